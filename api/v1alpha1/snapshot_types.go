@@ -1,0 +1,258 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PolicyRef names a SnapshotPolicy.
+type PolicyRef struct {
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// PVCTarget names the PVC a fan-out child covers.
+type PVCTarget struct {
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+}
+
+// SnapshotTarget is what a fan-out child backs up.
+type SnapshotTarget struct {
+	PVC PVCTarget `json:"pvc"`
+}
+
+// SnapshotGroup names the VolumeGroupSnapshot a child was captured with.
+type SnapshotGroup struct {
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// +kubebuilder:validation:MinLength=1
+	VolumeGroupSnapshotName string `json:"volumeGroupSnapshotName"`
+}
+
+// SnapshotSource pins one source of a selector policy to a Snapshot.
+type SnapshotSource struct {
+	// SourceIndex is the index into the policy's spec.sources.
+	// +kubebuilder:validation:Minimum=0
+	SourceIndex int32          `json:"sourceIndex"`
+	Target      SnapshotTarget `json:"target"`
+	// +optional
+	Group *SnapshotGroup `json:"group,omitempty"`
+}
+
+// SnapshotSpec is one invocation of a recipe.
+type SnapshotSpec struct {
+	// PolicyRef names the recipe; absent for discovered and replicated snapshots.
+	// +optional
+	PolicyRef *PolicyRef `json:"policyRef,omitempty"`
+	// Repository pins the repository at mint time (multi-repository children).
+	// +optional
+	Repository *RepositoryRef `json:"repository,omitempty"`
+	// Source pins the PVC a selector fan-out child covers.
+	// +optional
+	Source *SnapshotSource `json:"source,omitempty"`
+	// Tags are stored on the kopia snapshot manifest.
+	// +optional
+	Tags map[string]string `json:"tags,omitempty"`
+	// +optional
+	FailurePolicy *FailurePolicy `json:"failurePolicy,omitempty"`
+	// DeletionPolicy defaults by origin: Retain for discovered, Delete otherwise.
+	// +optional
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+	// +optional
+	OnScheduleDelete CascadePolicy `json:"onScheduleDelete,omitempty"`
+	// Pin keeps the kopia snapshot out of every retention.
+	// +optional
+	Pin bool `json:"pin,omitempty"`
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Description string `json:"description,omitempty"`
+}
+
+// SnapshotPhase is the lifecycle phase of a Snapshot.
+// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed;Deleting;Discovered;Unchanged
+type SnapshotPhase string
+
+const (
+	SnapshotPending    SnapshotPhase = "Pending"
+	SnapshotRunning    SnapshotPhase = "Running"
+	SnapshotSucceeded  SnapshotPhase = "Succeeded"
+	SnapshotFailed     SnapshotPhase = "Failed"
+	SnapshotDeleting   SnapshotPhase = "Deleting"
+	SnapshotDiscovered SnapshotPhase = "Discovered"
+	SnapshotUnchanged  SnapshotPhase = "Unchanged"
+)
+
+// Origin says where a Snapshot came from.
+// +kubebuilder:validation:Enum=scheduled;manual;discovered;adopted;replicated
+type Origin string
+
+const (
+	OriginScheduled  Origin = "scheduled"
+	OriginManual     Origin = "manual"
+	OriginDiscovered Origin = "discovered"
+	OriginAdopted    Origin = "adopted"
+	OriginReplicated Origin = "replicated"
+)
+
+// SnapshotRecord identifies the kopia snapshot a run produced.
+type SnapshotRecord struct {
+	// +optional
+	KopiaSnapshotID string `json:"kopiaSnapshotID,omitempty"`
+	// +optional
+	Identity *Identity `json:"identity,omitempty"`
+}
+
+// SnapshotStats are kopia's upload statistics.
+type SnapshotStats struct {
+	// +optional
+	SizeBytes *int64 `json:"sizeBytes,omitempty"`
+	// +optional
+	BytesNew *int64 `json:"bytesNew,omitempty"`
+	// +optional
+	FilesNew *int64 `json:"filesNew,omitempty"`
+	// +optional
+	FilesModified *int64 `json:"filesModified,omitempty"`
+	// +optional
+	FilesUnchanged *int64 `json:"filesUnchanged,omitempty"`
+	// +optional
+	FilesFailed *int64 `json:"filesFailed,omitempty"`
+}
+
+// JobRef names the mover Job of a run.
+type JobRef struct {
+	// +optional
+	Name string `json:"name,omitempty"`
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+}
+
+// SnapshotResolved pins what a run resolved, so deletion works after the policy is gone.
+type SnapshotResolved struct {
+	// +optional
+	Repository *RepositoryRef `json:"repository,omitempty"`
+	// +optional
+	Sources []ResolvedSource `json:"sources,omitempty"`
+	// +optional
+	CredentialProjection *CredentialProjection `json:"credentialProjection,omitempty"`
+}
+
+// HookStamps record when each hook list completed, so hooks run once.
+type HookStamps struct {
+	// +optional
+	PreCompletedAt *metav1.Time `json:"preCompletedAt,omitempty"`
+	// +optional
+	PostCompletedAt *metav1.Time `json:"postCompletedAt,omitempty"`
+}
+
+// Staged records the staged copy of the source.
+type Staged struct {
+	// +optional
+	VolumeGroupSnapshotName string `json:"volumeGroupSnapshotName,omitempty"`
+	// +optional
+	CopyMethod CopyMethod `json:"copyMethod,omitempty"`
+	// +optional
+	VolumeSnapshotName string `json:"volumeSnapshotName,omitempty"`
+	// +optional
+	PVCName string `json:"pvcName,omitempty"`
+	// +optional
+	Ready bool `json:"ready,omitempty"`
+	// +optional
+	StorageClassName string `json:"storageClassName,omitempty"`
+	// +optional
+	StagingTimeoutSeconds *int64 `json:"stagingTimeoutSeconds,omitempty"`
+}
+
+// CleanupStatus records finalizer progress.
+type CleanupStatus struct {
+	// +optional
+	CredsReapedAt *metav1.Time `json:"credsReapedAt,omitempty"`
+}
+
+// CopiedFrom records the lineage of a replicated snapshot.
+type CopiedFrom struct {
+	// +optional
+	Repository *RepositoryRef `json:"repository,omitempty"`
+	// +optional
+	KopiaSnapshotID string `json:"kopiaSnapshotID,omitempty"`
+	// +optional
+	SnapshotRef *NamespacedObjectRef `json:"snapshotRef,omitempty"`
+}
+
+// SnapshotStatus is written by snapflow.
+type SnapshotStatus struct {
+	// +optional
+	Phase SnapshotPhase `json:"phase,omitempty"`
+	// +optional
+	Origin Origin `json:"origin,omitempty"`
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// +optional
+	Snapshot *SnapshotRecord `json:"snapshot,omitempty"`
+	// +optional
+	Timing *Timing `json:"timing,omitempty"`
+	// +optional
+	Stats *SnapshotStats `json:"stats,omitempty"`
+	// +optional
+	Job *JobRef `json:"job,omitempty"`
+	// +optional
+	Resolved *SnapshotResolved `json:"resolved,omitempty"`
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// +optional
+	LogTail string `json:"logTail,omitempty"`
+	// +optional
+	Failure *Failure `json:"failure,omitempty"`
+	// +optional
+	Pinned bool `json:"pinned,omitempty"`
+	// +optional
+	Hooks *HookStamps `json:"hooks,omitempty"`
+	// +optional
+	Staged *Staged `json:"staged,omitempty"`
+	// +optional
+	PreflightSince *metav1.Time `json:"preflightSince,omitempty"`
+	// +optional
+	Cleanup *CleanupStatus `json:"cleanup,omitempty"`
+	// +optional
+	Recorded *RecordedIdentity `json:"recorded,omitempty"`
+	// +optional
+	CopiedFrom *CopiedFrom `json:"copiedFrom,omitempty"`
+}
+
+// Snapshot is one kopia snapshot as a Kubernetes object, and the universal trigger.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=kopiasnap,categories=kopiur
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Origin",type=string,JSONPath=`.status.origin`
+// +kubebuilder:printcolumn:name="Snapshot",type=string,JSONPath=`.status.snapshot.kopiaSnapshotID`
+// +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.spec.source.target.pvc.name`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Snapshot struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	Spec SnapshotSpec `json:"spec,omitempty"`
+	// +optional
+	Status SnapshotStatus `json:"status,omitempty"`
+}
+
+// SnapshotList is a list of Snapshots.
+//
+// +kubebuilder:object:root=true
+type SnapshotList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Snapshot `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Snapshot{}, &SnapshotList{})
+}

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Builds the pinned tool binaries into bin/ from the Go module proxy.
+# Each tool is rebuilt only when bin/.versions/<tool> does not record the pinned version,
+# so `make tools` is cheap after the first run.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN="$ROOT/bin"
+STAMPS="$BIN/.versions"
+WORK="$BIN/.build"
+mkdir -p "$BIN" "$STAMPS" "$WORK"
+
+KUBE_VERSION=${KUBE_VERSION:-v1.35.4}
+ETCD_VERSION=${ETCD_VERSION:-v3.6.8}
+CONTROLLER_TOOLS_VERSION=${CONTROLLER_TOOLS_VERSION:-v0.20.0}
+HELM_VERSION=${HELM_VERSION:-v3.22.0}
+VERSITYGW_VERSION=${VERSITYGW_VERSION:-v1.8.0}
+
+export GOFLAGS=-mod=mod
+export GOTOOLCHAIN=local
+
+log() { printf '[tools] %s\n' "$*" >&2; }
+
+fresh() { # fresh TOOL VERSION -> 0 when bin/TOOL exists and was built at VERSION
+  [[ -x "$BIN/$1" && -f "$STAMPS/$1" && "$(cat "$STAMPS/$1")" == "$2" ]]
+}
+
+stamp() { echo "$2" >"$STAMPS/$1"; }
+
+timed() { # timed LABEL CMD... : run and report the wall time
+  local label=$1 start; shift
+  start=$(date +%s)
+  "$@"
+  log "$label built in $(( $(date +%s) - start ))s"
+}
+
+build_kube() {
+  if fresh kube-apiserver "$KUBE_VERSION" && fresh kubectl "$KUBE_VERSION"; then return; fi
+  local dir="$WORK/kube-$KUBE_VERSION"
+  rm -rf "$dir"; mkdir -p "$dir"
+  log "kube-apiserver and kubectl $KUBE_VERSION (first run takes several minutes)"
+  local minor=${KUBE_VERSION#v1.}
+  local staging="v0.$minor"
+  # k8s.io/kubernetes maps its staging modules to ./staging; read that list from its
+  # own go.mod and point each at the published v0.x release of the same patch.
+  local modfile
+  modfile=$(cd "$dir" && go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  {
+    echo "module snapflow.local/kubetools"
+    echo
+    echo "go 1.26"
+    echo
+    echo "require k8s.io/kubernetes $KUBE_VERSION"
+    echo
+    grep -E '^\s*k8s\.io/[a-z0-9-]+ => \./staging/' "$modfile" | awk -v v="$staging" '{print "replace " $1 " => " $1 " " v}'
+  } >"$dir/go.mod"
+  cat >"$dir/tools.go" <<'GO'
+//go:build tools
+
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
+GO
+  (cd "$dir" && go mod tidy -e >/dev/null 2>&1 || true)
+  (cd "$dir" && timed kube-apiserver go build -o "$BIN/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
+  stamp kube-apiserver "$KUBE_VERSION"
+  (cd "$dir" && timed kubectl go build -o "$BIN/kubectl" k8s.io/kubernetes/cmd/kubectl)
+  stamp kubectl "$KUBE_VERSION"
+}
+
+build_etcd() {
+  fresh etcd "$ETCD_VERSION" && return
+  local dir="$WORK/etcd-$ETCD_VERSION"
+  rm -rf "$dir"; mkdir -p "$dir"
+  log "etcd $ETCD_VERSION"
+  cat >"$dir/go.mod" <<MOD
+module snapflow.local/etcd
+
+go 1.26
+
+require go.etcd.io/etcd/server/v3 $ETCD_VERSION
+MOD
+  cat >"$dir/main.go" <<'GO'
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+GO
+  (cd "$dir" && go mod tidy >/dev/null && timed etcd go build -o "$BIN/etcd" .)
+  stamp etcd "$ETCD_VERSION"
+}
+
+install_tool() { # install_tool NAME PKG VERSION
+  fresh "$1" "$3" && return
+  log "$1 $3"
+  GOBIN="$BIN" timed "$1" go install "$2@$3"
+  stamp "$1" "$3"
+}
+
+want=("$@")
+[[ ${#want[@]} -eq 0 ]] && want=(etcd kube controller-gen helm versitygw)
+for t in "${want[@]}"; do
+  case $t in
+    kube) build_kube ;;
+    etcd) build_etcd ;;
+    controller-gen) install_tool controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_TOOLS_VERSION" ;;
+    helm) install_tool helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION" ;;
+    versitygw) install_tool versitygw github.com/versity/versitygw/cmd/versitygw "$VERSITYGW_VERSION" ;;
+    *) echo "unknown tool $t" >&2; exit 2 ;;
+  esac
+done

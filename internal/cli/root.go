@@ -1,0 +1,41 @@
+// Package cli wires snapflow's subcommands.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+)
+
+// NewRoot builds the root command with every subcommand attached.
+func NewRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "snapflow",
+		Short:         "Event-driven, kopia-based backups for Kubernetes",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(newVersionCmd())
+	return root
+}
+
+// Execute runs the CLI and returns the process exit code.
+func Execute(args []string, stdout, stderr io.Writer) int {
+	root := NewRoot(stdout, stderr)
+	root.SetArgs(args)
+	if err := root.Execute(); err != nil {
+		fmt.Fprintf(stderr, "error: %v\n", err)
+		// Commands that need a specific exit code (e.g. 2 for "orphans found")
+		// return an error carrying it.
+		var coded interface{ ExitCode() int }
+		if errors.As(err, &coded) {
+			return coded.ExitCode()
+		}
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,43 @@
+// Package version reports what build of snapflow is running.
+package version
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+)
+
+// Set at link time: -X github.com/snapflow/snapflow/internal/version.Version=...
+var (
+	Version = "dev"
+	Commit  = ""
+)
+
+// Info describes the running build.
+type Info struct {
+	Version   string `json:"version"`
+	Commit    string `json:"commit,omitempty"`
+	GoVersion string `json:"goVersion"`
+	Platform  string `json:"platform"`
+}
+
+// Get returns the build info, filling the commit from the Go build info when
+// the linker did not set it.
+func Get() Info {
+	commit := Commit
+	if commit == "" {
+		if bi, ok := debug.ReadBuildInfo(); ok {
+			for _, s := range bi.Settings {
+				if s.Key == "vcs.revision" {
+					commit = s.Value
+				}
+			}
+		}
+	}
+	return Info{
+		Version:   Version,
+		Commit:    commit,
+		GoVersion: runtime.Version(),
+		Platform:  fmt.Sprintf("%s/%s", runtime.GOOS, runtime.GOARCH),
+	}
+}

@@ -1,0 +1,18 @@
+// Package e2e drives snapflow the way users do, against a real
+// kube-apiserver with the real kubectl.
+package e2e
+
+import (
+	"testing"
+
+	"github.com/snapflow/snapflow/test/harness"
+)
+
+var env *harness.Env
+
+func TestMain(m *testing.M) {
+	harness.Main(m, harness.MainOptions{
+		Options: harness.Options{ExternalCRDs: harness.AllExternalCRDs},
+		S3:      &harness.S3Options{Versioning: true},
+	}, func(e *harness.Env) { env = e })
+}

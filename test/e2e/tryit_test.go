@@ -1,0 +1,91 @@
+package e2e
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// The try-it bundle from the user guide, used exactly as the guide says:
+// apply everything, then create the generateName Snapshot.
+func TestTryItBundle(t *testing.T) {
+	bundle := repoPath(t, "config", "samples", "tryit", "backups.yaml")
+	const ns = "kopiur-tryit"
+
+	// apply cannot track a server-named object: it refuses the Snapshot and
+	// applies the rest.
+	res := kubectl(t, nil, 1, "apply", "-f", bundle)
+	if !strings.Contains(res.Stderr, "generate name") {
+		t.Fatalf("apply should refuse only the generateName Snapshot, stderr:\n%s", res.Stderr)
+	}
+	for _, obj := range []string{
+		"persistentvolumeclaim/kopia-repo", "persistentvolumeclaim/app-data", "secret/kopia-password",
+		"job.batch/seed-data", "repository.kopiur.home-operations.com/primary", "snapshotpolicy.kopiur.home-operations.com/app-data",
+	} {
+		if !strings.Contains(res.Stdout, obj+" created") {
+			t.Errorf("apply did not create %s; stdout:\n%s", obj, res.Stdout)
+		}
+		kubectl(t, nil, 0, "-n", ns, "get", obj)
+	}
+	if out := kubectl(t, nil, 0, "-n", ns, "get", "snapshots", "-o", "name").Stdout; strings.TrimSpace(out) != "" {
+		t.Fatalf("apply must not create a Snapshot, found:\n%s", out)
+	}
+
+	// create mints the Snapshot; everything else already exists.
+	created := regexp.MustCompile(`snapshot\.kopiur\.home-operations\.com/(app-data-manual-[a-z0-9]{5}) created`)
+	res = kubectl(t, nil, 1, "create", "-f", bundle)
+	m := created.FindStringSubmatch(res.Stdout)
+	if m == nil {
+		t.Fatalf("create did not mint a Snapshot; stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
+	}
+	first := m[1]
+	if !strings.Contains(res.Stderr, "AlreadyExists") {
+		t.Errorf("create should report the applied objects as existing; stderr:\n%s", res.Stderr)
+	}
+	// Each create mints a fresh name.
+	res = kubectl(t, nil, 1, "create", "-f", bundle)
+	m = created.FindStringSubmatch(res.Stdout)
+	if m == nil || m[1] == first {
+		t.Fatalf("second create should mint a new Snapshot, got %v; stdout:\n%s", m, res.Stdout)
+	}
+	names := strings.Fields(kubectl(t, nil, 0, "-n", ns, "get", "kopiasnap", "-o", "name").Stdout)
+	if len(names) != 2 {
+		t.Fatalf("want 2 Snapshots, got %v", names)
+	}
+
+	// Printer columns as the guide shows them.
+	out := kubectl(t, nil, 0, "-n", ns, "get", "snapshots").Stdout
+	header := strings.Fields(strings.SplitN(out, "\n", 2)[0])
+	if strings.Join(header, " ") != "NAME PHASE ORIGIN SNAPSHOT AGE" {
+		t.Fatalf("snapshot columns = %v, want NAME PHASE ORIGIN SNAPSHOT AGE\n%s", header, out)
+	}
+	kubectl(t, nil, 0, "-n", ns, "patch", "snapshot", first, "--subresource=status", "--type=merge",
+		"-p", `{"status":{"phase":"Succeeded","origin":"manual","snapshot":{"kopiaSnapshotID":"k8f3c1a90"},"stats":{"filesNew":20,"bytesNew":81920}}}`)
+	out = kubectl(t, nil, 0, "-n", ns, "get", "snapshot", first, "--no-headers").Stdout
+	if f := strings.Fields(out); len(f) != 5 || f[0] != first || f[1] != "Succeeded" || f[2] != "manual" || f[3] != "k8f3c1a90" {
+		t.Fatalf("snapshot row = %q, want %s Succeeded manual k8f3c1a90 <age>", out, first)
+	}
+	if got := kubectl(t, nil, 0, "-n", ns, "get", "snapshot", first, "-o", "jsonpath={.status.stats.filesNew}").Stdout; got != "20" {
+		t.Fatalf("status.stats.filesNew = %q, want 20", got)
+	}
+	wide := kubectl(t, nil, 0, "-n", ns, "get", "snapshots", "-o", "wide").Stdout
+	if !strings.Contains(strings.SplitN(wide, "\n", 2)[0], "SOURCE") {
+		t.Errorf("-o wide should add the SOURCE column:\n%s", wide)
+	}
+
+	out = kubectl(t, nil, 0, "-n", ns, "get", "snapshotpolicy", "app-data").Stdout
+	if header := strings.Fields(strings.SplitN(out, "\n", 2)[0]); strings.Join(header, " ") != "NAME REPOSITORY REPOSITORIES LAST-SNAPSHOT LAST-VERIFIED SUSPENDED AGE" {
+		t.Fatalf("policy columns = %v\n%s", header, out)
+	}
+	if !strings.Contains(out, "primary") {
+		t.Fatalf("policy row should name its repository:\n%s", out)
+	}
+
+	// The kopiur category lists every snapflow object in the namespace.
+	out = kubectl(t, nil, 0, "-n", ns, "get", "kopiur", "-o", "name").Stdout
+	for _, want := range []string{"repository.kopiur.home-operations.com/primary", "snapshotpolicy.kopiur.home-operations.com/app-data", "snapshot.kopiur.home-operations.com/" + first} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubectl get kopiur misses %s:\n%s", want, out)
+		}
+	}
+}

@@ -1,0 +1,56 @@
+package harness
+
+import (
+	"fmt"
+	"os"
+	"testing"
+)
+
+// Env is everything one test binary shares: the control plane and, when
+// asked for, an S3 server.
+type Env struct {
+	*ControlPlane
+	S3 *S3
+}
+
+// MainOptions selects what Main starts.
+type MainOptions struct {
+	Options
+	S3 *S3Options
+}
+
+// Main is a TestMain body: it starts the shared environment once per test
+// binary (starting it per test would cost seconds each), runs the tests,
+// and tears everything down whether they passed or not.
+func Main(m *testing.M, opts MainOptions, use func(*Env)) {
+	os.Exit(run(m, opts, use))
+}
+
+func run(m *testing.M, opts MainOptions, use func(*Env)) int {
+	cp, err := StartControlPlane(opts.Options)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "harness: %v\n", err)
+		return 1
+	}
+	env := &Env{ControlPlane: cp}
+	defer func() {
+		if env.S3 != nil {
+			if err := env.S3.Stop(); err != nil {
+				fmt.Fprintf(os.Stderr, "harness: stop s3: %v\n", err)
+			}
+		}
+		if err := cp.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "harness: stop control plane: %v\n", err)
+		}
+	}()
+	if opts.S3 != nil {
+		s3, err := StartS3(*opts.S3)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "harness: %v\n", err)
+			return 1
+		}
+		env.S3 = s3
+	}
+	use(env)
+	return m.Run()
+}
