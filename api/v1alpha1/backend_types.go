@@ -93,7 +93,7 @@ type B2Backend struct {
 	// +kubebuilder:validation:MinLength=1
 	Bucket string `json:"bucket"`
 	// +optional
-	Prefix string `json:"prefix,omitempty"`
+	Prefix string     `json:"prefix,omitempty"`
 	Auth   SecretAuth `json:"auth"`
 }
 

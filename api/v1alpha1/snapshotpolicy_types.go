@@ -269,7 +269,7 @@ type Preflight struct {
 type WorkloadExecHook struct {
 	PodSelector metav1.LabelSelector `json:"podSelector"`
 	// +optional
-	Container string `json:"container,omitempty"`
+	Container string   `json:"container,omitempty"`
 	Command   []string `json:"command"`
 	// +optional
 	Timeout string `json:"timeout,omitempty"`

@@ -2,12 +2,12 @@ package harness
 
 import (
 	"bytes"
-	"sync"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 )
