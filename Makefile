@@ -11,7 +11,7 @@ VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo d
 LDFLAGS    := -X github.com/snapflow/snapflow/internal/version.Version=$(VERSION)
 TEST_FLAGS ?= -count=1 -timeout 30m
 
-.PHONY: all tools build generate manifests test unit e2e vet demo clean help
+.PHONY: all tools build generate test vet demo demo-up clean help
 
 all: build
 
@@ -33,11 +33,15 @@ generate: ## regenerate deepcopy code and CRDs from api/v1alpha1
 vet:
 	$(GO) vet ./...
 
-test: tools build vet ## the whole suite: unit and e2e tests on the real control plane
+test: tools build vet ## the whole suite: unit and e2e tests on the real control plane, then the demo
 	$(GO) test $(TEST_FLAGS) ./...
+	$(GO) run ./test/demo
 
 demo: tools build ## start the local stack, apply the try-it bundle, show it, stop
 	$(GO) run ./test/demo
+
+demo-up: tools build ## like demo, but leave the stack running (Ctrl-C stops it)
+	$(GO) run ./test/demo -keep
 
 clean: ## remove built binaries and tools
 	rm -rf $(BIN)
