@@ -1,0 +1,61 @@
+// Package wellknown holds every name snapflow puts on the wire: labels,
+// annotations, finalizers, condition types and reasons. Keeping them in one
+// place keeps the webhook, the functions and the CLI in agreement.
+package wellknown
+
+// Prefix is the Kopiur API's prefix; snapflow-only extensions use SnapflowPrefix.
+const (
+	Prefix         = "kopiur.home-operations.com/"
+	SnapflowPrefix = "snapflow.dev/"
+)
+
+// Labels.
+const (
+	// LabelConfig names the SnapshotPolicy a Snapshot belongs to; retention and
+	// the policy cascade only ever touch Snapshots carrying it.
+	LabelConfig = Prefix + "config"
+	// LabelOrigin mirrors status.origin.
+	LabelOrigin    = Prefix + "origin"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedByValue = "snapflow"
+)
+
+// Annotations.
+const (
+	AnnotationAllowIdentityChange = Prefix + "allow-identity-change"
+	AnnotationAllowMassDeletion   = Prefix + "allow-mass-deletion"
+	AnnotationSkipSnapshotCleanup = Prefix + "skip-snapshot-cleanup"
+	AnnotationPrivilegedMovers    = Prefix + "privileged-movers"
+	AnnotationPrunedBy            = Prefix + "pruned-by"
+	AnnotationMaintenanceRunReq   = Prefix + "run-requested"
+	AnnotationMaintenanceRunMode  = Prefix + "run-mode"
+)
+
+// Finalizers.
+const (
+	FinalizerSnapshotCleanup = Prefix + "snapshot-cleanup"
+	FinalizerPolicyCleanup   = Prefix + "policy-cleanup"
+)
+
+// Condition types (kstatus plus snapflow's own).
+const (
+	ConditionReady                    = "Ready"
+	ConditionReconciling              = "Reconciling"
+	ConditionStalled                  = "Stalled"
+	ConditionRepositorySlotAvailable  = "RepositorySlotAvailable"
+	ConditionMoverPermitted           = "MoverPermitted"
+	ConditionHooksSucceeded           = "HooksSucceeded"
+	ConditionDeletionHeld             = "DeletionHeld"
+	ConditionMassDeletionHeld         = "MassDeletionHeld"
+	ConditionBackendReachable         = "BackendReachable"
+	ConditionTimezoneDefaultAmbiguous = "TimezoneDefaultAmbiguous"
+	ConditionFanoutCapped             = "FanoutCapped"
+	ConditionReplacementHeld          = "ReplacementHeld"
+)
+
+// Reserved kopia tag prefix: user tags may not start with it.
+const ReservedTagPrefix = "kopiur"
+
+// DefaultIgnoreRules is what files.ignoreRules means when files is omitted:
+// filesystem artefacts that are never intentional user data.
+var DefaultIgnoreRules = []string{"/lost+found", "System Volume Information", "$RECYCLE.BIN", "@eaDir", ".snapshot"}
