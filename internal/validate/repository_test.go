@@ -39,18 +39,26 @@ func TestRepositoryRules(t *testing.T) {
 			s.Backend.S3.Auth.WorkloadIdentity = &snapv1.WorkloadIdentity{}
 		}, "spec.backend.s3.auth.secretRef", "exactly one of secretRef and workloadIdentity"},
 		{"rule 52: cluster with dot", func(s *snapv1.RepositorySpec) { s.IdentityDefaults = &snapv1.IdentityDefaults{Cluster: "eu.prod"} }, "spec.identityDefaults.cluster", "must not contain '.'"},
-		{"rule 52: cluster too long", func(s *snapv1.RepositorySpec) { s.IdentityDefaults = &snapv1.IdentityDefaults{Cluster: strings.Repeat("a", 33)} }, "spec.identityDefaults.cluster", "at most 32"},
-		{"rule 52: identity expr type", func(s *snapv1.RepositorySpec) { s.IdentityDefaults = &snapv1.IdentityDefaults{HostnameExpr: "namespace == 'x'"} }, "spec.identityDefaults.hostnameExpr", "must return a string"},
+		{"rule 52: cluster too long", func(s *snapv1.RepositorySpec) {
+			s.IdentityDefaults = &snapv1.IdentityDefaults{Cluster: strings.Repeat("a", 33)}
+		}, "spec.identityDefaults.cluster", "at most 32"},
+		{"rule 52: identity expr type", func(s *snapv1.RepositorySpec) {
+			s.IdentityDefaults = &snapv1.IdentityDefaults{HostnameExpr: "namespace == 'x'"}
+		}, "spec.identityDefaults.hostnameExpr", "must return a string"},
 		{"rule 52: identity expr variable", func(s *snapv1.RepositorySpec) { s.IdentityDefaults = &snapv1.IdentityDefaults{UsernameExpr: "name"} }, "spec.identityDefaults.usernameExpr", "available variables"},
 		{"rule 53: refresh interval", func(s *snapv1.RepositorySpec) { s.Catalog = &snapv1.Catalog{RefreshInterval: "10s"} }, "spec.catalog.refreshInterval", "30s minimum"},
 		{"rule 53: fallbackNamespace on a Repository", func(s *snapv1.RepositorySpec) { s.Catalog = &snapv1.Catalog{FallbackNamespace: "x"} }, "spec.catalog.fallbackNamespace", "only meaningful on a ClusterRepository"},
 		{"rule 53: foreignSnapshots without cluster", func(s *snapv1.RepositorySpec) { s.Catalog = &snapv1.Catalog{ForeignSnapshots: "Ignore"} }, "spec.catalog.foreignSnapshots", "requires a cluster identity"},
-		{"rule 53: maxAgeDays", func(s *snapv1.RepositorySpec) { s.Catalog = &snapv1.Catalog{Retain: &snapv1.CatalogRetain{MaxAgeDays: ptr.To[int32](0)}} }, "spec.catalog.retain.maxAgeDays", "at least 1"},
+		{"rule 53: maxAgeDays", func(s *snapv1.RepositorySpec) {
+			s.Catalog = &snapv1.Catalog{Retain: &snapv1.CatalogRetain{MaxAgeDays: ptr.To[int32](0)}}
+		}, "spec.catalog.retain.maxAgeDays", "at least 1"},
 		{"rule 54: maintenance namespace on a Repository", func(s *snapv1.RepositorySpec) { s.Maintenance = &snapv1.RepositoryMaintenance{Namespace: "x"} }, "spec.maintenance.namespace", "only meaningful on a ClusterRepository"},
 		{"rule 54: maintenance cron", func(s *snapv1.RepositorySpec) {
 			s.Maintenance = &snapv1.RepositoryMaintenance{Schedule: &snapv1.MaintenanceSchedule{Full: &snapv1.CronSpec{Cron: "every sunday"}}}
 		}, "spec.maintenance.schedule.full.cron", "want 5 fields"},
-		{"rule 55: insecure server", func(s *snapv1.RepositorySpec) { s.Server = &snapv1.RepositoryServer{Enabled: true, Auth: &snapv1.ServerAuth{Insecure: true}} }, "spec.server.auth.insecure", "acknowledgeInsecure: true"},
+		{"rule 55: insecure server", func(s *snapv1.RepositorySpec) {
+			s.Server = &snapv1.RepositoryServer{Enabled: true, Auth: &snapv1.ServerAuth{Insecure: true}}
+		}, "spec.server.auth.insecure", "acknowledgeInsecure: true"},
 		{"rule 55: read-write server on ReadOnly", func(s *snapv1.RepositorySpec) {
 			s.Mode = snapv1.ModeReadOnly
 			s.Server = &snapv1.RepositoryServer{ReadOnly: ptr.To(false)}

@@ -1,0 +1,66 @@
+package validate
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+)
+
+// Objects is a Lookup over a fixed set of objects: the manifests handed to
+// `snapflow validate`, where there is no cluster to ask.
+type Objects struct {
+	Namespaces          map[string]*corev1.Namespace
+	Repositories        map[string]*snapv1.Repository // namespace/name
+	ClusterRepositories map[string]*snapv1.ClusterRepository
+	Policies            map[string]*snapv1.SnapshotPolicy // namespace/name
+}
+
+// NewObjects returns an empty lookup.
+func NewObjects() *Objects {
+	return &Objects{
+		Namespaces:          map[string]*corev1.Namespace{},
+		Repositories:        map[string]*snapv1.Repository{},
+		ClusterRepositories: map[string]*snapv1.ClusterRepository{},
+		Policies:            map[string]*snapv1.SnapshotPolicy{},
+	}
+}
+
+// Add records an object of a kind the cross-object rules read; others are ignored.
+func (o *Objects) Add(obj any) {
+	switch v := obj.(type) {
+	case *corev1.Namespace:
+		o.Namespaces[v.Name] = v
+	case *snapv1.Repository:
+		o.Repositories[v.Namespace+"/"+v.Name] = v
+	case *snapv1.ClusterRepository:
+		o.ClusterRepositories[v.Name] = v
+	case *snapv1.SnapshotPolicy:
+		o.Policies[v.Namespace+"/"+v.Name] = v
+	}
+}
+
+func (o *Objects) Namespace(_ context.Context, name string) (*corev1.Namespace, error) {
+	return o.Namespaces[name], nil
+}
+
+func (o *Objects) Repository(_ context.Context, ns, name string) (*snapv1.Repository, error) {
+	return o.Repositories[ns+"/"+name], nil
+}
+
+func (o *Objects) ClusterRepository(_ context.Context, name string) (*snapv1.ClusterRepository, error) {
+	return o.ClusterRepositories[name], nil
+}
+
+func (o *Objects) SnapshotPolicy(_ context.Context, ns, name string) (*snapv1.SnapshotPolicy, error) {
+	return o.Policies[ns+"/"+name], nil
+}
+
+func (o *Objects) SnapshotPolicies(context.Context) ([]snapv1.SnapshotPolicy, error) {
+	out := make([]snapv1.SnapshotPolicy, 0, len(o.Policies))
+	for _, p := range o.Policies {
+		out = append(out, *p)
+	}
+	return out, nil
+}

@@ -1,0 +1,284 @@
+package validate
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"knative.dev/pkg/apis"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/identity"
+)
+
+// Lookup reads the other objects that cross-object rules need. Each getter
+// returns (nil, nil) when the object does not exist, and an error only when
+// it could not be read.
+type Lookup interface {
+	Namespace(ctx context.Context, name string) (*corev1.Namespace, error)
+	Repository(ctx context.Context, namespace, name string) (*snapv1.Repository, error)
+	ClusterRepository(ctx context.Context, name string) (*snapv1.ClusterRepository, error)
+	SnapshotPolicy(ctx context.Context, namespace, name string) (*snapv1.SnapshotPolicy, error)
+	// SnapshotPolicies lists every policy in the cluster.
+	SnapshotPolicies(ctx context.Context) ([]snapv1.SnapshotPolicy, error)
+}
+
+// What happens when a referent cannot be read: tenancy fails closed (a
+// namespace never gains access to a repository by accident); every other
+// cross-object check fails open with a warning, because the functions run
+// the same checks again before acting.
+
+// Tenancy checks that a ClusterRepository lets consumerNS use it.
+func Tenancy(ctx context.Context, lk Lookup, consumerNS string, ref *snapv1.RepositoryRef) *apis.FieldError {
+	if ref == nil || ref.Kind != snapv1.KindClusterRepository {
+		return nil
+	}
+	if lk == nil {
+		return fieldErr("", "cannot check that namespace %q may use ClusterRepository %q: no cluster access to read it; denying (fail-closed)", consumerNS, ref.Name)
+	}
+	cr, err := lk.ClusterRepository(ctx, ref.Name)
+	if err != nil {
+		return fieldErr("", "cannot read ClusterRepository %q to check that namespace %q may use it (%v); denying (fail-closed)", ref.Name, consumerNS, err)
+	}
+	if cr == nil {
+		return fieldErr("name", "ClusterRepository %q does not exist; create it first (or fix the name) so its allowedNamespaces can be checked", ref.Name)
+	}
+	an := cr.Spec.AllowedNamespaces
+	switch {
+	case an == nil:
+		return fieldErr("", "ClusterRepository %q has no allowedNamespaces, so no namespace may use it; ask its owner to add %q to spec.allowedNamespaces", ref.Name, consumerNS)
+	case an.All != nil && *an.All:
+		return nil
+	case an.List != nil:
+		for _, ns := range an.List {
+			if ns == consumerNS {
+				return nil
+			}
+		}
+		return fieldErr("", "namespace %q is not in the allowedNamespaces of ClusterRepository %q; ask its owner to add it to spec.allowedNamespaces.list", consumerNS, ref.Name)
+	case an.Selector != nil:
+		sel, err := metav1.LabelSelectorAsSelector(an.Selector)
+		if err != nil {
+			return fieldErr("", "ClusterRepository %q has an invalid allowedNamespaces.selector (%v); denying (fail-closed)", ref.Name, err)
+		}
+		ns, err := lk.Namespace(ctx, consumerNS)
+		if err != nil || ns == nil {
+			return fieldErr("", "ClusterRepository %q gates by label selector but namespace %q labels were not available to evaluate; denying (fail-closed)", ref.Name, consumerNS)
+		}
+		if sel.Matches(labels.Set(ns.Labels)) {
+			return nil
+		}
+		return fieldErr("", "namespace %q does not match the allowedNamespaces.selector of ClusterRepository %q (%s); label the namespace or ask the repository's owner to widen the selector", consumerNS, ref.Name, sel.String())
+	}
+	return fieldErr("", "ClusterRepository %q allows no namespaces; denying", ref.Name)
+}
+
+// policyRefs is every repository a policy writes to.
+func policyRefs(p *snapv1.SnapshotPolicy) []snapv1.RepositoryRef {
+	if p.Spec.Repository != nil {
+		return []snapv1.RepositoryRef{*p.Spec.Repository}
+	}
+	return p.Spec.Repositories
+}
+
+func refField(p *snapv1.SnapshotPolicy, i int) string {
+	if p.Spec.Repository != nil {
+		return "spec.repository"
+	}
+	return fmt.Sprintf("spec.repositories[%d]", i)
+}
+
+// identityDefaults reads the identityDefaults of a referenced repository.
+func identityDefaults(ctx context.Context, lk Lookup, ref snapv1.RepositoryRef, ns string) (*snapv1.IdentityDefaults, error) {
+	if ref.Kind == snapv1.KindClusterRepository {
+		cr, err := lk.ClusterRepository(ctx, ref.Name)
+		if err != nil || cr == nil {
+			return nil, err
+		}
+		return cr.Spec.IdentityDefaults, nil
+	}
+	if ref.Namespace != "" {
+		ns = ref.Namespace
+	}
+	r, err := lk.Repository(ctx, ns, ref.Name)
+	if err != nil || r == nil {
+		return nil, err
+	}
+	return r.Spec.IdentityDefaults, nil
+}
+
+// addresses is where a policy writes in one repository: user@host:path per
+// concrete source, and user@host:<selector> for a selector whose paths are
+// only known at expansion time.
+func addresses(p *snapv1.SnapshotPolicy, id identity.Identity) map[string]bool {
+	out := map[string]bool{}
+	for i, src := range p.Spec.Sources {
+		var path string
+		switch {
+		case src.PVC != nil:
+			path = identity.PVCSourcePath(src, p.Namespace, src.PVC.Name)
+		case src.NFS != nil:
+			path = src.NFS.Path
+			if src.SourcePathOverride != nil {
+				path = *src.SourcePathOverride
+			}
+		case src.Stream != nil:
+			path = "/stream/" + src.Stream.FileName
+		default:
+			path = fmt.Sprintf("<selector %d, %s>", i, src.SourcePathStrategy)
+		}
+		out[id.String()+":"+path] = true
+	}
+	return out
+}
+
+// PolicyReferents runs the checks that read other objects. old is nil on CREATE.
+func PolicyReferents(ctx context.Context, lk Lookup, p, old *snapv1.SnapshotPolicy) Result {
+	var r Result
+	refs := policyRefs(p)
+	for i := range refs {
+		r.Also(Tenancy(ctx, lk, p.Namespace, &refs[i]).ViaField(refField(p, i)))
+	}
+	if lk == nil {
+		r.Warn("identity collision and identity-change checks were skipped (no cluster access); snapflow checks again before each backup")
+		return r
+	}
+
+	// Resolve this policy's identity in each repository once.
+	ids := make([]identity.Identity, len(refs))
+	for i, ref := range refs {
+		defaults, err := identityDefaults(ctx, lk, ref, p.Namespace)
+		if err != nil {
+			r.Warn("could not read %s to resolve the kopia identity (%v); identity checks for it were skipped", RepoKey(ref, p.Namespace), err)
+			continue
+		}
+		id, err := identity.Resolve(p, defaults)
+		if err != nil {
+			r.Also(fieldErr(refField(p, i), "%v", err))
+			continue
+		}
+		ids[i] = id
+	}
+
+	r.Merge(identityCollisions(ctx, lk, p, refs, ids))
+	if old != nil {
+		r.Merge(identityChange(ctx, lk, p, old, refs, ids))
+	}
+	return r
+}
+
+func identityCollisions(ctx context.Context, lk Lookup, p *snapv1.SnapshotPolicy, refs []snapv1.RepositoryRef, ids []identity.Identity) Result {
+	var r Result
+	others, err := lk.SnapshotPolicies(ctx)
+	if err != nil {
+		r.Warn("could not list SnapshotPolicies to check for identity collisions (%v); allowed, and checked again before each backup", err)
+		return r
+	}
+	for i, ref := range refs {
+		if ids[i].Username == "" {
+			continue
+		}
+		mine := addresses(p, ids[i])
+		key := RepoKey(ref, p.Namespace)
+		for oi := range others {
+			o := &others[oi]
+			if o.Namespace == p.Namespace && o.Name == p.Name {
+				continue
+			}
+			for _, oref := range policyRefs(o) {
+				if RepoKey(oref, o.Namespace) != key {
+					continue
+				}
+				defaults, err := identityDefaults(ctx, lk, oref, o.Namespace)
+				if err != nil {
+					continue
+				}
+				oid, err := identity.Resolve(o, defaults)
+				if err != nil {
+					continue
+				}
+				for addr := range addresses(o, oid) {
+					if mine[addr] {
+						r.Also(fieldErr(refField(p, i), "resolved identity %q collides with existing SnapshotPolicy %s/%s in repository %s; two policies must not share a kopia identity in the same repository (give this policy a distinct spec.identity, or target a different repository)", addr, o.Namespace, o.Name, key))
+					}
+				}
+			}
+		}
+	}
+	return r
+}
+
+func identityChange(ctx context.Context, lk Lookup, p, old *snapv1.SnapshotPolicy, refs []snapv1.RepositoryRef, ids []identity.Identity) Result {
+	var r Result
+	if old.Status.LastSuccessfulSnapshot == nil || strings.TrimSpace(p.Annotations[wellknown.AnnotationAllowIdentityChange]) != "" {
+		return r
+	}
+	fork := func(path, from, to string) {
+		r.Also(fieldErr(path, "this edit changes the policy's resolved kopia identity from %q to %q, but the policy already has snapshot history; new snapshots would land under a new kopia source while the old lineage's Snapshot CRs keep competing in the same GFS retention timeline, and restore and verify resolve only the new identity. To intentionally re-identify, set annotation %s (any non-empty value)", from, to, wellknown.AnnotationAllowIdentityChange))
+	}
+	oldRefs := policyRefs(old)
+	oldByKey := map[string]snapv1.RepositoryRef{}
+	for _, ref := range oldRefs {
+		oldByKey[RepoKey(ref, old.Namespace)] = ref
+	}
+	newKeys := map[string]bool{}
+	for i, ref := range refs {
+		key := RepoKey(ref, p.Namespace)
+		newKeys[key] = true
+		oref, ok := oldByKey[key]
+		if !ok || ids[i].Username == "" {
+			continue
+		}
+		defaults, err := identityDefaults(ctx, lk, oref, old.Namespace)
+		if err != nil {
+			continue
+		}
+		oid, err := identity.Resolve(old, defaults)
+		if err == nil && oid != ids[i] {
+			fork("spec.identity", oid.String(), ids[i].String())
+		}
+	}
+	// A PVC source whose path changes forks that source's lineage.
+	oldPaths := map[string]string{}
+	for _, src := range old.Spec.Sources {
+		if src.PVC != nil {
+			oldPaths[src.PVC.Name] = identity.PVCSourcePath(src, old.Namespace, src.PVC.Name)
+		}
+	}
+	for i, src := range p.Spec.Sources {
+		if src.PVC != nil {
+			if was, ok := oldPaths[src.PVC.Name]; ok {
+				if now := identity.PVCSourcePath(src, p.Namespace, src.PVC.Name); now != was {
+					fork(fmt.Sprintf("spec.sources[%d].sourcePathOverride", i), was, now)
+				}
+			}
+		}
+		if src.PVCSelector != nil && i < len(old.Spec.Sources) && old.Spec.Sources[i].PVCSelector != nil &&
+			strategy(old.Spec.Sources[i]) != strategy(src) {
+			fork(fmt.Sprintf("spec.sources[%d].sourcePathStrategy", i), string(strategy(old.Spec.Sources[i])), string(strategy(src)))
+		}
+	}
+	var removed []string
+	for key := range oldByKey {
+		if !newKeys[key] {
+			removed = append(removed, key)
+		}
+	}
+	sort.Strings(removed)
+	for _, key := range removed {
+		r.Warn("repository %s was removed from a policy with snapshot history: its existing snapshots stay there, but no new backups go to it and retention no longer prunes them", key)
+	}
+	return r
+}
+
+func strategy(s snapv1.Source) snapv1.SourcePathStrategy {
+	if s.SourcePathStrategy == "" {
+		return snapv1.SourcePathPvcName
+	}
+	return s.SourcePathStrategy
+}

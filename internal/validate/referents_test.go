@@ -1,0 +1,220 @@
+package validate
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+)
+
+func clusterRepo(name string, an *snapv1.AllowedNamespaces) *snapv1.ClusterRepository {
+	return &snapv1.ClusterRepository{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: snapv1.ClusterRepositorySpec{AllowedNamespaces: an}}
+}
+
+// broken fails every read, to prove which checks fail open and which closed.
+type broken struct{}
+
+var errDown = errors.New("apiserver unavailable")
+
+func (broken) Namespace(context.Context, string) (*corev1.Namespace, error) { return nil, errDown }
+func (broken) Repository(context.Context, string, string) (*snapv1.Repository, error) {
+	return nil, errDown
+}
+func (broken) ClusterRepository(context.Context, string) (*snapv1.ClusterRepository, error) {
+	return nil, errDown
+}
+func (broken) SnapshotPolicy(context.Context, string, string) (*snapv1.SnapshotPolicy, error) {
+	return nil, errDown
+}
+func (broken) SnapshotPolicies(context.Context) ([]snapv1.SnapshotPolicy, error) { return nil, errDown }
+
+func TestTenancy(t *testing.T) {
+	ctx := context.Background()
+	objs := NewObjects()
+	objs.Add(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "billing", Labels: map[string]string{"tenant": "billing"}}})
+	objs.Add(clusterRepo("listed", &snapv1.AllowedNamespaces{List: []string{"billing"}}))
+	objs.Add(clusterRepo("all", &snapv1.AllowedNamespaces{All: ptr.To(true)}))
+	objs.Add(clusterRepo("by-label", &snapv1.AllowedNamespaces{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tenant": "billing"}}}))
+	objs.Add(clusterRepo("other-label", &snapv1.AllowedNamespaces{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tenant": "ops"}}}))
+	objs.Add(clusterRepo("nobody", nil))
+	tests := []struct {
+		lk   Lookup
+		ns   string
+		repo string
+		want string
+	}{
+		{objs, "billing", "listed", ""},
+		{objs, "ops", "listed", "is not in the allowedNamespaces"},
+		{objs, "anything", "all", ""},
+		{objs, "billing", "by-label", ""},
+		{objs, "billing", "other-label", "does not match the allowedNamespaces.selector"},
+		{objs, "ghost", "by-label", "labels were not available"},
+		{objs, "billing", "nobody", "no namespace may use it"},
+		{objs, "billing", "missing", "does not exist"},
+		{nil, "billing", "listed", "fail-closed"},
+		{broken{}, "billing", "listed", "fail-closed"},
+	}
+	for _, tc := range tests {
+		err := Tenancy(ctx, tc.lk, tc.ns, &snapv1.RepositoryRef{Kind: snapv1.KindClusterRepository, Name: tc.repo})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s in %s: unexpected %v", tc.ns, tc.repo, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s in %s: %v, want %q", tc.ns, tc.repo, err, tc.want)
+		}
+	}
+	// A namespaced Repository needs no tenancy check.
+	if err := Tenancy(ctx, nil, "billing", &snapv1.RepositoryRef{Name: "nas"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func policyWith(name, username string, pvc string) *snapv1.SnapshotPolicy {
+	p := basePolicy()
+	p.Name = name
+	p.Spec.Sources[0].PVC.Name = pvc
+	if username != "" {
+		p.Spec.Identity = &snapv1.PolicyIdentity{Username: username}
+	}
+	return p
+}
+
+func TestIdentityCollision(t *testing.T) {
+	ctx := context.Background()
+	objs := NewObjects()
+	objs.Add(policyWith("existing", "shared", "data"))
+	expect(t, PolicyReferents(ctx, objs, policyWith("new", "shared", "data"), nil), "spec.repository", "collides with existing SnapshotPolicy billing/existing")
+	// Different PVC, different kopia path: no collision.
+	expect(t, PolicyReferents(ctx, objs, policyWith("new", "shared", "other"), nil), "", "")
+	// Same identity in another repository: no collision.
+	p := policyWith("new", "shared", "data")
+	p.Spec.Repository.Name = "offsite"
+	expect(t, PolicyReferents(ctx, objs, p, nil), "", "")
+	// Cannot list: fail open with a warning.
+	r := PolicyReferents(ctx, broken{}, policyWith("new", "shared", "data"), nil)
+	if !r.OK() || len(r.Warnings) == 0 {
+		t.Fatalf("unreadable referents should allow with a warning, got %v %v", r.Problems(), r.Warnings)
+	}
+}
+
+func TestIdentityChangeGuard(t *testing.T) {
+	ctx := context.Background()
+	objs := NewObjects()
+	old := basePolicy()
+	old.Status.LastSuccessfulSnapshot = &metav1.Time{}
+	edit := old.DeepCopy()
+	edit.Spec.Identity = &snapv1.PolicyIdentity{Username: "renamed"}
+	expect(t, PolicyReferents(ctx, objs, edit, old), "spec.identity", "allow-identity-change")
+
+	acked := edit.DeepCopy()
+	acked.Annotations = map[string]string{wellknown.AnnotationAllowIdentityChange: "intentional"}
+	expect(t, PolicyReferents(ctx, objs, acked, old), "", "")
+
+	fresh := old.DeepCopy()
+	fresh.Status.LastSuccessfulSnapshot = nil
+	expect(t, PolicyReferents(ctx, objs, edit, fresh), "", "")
+
+	path := old.DeepCopy()
+	path.Spec.Sources[0].SourcePathOverride = ptr.To("/elsewhere")
+	expect(t, PolicyReferents(ctx, objs, path, old), "spec.sources[0].sourcePathOverride", "/pvc/data")
+
+	sel := old.DeepCopy()
+	sel.Spec.Sources[0] = snapv1.Source{PVCSelector: &snapv1.PVCSelector{}}
+	selEdit := sel.DeepCopy()
+	selEdit.Spec.Sources[0].SourcePathStrategy = snapv1.SourcePathPvcNamespacedName
+	expect(t, PolicyReferents(ctx, objs, selEdit, sel), "spec.sources[0].sourcePathStrategy", "PvcNamespacedName")
+
+	moved := old.DeepCopy()
+	moved.Spec.Repository.Name = "elsewhere"
+	r := PolicyReferents(ctx, objs, moved, old)
+	if !r.OK() || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "was removed") {
+		t.Fatalf("removing a repository should only warn: %v %v", r.Problems(), r.Warnings)
+	}
+}
+
+func TestSnapshotReferents(t *testing.T) {
+	ctx := context.Background()
+	objs := NewObjects()
+	sel := basePolicy()
+	sel.Name = "selector"
+	sel.Spec.Sources[0] = snapv1.Source{PVCSelector: &snapv1.PVCSelector{}}
+	objs.Add(sel)
+	multi := basePolicy()
+	multi.Name = "multi"
+	multi.Spec.Repository = nil
+	multi.Spec.Repositories = []snapv1.RepositoryRef{{Name: "a"}, {Name: "b"}}
+	objs.Add(multi)
+	objs.Add(basePolicy())
+
+	s := baseSnapshot()
+	s.Spec.PolicyRef.Name = "selector"
+	expect(t, SnapshotReferents(ctx, objs, s), "spec.source", "snapflow snapshot now --policy selector")
+	s.Spec.Source = &snapv1.SnapshotSource{Target: snapv1.SnapshotTarget{PVC: snapv1.PVCTarget{Name: "x"}}}
+	expect(t, SnapshotReferents(ctx, objs, s), "", "")
+
+	s = baseSnapshot()
+	s.Spec.PolicyRef.Name = "multi"
+	expect(t, SnapshotReferents(ctx, objs, s), "spec.repository", "Repository/billing/a, Repository/billing/b")
+	s.Spec.Repository = &snapv1.RepositoryRef{Name: "c"}
+	expect(t, SnapshotReferents(ctx, objs, s), "spec.repository", "does not list that repository")
+	s.Spec.Repository = &snapv1.RepositoryRef{Name: "b"}
+	expect(t, SnapshotReferents(ctx, objs, s), "", "")
+
+	// An unreadable policy is allowed: the function checks again.
+	s = baseSnapshot()
+	s.Spec.PolicyRef.Name = "selector"
+	if r := SnapshotReferents(ctx, broken{}, s); !r.OK() || len(r.Warnings) != 1 {
+		t.Fatalf("unreadable policy: %v %v", r.Problems(), r.Warnings)
+	}
+}
+
+func TestRestoreReferents(t *testing.T) {
+	ctx := context.Background()
+	objs := NewObjects()
+	multi := basePolicy()
+	multi.Spec.Repository = nil
+	multi.Spec.Repositories = []snapv1.RepositoryRef{{Name: "nas"}, {Name: "offsite"}}
+	objs.Add(multi)
+	rs := &snapv1.Restore{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "billing"},
+		Spec: snapv1.RestoreSpec{Source: snapv1.RestoreSource{FromPolicy: &snapv1.FromPolicy{Name: "pg"}}}}
+	expect(t, RestoreReferents(ctx, objs, rs), "spec.repository", "set spec.repository to one of: Repository/billing/nas, Repository/billing/offsite")
+	rs.Spec.Repository = &snapv1.RepositoryRef{Name: "tape"}
+	expect(t, RestoreReferents(ctx, objs, rs), "spec.repository", "not a repository of SnapshotPolicy")
+	rs.Spec.Repository = &snapv1.RepositoryRef{Name: "offsite"}
+	expect(t, RestoreReferents(ctx, objs, rs), "", "")
+}
+
+func TestIdentityDefaultsEditGuard(t *testing.T) {
+	ctx := context.Background()
+	objs := NewObjects()
+	withHistory := basePolicy()
+	withHistory.Status.LastSuccessfulSnapshot = &metav1.Time{}
+	objs.Add(withHistory)
+	pinned := basePolicy()
+	pinned.Name = "pinned"
+	pinned.Spec.Identity = &snapv1.PolicyIdentity{Username: "u", Hostname: "h"}
+	pinned.Status.LastSuccessfulSnapshot = &metav1.Time{}
+	objs.Add(pinned)
+
+	old := baseRepo().Spec
+	cur := old.DeepCopy()
+	cur.IdentityDefaults = &snapv1.IdentityDefaults{Cluster: "eu1"}
+	key := "Repository/billing/nas"
+	r := RepositoryReferents(ctx, objs, key, nil, &old, cur)
+	expect(t, r, "spec.identityDefaults", "billing/pg")
+	if strings.Contains(strings.Join(r.Problems(), ""), "pinned") {
+		t.Fatal("a policy with a fully pinned identity is not affected")
+	}
+	r = RepositoryReferents(ctx, objs, key, map[string]string{wellknown.AnnotationAllowIdentityChange: "yes"}, &old, cur)
+	if !r.OK() || len(r.Warnings) != 1 {
+		t.Fatalf("acknowledged edit should warn: %v %v", r.Problems(), r.Warnings)
+	}
+	expect(t, RepositoryReferents(ctx, objs, "Repository/other/nas", nil, &old, cur), "", "")
+}
