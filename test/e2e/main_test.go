@@ -14,5 +14,6 @@ func TestMain(m *testing.M) {
 	harness.Main(m, harness.MainOptions{
 		Options: harness.Options{ExternalCRDs: harness.AllExternalCRDs},
 		S3:      &harness.S3Options{Versioning: true},
+		Webhook: &harness.WebhookOptions{},
 	}, func(e *harness.Env) { env = e })
 }

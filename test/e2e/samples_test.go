@@ -56,6 +56,10 @@ var schemaDefaults = map[string]map[string]any{
 	},
 	"Snapshot": {
 		"spec.repository.kind": "Repository",
+		// Stamped by the mutating webhook from the recipe's
+		// defaultDeletionPolicy: the one sample Snapshot that omits it
+		// belongs to app-volumes, which says Retain.
+		"spec.deletionPolicy": "Retain",
 	},
 }
 

@@ -12,12 +12,11 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/internal/scheme"
 )
 
 // Options selects what Start brings up beside the control plane.
@@ -39,18 +38,6 @@ type ControlPlane struct {
 	env     *envtest.Environment
 	kubectl string
 	ownDir  bool
-}
-
-// Scheme knows the built-in kinds and snapflow's kinds.
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := snapv1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
 }
 
 // StartControlPlane starts etcd and kube-apiserver from bin/, installs
@@ -79,7 +66,7 @@ func StartControlPlane(opts Options) (*ControlPlane, error) {
 		crdPaths = append(crdPaths, p...)
 	}
 
-	cp := &ControlPlane{WorkDir: opts.WorkDir, Scheme: Scheme()}
+	cp := &ControlPlane{WorkDir: opts.WorkDir, Scheme: scheme.New()}
 	if cp.WorkDir == "" {
 		d, err := os.MkdirTemp("", "snapflow-e2e-")
 		if err != nil {

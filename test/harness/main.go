@@ -10,13 +10,16 @@ import (
 // asked for, an S3 server.
 type Env struct {
 	*ControlPlane
-	S3 *S3
+	S3      *S3
+	Webhook *Webhook
 }
 
 // MainOptions selects what Main starts.
 type MainOptions struct {
 	Options
 	S3 *S3Options
+	// Webhook starts snapflow's admission webhook, registered for real.
+	Webhook *WebhookOptions
 }
 
 // Main is a TestMain body: it starts the shared environment once per test
@@ -34,6 +37,9 @@ func run(m *testing.M, opts MainOptions, use func(*Env)) int {
 	}
 	env := &Env{ControlPlane: cp}
 	defer func() {
+		if env.Webhook != nil {
+			env.Webhook.Stop()
+		}
 		if env.S3 != nil {
 			if err := env.S3.Stop(); err != nil {
 				fmt.Fprintf(os.Stderr, "harness: stop s3: %v\n", err)
@@ -51,6 +57,18 @@ func run(m *testing.M, opts MainOptions, use func(*Env)) int {
 		}
 		env.S3 = s3
 	}
+	if opts.Webhook != nil {
+		wh, err := cp.StartWebhook(*opts.Webhook)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "harness: %v\n", err)
+			return 1
+		}
+		env.Webhook = wh
+	}
 	use(env)
-	return m.Run()
+	code := m.Run()
+	if code != 0 && env.Webhook != nil {
+		fmt.Fprintf(os.Stderr, "webhook log:\n%s\n", env.Webhook.Log())
+	}
+	return code
 }

@@ -1,0 +1,132 @@
+// Package admission decides what happens to one object on admission: it
+// decodes the object strictly, runs the validator with the cross-object
+// rules, and computes the mutations. The webhook and `snapflow validate`
+// both call it, so a manifest that passes the linter passes the cluster.
+package admission
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	jsonpatch "gomodules.xyz/jsonpatch/v2"
+	"knative.dev/pkg/apis"
+	sigsjson "sigs.k8s.io/json"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/internal/mutate"
+	"github.com/snapflow/snapflow/internal/validate"
+)
+
+// Operation is the admission operation.
+type Operation = mutate.Operation
+
+const (
+	Create = mutate.Create
+	Update = mutate.Update
+)
+
+// Kinds are the kinds snapflow admits.
+var Kinds = []string{"Repository", "ClusterRepository", "SnapshotPolicy", "Snapshot", "SnapshotSchedule", "Restore"}
+
+// Object is any of the admitted kinds.
+type Object interface {
+	GetName() string
+	GetNamespace() string
+}
+
+// Decode decodes raw JSON of kind strictly: a field the type does not know is
+// an error naming its path, never silently dropped.
+func Decode(kind string, raw []byte) (Object, error) {
+	var obj Object
+	switch kind {
+	case "Repository":
+		obj = &snapv1.Repository{}
+	case "ClusterRepository":
+		obj = &snapv1.ClusterRepository{}
+	case "SnapshotPolicy":
+		obj = &snapv1.SnapshotPolicy{}
+	case "Snapshot":
+		obj = &snapv1.Snapshot{}
+	case "SnapshotSchedule":
+		obj = &snapv1.SnapshotSchedule{}
+	case "Restore":
+		obj = &snapv1.Restore{}
+	default:
+		return nil, fmt.Errorf("kind %q is not a snapflow kind (expected one of %s)", kind, strings.Join(Kinds, ", "))
+	}
+	strict, err := sigsjson.UnmarshalStrict(raw, obj)
+	if err != nil {
+		return nil, fmt.Errorf("cannot decode %s: %w", kind, err)
+	}
+	if len(strict) > 0 {
+		msgs := make([]string, len(strict))
+		for i, e := range strict {
+			msgs[i] = e.Error()
+		}
+		return nil, fmt.Errorf("cannot decode %s: %s; remove or correct the field", kind, strings.Join(msgs, "; "))
+	}
+	return obj, nil
+}
+
+// Validate runs every rule for obj. old is nil on CREATE; lk may be nil when
+// nothing else can be read (then tenancy denies and referent checks warn).
+func Validate(ctx context.Context, lk validate.Lookup, op Operation, obj, old Object) validate.Result {
+	opts := validate.Options{Admission: true}
+	var r validate.Result
+	switch o := obj.(type) {
+	case *snapv1.SnapshotPolicy:
+		r = validate.SnapshotPolicy(o, opts)
+		prev, _ := old.(*snapv1.SnapshotPolicy)
+		r.Merge(validate.PolicyReferents(ctx, lk, o, prev))
+	case *snapv1.Snapshot:
+		r = validate.Snapshot(o, opts)
+		if op == Create {
+			r.Merge(validate.SnapshotReferents(ctx, lk, o))
+		}
+	case *snapv1.SnapshotSchedule:
+		r = validate.SnapshotSchedule(o, opts)
+	case *snapv1.Restore:
+		r = validate.Restore(o, opts)
+		if op == Create {
+			r.Merge(validate.RestoreReferents(ctx, lk, o))
+		}
+	case *snapv1.Repository:
+		r = validate.Repository(o, opts)
+		if prev, ok := old.(*snapv1.Repository); ok && prev != nil {
+			r.Merge(validate.RepositoryUpdate(&prev.Spec, &o.Spec))
+			r.Merge(validate.RepositoryReferents(ctx, lk, validate.RepoKey(snapv1.RepositoryRef{Name: o.Name}, o.Namespace), o.Annotations, &prev.Spec, &o.Spec))
+		}
+	case *snapv1.ClusterRepository:
+		r = validate.ClusterRepository(o, opts)
+		if prev, ok := old.(*snapv1.ClusterRepository); ok && prev != nil {
+			r.Merge(validate.RepositoryUpdate(&prev.Spec.RepositorySpec, &o.Spec.RepositorySpec))
+			r.Merge(validate.RepositoryReferents(ctx, lk, validate.RepoKey(snapv1.RepositoryRef{Kind: snapv1.KindClusterRepository, Name: o.Name}, ""), o.Annotations, &prev.Spec.RepositorySpec, &o.Spec.RepositorySpec))
+		}
+	default:
+		r.Also(apis.ErrGeneric(fmt.Sprintf("%T is not a snapflow kind", obj)))
+	}
+	return r
+}
+
+// Mutate returns the patches for obj; lk (may be nil) supplies the recipe's
+// default deletion policy for a new Snapshot.
+func Mutate(ctx context.Context, lk validate.Lookup, op Operation, obj Object) []jsonpatch.Operation {
+	switch o := obj.(type) {
+	case *snapv1.Snapshot:
+		var def snapv1.DeletionPolicy
+		if lk != nil && o.Spec.PolicyRef != nil && o.Spec.DeletionPolicy == "" {
+			ns := o.Spec.PolicyRef.Namespace
+			if ns == "" {
+				ns = o.Namespace
+			}
+			if p, err := lk.SnapshotPolicy(ctx, ns, o.Spec.PolicyRef.Name); err == nil && p != nil {
+				def = p.Spec.DefaultDeletionPolicy
+			}
+		}
+		return mutate.Snapshot(o, op, def)
+	case *snapv1.SnapshotPolicy:
+		return mutate.SnapshotPolicy(o)
+	}
+	return nil
+}

@@ -1,0 +1,118 @@
+// Package webhook is snapflow's admission server: mutating and validating
+// endpoints for the six kinds, with self-managed TLS, health endpoints and
+// Prometheus metrics. The decisions themselves live in internal/admission.
+package webhook
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	snapadm "github.com/snapflow/snapflow/internal/admission"
+	"github.com/snapflow/snapflow/internal/validate"
+)
+
+// Paths of the admission endpoints, one pair per kind.
+func MutatePath(kind string) string   { return "/mutate/" + strings.ToLower(kind) }
+func ValidatePath(kind string) string { return "/validate/" + strings.ToLower(kind) }
+
+// Handler admits one kind, either mutating or validating.
+type Handler struct {
+	Kind   string
+	Mutate bool
+	Lookup validate.Lookup
+	Log    logr.Logger
+}
+
+var _ admission.Handler = (*Handler)(nil)
+
+// Handle answers one AdmissionReview request.
+func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	start := time.Now()
+	resp := h.handle(ctx, req)
+	decision := "allowed"
+	switch {
+	case !resp.Allowed:
+		decision = "denied"
+	case len(resp.Patches) > 0:
+		decision = "mutated"
+	}
+	observe(h.Kind, string(req.Operation), h.mode(), decision, time.Since(start))
+	if !resp.Allowed {
+		h.Log.Info("denied", "kind", h.Kind, "namespace", req.Namespace, "name", req.Name, "operation", req.Operation, "reason", resp.Result.Message)
+	}
+	return resp
+}
+
+func (h *Handler) mode() string {
+	if h.Mutate {
+		return "mutate"
+	}
+	return "validate"
+}
+
+func (h *Handler) handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Kind.Kind != h.Kind {
+		return admission.Denied("this endpoint admits " + h.Kind + ", not " + req.Kind.Kind + ": check the webhook configuration's rules")
+	}
+	var op snapadm.Operation
+	switch req.Operation {
+	case admissionv1.Create:
+		op = snapadm.Create
+	case admissionv1.Update:
+		op = snapadm.Update
+	default:
+		return admission.Allowed("")
+	}
+	obj, err := snapadm.Decode(h.Kind, req.Object.Raw)
+	if err != nil {
+		// Fail closed: an object snapflow cannot read is never let through.
+		return admission.Denied(err.Error())
+	}
+	var old snapadm.Object
+	if op == snapadm.Update && len(req.OldObject.Raw) > 0 {
+		if o, err := snapadm.Decode(h.Kind, req.OldObject.Raw); err == nil {
+			old = o
+		}
+	}
+	if h.Mutate {
+		patches := snapadm.Mutate(ctx, h.Lookup, op, obj)
+		if len(patches) == 0 {
+			return admission.Allowed("")
+		}
+		return admission.Patched("", patches...)
+	}
+	r := snapadm.Validate(ctx, h.Lookup, op, obj, old)
+	if r.OK() {
+		return admission.Allowed("").WithWarnings(r.Warnings...)
+	}
+	return denied(r)
+}
+
+// denied puts every problem in the message kubectl shows, and as structured
+// causes for tools that read them.
+func denied(r validate.Result) admission.Response {
+	problems := r.Problems()
+	msg := problems[0]
+	if len(problems) > 1 {
+		msg = "found " + strconv.Itoa(len(problems)) + " problems:\n- " + strings.Join(problems, "\n- ")
+	}
+	resp := admission.Denied(msg).WithWarnings(r.Warnings...)
+	resp.Result.Code = http.StatusUnprocessableEntity
+	resp.Result.Reason = metav1.StatusReasonInvalid
+	causes := make([]metav1.StatusCause, 0, len(problems))
+	for _, e := range r.Errs.WrappedErrors() {
+		for _, p := range e.Paths {
+			causes = append(causes, metav1.StatusCause{Type: metav1.CauseTypeFieldValueInvalid, Field: p, Message: e.Message})
+		}
+	}
+	resp.Result.Details = &metav1.StatusDetails{Causes: causes}
+	return resp
+}

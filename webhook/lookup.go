@@ -1,0 +1,65 @@
+package webhook
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/internal/validate"
+)
+
+// clusterLookup reads referents through the manager's cache, and asks the
+// API server directly when the cache has not seen an object yet: a policy
+// and its first Snapshot are often applied in one go.
+type clusterLookup struct {
+	r    client.Reader
+	live client.Reader
+}
+
+var _ validate.Lookup = clusterLookup{}
+
+func (l clusterLookup) get(ctx context.Context, key client.ObjectKey, obj client.Object) (bool, error) {
+	err := l.r.Get(ctx, key, obj)
+	if apierrors.IsNotFound(err) && l.live != nil {
+		err = l.live.Get(ctx, key, obj)
+	}
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func get[T client.Object](ctx context.Context, l clusterLookup, key client.ObjectKey, obj T) (T, error) {
+	var zero T
+	if ok, err := l.get(ctx, key, obj); !ok {
+		return zero, err
+	}
+	return obj, nil
+}
+
+func (l clusterLookup) Namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
+	return get(ctx, l, client.ObjectKey{Name: name}, &corev1.Namespace{})
+}
+
+func (l clusterLookup) Repository(ctx context.Context, ns, name string) (*snapv1.Repository, error) {
+	return get(ctx, l, client.ObjectKey{Namespace: ns, Name: name}, &snapv1.Repository{})
+}
+
+func (l clusterLookup) ClusterRepository(ctx context.Context, name string) (*snapv1.ClusterRepository, error) {
+	return get(ctx, l, client.ObjectKey{Name: name}, &snapv1.ClusterRepository{})
+}
+
+func (l clusterLookup) SnapshotPolicy(ctx context.Context, ns, name string) (*snapv1.SnapshotPolicy, error) {
+	return get(ctx, l, client.ObjectKey{Namespace: ns, Name: name}, &snapv1.SnapshotPolicy{})
+}
+
+func (l clusterLookup) SnapshotPolicies(ctx context.Context) ([]snapv1.SnapshotPolicy, error) {
+	var list snapv1.SnapshotPolicyList
+	if err := l.r.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}

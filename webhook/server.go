@@ -1,0 +1,197 @@
+package webhook
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/snapflow/snapflow/internal/admission"
+	"github.com/snapflow/snapflow/internal/certs"
+	"github.com/snapflow/snapflow/internal/scheme"
+)
+
+// Default names of the objects the webhook manages.
+const (
+	DefaultMutatingConfig   = "snapflow-mutating"
+	DefaultValidatingConfig = "snapflow-validating"
+	DefaultServiceName      = "snapflow-webhook"
+	DefaultSecretName       = "snapflow-webhook-tls"
+	// DefaultMaxRequestBytes fits an AdmissionReview of two objects at etcd's
+	// 1.5 MiB object limit with room for the envelope.
+	DefaultMaxRequestBytes = 4 << 20
+)
+
+// Options configures the admission server.
+type Options struct {
+	Host string
+	Port int
+	// TLSCertFile and TLSKeyFile serve given certificates (e.g. from
+	// cert-manager), reloaded when the files change. When empty, the server
+	// manages its own CA and certificate in SecretName.
+	TLSCertFile, TLSKeyFile string
+	Namespace               string
+	ServiceName             string
+	SecretName              string
+	// ExtraSANs are further DNS names or IP addresses for the self-managed certificate.
+	ExtraSANs         []string
+	MutatingConfigs   []string
+	ValidatingConfigs []string
+	CertPolicy        certs.Policy
+	CertCheckInterval time.Duration
+	MetricsAddr       string
+	HealthAddr        string
+	MaxRequestBytes   int64
+	Log               logr.Logger
+}
+
+func (o *Options) defaults() {
+	if o.Port == 0 {
+		o.Port = 9443
+	}
+	if o.ServiceName == "" {
+		o.ServiceName = DefaultServiceName
+	}
+	if o.SecretName == "" {
+		o.SecretName = DefaultSecretName
+	}
+	if o.CertPolicy == (certs.Policy{}) {
+		o.CertPolicy = certs.DefaultPolicy
+	}
+	if o.CertCheckInterval == 0 {
+		o.CertCheckInterval = time.Hour
+	}
+	if o.MaxRequestBytes == 0 {
+		o.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if o.MetricsAddr == "" {
+		o.MetricsAddr = ":8080"
+	}
+	if o.HealthAddr == "" {
+		o.HealthAddr = ":8081"
+	}
+}
+
+// Hosts are the names the self-managed certificate covers.
+func (o *Options) Hosts() certs.Hosts {
+	h := certs.Hosts{DNSNames: []string{
+		o.ServiceName,
+		o.ServiceName + "." + o.Namespace,
+		o.ServiceName + "." + o.Namespace + ".svc",
+		o.ServiceName + "." + o.Namespace + ".svc.cluster.local",
+	}}
+	for _, san := range o.ExtraSANs {
+		if ip := net.ParseIP(san); ip != nil {
+			h.IPs = append(h.IPs, ip)
+		} else {
+			h.DNSNames = append(h.DNSNames, san)
+		}
+	}
+	return h
+}
+
+// Run serves admission until ctx ends.
+func Run(ctx context.Context, cfg *rest.Config, o Options) error {
+	o.defaults()
+	if o.Namespace == "" {
+		return errors.New("the webhook needs its namespace (--namespace or POD_NAMESPACE) to store its certificate")
+	}
+	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
+		return errors.New("--tls-cert and --tls-key go together: give both, or neither to let the webhook manage its own certificate")
+	}
+	sch := scheme.New()
+	direct, err := client.New(cfg, client.Options{Scheme: sch})
+	if err != nil {
+		return fmt.Errorf("build client: %w", err)
+	}
+
+	srvOpts := crwebhook.Options{Host: o.Host, Port: o.Port}
+	var self *SelfTLS
+	if o.TLSCertFile != "" {
+		srvOpts.CertDir = filepath.Dir(o.TLSCertFile)
+		srvOpts.CertName = filepath.Base(o.TLSCertFile)
+		srvOpts.KeyName = filepath.Base(o.TLSKeyFile)
+	} else {
+		self = &SelfTLS{
+			Client: direct, Namespace: o.Namespace, SecretName: o.SecretName, Hosts: o.Hosts(), Policy: o.CertPolicy,
+			MutatingConfigs: o.MutatingConfigs, ValidatingConfigs: o.ValidatingConfigs,
+			Interval: o.CertCheckInterval, Log: o.Log.WithName("tls"),
+		}
+		// Serve only once a certificate exists; a caBundle the configurations
+		// do not have yet is retried by the rotation loop.
+		if err := self.Ensure(ctx); err != nil {
+			if self.Ready() != nil {
+				return fmt.Errorf("prepare serving certificate: %w", err)
+			}
+			o.Log.Error(err, "webhook configurations not updated yet; retrying", "interval", o.CertCheckInterval)
+		}
+		srvOpts.TLSOpts = []func(*tls.Config){func(c *tls.Config) { c.GetCertificate = self.GetCertificate }}
+	}
+
+	mgr, err := ctrl.NewManager(cfg, manager.Options{
+		Scheme:                 sch,
+		Logger:                 o.Log,
+		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress: o.HealthAddr,
+		WebhookServer:          crwebhook.NewServer(srvOpts),
+	})
+	if err != nil {
+		return fmt.Errorf("build manager: %w", err)
+	}
+	lookup := clusterLookup{r: mgr.GetClient(), live: mgr.GetAPIReader()}
+	srv := mgr.GetWebhookServer()
+	for _, kind := range admission.Kinds {
+		for _, mutate := range []bool{true, false} {
+			h := &Handler{Kind: kind, Mutate: mutate, Lookup: lookup, Log: o.Log.WithName("admission")}
+			path := ValidatePath(kind)
+			if mutate {
+				path = MutatePath(kind)
+			}
+			srv.Register(path, LimitBody(&crwebhook.Admission{Handler: h, RecoverPanic: ptr.To(true)}, o.MaxRequestBytes))
+		}
+	}
+	srv.Register("/healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("webhook", srv.StartedChecker()); err != nil {
+		return err
+	}
+	if self != nil {
+		if err := mgr.AddReadyzCheck("certificate", func(*http.Request) error { return self.Ready() }); err != nil {
+			return err
+		}
+		if err := mgr.Add(self); err != nil {
+			return err
+		}
+	}
+	o.Log.Info("serving admission", "address", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)), "selfManagedTLS", self != nil)
+	return mgr.Start(ctx)
+}
+
+// LimitBody refuses request bodies over max bytes with 413 before they are read.
+func LimitBody(h http.Handler, max int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > max {
+			http.Error(w, fmt.Sprintf("request body of %d bytes exceeds the %d byte limit", r.ContentLength, max), http.StatusRequestEntityTooLarge)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, max)
+		h.ServeHTTP(w, r)
+	})
+}
