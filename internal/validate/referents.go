@@ -159,7 +159,10 @@ func PolicyReferents(ctx context.Context, lk Lookup, p, old *snapv1.SnapshotPoli
 		}
 		id, err := identity.Resolve(p, defaults)
 		if err != nil {
-			r.Also(fieldErr(refField(p, i), "%v", err))
+			// An invalid explicit identity is already reported on its own field.
+			if !explicitIdentityInvalid(p) {
+				r.Also(fieldErr(refField(p, i), "%v", err))
+			}
 			continue
 		}
 		ids[i] = id
@@ -281,4 +284,10 @@ func strategy(s snapv1.Source) snapv1.SourcePathStrategy {
 		return snapv1.SourcePathPvcName
 	}
 	return s.SourcePathStrategy
+}
+
+func explicitIdentityInvalid(p *snapv1.SnapshotPolicy) bool {
+	id := p.Spec.Identity
+	return id != nil && ((id.Username != "" && identity.ComponentProblem(id.Username) != "") ||
+		(id.Hostname != "" && identity.ComponentProblem(id.Hostname) != ""))
 }
