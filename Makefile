@@ -35,6 +35,7 @@ vet:
 
 test: tools build vet ## the whole suite: unit and e2e tests on the real control plane, then the demo
 	$(GO) test $(TEST_FLAGS) ./...
+	$(GO) test -run='^$$' -fuzz=FuzzAdmissionReview -fuzztime=20s ./webhook/
 	$(GO) run ./test/demo
 
 demo: tools build ## start the local stack, apply the try-it bundle, show it, stop

@@ -1,4 +1,3 @@
-// Package crd holds snapflow's generated CustomResourceDefinitions.
 package crd
 
 import (

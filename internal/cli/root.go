@@ -19,7 +19,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newVersionCmd(), newWebhookCmd())
+	root.AddCommand(newVersionCmd(), newWebhookCmd(), newValidateCmd())
 	return root
 }
 

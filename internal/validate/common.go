@@ -51,6 +51,12 @@ func (r *Result) Merge(o Result) {
 	r.Warnings = append(r.Warnings, o.Warnings...)
 }
 
+// Via nests every problem under field.
+func (r Result) Via(field string) Result {
+	r.Errs = r.Errs.ViaField(field)
+	return r
+}
+
 // OK reports whether nothing would be denied.
 func (r Result) OK() bool { return r.Errs == nil }
 

@@ -15,6 +15,9 @@ type Objects struct {
 	Repositories        map[string]*snapv1.Repository // namespace/name
 	ClusterRepositories map[string]*snapv1.ClusterRepository
 	Policies            map[string]*snapv1.SnapshotPolicy // namespace/name
+	// Offline reports an object that is not in the set as ErrNotGiven rather
+	// than as absent: the manifests are not the whole cluster.
+	Offline bool
 }
 
 // NewObjects returns an empty lookup.
@@ -41,20 +44,28 @@ func (o *Objects) Add(obj any) {
 	}
 }
 
+func find[T any](o *Objects, m map[string]*T, key string) (*T, error) {
+	v, ok := m[key]
+	if !ok && o.Offline {
+		return nil, ErrNotGiven
+	}
+	return v, nil
+}
+
 func (o *Objects) Namespace(_ context.Context, name string) (*corev1.Namespace, error) {
-	return o.Namespaces[name], nil
+	return find(o, o.Namespaces, name)
 }
 
 func (o *Objects) Repository(_ context.Context, ns, name string) (*snapv1.Repository, error) {
-	return o.Repositories[ns+"/"+name], nil
+	return find(o, o.Repositories, ns+"/"+name)
 }
 
 func (o *Objects) ClusterRepository(_ context.Context, name string) (*snapv1.ClusterRepository, error) {
-	return o.ClusterRepositories[name], nil
+	return find(o, o.ClusterRepositories, name)
 }
 
 func (o *Objects) SnapshotPolicy(_ context.Context, ns, name string) (*snapv1.SnapshotPolicy, error) {
-	return o.Policies[ns+"/"+name], nil
+	return find(o, o.Policies, ns+"/"+name)
 }
 
 func (o *Objects) SnapshotPolicies(context.Context) ([]snapv1.SnapshotPolicy, error) {

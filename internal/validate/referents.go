@@ -2,6 +2,7 @@ package validate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -33,8 +34,19 @@ type Lookup interface {
 // cross-object check fails open with a warning, because the functions run
 // the same checks again before acting.
 
-// Tenancy checks that a ClusterRepository lets consumerNS use it.
-func Tenancy(ctx context.Context, lk Lookup, consumerNS string, ref *snapv1.RepositoryRef) *apis.FieldError {
+// ErrNotGiven is what an offline Lookup returns for an object that is not
+// among the manifests it was given: absent from the files, not from the cluster.
+var ErrNotGiven = errors.New("not among the given manifests")
+
+// Tenancy checks that a ClusterRepository lets consumerNS use it. Offline,
+// a ClusterRepository that was not given is reported as unchecked.
+func Tenancy(ctx context.Context, lk Lookup, consumerNS string, ref *snapv1.RepositoryRef) Result {
+	var r Result
+	r.Also(tenancy(ctx, lk, consumerNS, ref, &r))
+	return r
+}
+
+func tenancy(ctx context.Context, lk Lookup, consumerNS string, ref *snapv1.RepositoryRef, r *Result) *apis.FieldError {
 	if ref == nil || ref.Kind != snapv1.KindClusterRepository {
 		return nil
 	}
@@ -42,6 +54,10 @@ func Tenancy(ctx context.Context, lk Lookup, consumerNS string, ref *snapv1.Repo
 		return fieldErr("", "cannot check that namespace %q may use ClusterRepository %q: no cluster access to read it; denying (fail-closed)", consumerNS, ref.Name)
 	}
 	cr, err := lk.ClusterRepository(ctx, ref.Name)
+	if errors.Is(err, ErrNotGiven) {
+		r.Warn("ClusterRepository %q is not among the given manifests, so whether namespace %q may use it was not checked", ref.Name, consumerNS)
+		return nil
+	}
 	if err != nil {
 		return fieldErr("", "cannot read ClusterRepository %q to check that namespace %q may use it (%v); denying (fail-closed)", ref.Name, consumerNS, err)
 	}
@@ -67,6 +83,10 @@ func Tenancy(ctx context.Context, lk Lookup, consumerNS string, ref *snapv1.Repo
 			return fieldErr("", "ClusterRepository %q has an invalid allowedNamespaces.selector (%v); denying (fail-closed)", ref.Name, err)
 		}
 		ns, err := lk.Namespace(ctx, consumerNS)
+		if errors.Is(err, ErrNotGiven) {
+			r.Warn("namespace %q is not among the given manifests, so its labels could not be matched against the allowedNamespaces.selector of ClusterRepository %q", consumerNS, ref.Name)
+			return nil
+		}
 		if err != nil || ns == nil {
 			return fieldErr("", "ClusterRepository %q gates by label selector but namespace %q labels were not available to evaluate; denying (fail-closed)", ref.Name, consumerNS)
 		}
@@ -142,7 +162,7 @@ func PolicyReferents(ctx context.Context, lk Lookup, p, old *snapv1.SnapshotPoli
 	var r Result
 	refs := policyRefs(p)
 	for i := range refs {
-		r.Also(Tenancy(ctx, lk, p.Namespace, &refs[i]).ViaField(refField(p, i)))
+		r.Merge(Tenancy(ctx, lk, p.Namespace, &refs[i]).Via(refField(p, i)))
 	}
 	if lk == nil {
 		r.Warn("identity collision and identity-change checks were skipped (no cluster access); snapflow checks again before each backup")

@@ -14,7 +14,7 @@ import (
 // cannot be read is allowed: the snapshot function resolves it again.
 func SnapshotReferents(ctx context.Context, lk Lookup, s *snapv1.Snapshot) Result {
 	var r Result
-	r.Also(Tenancy(ctx, lk, s.Namespace, s.Spec.Repository).ViaField("spec.repository"))
+	r.Merge(Tenancy(ctx, lk, s.Namespace, s.Spec.Repository).Via("spec.repository"))
 	if s.Spec.PolicyRef == nil {
 		return r
 	}
@@ -69,7 +69,7 @@ func SnapshotReferents(ctx context.Context, lk Lookup, s *snapv1.Snapshot) Resul
 // repository to read from is unambiguous.
 func RestoreReferents(ctx context.Context, lk Lookup, rs *snapv1.Restore) Result {
 	var r Result
-	r.Also(Tenancy(ctx, lk, rs.Namespace, rs.Spec.Repository).ViaField("spec.repository"))
+	r.Merge(Tenancy(ctx, lk, rs.Namespace, rs.Spec.Repository).Via("spec.repository"))
 	fp := rs.Spec.Source.FromPolicy
 	if fp == nil {
 		return r

@@ -62,7 +62,7 @@ func TestTenancy(t *testing.T) {
 		{broken{}, "billing", "listed", "fail-closed"},
 	}
 	for _, tc := range tests {
-		err := Tenancy(ctx, tc.lk, tc.ns, &snapv1.RepositoryRef{Kind: snapv1.KindClusterRepository, Name: tc.repo})
+		err := Tenancy(ctx, tc.lk, tc.ns, &snapv1.RepositoryRef{Kind: snapv1.KindClusterRepository, Name: tc.repo}).Errs
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s in %s: unexpected %v", tc.ns, tc.repo, err)
@@ -71,8 +71,15 @@ func TestTenancy(t *testing.T) {
 		}
 	}
 	// A namespaced Repository needs no tenancy check.
-	if err := Tenancy(ctx, nil, "billing", &snapv1.RepositoryRef{Name: "nas"}); err != nil {
-		t.Fatal(err)
+	if r := Tenancy(ctx, nil, "billing", &snapv1.RepositoryRef{Name: "nas"}); !r.OK() {
+		t.Fatal(r.Problems())
+	}
+	// Offline, a ClusterRepository that is not among the manifests is unchecked, not denied.
+	offline := NewObjects()
+	offline.Offline = true
+	r := Tenancy(ctx, offline, "billing", &snapv1.RepositoryRef{Kind: snapv1.KindClusterRepository, Name: "elsewhere"})
+	if !r.OK() || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "not among the given manifests") {
+		t.Fatalf("offline tenancy: %v %v", r.Problems(), r.Warnings)
 	}
 }
 

@@ -1,0 +1,136 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func run(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := Execute(args, &out, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+func write(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestValidateSamplesPass(t *testing.T) {
+	out, errOut, code := run(t, "validate", "-f", filepath.Join("..", "..", "config", "samples"))
+	if code != 0 {
+		t.Fatalf("samples should pass offline (exit %d):\n%s%s", code, out, errOut)
+	}
+	n := 0
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "ok ") {
+			n++
+		}
+	}
+	if n < 15 {
+		t.Fatalf("expected every sample object to be listed ok, got %d:\n%s", n, out)
+	}
+}
+
+func TestValidateDenies(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "policy.yaml", `apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotPolicy
+metadata: {name: p, namespace: billing}
+spec:
+  repository: {kind: ClusterRepository, name: shared}
+  sources: [{pvc: {name: data}}]
+  retention: {keepDaily: 0}
+  retension: {keepDaily: 7}
+`)
+	out, errOut, code := run(t, "validate", "-f", dir, "-o", "json")
+	if code != 1 || !strings.Contains(errOut, "1 of 1 objects would be denied") {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	var findings []Finding
+	if err := json.Unmarshal([]byte(out), &findings); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, out)
+	}
+	f := findings[0]
+	if f.Allowed || f.Kind != "SnapshotPolicy" || f.Namespace != "billing" {
+		t.Fatalf("finding = %+v", f)
+	}
+	fields := map[string]string{}
+	for _, e := range f.Errors {
+		fields[e.Field] = e.Message
+	}
+	if !strings.Contains(fields["spec.retention"], "keeps no snapshots") || !strings.Contains(fields["spec.retension"], "unknown field") {
+		t.Fatalf("errors = %v", f.Errors)
+	}
+	// The ClusterRepository is not in the files: said so, not denied for it.
+	if !strings.Contains(strings.Join(f.Warnings, "\n"), `ClusterRepository "shared" is not among the given manifests`) {
+		t.Fatalf("warnings = %v", f.Warnings)
+	}
+}
+
+func TestValidateUsesGivenReferents(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "all.yaml", `apiVersion: kopiur.home-operations.com/v1alpha1
+kind: ClusterRepository
+metadata: {name: shared}
+spec:
+  backend: {filesystem: {path: /b}}
+  encryption: {passwordSecretRef: {name: pw, namespace: ops}}
+  allowedNamespaces: {list: [ops]}
+---
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotPolicy
+metadata: {name: p, namespace: billing}
+spec:
+  repository: {kind: ClusterRepository, name: shared}
+  sources: [{pvcSelector: {labelSelector: {matchLabels: {backup: "yes"}}}}]
+---
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: Snapshot
+metadata: {name: s, namespace: billing}
+spec: {policyRef: {name: p}}
+`)
+	out, _, code := run(t, "validate", "-f", dir)
+	if code != 1 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for _, want := range []string{
+		`DENIED SnapshotPolicy billing/p`, `namespace "billing" is not in the allowedNamespaces of ClusterRepository "shared"`,
+		`DENIED Snapshot billing/s`, "spec.source: SnapshotPolicy `p` uses a pvcSelector",
+		"ok ClusterRepository shared",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output misses %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestValidateShowMutations(t *testing.T) {
+	dir := t.TempDir()
+	f := write(t, dir, "snap.yaml", `apiVersion: kopiur.home-operations.com/v1alpha1
+kind: Snapshot
+metadata: {generateName: nightly-, namespace: billing}
+spec: {policyRef: {name: p}}
+`)
+	out, _, code := run(t, "validate", "-f", f, "--show-mutations")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for _, want := range []string{"stored as:", "kopiur.home-operations.com/snapshot-cleanup", "kopiur.home-operations.com/config: p", "deletionPolicy: Delete"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--show-mutations misses %q:\n%s", want, out)
+		}
+	}
+	if _, errOut, code := run(t, "validate"); code != 1 || !strings.Contains(errOut, "-f FILE") {
+		t.Fatalf("no -f: exit %d %q", code, errOut)
+	}
+}
