@@ -11,7 +11,7 @@ VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo d
 LDFLAGS    := -X github.com/snapflow/snapflow/internal/version.Version=$(VERSION)
 TEST_FLAGS ?= -count=1 -timeout 30m
 
-.PHONY: all tools build generate test vet demo demo-up clean help
+.PHONY: all tools build generate test vet demo demo-up bench clean help
 
 all: build
 
@@ -43,6 +43,9 @@ demo: tools build ## start the local stack, apply the try-it bundle, show it, st
 
 demo-up: tools build ## like demo, but leave the stack running (Ctrl-C stops it)
 	$(GO) run ./test/demo -keep
+
+bench: ## run the benchmarks and rewrite docs/benchmarks.md
+	$(GO) run ./bench/webhook
 
 clean: ## remove built binaries and tools
 	rm -rf $(BIN)

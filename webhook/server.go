@@ -108,6 +108,7 @@ func (o *Options) Hosts() certs.Hosts {
 // Run serves admission until ctx ends.
 func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	o.defaults()
+	TuneGC()
 	if o.Namespace == "" {
 		return errors.New("the webhook needs its namespace (--namespace or POD_NAMESPACE) to store its certificate")
 	}

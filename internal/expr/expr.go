@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
@@ -27,7 +28,24 @@ type Kind struct {
 	names   []string
 	result  *types.Type
 	samples []map[string]any
+
+	// Compiling is the costly part of admission; the same few expressions
+	// arrive again and again, so verdicts are kept per source text.
+	envOnce  sync.Once
+	env      *cel.Env
+	envErr   error
+	mu       sync.Mutex
+	compiled map[string]compiled
+	checked  map[string]error
 }
+
+type compiled struct {
+	p   *Program
+	err error
+}
+
+// maxCached bounds each cache; past it the cache starts over.
+const maxCached = 2048
 
 var (
 	// Success is a verification's pass/fail predicate.
@@ -101,16 +119,34 @@ type Program struct {
 // Compile checks src and returns a program. Errors say what is wrong and
 // which variables exist.
 func (k *Kind) Compile(src string) (*Program, error) {
+	k.mu.Lock()
+	c, ok := k.compiled[src]
+	k.mu.Unlock()
+	if ok {
+		return c.p, c.err
+	}
+	p, err := k.compile(src)
+	k.mu.Lock()
+	if k.compiled == nil || len(k.compiled) >= maxCached {
+		k.compiled = map[string]compiled{}
+	}
+	k.compiled[src] = compiled{p, err}
+	k.mu.Unlock()
+	return p, err
+}
+
+func (k *Kind) compile(src string) (*Program, error) {
 	if strings.TrimSpace(src) == "" {
 		return nil, errors.New("is empty: write an expression, or remove the field")
 	}
 	if len(src) > MaxLen {
 		return nil, fmt.Errorf("is %d bytes long; at most %d are allowed", len(src), MaxLen)
 	}
-	env, err := cel.NewEnv(k.vars...)
-	if err != nil {
-		return nil, fmt.Errorf("build CEL environment: %w", err)
+	k.envOnce.Do(func() { k.env, k.envErr = cel.NewEnv(k.vars...) })
+	if k.envErr != nil {
+		return nil, fmt.Errorf("build CEL environment: %w", k.envErr)
 	}
+	env := k.env
 	ast, iss := env.Compile(k.rewrite(src))
 	if iss.Err() != nil {
 		msg := strings.ReplaceAll(strings.TrimSpace(iss.Err().Error()), namespaceAlias, "namespace")
@@ -135,6 +171,23 @@ func (k *Kind) Compile(src string) (*Program, error) {
 // every variable, so a type error that only shows at run time surfaces now.
 // A missing map key is tolerated: not every key exists on every run.
 func (k *Kind) Check(src string) error {
+	k.mu.Lock()
+	err, ok := k.checked[src]
+	k.mu.Unlock()
+	if ok {
+		return err
+	}
+	err = k.check(src)
+	k.mu.Lock()
+	if k.checked == nil || len(k.checked) >= maxCached {
+		k.checked = map[string]error{}
+	}
+	k.checked[src] = err
+	k.mu.Unlock()
+	return err
+}
+
+func (k *Kind) check(src string) error {
 	p, err := k.Compile(src)
 	if err != nil {
 		return err
