@@ -9,6 +9,7 @@
 package validate
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"knative.dev/pkg/apis"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/internal/cron"
 )
 
@@ -284,8 +286,8 @@ func mover(m *snapv1.MoverSpec, restore bool) *apis.FieldError {
 	return errs.Also(resources(m.Resources).ViaField("resources"))
 }
 
-// isPrivileged reports a mover context that needs the namespace's privileged-movers opt-in.
-func isPrivileged(m *snapv1.MoverSpec) bool {
+// IsPrivileged reports a mover context that needs the namespace's privileged-movers opt-in.
+func IsPrivileged(m *snapv1.MoverSpec) bool {
 	if m == nil {
 		return false
 	}
@@ -303,4 +305,19 @@ func isPrivileged(m *snapv1.MoverSpec) bool {
 		return true
 	}
 	return false
+}
+
+// privilegedMoverWarning warns when a mover would be refused at run time for
+// want of the namespace opt-in; lk may be nil.
+func privilegedMoverWarning(ctx context.Context, lk Lookup, namespace string, m *snapv1.MoverSpec, r *Result) {
+	if !IsPrivileged(m) || lk == nil {
+		return
+	}
+	ns, err := lk.Namespace(ctx, namespace)
+	if err != nil || ns == nil {
+		return
+	}
+	if v := ns.Annotations[wellknown.AnnotationPrivilegedMovers]; v != "true" {
+		r.Warn("the mover runs privileged (root, privileged, added capabilities, escalation or privilegedMode), but namespace %q lacks the annotation %s: \"true\", so each run will be refused with MoverPermitted=False; annotate the namespace or use an unprivileged securityContext", namespace, wellknown.AnnotationPrivilegedMovers)
+	}
 }

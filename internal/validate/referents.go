@@ -168,6 +168,7 @@ func PolicyReferents(ctx context.Context, lk Lookup, p, old *snapv1.SnapshotPoli
 		r.Warn("identity collision and identity-change checks were skipped (no cluster access); snapflow checks again before each backup")
 		return r
 	}
+	privilegedMoverWarning(ctx, lk, p.Namespace, p.Spec.Mover, &r)
 
 	// Resolve this policy's identity in each repository once.
 	ids := make([]identity.Identity, len(refs))

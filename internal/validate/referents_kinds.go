@@ -70,6 +70,7 @@ func SnapshotReferents(ctx context.Context, lk Lookup, s *snapv1.Snapshot) Resul
 func RestoreReferents(ctx context.Context, lk Lookup, rs *snapv1.Restore) Result {
 	var r Result
 	r.Merge(Tenancy(ctx, lk, rs.Namespace, rs.Spec.Repository).Via("spec.repository"))
+	privilegedMoverWarning(ctx, lk, rs.Namespace, rs.Spec.Mover, &r)
 	fp := rs.Spec.Source.FromPolicy
 	if fp == nil {
 		return r

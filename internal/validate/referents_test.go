@@ -225,3 +225,25 @@ func TestIdentityDefaultsEditGuard(t *testing.T) {
 	}
 	expect(t, RepositoryReferents(ctx, objs, "Repository/other/nas", nil, &old, cur), "", "")
 }
+
+func TestPrivilegedMoverWarning(t *testing.T) {
+	ctx := context.Background()
+	objs := NewObjects()
+	objs.Add(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "billing"}})
+	objs.Add(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "trusted", Annotations: map[string]string{wellknown.AnnotationPrivilegedMovers: "true"}}})
+	p := basePolicy()
+	p.Spec.Mover = &snapv1.MoverSpec{SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](0)}}
+	r := PolicyReferents(ctx, objs, p, nil)
+	if !r.OK() || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "MoverPermitted=False") {
+		t.Fatalf("root mover without opt-in: %v %v", r.Problems(), r.Warnings)
+	}
+	p.Namespace = "trusted"
+	if r := PolicyReferents(ctx, objs, p, nil); len(r.Warnings) != 0 {
+		t.Fatalf("opted-in namespace: %v", r.Warnings)
+	}
+	p.Namespace = "billing"
+	p.Spec.Mover = &snapv1.MoverSpec{SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](1000)}}
+	if r := PolicyReferents(ctx, objs, p, nil); len(r.Warnings) != 0 {
+		t.Fatalf("unprivileged mover: %v", r.Warnings)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"reflect"
 	"regexp"
 	"strings"
 	"time"
@@ -152,7 +153,7 @@ func repositorySpec(s *snapv1.RepositorySpec, cluster bool, opts Options) Result
 		r.Also(jitter("spec.scheduleDefaults.jitter", sd.Jitter, opts), timezone("spec.scheduleDefaults.timezone", sd.Timezone))
 	}
 	if sd := s.Seed; sd != nil {
-		r.Also(seed(sd, s).ViaField("spec.seed"))
+		r.Also(seed(sd, s, cluster).ViaField("spec.seed"))
 	}
 	if c := s.Concurrency; c != nil && c.MaxConcurrentJobs != nil && *c.MaxConcurrentJobs < 0 {
 		r.Also(fieldErr("spec.concurrency.maxConcurrentJobs", "must be at least 0 (got %d); 0 or absent is unlimited", *c.MaxConcurrentJobs))
@@ -351,7 +352,7 @@ func moverDefaults(md *snapv1.MoverDefaults, s *snapv1.RepositorySpec) Result {
 	return r
 }
 
-func seed(sd *snapv1.Seed, s *snapv1.RepositorySpec) *apis.FieldError {
+func seed(sd *snapv1.Seed, s *snapv1.RepositorySpec, cluster bool) *apis.FieldError {
 	var errs *apis.FieldError
 	if s.Mode == snapv1.ModeReadOnly {
 		errs = errs.Also(fieldErr("", "seeding writes into this repository, which mode: ReadOnly forbids; remove spec.seed or use mode: ReadWrite"))
@@ -365,8 +366,19 @@ func seed(sd *snapv1.Seed, s *snapv1.RepositorySpec) *apis.FieldError {
 		if sd.Migrate != nil {
 			errs = errs.Also(fieldErr("migrate", "seed.migrate tunes a snapshot-level seed from a repository; a seed from a backend copies blobs, so use seed.sync"))
 		}
-		if fmt.Sprint(*from.Backend) == fmt.Sprint(s.Backend) {
+		if reflect.DeepEqual(*from.Backend, s.Backend) {
 			errs = errs.Also(fieldErr("from.backend", "names this repository's own storage; a seed must copy from somewhere else"))
+		}
+		if fs := from.Backend.Filesystem; fs != nil && fs.Volume == nil {
+			errs = errs.Also(fieldErr("from.backend.filesystem.volume", "a seed source must be mountable into the seed Job: give filesystem.volume (a PVC or an NFS export), not a bare node path"))
+		}
+		if ref := seedSecret(from.Backend); ref != nil {
+			switch {
+			case cluster && ref.Namespace != "":
+				errs = errs.Also(fieldErr("from.backend", "a ClusterRepository's seed credentials are read from the install namespace; remove the Secret's namespace (got %q)", ref.Namespace))
+			case !cluster && ref.Namespace != "":
+				errs = errs.Also(fieldErr("from.backend", "a Repository reads its seed credentials from its own namespace; remove the Secret's namespace (got %q)", ref.Namespace))
+			}
 		}
 	case from.Repository != nil:
 		errs = errs.Also(repositoryRef(from.Repository).ViaField("from.repository"))
@@ -381,4 +393,29 @@ func seed(sd *snapv1.Seed, s *snapv1.RepositorySpec) *apis.FieldError {
 		errs = errs.Also(minCount("migrate.parallel", sd.Migrate.Parallel))
 	}
 	return errs.Also(failurePolicy(sd.FailurePolicy).ViaField("failurePolicy"))
+}
+
+// seedSecret is the credentials Secret of an object-store seed source.
+func seedSecret(b *snapv1.Backend) *snapv1.SecretRef {
+	for _, a := range []*snapv1.ObjectStoreAuth{authOf(b.S3), authOf(b.Azure), authOf(b.GCS)} {
+		if a != nil && a.SecretRef != nil {
+			return a.SecretRef
+		}
+	}
+	return nil
+}
+
+func authOf[T snapv1.S3Backend | snapv1.AzureBackend | snapv1.GCSBackend](b *T) *snapv1.ObjectStoreAuth {
+	if b == nil {
+		return nil
+	}
+	switch v := any(b).(type) {
+	case *snapv1.S3Backend:
+		return v.Auth
+	case *snapv1.AzureBackend:
+		return v.Auth
+	case *snapv1.GCSBackend:
+		return v.Auth
+	}
+	return nil
 }

@@ -93,6 +93,12 @@ func TestRepositoryRules(t *testing.T) {
 			b := s.Backend
 			s.Seed = &snapv1.Seed{From: snapv1.SeedFrom{Backend: &b}}
 		}, "spec.seed.from.backend", "own storage"},
+		{"rule 59: seed from a bare node path", func(s *snapv1.RepositorySpec) {
+			s.Seed = &snapv1.Seed{From: snapv1.SeedFrom{Backend: &snapv1.Backend{Filesystem: &snapv1.FilesystemBackend{Path: "/old"}}}}
+		}, "spec.seed.from.backend.filesystem.volume", "must be mountable"},
+		{"rule 59: seed secret in another namespace", func(s *snapv1.RepositorySpec) {
+			s.Seed = &snapv1.Seed{From: snapv1.SeedFrom{Backend: &snapv1.Backend{S3: &snapv1.S3Backend{Bucket: "old-backups", Auth: &snapv1.ObjectStoreAuth{SecretRef: &snapv1.SecretRef{Name: "c", Namespace: "other"}}}}}}
+		}, "spec.seed.from.backend", "its own namespace"},
 		{"password namespace on a Repository", func(s *snapv1.RepositorySpec) { s.Encryption.PasswordSecretRef.Namespace = "other" }, "spec.encryption.passwordSecretRef.namespace", "its own namespace"},
 	}
 	for _, tc := range tests {

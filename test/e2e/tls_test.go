@@ -5,8 +5,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -146,4 +149,77 @@ func parseOne(b []byte) (*x509.Certificate, []byte) {
 		return nil, nil
 	}
 	return c, rest
+}
+
+// With --tls-cert/--tls-key (e.g. from cert-manager) the webhook serves the
+// files and picks up a renewed pair without a restart.
+func TestCertificateFiles(t *testing.T) {
+	dir := t.TempDir()
+	hosts := certs.Hosts{IPs: []net.IP{net.ParseIP("127.0.0.1")}}
+	writePair := func() certs.Bundle {
+		b, err := certs.Apply(certs.Bundle{}, certs.NewCA, hosts, certs.DefaultPolicy, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		must := func(err error) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		must(os.WriteFile(filepath.Join(dir, "tls.key.new"), b.Key, 0o600))
+		must(os.WriteFile(filepath.Join(dir, "tls.crt.new"), b.Cert, 0o600))
+		must(os.Rename(filepath.Join(dir, "tls.key.new"), filepath.Join(dir, "tls.key")))
+		must(os.Rename(filepath.Join(dir, "tls.crt.new"), filepath.Join(dir, "tls.crt")))
+		return b
+	}
+	first := writePair()
+	ports := make([]int, 3)
+	for i := range ports {
+		p, err := harness.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = p
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- webhook.Run(ctx, env.Config, webhook.Options{
+			Host: "127.0.0.1", Port: ports[0], Namespace: harness.WebhookNamespace,
+			TLSCertFile: filepath.Join(dir, "tls.crt"), TLSKeyFile: filepath.Join(dir, "tls.key"),
+			MetricsAddr: fmt.Sprintf("127.0.0.1:%d", ports[1]), HealthAddr: fmt.Sprintf("127.0.0.1:%d", ports[2]),
+			Log: logr.Discard(),
+		})
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	servedBy := func(b certs.Bundle) bool {
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(b.CABundle())
+		conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", ports[0]), &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+		if err != nil {
+			return false
+		}
+		conn.Close()
+		return true
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !servedBy(first) {
+		if time.Now().After(deadline) {
+			t.Fatal("the webhook did not serve the certificate files")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	second := writePair()
+	for !servedBy(second) {
+		if time.Now().After(deadline.Add(20 * time.Second)) {
+			t.Fatal("the webhook did not pick up the renewed files")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if servedBy(first) {
+		t.Fatal("the old certificate is still served")
+	}
 }
