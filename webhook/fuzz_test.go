@@ -44,8 +44,11 @@ func FuzzAdmissionReview(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
+		// Only a body that decodes as a review has a uid to echo.
 		var in admissionv1.AdmissionReview
-		_ = json.Unmarshal(body, &in)
+		if json.Unmarshal(body, &in) != nil {
+			in.Request = nil
+		}
 		for name, h := range handlers {
 			rec := httptest.NewRecorder()
 			req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
