@@ -1,0 +1,52 @@
+package volumepolicy
+
+// Where a rule of the effective list came from.
+const (
+	FromRecipe = "recipe"
+	FromGlobal = "global"
+)
+
+// Rule is one entry of an effective policy list, with its provenance.
+type Rule struct {
+	Policy
+	// Source is recipe or global; Index is the rule's position in that document.
+	Source string `json:"source"`
+	Index  int    `json:"index"`
+}
+
+// Merge builds the effective list: the recipe's rules, then the global
+// baseline's. First match wins, so a recipe overrides the baseline for the
+// volumes it names and inherits it for the rest. Either may be nil.
+func Merge(recipe, global *Document) []Rule {
+	var out []Rule
+	if recipe != nil {
+		for i, p := range recipe.VolumePolicies {
+			out = append(out, Rule{Policy: p, Source: FromRecipe, Index: i})
+		}
+	}
+	if global != nil {
+		for i, p := range global.VolumePolicies {
+			out = append(out, Rule{Policy: p, Source: FromGlobal, Index: i})
+		}
+	}
+	return out
+}
+
+// Decision is what the effective rules say about one volume.
+type Decision struct {
+	// Matched is false when no rule applies; the recipe's copyMethod decides then.
+	Matched bool   `json:"matched"`
+	Rule    *Rule  `json:"rule,omitempty"`
+	Action  string `json:"action,omitempty"`
+}
+
+// Decide returns the first rule whose conditions hold for v.
+func Decide(rules []Rule, v Volume) Decision {
+	for i := range rules {
+		if rules[i].Conditions.Matches(v) {
+			r := rules[i]
+			return Decision{Matched: true, Rule: &r, Action: r.Action.Type}
+		}
+	}
+	return Decision{}
+}
