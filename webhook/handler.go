@@ -28,7 +28,9 @@ type Handler struct {
 	Kind   string
 	Mutate bool
 	Lookup validate.Lookup
-	Log    logr.Logger
+	// VolumePolicies resolves the volume policies stamped on new Snapshots; nil skips it.
+	VolumePolicies snapadm.VolumePolicies
+	Log            logr.Logger
 }
 
 var _ admission.Handler = (*Handler)(nil)
@@ -83,7 +85,10 @@ func (h *Handler) handle(ctx context.Context, req admission.Request) admission.R
 		}
 	}
 	if h.Mutate {
-		patches := snapadm.Mutate(ctx, h.Lookup, op, obj)
+		patches, err := snapadm.Mutate(ctx, h.Lookup, h.VolumePolicies, op, obj)
+		if err != nil {
+			return admission.Denied(err.Error())
+		}
 		if len(patches) == 0 {
 			return admission.Allowed("")
 		}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/snapflow/snapflow/internal/admission"
 	"github.com/snapflow/snapflow/internal/certs"
+	"github.com/snapflow/snapflow/internal/policysource"
 	"github.com/snapflow/snapflow/internal/scheme"
 )
 
@@ -57,7 +58,10 @@ type Options struct {
 	MetricsAddr       string
 	HealthAddr        string
 	MaxRequestBytes   int64
-	Log               logr.Logger
+	// GlobalVolumePoliciesConfigMap names a ConfigMap in Namespace whose
+	// volumePolicies every Snapshot inherits after its recipe's own.
+	GlobalVolumePoliciesConfigMap string
+	Log                           logr.Logger
 }
 
 func (o *Options) defaults() {
@@ -121,6 +125,21 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		return fmt.Errorf("build client: %w", err)
 	}
 
+	// A global baseline that is missing or invalid stops the webhook here,
+	// rather than turning every Snapshot admission into a denial.
+	if o.GlobalVolumePoliciesConfigMap != "" {
+		startup := &policysource.Resolver{Reader: direct, Namespace: o.Namespace, GlobalName: o.GlobalVolumePoliciesConfigMap}
+		doc, ref, ignored, err := startup.Global(ctx)
+		if err != nil {
+			return fmt.Errorf("--global-backup-volume-policies-configmap: %w", err)
+		}
+		if len(ignored) > 0 {
+			o.Log.Info("WARNING: global backup volume policies ConfigMap contains sections other than volumePolicies; they are ignored, only volumePolicies apply globally",
+				"configmap", ref.ConfigMap, "ignored", ignored)
+		}
+		o.Log.Info("loaded global backup volume policies", "configmap", ref.ConfigMap, "resourceVersion", ref.ResourceVersion, "rules", len(doc.VolumePolicies))
+	}
+
 	srvOpts := crwebhook.Options{Host: o.Host, Port: o.Port}
 	var self *SelfTLS
 	if o.TLSCertFile != "" {
@@ -155,10 +174,13 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		return fmt.Errorf("build manager: %w", err)
 	}
 	lookup := clusterLookup{r: mgr.GetClient(), live: mgr.GetAPIReader()}
+	// ConfigMaps are read live: caching them would mean watching every
+	// ConfigMap in the cluster.
+	volumePolicies := &policysource.Resolver{Reader: mgr.GetAPIReader(), Namespace: o.Namespace, GlobalName: o.GlobalVolumePoliciesConfigMap}
 	srv := mgr.GetWebhookServer()
 	for _, kind := range admission.Kinds {
 		for _, mutate := range []bool{true, false} {
-			h := &Handler{Kind: kind, Mutate: mutate, Lookup: lookup, Log: o.Log.WithName("admission")}
+			h := &Handler{Kind: kind, Mutate: mutate, Lookup: lookup, VolumePolicies: volumePolicies, Log: o.Log.WithName("admission")}
 			path := ValidatePath(kind)
 			if mutate {
 				path = MutatePath(kind)

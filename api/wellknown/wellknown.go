@@ -29,6 +29,9 @@ const (
 	AnnotationPrunedBy            = Prefix + "pruned-by"
 	AnnotationMaintenanceRunReq   = Prefix + "run-requested"
 	AnnotationMaintenanceRunMode  = Prefix + "run-mode"
+	// AnnotationVolumePolicies holds the effective volume policies stamped at
+	// admission (a volumepolicy.Stamp as JSON).
+	AnnotationVolumePolicies = SnapflowPrefix + "volume-policies"
 )
 
 // Finalizers.

@@ -14,8 +14,10 @@ import (
 	sigsjson "sigs.k8s.io/json"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/internal/mutate"
 	"github.com/snapflow/snapflow/internal/validate"
+	"github.com/snapflow/snapflow/internal/volumepolicy"
 )
 
 // Operation is the admission operation.
@@ -109,24 +111,48 @@ func Validate(ctx context.Context, lk validate.Lookup, op Operation, obj, old Ob
 	return r
 }
 
-// Mutate returns the patches for obj; lk (may be nil) supplies the recipe's
-// default deletion policy for a new Snapshot.
-func Mutate(ctx context.Context, lk validate.Lookup, op Operation, obj Object) []jsonpatch.Operation {
+// VolumePolicies resolves the effective volume policies of a new Snapshot.
+type VolumePolicies interface {
+	Resolve(ctx context.Context, policy *snapv1.SnapshotPolicy) (*volumepolicy.Stamp, error)
+}
+
+// Mutate returns the patches for obj. lk (may be nil) supplies the recipe;
+// vp (may be nil) the volume policies stamped on a new Snapshot. An error
+// means the object must be denied.
+func Mutate(ctx context.Context, lk validate.Lookup, vp VolumePolicies, op Operation, obj Object) ([]jsonpatch.Operation, error) {
 	switch o := obj.(type) {
 	case *snapv1.Snapshot:
-		var def snapv1.DeletionPolicy
-		if lk != nil && o.Spec.PolicyRef != nil && o.Spec.DeletionPolicy == "" {
+		var policy *snapv1.SnapshotPolicy
+		if lk != nil && o.Spec.PolicyRef != nil {
 			ns := o.Spec.PolicyRef.Namespace
 			if ns == "" {
 				ns = o.Namespace
 			}
-			if p, err := lk.SnapshotPolicy(ctx, ns, o.Spec.PolicyRef.Name); err == nil && p != nil {
-				def = p.Spec.DefaultDeletionPolicy
+			if p, err := lk.SnapshotPolicy(ctx, ns, o.Spec.PolicyRef.Name); err == nil {
+				policy = p
 			}
 		}
-		return mutate.Snapshot(o, op, def)
+		var def snapv1.DeletionPolicy
+		if policy != nil {
+			def = policy.Spec.DefaultDeletionPolicy
+		}
+		ops := mutate.Snapshot(o, op, def)
+		if op == Create && vp != nil {
+			stamp, err := vp.Resolve(ctx, policy)
+			if err != nil {
+				return nil, fmt.Errorf("cannot resolve the volume policies for this Snapshot: %w", err)
+			}
+			if stamp != nil {
+				op, err := mutate.Annotate(o.Annotations, wellknown.AnnotationVolumePolicies, stamp)
+				if err != nil {
+					return nil, err
+				}
+				ops = append(ops, op)
+			}
+		}
+		return ops, nil
 	case *snapv1.SnapshotPolicy:
-		return mutate.SnapshotPolicy(o)
+		return mutate.SnapshotPolicy(o), nil
 	}
-	return nil
+	return nil, nil
 }

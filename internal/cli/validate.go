@@ -212,7 +212,12 @@ func validateManifests(ctx context.Context, paths []string, withMutated bool) ([
 			}
 			f.Warnings = append(f.Warnings, r.Warnings...)
 			f.Allowed = f.Allowed && r.OK()
-			f.Patches = admission.Mutate(ctx, lookup, admission.Create, e.obj)
+			patches, err := admission.Mutate(ctx, lookup, nil, admission.Create, e.obj)
+			if err != nil {
+				f.Allowed = false
+				f.Errors = append(f.Errors, FieldProblem{Message: err.Error()})
+			}
+			f.Patches = patches
 			if withMutated {
 				mutated, err := applyPatches(e.doc.obj, f.Patches)
 				if err != nil {

@@ -4,6 +4,8 @@
 package mutate
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 
 	jsonpatch "gomodules.xyz/jsonpatch/v2"
@@ -81,6 +83,20 @@ func SnapshotPolicy(p *snapv1.SnapshotPolicy) []jsonpatch.Operation {
 		return []jsonpatch.Operation{jsonpatch.NewOperation("add", "/spec/files/ignoreRules", wellknown.DefaultIgnoreRules)}
 	}
 	return nil
+}
+
+// Annotate sets one annotation to v as JSON, creating the map if needed.
+func Annotate(existing map[string]string, key string, v any) (jsonpatch.Operation, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return jsonpatch.Operation{}, fmt.Errorf("encode annotation %s: %w", key, err)
+	}
+	if existing == nil {
+		return jsonpatch.NewOperation("add", "/metadata/annotations", map[string]string{key: string(b)}), nil
+	}
+	// "add" on an existing member replaces it: what admission computed wins
+	// over anything the user wrote there.
+	return jsonpatch.NewOperation("add", "/metadata/annotations/"+escape(key), string(b)), nil
 }
 
 func contains(list []string, s string) bool {

@@ -50,3 +50,17 @@ func Decide(rules []Rule, v Volume) Decision {
 	}
 	return Decision{}
 }
+
+// SourceRef names the ConfigMap a set of rules was read from, at a version.
+type SourceRef struct {
+	ConfigMap       string `json:"configMap"`
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+}
+
+// Stamp is what admission records on a new Snapshot: the effective rules
+// and the ConfigMaps that contributed them.
+type Stamp struct {
+	Recipe *SourceRef `json:"recipe,omitempty"`
+	Global *SourceRef `json:"global,omitempty"`
+	Rules  []Rule     `json:"rules"`
+}

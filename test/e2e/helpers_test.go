@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/snapflow/snapflow/test/harness"
 )
 
@@ -48,3 +50,5 @@ func readFile(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+func clientKey(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }

@@ -14,6 +14,16 @@ func TestMain(m *testing.M) {
 	harness.Main(m, harness.MainOptions{
 		Options: harness.Options{ExternalCRDs: harness.AllExternalCRDs},
 		S3:      &harness.S3Options{Versioning: true},
-		Webhook: &harness.WebhookOptions{},
+		// The suite's cluster has a global volume policy baseline, as a
+		// platform team would configure it.
+		Webhook: &harness.WebhookOptions{GlobalVolumePolicies: globalPolicies},
 	}, func(e *harness.Env) { env = e })
 }
+
+const globalPolicies = `version: v1
+volumePolicies:
+  - conditions: {storageClass: [scratch]}
+    action: {type: skip}
+  - conditions: {}
+    action: {type: fs-backup}
+`

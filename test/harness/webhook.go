@@ -49,7 +49,13 @@ type WebhookOptions struct {
 	// CertPolicy and CertCheckInterval let a test rotate certificates quickly.
 	CertPolicy        certs.Policy
 	CertCheckInterval time.Duration
+	// GlobalVolumePolicies, when set, is stored in the ConfigMap
+	// GlobalVolumePoliciesConfigMap and configured as the global baseline.
+	GlobalVolumePolicies string
 }
+
+// GlobalVolumePoliciesConfigMap is the harness's global baseline ConfigMap.
+const GlobalVolumePoliciesConfigMap = "global-volume-policies"
 
 // StartWebhook registers the webhook configurations, starts the webhook and
 // waits until the API server calls it successfully.
@@ -77,6 +83,15 @@ func (cp *ControlPlane) StartWebhook(opts WebhookOptions) (*Webhook, error) {
 	if err := cp.installWebhookConfigs(ctx, w.URL); err != nil {
 		return nil, err
 	}
+	var globalName string
+	if opts.GlobalVolumePolicies != "" {
+		globalName = GlobalVolumePoliciesConfigMap
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: WebhookNamespace, Name: globalName},
+			Data: map[string]string{"policies.yaml": opts.GlobalVolumePolicies}}
+		if err := cp.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("create the global volume policies: %w", err)
+		}
+	}
 	logFile, err := os.Create(w.LogPath)
 	if err != nil {
 		return nil, err
@@ -92,7 +107,8 @@ func (cp *ControlPlane) StartWebhook(opts WebhookOptions) (*Webhook, error) {
 			ExtraSANs:       []string{"127.0.0.1"},
 			MutatingConfigs: []string{webhook.DefaultMutatingConfig}, ValidatingConfigs: []string{webhook.DefaultValidatingConfig},
 			CertPolicy: opts.CertPolicy, CertCheckInterval: opts.CertCheckInterval,
-			MetricsAddr: fmt.Sprintf("127.0.0.1:%d", ports[1]), HealthAddr: fmt.Sprintf("127.0.0.1:%d", ports[2]),
+			GlobalVolumePoliciesConfigMap: globalName,
+			MetricsAddr:                   fmt.Sprintf("127.0.0.1:%d", ports[1]), HealthAddr: fmt.Sprintf("127.0.0.1:%d", ports[2]),
 			Log: log,
 		})
 		logFile.Close()
