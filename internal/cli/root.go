@@ -19,7 +19,8 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newVersionCmd(), newWebhookCmd(), newValidateCmd())
+	root.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: KUBECONFIG, in-cluster, ~/.kube/config)")
+	root.AddCommand(newVersionCmd(), newWebhookCmd(), newValidateCmd(), newPolicyCmd(), newDescribeCmd())
 	return root
 }
 

@@ -35,7 +35,7 @@ they are reloaded when the files change.`,
 			o.ExtraSANs = splitList(sans)
 			o.MutatingConfigs = splitList(mutating)
 			o.ValidatingConfigs = splitList(validating)
-			cfg, err := ctrl.GetConfig()
+			cfg, err := restConfig()
 			if err != nil {
 				return err
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/cli"
 	"github.com/snapflow/snapflow/internal/volumepolicy"
 	"github.com/snapflow/snapflow/test/harness"
 	"github.com/snapflow/snapflow/webhook"
@@ -176,5 +178,72 @@ func TestGlobalVolumePoliciesStartup(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "--global-backup-volume-policies-configmap") || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", name, err, want)
 		}
+	}
+}
+
+func snapflowCLI(t *testing.T, want int, args ...string) string {
+	t.Helper()
+	var out, errOut strings.Builder
+	if code := cli.Execute(append([]string{"--kubeconfig", env.Kubeconfig}, args...), &out, &errOut); code != want {
+		t.Fatalf("snapflow %s: exit %d, want %d\n%s%s", strings.Join(args, " "), code, want, out.String(), errOut.String())
+	}
+	return out.String()
+}
+
+// describe shows what admission decided; policy check evaluates a live
+// volume against the same rules.
+func TestDescribeAndPolicyCheckAgainstCluster(t *testing.T) {
+	const ns = "describe"
+	ensureNamespace(t, ns, "")
+	kubectl(t, []byte(`apiVersion: v1
+kind: PersistentVolume
+metadata: {name: describe-scratch}
+spec:
+  capacity: {storage: 5Gi}
+  accessModes: [ReadWriteOnce]
+  storageClassName: scratch
+  csi: {driver: hostpath.csi.k8s.io, volumeHandle: scratch-1}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: tmp, namespace: describe}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: scratch
+  volumeName: describe-scratch
+  resources: {requests: {storage: 5Gi}}
+---
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotPolicy
+metadata: {name: p, namespace: describe}
+spec:
+  repository: {name: nas}
+  sources: [{pvc: {name: tmp}}]
+`), 0, "apply", "-f", "-")
+	createSnapshot(t, ns, "s1", "p", 0)
+
+	out := snapflowCLI(t, 0, "describe", "snapshot", "s1", "-n", ns)
+	for _, want := range []string{"Name:              s1", "Policy:            p", "Deletion policy:   Delete",
+		"Global volume policies:", "Type:\tconfigmap", "Name:\tsnapflow-system/global-volume-policies", `global #0  skip       {"storageClass":["scratch"]}`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("describe misses %q:\n%s", want, out)
+		}
+	}
+	var d cli.SnapshotDescription
+	if err := json.Unmarshal([]byte(snapflowCLI(t, 0, "describe", "snapshot", "s1", "-n", ns, "-o", "json")), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Snapshot.Name != "s1" || d.VolumePolicies == nil || d.VolumePolicies.Global == nil || len(d.VolumePolicies.Rules) != 2 {
+		t.Fatalf("describe -o json = %+v", d)
+	}
+
+	global := filepath.Join(t.TempDir(), "global.yaml")
+	b := kubectl(t, nil, 0, "-n", harness.WebhookNamespace, "get", "configmap", harness.GlobalVolumePoliciesConfigMap, "-o", "yaml").Stdout
+	if err := os.WriteFile(global, []byte(b), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out = snapflowCLI(t, 0, "policy", "check", "--global", global, "--volume-from", ns+"/tmp")
+	if !strings.Contains(out, "Volume: pvc describe/tmp") || !strings.Contains(out, "action: skip") || !strings.Contains(out, "rule:   global policy #0") {
+		t.Fatalf("policy check --volume-from:\n%s", out)
 	}
 }

@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/snapflow/snapflow/internal/volumepolicy"
+)
+
+func TestPolicyCheck(t *testing.T) {
+	dir := t.TempDir()
+	global := write(t, dir, "global.yaml", `apiVersion: v1
+kind: ConfigMap
+metadata: {name: global-volume-policies, namespace: snapflow-system}
+data:
+  policies.yaml: |
+    version: v1
+    volumePolicies:
+      - conditions: {storageClass: [scratch]}
+        action: {type: skip}
+      - conditions: {}
+        action: {type: fs-backup}
+    includeExcludePolicy:
+      excludedNamespaceScopedResources: [secrets]
+`)
+	recipe := write(t, dir, "recipe.yaml", `version: v1
+volumePolicies:
+  - conditions: {csi: {driver: ebs.csi.aws.com}, pvcLabels: {tier: gold}}
+    action: {type: snapshot, parameters: {snapshotClass: gold-vsc}}
+`)
+	pv := write(t, dir, "pv.yaml", `apiVersion: v1
+kind: PersistentVolume
+metadata: {name: pv-1}
+spec:
+  capacity: {storage: 20Gi}
+  storageClassName: scratch
+  csi: {driver: ebs.csi.aws.com, volumeHandle: vol-1}
+`)
+	gold := write(t, dir, "gold.yaml", `apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: db, namespace: billing, labels: {tier: gold}}
+spec: {accessModes: [ReadWriteOnce]}
+status: {phase: Bound}
+`)
+	plain := write(t, dir, "plain.yaml", `apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: tmp, namespace: billing}
+spec: {accessModes: [ReadWriteOnce]}
+`)
+
+	// The recipe overrides the baseline for a gold volume...
+	out, errOut, code := run(t, "policy", "check", "--policies", recipe, "--global", global, "--pv", pv, "--pvc", gold)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"includeExcludePolicy ignored", "Volume: pvc billing/db, pv pv-1", `action: snapshot {"snapshotClass":"gold-vsc"}`, `recipe   #0  snapshot   {"csi":{"driver":"ebs.csi.aws.com"},"pvcLabels":{"tier":"gold"}}`, "global   #1  fs-backup  every volume", "rule:   recipe policy #0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output misses %q:\n%s", want, out)
+		}
+	}
+	// ...and the same PV under a plain claim falls to the global skip rule.
+	out, _, _ = run(t, "policy", "check", "--policies", recipe, "--global", global, "--pv", pv, "--pvc", plain, "-o", "json")
+	var res PolicyCheck
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, out)
+	}
+	if len(res.Rules) != 3 || res.Decision == nil || res.Decision.Action != volumepolicy.Skip || res.Decision.Rule.Source != volumepolicy.FromGlobal || res.Decision.Rule.Index != 0 {
+		t.Fatalf("json = %+v", res)
+	}
+
+	bad := write(t, dir, "bad.yaml", "version: v1\nvolumePolicies:\n  - conditions: {capacity: 5Gi}\n    action: {type: skip}\n")
+	_, errOut, code = run(t, "policy", "check", "--global", bad)
+	if code != 1 || !strings.Contains(errOut, "--global "+bad+" is invalid: volumePolicies[0].conditions.capacity") {
+		t.Fatalf("invalid baseline: exit %d %q", code, errOut)
+	}
+	if _, errOut, code := run(t, "policy", "check"); code != 1 || !strings.Contains(errOut, "--policies FILE") {
+		t.Fatalf("no documents: %d %q", code, errOut)
+	}
+}
