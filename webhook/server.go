@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -61,7 +62,13 @@ type Options struct {
 	// GlobalVolumePoliciesConfigMap names a ConfigMap in Namespace whose
 	// volumePolicies every Snapshot inherits after its recipe's own.
 	GlobalVolumePoliciesConfigMap string
-	Log                           logr.Logger
+	// VeleroBackups merges the global volume policies into velero.io Backups
+	// too (needs GlobalVolumePoliciesConfigMap and the snapflow-velero
+	// webhook configuration).
+	VeleroBackups bool
+	// VeleroSweepInterval and VeleroGrace tune the cleanup of merged ConfigMaps.
+	VeleroSweepInterval, VeleroGrace time.Duration
+	Log                              logr.Logger
 }
 
 func (o *Options) defaults() {
@@ -82,6 +89,15 @@ func (o *Options) defaults() {
 	}
 	if o.MaxRequestBytes == 0 {
 		o.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if o.VeleroSweepInterval == 0 {
+		o.VeleroSweepInterval = time.Minute
+	}
+	if o.VeleroGrace == 0 {
+		o.VeleroGrace = 5 * time.Minute
+	}
+	if o.VeleroBackups && !slices.Contains(o.MutatingConfigs, DefaultVeleroConfig) {
+		o.MutatingConfigs = append(o.MutatingConfigs, DefaultVeleroConfig)
 	}
 	if o.MetricsAddr == "" {
 		o.MetricsAddr = ":8080"
@@ -115,6 +131,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	TuneGC()
 	if o.Namespace == "" {
 		return errors.New("the webhook needs its namespace (--namespace or POD_NAMESPACE) to store its certificate")
+	}
+	if o.VeleroBackups && o.GlobalVolumePoliciesConfigMap == "" {
+		return errors.New("--velero-backups merges the global volume policies into Velero Backups, so it needs --global-backup-volume-policies-configmap")
 	}
 	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
 		return errors.New("--tls-cert and --tls-key go together: give both, or neither to let the webhook manage its own certificate")
@@ -186,6 +205,13 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 				path = MutatePath(kind)
 			}
 			srv.Register(path, LimitBody(&crwebhook.Admission{Handler: h, RecoverPanic: ptr.To(true)}, o.MaxRequestBytes))
+		}
+	}
+	if o.VeleroBackups {
+		v := &VeleroBackups{Client: direct, Policies: &policysource.Resolver{Reader: direct, Namespace: o.Namespace, GlobalName: o.GlobalVolumePoliciesConfigMap}, Log: o.Log.WithName("velero")}
+		srv.Register(VeleroMutatePath, LimitBody(&crwebhook.Admission{Handler: v, RecoverPanic: ptr.To(true)}, o.MaxRequestBytes))
+		if err := mgr.Add(&VeleroSweeper{Client: direct, Interval: o.VeleroSweepInterval, Grace: o.VeleroGrace, Log: o.Log.WithName("velero-sweeper")}); err != nil {
+			return err
 		}
 	}
 	srv.Register("/healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))

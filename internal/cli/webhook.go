@@ -58,6 +58,7 @@ they are reloaded when the files change.`,
 	f.StringVar(&o.HealthAddr, "health-addr", ":8081", "address of the /healthz and /readyz endpoints")
 	f.Int64Var(&o.MaxRequestBytes, "max-request-bytes", webhook.DefaultMaxRequestBytes, "refuse admission requests larger than this")
 	f.StringVar(&o.GlobalVolumePoliciesConfigMap, "global-backup-volume-policies-configmap", "", "ConfigMap in the webhook's namespace whose volumePolicies every Snapshot inherits after its recipe's own (optional)")
+	f.BoolVar(&o.VeleroBackups, "velero-backups", false, "also merge the global volume policies into velero.io Backups (needs the snapflow-velero webhook configuration)")
 	f.BoolVar(&devLogs, "dev-logs", false, "human-readable logs instead of JSON")
 	return cmd
 }

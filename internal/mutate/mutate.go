@@ -6,6 +6,7 @@ package mutate
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 
 	jsonpatch "gomodules.xyz/jsonpatch/v2"
@@ -91,12 +92,26 @@ func Annotate(existing map[string]string, key string, v any) (jsonpatch.Operatio
 	if err != nil {
 		return jsonpatch.Operation{}, fmt.Errorf("encode annotation %s: %w", key, err)
 	}
+	return SetAnnotations(existing, map[string]string{key: string(b)})[0], nil
+}
+
+// SetAnnotations sets annotations, creating the map if needed. "add" on an
+// existing member replaces it: what admission computed wins over anything
+// the user wrote there.
+func SetAnnotations(existing, set map[string]string) []jsonpatch.Operation {
 	if existing == nil {
-		return jsonpatch.NewOperation("add", "/metadata/annotations", map[string]string{key: string(b)}), nil
+		return []jsonpatch.Operation{jsonpatch.NewOperation("add", "/metadata/annotations", set)}
 	}
-	// "add" on an existing member replaces it: what admission computed wins
-	// over anything the user wrote there.
-	return jsonpatch.NewOperation("add", "/metadata/annotations/"+escape(key), string(b)), nil
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	ops := make([]jsonpatch.Operation, 0, len(keys))
+	for _, k := range keys {
+		ops = append(ops, jsonpatch.NewOperation("add", "/metadata/annotations/"+escape(k), set[k]))
+	}
+	return ops
 }
 
 func contains(list []string, s string) bool {

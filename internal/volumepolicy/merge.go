@@ -64,3 +64,19 @@ type Stamp struct {
 	Global *SourceRef `json:"global,omitempty"`
 	Rules  []Rule     `json:"rules"`
 }
+
+// MergeDocuments is Velero's merge for one Backup: the backup's own document
+// with the global volumePolicies appended. The backup's other sections are
+// kept as they are; the global document's other sections never apply.
+func MergeDocuments(backup, global *Document) *Document {
+	out := &Document{Version: Version}
+	if backup != nil {
+		cp := *backup
+		cp.VolumePolicies = append([]Policy(nil), backup.VolumePolicies...)
+		out = &cp
+	}
+	if global != nil {
+		out.VolumePolicies = append(out.VolumePolicies, global.VolumePolicies...)
+	}
+	return out
+}

@@ -223,3 +223,21 @@ func TestFromConfigMap(t *testing.T) {
 		t.Fatalf("two keys: %v", err)
 	}
 }
+
+func TestMergeDocuments(t *testing.T) {
+	backup := mustParse(t, "version: v1\nvolumePolicies:\n- conditions: {nfs: {}}\n  action: {type: fs-backup}\nincludeExcludePolicy: {excludedNamespaceScopedResources: [secrets]}\n")
+	global := mustParse(t, "version: v1\nvolumePolicies:\n- conditions: {storageClass: [gp2]}\n  action: {type: skip}\nnamespacedFilterPolicies: [{namespaces: [a]}]\n")
+	m := MergeDocuments(backup, global)
+	if len(m.VolumePolicies) != 2 || m.VolumePolicies[0].Conditions.NFS == nil || m.VolumePolicies[1].Action.Type != Skip {
+		t.Fatalf("merged = %+v", m.VolumePolicies)
+	}
+	if len(m.IncludeExcludePolicy) == 0 || len(m.NamespacedFilterPolicies) != 0 {
+		t.Fatal("the backup's own sections stay; the global's other sections never apply")
+	}
+	if len(backup.VolumePolicies) != 1 {
+		t.Fatal("the backup document must not be modified")
+	}
+	if g := MergeDocuments(nil, global); g.Version != Version || len(g.VolumePolicies) != 1 || len(g.NamespacedFilterPolicies) != 0 {
+		t.Fatalf("global only = %+v", g)
+	}
+}

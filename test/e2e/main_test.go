@@ -16,7 +16,7 @@ func TestMain(m *testing.M) {
 		S3:      &harness.S3Options{Versioning: true},
 		// The suite's cluster has a global volume policy baseline, as a
 		// platform team would configure it.
-		Webhook: &harness.WebhookOptions{GlobalVolumePolicies: globalPolicies},
+		Webhook: &harness.WebhookOptions{GlobalVolumePolicies: globalPolicies, Velero: true},
 	}, func(e *harness.Env) { env = e })
 }
 

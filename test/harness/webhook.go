@@ -52,6 +52,9 @@ type WebhookOptions struct {
 	// GlobalVolumePolicies, when set, is stored in the ConfigMap
 	// GlobalVolumePoliciesConfigMap and configured as the global baseline.
 	GlobalVolumePolicies string
+	// Velero also registers config/webhook/velero.yaml and merges the global
+	// policies into velero.io Backups, sweeping merged ConfigMaps quickly.
+	Velero bool
 }
 
 // GlobalVolumePoliciesConfigMap is the harness's global baseline ConfigMap.
@@ -80,8 +83,14 @@ func (cp *ControlPlane) StartWebhook(opts WebhookOptions) (*Webhook, error) {
 	if err := cp.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("create %s: %w", WebhookNamespace, err)
 	}
-	if err := cp.installWebhookConfigs(ctx, w.URL); err != nil {
-		return nil, err
+	files := []string{"webhooks.yaml"}
+	if opts.Velero {
+		files = append(files, "velero.yaml")
+	}
+	for _, f := range files {
+		if err := cp.installWebhookConfigs(ctx, f, w.URL); err != nil {
+			return nil, err
+		}
 	}
 	var globalName string
 	if opts.GlobalVolumePolicies != "" {
@@ -108,7 +117,8 @@ func (cp *ControlPlane) StartWebhook(opts WebhookOptions) (*Webhook, error) {
 			MutatingConfigs: []string{webhook.DefaultMutatingConfig}, ValidatingConfigs: []string{webhook.DefaultValidatingConfig},
 			CertPolicy: opts.CertPolicy, CertCheckInterval: opts.CertCheckInterval,
 			GlobalVolumePoliciesConfigMap: globalName,
-			MetricsAddr:                   fmt.Sprintf("127.0.0.1:%d", ports[1]), HealthAddr: fmt.Sprintf("127.0.0.1:%d", ports[2]),
+			VeleroBackups:                 opts.Velero, VeleroSweepInterval: 200 * time.Millisecond, VeleroGrace: 2 * time.Second,
+			MetricsAddr: fmt.Sprintf("127.0.0.1:%d", ports[1]), HealthAddr: fmt.Sprintf("127.0.0.1:%d", ports[2]),
 			Log: log,
 		})
 		logFile.Close()
@@ -137,12 +147,12 @@ func (w *Webhook) Log() string {
 
 // installWebhookConfigs creates the configurations from config/webhook with
 // each Service reference replaced by the loopback URL of the same path.
-func (cp *ControlPlane) installWebhookConfigs(ctx context.Context, base string) error {
+func (cp *ControlPlane) installWebhookConfigs(ctx context.Context, file, base string) error {
 	root, err := RepoRoot()
 	if err != nil {
 		return err
 	}
-	raw, err := os.ReadFile(filepath.Join(root, "config", "webhook", "webhooks.yaml"))
+	raw, err := os.ReadFile(filepath.Join(root, "config", "webhook", file))
 	if err != nil {
 		return err
 	}
@@ -156,10 +166,10 @@ func (cp *ControlPlane) installWebhookConfigs(ctx context.Context, base string) 
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
-			return fmt.Errorf("webhooks.yaml: %w", err)
+			return fmt.Errorf("%s: %w", file, err)
 		}
 		if err := json.Unmarshal(b, &probe); err != nil {
-			return fmt.Errorf("webhooks.yaml: %w", err)
+			return fmt.Errorf("%s: %w", file, err)
 		}
 		var obj client.Object
 		switch probe.Kind {

@@ -1,0 +1,111 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snapflow/snapflow/internal/volumepolicy"
+	"github.com/snapflow/snapflow/test/harness"
+)
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// On a Velero cluster the same global baseline is merged into each Backup,
+// through the real Velero CRDs, with no ConfigMap left behind.
+func TestVeleroBackupsGetTheGlobalPolicies(t *testing.T) {
+	const ns = "velero"
+	ensureNamespace(t, ns, "")
+	kubectl(t, []byte(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: own-policies, namespace: velero}
+data:
+  policies.yaml: |
+    version: v1
+    volumePolicies:
+      - conditions: {nfs: {}}
+        action: {type: fs-backup}
+    includeExcludePolicy:
+      excludedNamespaceScopedResources: [secrets]
+`), 0, "apply", "-f", "-")
+	backup := func(name, policy string) []byte {
+		rp := ""
+		if policy != "" {
+			rp = "\n  resourcePolicy: {kind: configmap, name: " + policy + "}"
+		}
+		return []byte("apiVersion: velero.io/v1\nkind: Backup\nmetadata: {name: " + name + ", namespace: velero}\nspec:\n  includedNamespaces: [billing]" + rp + "\n")
+	}
+
+	// A dry run is answered but writes nothing.
+	kubectl(t, backup("dry", "own-policies"), 0, "create", "--dry-run=server", "-f", "-")
+	if out := kubectl(t, nil, 0, "-n", ns, "get", "configmap", "snapflow-vp-dry", "--ignore-not-found", "-o", "name").Stdout; out != "" {
+		t.Fatalf("a dry run wrote %s", out)
+	}
+
+	kubectl(t, backup("nightly", "own-policies"), 0, "apply", "-f", "-")
+	get := func(path string) string {
+		return kubectl(t, nil, 0, "-n", ns, "get", "backups.velero.io", "nightly", "-o", "jsonpath="+path).Stdout
+	}
+	if got := get("{.spec.resourcePolicy.name}"); got != "snapflow-vp-nightly" {
+		t.Fatalf("spec.resourcePolicy.name = %q", got)
+	}
+	if got := get(`{.metadata.annotations.velero\.io/global-backup-volume-policy-configmap}`); got != harness.GlobalVolumePoliciesConfigMap {
+		t.Fatalf("Velero's global-policy annotation = %q", got)
+	}
+	if got := get(`{.metadata.annotations.snapflow\.dev/original-resource-policy}`); got != "own-policies" {
+		t.Fatalf("original policy annotation = %q", got)
+	}
+	doc, err := volumepolicy.Parse([]byte(kubectl(t, nil, 0, "-n", ns, "get", "configmap", "snapflow-vp-nightly", "-o", `jsonpath={.data.policies\.yaml}`).Stdout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.VolumePolicies) != 3 || doc.VolumePolicies[0].Conditions.NFS == nil || doc.VolumePolicies[1].Action.Type != volumepolicy.Skip || len(doc.IncludeExcludePolicy) == 0 {
+		t.Fatalf("merged document = %+v", doc)
+	}
+	// Tied to its Backup, and gone with it.
+	uid := get("{.metadata.uid}")
+	waitUntil(t, "the merged ConfigMap to be owned by its Backup", func() bool {
+		return kubectl(t, nil, 0, "-n", ns, "get", "configmap", "snapflow-vp-nightly", "-o", "jsonpath={.metadata.ownerReferences[0].uid}").Stdout == uid
+	})
+	kubectl(t, nil, 0, "-n", ns, "delete", "backups.velero.io", "nightly")
+	waitUntil(t, "the merged ConfigMap to go with its Backup", func() bool {
+		return kubectl(t, nil, 0, "-n", ns, "get", "configmap", "snapflow-vp-nightly", "--ignore-not-found", "-o", "name").Stdout == ""
+	})
+
+	// Without its own policy a Backup gets the baseline alone.
+	kubectl(t, backup("plain", ""), 0, "apply", "-f", "-")
+	doc, err = volumepolicy.Parse([]byte(kubectl(t, nil, 0, "-n", ns, "get", "configmap", "snapflow-vp-plain", "-o", `jsonpath={.data.policies\.yaml}`).Stdout))
+	if err != nil || len(doc.VolumePolicies) != 2 {
+		t.Fatalf("baseline only: %+v %v", doc, err)
+	}
+
+	// An invalid own policy denies the Backup, naming the ConfigMap.
+	kubectl(t, []byte(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: broken-policies, namespace: velero}
+data: {a: "version: v1\nvolumePolicies: [{conditions: {}, action: {type: shred}}]\n"}
+`), 0, "apply", "-f", "-")
+	res := kubectl(t, backup("broken", "broken-policies"), 1, "apply", "-f", "-")
+	if !strings.Contains(res.Stderr, `the Backup's resourcePolicy ConfigMap velero/broken-policies is invalid: volumePolicies[0].action.type: "shred" is not an action type`) {
+		t.Fatalf("invalid own policy: %s", res.Stderr)
+	}
+
+	// A merged ConfigMap whose Backup never came to exist is swept after the grace period.
+	kubectl(t, []byte(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: snapflow-vp-ghost, namespace: velero, labels: {snapflow.dev/velero-backup: ghost}}
+data: {policies.yaml: "version: v1\n"}
+`), 0, "apply", "-f", "-")
+	waitUntil(t, "the orphaned ConfigMap to be swept", func() bool {
+		return kubectl(t, nil, 0, "-n", ns, "get", "configmap", "snapflow-vp-ghost", "--ignore-not-found", "-o", "name").Stdout == ""
+	})
+}
