@@ -35,6 +35,11 @@ spec:
   schedule: "* * * * *"
   sink: {uri: "http://snapflow-schedule.snapflow-system.svc"}
 `), 0, "apply", "--dry-run=server", "-f", "-")
+	kubectl(t, []byte(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: policies, namespace: external}
+data: {policies.yaml: "version: v1\n"}
+`), 0, "apply", "-f", "-")
 	kubectl(t, []byte(`apiVersion: velero.io/v1
 kind: Backup
 metadata: {name: nightly, namespace: external}
