@@ -39,18 +39,22 @@ var _ admission.Handler = (*Handler)(nil)
 func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
 	start := time.Now()
 	resp := h.handle(ctx, req)
-	decision := "allowed"
-	switch {
-	case !resp.Allowed:
-		decision = "denied"
-	case len(resp.Patches) > 0:
-		decision = "mutated"
-	}
-	observe(h.Kind, string(req.Operation), h.mode(), decision, time.Since(start))
+	observe(h.Kind, string(req.Operation), h.mode(), decisionOf(resp), time.Since(start))
 	if !resp.Allowed {
 		h.Log.Info("denied", "kind", h.Kind, "namespace", req.Namespace, "name", req.Name, "operation", req.Operation, "reason", resp.Result.Message)
 	}
 	return resp
+}
+
+// decisionOf labels a response for the admission metrics.
+func decisionOf(resp admission.Response) string {
+	switch {
+	case !resp.Allowed:
+		return "denied"
+	case len(resp.Patches) > 0:
+		return "mutated"
+	}
+	return "allowed"
 }
 
 func (h *Handler) mode() string {

@@ -115,30 +115,32 @@ func (s *SelfTLS) Ensure(ctx context.Context) error {
 func (s *SelfTLS) patchCABundle(ctx context.Context, ca []byte) error {
 	var errs []error
 	for _, name := range s.MutatingConfigs {
-		errs = append(errs, setCABundle(ctx, s.Client, name, &admissionregv1.MutatingWebhookConfiguration{},
-			func(c *admissionregv1.MutatingWebhookConfiguration) []*admissionregv1.WebhookClientConfig {
-				out := make([]*admissionregv1.WebhookClientConfig, len(c.Webhooks))
-				for i := range c.Webhooks {
-					out[i] = &c.Webhooks[i].ClientConfig
-				}
-				return out
-			}, ca))
+		errs = append(errs, setCABundle(ctx, s.Client, name, &admissionregv1.MutatingWebhookConfiguration{}, ca))
 	}
 	for _, name := range s.ValidatingConfigs {
-		errs = append(errs, setCABundle(ctx, s.Client, name, &admissionregv1.ValidatingWebhookConfiguration{},
-			func(c *admissionregv1.ValidatingWebhookConfiguration) []*admissionregv1.WebhookClientConfig {
-				out := make([]*admissionregv1.WebhookClientConfig, len(c.Webhooks))
-				for i := range c.Webhooks {
-					out[i] = &c.Webhooks[i].ClientConfig
-				}
-				return out
-			}, ca))
+		errs = append(errs, setCABundle(ctx, s.Client, name, &admissionregv1.ValidatingWebhookConfiguration{}, ca))
 	}
 	return errors.Join(errs...)
 }
 
+// clientConfigs points at every webhook's client config in a configuration.
+func clientConfigs(cfg client.Object) []*admissionregv1.WebhookClientConfig {
+	var out []*admissionregv1.WebhookClientConfig
+	switch c := cfg.(type) {
+	case *admissionregv1.MutatingWebhookConfiguration:
+		for i := range c.Webhooks {
+			out = append(out, &c.Webhooks[i].ClientConfig)
+		}
+	case *admissionregv1.ValidatingWebhookConfiguration:
+		for i := range c.Webhooks {
+			out = append(out, &c.Webhooks[i].ClientConfig)
+		}
+	}
+	return out
+}
+
 // setCABundle writes ca into every webhook of one configuration, updating it only when something changed.
-func setCABundle[T client.Object](ctx context.Context, c client.Client, name string, cfg T, clientConfigs func(T) []*admissionregv1.WebhookClientConfig, ca []byte) error {
+func setCABundle(ctx context.Context, c client.Client, name string, cfg client.Object, ca []byte) error {
 	kind := fmt.Sprintf("%T", cfg)[len("*v1."):]
 	if err := c.Get(ctx, client.ObjectKey{Name: name}, cfg); err != nil {
 		return fmt.Errorf("read %s %s: %w", kind, name, err)

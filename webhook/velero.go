@@ -68,13 +68,7 @@ func MergedConfigMapName(backup string) string {
 func (v *VeleroBackups) Handle(ctx context.Context, req admission.Request) admission.Response {
 	start := time.Now()
 	resp := v.handle(ctx, req)
-	decision := "allowed"
-	if !resp.Allowed {
-		decision = "denied"
-	} else if len(resp.Patches) > 0 {
-		decision = "mutated"
-	}
-	observe("velero.io/Backup", string(req.Operation), "mutate", decision, time.Since(start))
+	observe("velero.io/Backup", string(req.Operation), "mutate", decisionOf(resp), time.Since(start))
 	return resp
 }
 

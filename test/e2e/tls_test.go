@@ -173,13 +173,9 @@ func TestCertificateFiles(t *testing.T) {
 		return b
 	}
 	first := writePair()
-	ports := make([]int, 3)
-	for i := range ports {
-		p, err := harness.FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = p
+	ports, err := harness.FreePorts(3)
+	if err != nil {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -50,6 +50,19 @@ func FreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// FreePorts returns n distinct free loopback ports.
+func FreePorts(n int) ([]int, error) {
+	ports := make([]int, n)
+	for i := range ports {
+		p, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = p
+	}
+	return ports, nil
+}
+
 // StartS3 starts versitygw with a fresh data directory and waits until it accepts connections.
 func StartS3(opts S3Options) (*S3, error) {
 	bin, err := Tool("versitygw")

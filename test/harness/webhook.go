@@ -64,13 +64,9 @@ const GlobalVolumePoliciesConfigMap = "global-volume-policies"
 // waits until the API server calls it successfully.
 func (cp *ControlPlane) StartWebhook(opts WebhookOptions) (*Webhook, error) {
 	ctx := context.Background()
-	ports := make([]int, 3)
-	for i := range ports {
-		p, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		ports[i] = p
+	ports, err := FreePorts(3)
+	if err != nil {
+		return nil, err
 	}
 	w := &Webhook{
 		URL:        fmt.Sprintf("https://127.0.0.1:%d", ports[0]),
