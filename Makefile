@@ -46,6 +46,7 @@ demo-up: tools build ## like demo, but leave the stack running (Ctrl-C stops it)
 
 bench: ## run the benchmarks and rewrite docs/benchmarks.md
 	$(GO) run ./bench/webhook
+	$(GO) run ./bench/retention
 
 clean: ## remove built binaries and tools
 	rm -rf $(BIN)

@@ -1,0 +1,193 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/retention"
+)
+
+// RetentionPreview is what `snapflow retention preview -o json` prints.
+type RetentionPreview struct {
+	Retention snapv1.Retention    `json:"retention"`
+	Verdicts  []retention.Verdict `json:"verdicts"`
+	Keep      int                 `json:"keep"`
+	Prune     []string            `json:"prune"`
+}
+
+func newRetentionCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "retention", Short: "Inspect GFS retention"}
+	var policy, namespace, retFile, snapFile, output string
+	preview := &cobra.Command{
+		Use:   "preview (--policy NAME [-n NAMESPACE] | --retention FILE --snapshots FILE)",
+		Short: "List which Snapshots GFS retention keeps, by which bucket, and which it would prune; deletes nothing",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var r *snapv1.Retention
+			var snaps []snapv1.Snapshot
+			var err error
+			switch {
+			case policy != "" && (retFile != "" || snapFile != ""):
+				return errors.New("use --policy against the cluster, or --retention and --snapshots offline, not both")
+			case policy != "":
+				r, snaps, err = retentionFromCluster(cmd, namespace, policy)
+			case retFile != "" && snapFile != "":
+				r, snaps, err = retentionFromFiles(retFile, snapFile)
+			default:
+				return errors.New("give --policy NAME, or both --retention FILE and --snapshots FILE")
+			}
+			if err != nil {
+				return err
+			}
+			if r == nil {
+				return errors.New("the policy has no spec.retention, so nothing is ever pruned")
+			}
+			cands := make([]retention.Candidate, len(snaps))
+			for i := range snaps {
+				cands[i] = retention.FromSnapshot(&snaps[i])
+			}
+			vs := retention.Select(*r, cands)
+			sort.SliceStable(vs, func(i, j int) bool {
+				if vs[i].Bucket != vs[j].Bucket {
+					return vs[i].Bucket < vs[j].Bucket
+				}
+				return vs[i].Time.After(vs[j].Time)
+			})
+			res := RetentionPreview{Retention: *r, Verdicts: vs, Prune: retention.Prune(vs)}
+			res.Keep = len(vs) - len(res.Prune)
+			if res.Prune == nil {
+				res.Prune = []string{}
+			}
+			if output != OutputTable {
+				return printStructured(cmd.OutOrStdout(), output, res)
+			}
+			printRetention(cmd.OutOrStdout(), res)
+			return nil
+		},
+	}
+	f := preview.Flags()
+	f.StringVar(&policy, "policy", "", "SnapshotPolicy to preview, read with its Snapshots from the cluster")
+	f.StringVarP(&namespace, "namespace", "n", "default", "namespace of the policy")
+	f.StringVar(&retFile, "retention", "", "a SnapshotPolicy manifest, or a bare retention block (offline)")
+	f.StringVar(&snapFile, "snapshots", "", "Snapshots as a List or YAML documents, e.g. `kubectl get snapshots -o yaml` (offline)")
+	f.StringVarP(&output, "output", "o", OutputTable, "output format: table, json or yaml")
+	cmd.AddCommand(preview)
+	return cmd
+}
+
+func retentionFromCluster(cmd *cobra.Command, ns, name string) (*snapv1.Retention, []snapv1.Snapshot, error) {
+	c, err := kubeClient()
+	if err != nil {
+		return nil, nil, err
+	}
+	var p snapv1.SnapshotPolicy
+	if err := c.Get(cmd.Context(), client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
+		return nil, nil, fmt.Errorf("read SnapshotPolicy %s/%s: %w", ns, name, err)
+	}
+	// Retention governs exactly the Snapshots carrying the policy's config label.
+	var list snapv1.SnapshotList
+	if err := c.List(cmd.Context(), &list, client.InNamespace(ns), client.MatchingLabels{wellknown.LabelConfig: name}); err != nil {
+		return nil, nil, fmt.Errorf("list Snapshots of %s/%s: %w", ns, name, err)
+	}
+	return p.Spec.Retention, list.Items, nil
+}
+
+func retentionFromFiles(retFile, snapFile string) (*snapv1.Retention, []snapv1.Snapshot, error) {
+	raw, err := os.ReadFile(retFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--retention: %w", err)
+	}
+	var probe struct{ Kind string }
+	_ = yaml.Unmarshal(raw, &probe)
+	var r *snapv1.Retention
+	if probe.Kind == "SnapshotPolicy" {
+		var p snapv1.SnapshotPolicy
+		if err := yaml.UnmarshalStrict(raw, &p); err != nil {
+			return nil, nil, fmt.Errorf("--retention %s: %w", retFile, err)
+		}
+		r = p.Spec.Retention
+	} else {
+		var bare struct {
+			Retention *snapv1.Retention `json:"retention"`
+		}
+		if err := yaml.UnmarshalStrict(raw, &bare); err != nil || bare.Retention == nil {
+			r = &snapv1.Retention{}
+			if err := yaml.UnmarshalStrict(raw, r); err != nil {
+				return nil, nil, fmt.Errorf("--retention %s: want a SnapshotPolicy or a retention block: %w", retFile, err)
+			}
+		} else {
+			r = bare.Retention
+		}
+	}
+	snaps, err := readSnapshots(snapFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--snapshots: %w", err)
+	}
+	return r, snaps, nil
+}
+
+func readSnapshots(path string) ([]snapv1.Snapshot, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []snapv1.Snapshot
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	for {
+		var doc struct {
+			Kind  string            `json:"kind"`
+			Items []snapv1.Snapshot `json:"items"`
+			snapv1.Snapshot
+		}
+		if err := dec.Decode(&doc); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		switch doc.Kind {
+		case "List", "SnapshotList":
+			out = append(out, doc.Items...)
+		case "Snapshot":
+			out = append(out, doc.Snapshot)
+		}
+	}
+}
+
+func printRetention(w io.Writer, res RetentionPreview) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tTIME\tBUCKET\tVERDICT\tWHY")
+	for _, v := range res.Verdicts {
+		verdict, why := "prune", ""
+		switch {
+		case v.Excluded != "":
+			verdict, why = "ignore", v.Excluded
+			if v.Pinned {
+				why += ", pinned"
+			}
+		case v.Keep:
+			verdict, why = "keep", strings.Join(v.Reasons, ",")
+		}
+		bucket := v.Bucket
+		if bucket == "" {
+			bucket = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.Name, v.Time.UTC().Format(time.RFC3339), bucket, verdict, why)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(w, "\n%d kept, %d would be pruned (nothing was deleted)\n", res.Keep, len(res.Prune))
+}

@@ -1,0 +1,51 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestRetentionPreviewOffline(t *testing.T) {
+	dir := t.TempDir()
+	policy := write(t, dir, "policy.yaml", `apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotPolicy
+metadata: {name: app-data, namespace: kopiur-tryit}
+spec:
+  repository: {name: primary}
+  sources: [{pvc: {name: app-data}}]
+  retention: {keepLatest: 1, keepDaily: 2}
+`)
+	var items []string
+	for i, day := range []string{"01", "02", "03", "03"} {
+		items = append(items, fmt.Sprintf(`{"apiVersion":"kopiur.home-operations.com/v1alpha1","kind":"Snapshot","metadata":{"name":"s%d","namespace":"kopiur-tryit","creationTimestamp":"2026-01-%sT0%d:00:00Z"},"spec":{"policyRef":{"name":"app-data"}},"status":{"phase":"Succeeded","snapshot":{"kopiaSnapshotID":"k%d"}}}`, i, day, i, i))
+	}
+	items = append(items,
+		`{"apiVersion":"kopiur.home-operations.com/v1alpha1","kind":"Snapshot","metadata":{"name":"failed","namespace":"kopiur-tryit","creationTimestamp":"2025-01-01T00:00:00Z"},"status":{"phase":"Failed"}}`,
+		`{"apiVersion":"kopiur.home-operations.com/v1alpha1","kind":"Snapshot","metadata":{"name":"pinned","namespace":"kopiur-tryit","creationTimestamp":"2025-06-01T00:00:00Z"},"spec":{"pin":true},"status":{"phase":"Succeeded","snapshot":{"kopiaSnapshotID":"kp"}}}`)
+	snaps := write(t, dir, "snaps.json", `{"apiVersion":"v1","kind":"List","items":[`+strings.Join(items, ",")+`]}`)
+
+	out, errOut, code := run(t, "retention", "preview", "--retention", policy, "--snapshots", snaps)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"NAME", "s3 ", "keep    latest,daily", "s1 ", "prune", "failed", "ignore   phase Failed", "pinned", "keep    pinned", "4 kept, 2 would be pruned", "would be pruned (nothing was deleted)"} {
+		if !strings.Contains(strings.Join(strings.Fields(out), " "), strings.Join(strings.Fields(want), " ")) {
+			t.Errorf("output misses %q:\n%s", want, out)
+		}
+	}
+	out, _, _ = run(t, "retention", "preview", "--retention", policy, "--snapshots", snaps, "-o", "json")
+	var res RetentionPreview
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	// The two newest days are 01-03 (s3, the newer of two) and 01-02 (s1);
+	// s2 loses 01-03 to s3, and s0 is outside the window.
+	if strings.Join(res.Prune, ",") != "s2,s0" || res.Keep != 4 {
+		t.Fatalf("prune = %v keep = %d", res.Prune, res.Keep)
+	}
+	if _, errOut, code := run(t, "retention", "preview"); code != 1 || !strings.Contains(errOut, "--policy NAME") {
+		t.Fatalf("no input: %d %q", code, errOut)
+	}
+}
