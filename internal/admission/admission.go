@@ -95,6 +95,9 @@ func Validate(ctx context.Context, lk validate.Lookup, op Operation, obj, old Ob
 		}
 	case *snapv1.Repository:
 		r = validate.Repository(o, opts)
+		if sd := o.Spec.Seed; sd != nil {
+			r.Merge(validate.Tenancy(ctx, lk, o.Namespace, sd.From.Repository).Via("spec.seed.from.repository"))
+		}
 		if prev, ok := old.(*snapv1.Repository); ok && prev != nil {
 			r.Merge(validate.RepositoryUpdate(&prev.Spec, &o.Spec))
 			r.Merge(validate.RepositoryReferents(ctx, lk, validate.RepoKey(snapv1.RepositoryRef{Name: o.Name}, o.Namespace), o.Annotations, &prev.Spec, &o.Spec))

@@ -134,3 +134,28 @@ spec: {policyRef: {name: p}}
 		t.Fatalf("no -f: exit %d %q", code, errOut)
 	}
 }
+
+// A Repository seeded from a ClusterRepository passes through its tenancy gate.
+func TestValidateSeedTenancy(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "all.yaml", `apiVersion: kopiur.home-operations.com/v1alpha1
+kind: ClusterRepository
+metadata: {name: shared}
+spec:
+  backend: {filesystem: {path: /b}}
+  encryption: {passwordSecretRef: {name: pw, namespace: ops}}
+  allowedNamespaces: {list: [ops]}
+---
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: Repository
+metadata: {name: restored, namespace: billing}
+spec:
+  backend: {filesystem: {path: /r, volume: {pvc: {name: repo}}}}
+  encryption: {passwordSecretRef: {name: pw}}
+  seed: {from: {repository: {kind: ClusterRepository, name: shared}}}
+`)
+	out, _, code := run(t, "validate", "-f", dir)
+	if code != 1 || !strings.Contains(out, "spec.seed.from.repository: namespace \"billing\" is not in the allowedNamespaces of ClusterRepository \"shared\"") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}

@@ -23,12 +23,12 @@ var (
 
 // Repository checks a namespaced Repository.
 func Repository(repo *snapv1.Repository, opts Options) Result {
-	return repositorySpec(&repo.Spec, false, opts)
+	return repositorySpec(&repo.Spec, RepoKey(snapv1.RepositoryRef{Name: repo.Name}, repo.Namespace), repo.Namespace, false, opts)
 }
 
 // ClusterRepository checks a ClusterRepository, including its tenancy block.
 func ClusterRepository(repo *snapv1.ClusterRepository, opts Options) Result {
-	r := repositorySpec(&repo.Spec.RepositorySpec, true, opts)
+	r := repositorySpec(&repo.Spec.RepositorySpec, RepoKey(snapv1.RepositoryRef{Kind: snapv1.KindClusterRepository, Name: repo.Name}, ""), "", true, opts)
 	if an := repo.Spec.AllowedNamespaces; an != nil {
 		forms := 0
 		if an.List != nil {
@@ -86,7 +86,9 @@ func eqInt32(a, b *int32) bool {
 	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
 }
 
-func repositorySpec(s *snapv1.RepositorySpec, cluster bool, opts Options) Result {
+// repositorySpec checks the shared spec; self is the repository's RepoKey and
+// ns its namespace ("" for a ClusterRepository).
+func repositorySpec(s *snapv1.RepositorySpec, self, ns string, cluster bool, opts Options) Result {
 	var r Result
 	r.Also(backend(&s.Backend).ViaField("spec.backend"))
 	if s.Encryption.PasswordSecretRef.Name == "" {
@@ -153,7 +155,7 @@ func repositorySpec(s *snapv1.RepositorySpec, cluster bool, opts Options) Result
 		r.Also(jitter("spec.scheduleDefaults.jitter", sd.Jitter, opts), timezone("spec.scheduleDefaults.timezone", sd.Timezone))
 	}
 	if sd := s.Seed; sd != nil {
-		r.Also(seed(sd, s, cluster).ViaField("spec.seed"))
+		r.Also(seed(sd, s, self, ns, cluster).ViaField("spec.seed"))
 	}
 	if c := s.Concurrency; c != nil && c.MaxConcurrentJobs != nil && *c.MaxConcurrentJobs < 0 {
 		r.Also(fieldErr("spec.concurrency.maxConcurrentJobs", "must be at least 0 (got %d); 0 or absent is unlimited", *c.MaxConcurrentJobs))
@@ -352,7 +354,7 @@ func moverDefaults(md *snapv1.MoverDefaults, s *snapv1.RepositorySpec) Result {
 	return r
 }
 
-func seed(sd *snapv1.Seed, s *snapv1.RepositorySpec, cluster bool) *apis.FieldError {
+func seed(sd *snapv1.Seed, s *snapv1.RepositorySpec, self, ns string, cluster bool) *apis.FieldError {
 	var errs *apis.FieldError
 	if s.Mode == snapv1.ModeReadOnly {
 		errs = errs.Also(fieldErr("", "seeding writes into this repository, which mode: ReadOnly forbids; remove spec.seed or use mode: ReadWrite"))
@@ -369,8 +371,23 @@ func seed(sd *snapv1.Seed, s *snapv1.RepositorySpec, cluster bool) *apis.FieldEr
 		if reflect.DeepEqual(*from.Backend, s.Backend) {
 			errs = errs.Also(fieldErr("from.backend", "names this repository's own storage; a seed must copy from somewhere else"))
 		}
-		if fs := from.Backend.Filesystem; fs != nil && fs.Volume == nil {
-			errs = errs.Also(fieldErr("from.backend.filesystem.volume", "a seed source must be mountable into the seed Job: give filesystem.volume (a PVC or an NFS export), not a bare node path"))
+		if fs := from.Backend.Filesystem; fs != nil {
+			if fs.Volume == nil {
+				errs = errs.Also(fieldErr("from.backend.filesystem.volume", "a seed source must be mountable into the seed Job: give filesystem.volume (a PVC or an NFS export), not a bare node path"))
+			}
+			if own := s.Backend.Filesystem; own != nil && own.Path == fs.Path {
+				errs = errs.Also(fieldErr("from.backend.filesystem.path", "%q is also this repository's own path: the seed Job mounts both, so they would collide; give the seed source a different path", fs.Path))
+			}
+		}
+		b := from.Backend
+		for _, src := range []struct {
+			field string
+			set   bool
+			auth  *snapv1.ObjectStoreAuth
+		}{{"s3", b.S3 != nil, authOf(b.S3)}, {"azure", b.Azure != nil, authOf(b.Azure)}, {"gcs", b.GCS != nil, authOf(b.GCS)}} {
+			if src.set && src.auth == nil {
+				errs = errs.Also(missing("from.backend."+src.field+".auth", "from.backend."+src.field+".auth (the seed Job needs credentials for the source: a secretRef or workloadIdentity)"))
+			}
 		}
 		if ref := seedSecret(from.Backend); ref != nil {
 			switch {
@@ -382,6 +399,9 @@ func seed(sd *snapv1.Seed, s *snapv1.RepositorySpec, cluster bool) *apis.FieldEr
 		}
 	case from.Repository != nil:
 		errs = errs.Also(repositoryRef(from.Repository).ViaField("from.repository"))
+		if RepoKey(*from.Repository, ns) == self {
+			errs = errs.Also(fieldErr("from.repository", "names this repository itself; a seed must copy from another repository"))
+		}
 		if sd.Sync != nil {
 			errs = errs.Also(fieldErr("sync", "seed.sync tunes a blob-level seed from a backend; a seed from a repository migrates snapshots, so use seed.migrate"))
 		}

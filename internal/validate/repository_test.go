@@ -99,6 +99,16 @@ func TestRepositoryRules(t *testing.T) {
 		{"rule 59: seed secret in another namespace", func(s *snapv1.RepositorySpec) {
 			s.Seed = &snapv1.Seed{From: snapv1.SeedFrom{Backend: &snapv1.Backend{S3: &snapv1.S3Backend{Bucket: "old-backups", Auth: &snapv1.ObjectStoreAuth{SecretRef: &snapv1.SecretRef{Name: "c", Namespace: "other"}}}}}}
 		}, "spec.seed.from.backend", "its own namespace"},
+		{"rule 59: migrate seed naming itself", func(s *snapv1.RepositorySpec) {
+			s.Seed = &snapv1.Seed{From: snapv1.SeedFrom{Repository: &snapv1.RepositoryRef{Name: "nas"}}}
+		}, "spec.seed.from.repository", "names this repository itself"},
+		{"rule 59: seed path collides", func(s *snapv1.RepositorySpec) {
+			s.Backend = snapv1.Backend{Filesystem: &snapv1.FilesystemBackend{Path: "/repo", Volume: &snapv1.FilesystemVolume{PVC: &snapv1.LocalObjectRef{Name: "new"}}}}
+			s.Seed = &snapv1.Seed{From: snapv1.SeedFrom{Backend: &snapv1.Backend{Filesystem: &snapv1.FilesystemBackend{Path: "/repo", Volume: &snapv1.FilesystemVolume{PVC: &snapv1.LocalObjectRef{Name: "old"}}}}}}
+		}, "spec.seed.from.backend.filesystem.path", "would collide"},
+		{"rule 59: seed source without credentials", func(s *snapv1.RepositorySpec) {
+			s.Seed = &snapv1.Seed{From: snapv1.SeedFrom{Backend: &snapv1.Backend{S3: &snapv1.S3Backend{Bucket: "old-backups"}}}}
+		}, "spec.seed.from.backend.s3.auth", "needs credentials"},
 		{"password namespace on a Repository", func(s *snapv1.RepositorySpec) { s.Encryption.PasswordSecretRef.Namespace = "other" }, "spec.encryption.passwordSecretRef.namespace", "its own namespace"},
 	}
 	for _, tc := range tests {
