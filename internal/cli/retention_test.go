@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRetentionPreviewOffline(t *testing.T) {
@@ -47,5 +48,30 @@ spec:
 	}
 	if _, errOut, code := run(t, "retention", "preview"); code != 1 || !strings.Contains(errOut, "--policy NAME") {
 		t.Fatalf("no input: %d %q", code, errOut)
+	}
+}
+
+func TestScheduleNextOffline(t *testing.T) {
+	out, errOut, code := run(t, "schedule", "next", "--cron", "0 */6 * * *", "--count", "4", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var res ScheduleNext
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Timezone != "UTC" || len(res.Firings) != 4 {
+		t.Fatalf("next = %+v", res)
+	}
+	for i, f := range res.Firings {
+		if f.Slot.UTC().Hour()%6 != 0 || f.Slot.Minute() != 0 || !f.At.Equal(f.Slot) {
+			t.Fatalf("firing %d = %+v", i, f)
+		}
+		if i > 0 && f.Slot.Sub(res.Firings[i-1].Slot) != 6*time.Hour {
+			t.Fatalf("firings are not 6h apart: %+v", res.Firings)
+		}
+	}
+	if _, errOut, code := run(t, "schedule", "next", "--cron", "0 2 * *"); code != 1 || !strings.Contains(errOut, "want 5 fields") {
+		t.Fatalf("bad cron: %d %q", code, errOut)
 	}
 }
