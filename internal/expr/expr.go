@@ -34,18 +34,40 @@ type Kind struct {
 	envOnce  sync.Once
 	env      *cel.Env
 	envErr   error
-	mu       sync.Mutex
-	compiled map[string]compiled
-	checked  map[string]error
-}
-
-type compiled struct {
-	p   *Program
-	err error
+	compiled memo[*Program]
+	checked  memo[struct{}]
 }
 
 // maxCached bounds each cache; past it the cache starts over.
 const maxCached = 2048
+
+// memo remembers the outcome of a pure function of the source text.
+type memo[V any] struct {
+	mu sync.Mutex
+	m  map[string]memoEntry[V]
+}
+
+type memoEntry[V any] struct {
+	v   V
+	err error
+}
+
+func (c *memo[V]) get(src string, f func(string) (V, error)) (V, error) {
+	c.mu.Lock()
+	e, ok := c.m[src]
+	c.mu.Unlock()
+	if ok {
+		return e.v, e.err
+	}
+	v, err := f(src)
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxCached {
+		c.m = map[string]memoEntry[V]{}
+	}
+	c.m[src] = memoEntry[V]{v, err}
+	c.mu.Unlock()
+	return v, err
+}
 
 var (
 	// Success is a verification's pass/fail predicate.
@@ -119,20 +141,7 @@ type Program struct {
 // Compile checks src and returns a program. Errors say what is wrong and
 // which variables exist.
 func (k *Kind) Compile(src string) (*Program, error) {
-	k.mu.Lock()
-	c, ok := k.compiled[src]
-	k.mu.Unlock()
-	if ok {
-		return c.p, c.err
-	}
-	p, err := k.compile(src)
-	k.mu.Lock()
-	if k.compiled == nil || len(k.compiled) >= maxCached {
-		k.compiled = map[string]compiled{}
-	}
-	k.compiled[src] = compiled{p, err}
-	k.mu.Unlock()
-	return p, err
+	return k.compiled.get(src, k.compile)
 }
 
 func (k *Kind) compile(src string) (*Program, error) {
@@ -171,19 +180,7 @@ func (k *Kind) compile(src string) (*Program, error) {
 // every variable, so a type error that only shows at run time surfaces now.
 // A missing map key is tolerated: not every key exists on every run.
 func (k *Kind) Check(src string) error {
-	k.mu.Lock()
-	err, ok := k.checked[src]
-	k.mu.Unlock()
-	if ok {
-		return err
-	}
-	err = k.check(src)
-	k.mu.Lock()
-	if k.checked == nil || len(k.checked) >= maxCached {
-		k.checked = map[string]error{}
-	}
-	k.checked[src] = err
-	k.mu.Unlock()
+	_, err := k.checked.get(src, func(src string) (struct{}, error) { return struct{}{}, k.check(src) })
 	return err
 }
 
