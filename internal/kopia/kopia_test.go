@@ -1,0 +1,265 @@
+package kopia
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/snapflow/snapflow/test/harness"
+)
+
+func seed(t *testing.T, dir string, n int) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, "docs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= n; i++ {
+		b := make([]byte, 4096)
+		_, _ = rand.Read(b)
+		if err := os.WriteFile(filepath.Join(dir, "docs", fmt.Sprintf("file-%d.txt", i)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// sameTree fails unless every regular file under want exists under got with the same bytes.
+func sameTree(t *testing.T, want, got string) {
+	t.Helper()
+	n := 0
+	err := filepath.Walk(want, func(p string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(want, p)
+		a, _ := os.ReadFile(p)
+		b, err := os.ReadFile(filepath.Join(got, rel))
+		if err != nil {
+			return fmt.Errorf("restored tree misses %s: %w", rel, err)
+		}
+		if !bytes.Equal(a, b) {
+			return fmt.Errorf("%s differs after restore", rel)
+		}
+		n++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatal("compared no files")
+	}
+}
+
+var src = Source{Username: "app-data", Hostname: "kopiur-tryit", Path: "/pvc/app-data"}
+
+// exercise runs the lifecycle every backend must support.
+func exercise(t *testing.T, backend Backend) {
+	ctx := context.Background()
+	data := t.TempDir()
+	seed(t, data, 20)
+	if err := os.MkdirAll(filepath.Join(data, "lost+found"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "lost+found", "junk"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := Open(ctx, OpenOptions{Backend: backend, Password: "pw"}); ClassOf(err) != ClassNotInitialized {
+		t.Fatalf("open of an empty location without create: class %s (%v), want %s", ClassOf(err), err, ClassNotInitialized)
+	}
+	r, err := Open(ctx, OpenOptions{Backend: backend, Password: "pw", Create: &CreateOptions{}, Username: src.Username, Hostname: src.Hostname})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	if !r.Created() || r.UniqueID() == "" {
+		t.Fatalf("created=%v uniqueID=%q", r.Created(), r.UniqueID())
+	}
+
+	first, err := r.Snapshot(ctx, SnapshotRequest{Dir: data, Source: src, PolicyName: "app-data", Description: "first",
+		Meta: &Meta{UID: ptr(int64(65532)), Src: "default"}, Tags: map[string]string{"env": "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Stats.FilesNew != 20 || first.Stats.FilesUnchanged != 0 || first.Stats.BytesNew <= 0 || first.ID == "" {
+		t.Fatalf("first snapshot stats %+v id %q: want 20 new files, bytes uploaded and an id", first.Stats, first.ID)
+	}
+	if first.Stats.SizeBytes != 20*4096 {
+		t.Fatalf("sizeBytes = %d, want %d (lost+found must be ignored by default)", first.Stats.SizeBytes, 20*4096)
+	}
+
+	second, err := r.Snapshot(ctx, SnapshotRequest{Dir: data, Source: src, PolicyName: "app-data"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Stats.FilesUnchanged != 20 || second.Stats.FilesNew != 0 || second.ID == first.ID || second.Unchanged {
+		t.Fatalf("unchanged data: stats %+v unchanged=%v", second.Stats, second.Unchanged)
+	}
+	if second.Stats.BytesNew > first.Stats.BytesNew/10 {
+		t.Fatalf("unchanged data uploaded %d bytes, the first run %d", second.Stats.BytesNew, first.Stats.BytesNew)
+	}
+
+	same, err := r.Snapshot(ctx, SnapshotRequest{Dir: data, Source: src, Policy: Policy{IgnoreIdenticalSnapshots: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !same.Unchanged || same.ID != second.ID {
+		t.Fatalf("ignoreIdenticalSnapshots: unchanged=%v id=%s, want the previous id %s", same.Unchanged, same.ID, second.ID)
+	}
+
+	// One modified file and one new file.
+	if err := os.WriteFile(filepath.Join(data, "docs", "file-1.txt"), []byte("changed"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "docs", "new.txt"), []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	third, err := r.Snapshot(ctx, SnapshotRequest{Dir: data, Source: src, Policy: Policy{IgnoreRules: []string{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// With ignoreRules [] the lost+found file is backed up too: it is new.
+	if third.Stats.FilesModified != 1 || third.Stats.FilesNew != 2 || third.Stats.FilesUnchanged != 19 {
+		t.Fatalf("third snapshot stats %+v: want 1 modified, 2 new (new.txt, lost+found/junk), 19 unchanged", third.Stats)
+	}
+
+	list, err := r.List(ctx, &src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 3 || list[0].ID != first.ID || list[0].PolicyName != "app-data" || list[0].Tags["env"] != "test" ||
+		list[0].Meta == nil || *list[0].Meta.UID != 65532 || list[0].Description != "first" {
+		t.Fatalf("list = %+v", list)
+	}
+
+	restored := t.TempDir()
+	if _, err := r.Restore(ctx, first.ID, restored, RestoreOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The first snapshot holds file-1.txt as it was, and no new.txt.
+	if b, _ := os.ReadFile(filepath.Join(restored, "docs", "file-1.txt")); len(b) != 4096 {
+		t.Fatalf("restored file-1.txt has %d bytes, want the original 4096", len(b))
+	}
+	if _, err := os.Stat(filepath.Join(restored, "docs", "new.txt")); !os.IsNotExist(err) {
+		t.Fatalf("new.txt must not be in the first snapshot: %v", err)
+	}
+	latest := t.TempDir()
+	if _, err := r.Restore(ctx, third.ID, latest, RestoreOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sameTree(t, data, latest)
+
+	pinnedID, err := r.SetPin(ctx, first.ID, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in, err := r.Get(ctx, pinnedID); err != nil || !in.Pinned || in.Description != "first" {
+		t.Fatalf("pin did not stick: %+v %v", in, err)
+	}
+	if again, err := r.SetPin(ctx, pinnedID, true); err != nil || again != pinnedID {
+		t.Fatalf("pinning a pinned snapshot must change nothing: %s %v", again, err)
+	}
+	if first.ID, err = r.SetPin(ctx, pinnedID, false); err != nil {
+		t.Fatal(err)
+	}
+
+	del, err := r.Delete(ctx, []string{first.ID, second.ID, "k0000000000000000000000000000000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(del.Deleted) != 2 || len(del.Missing) != 1 || len(del.Failed) != 0 {
+		t.Fatalf("delete result %+v", del)
+	}
+	again, err := r.Delete(ctx, []string{first.ID})
+	if err != nil || len(again.Missing) != 1 {
+		t.Fatalf("deleting twice must be a no-op: %+v %v", again, err)
+	}
+	if _, err := r.Get(ctx, first.ID); ClassOf(err) != ClassSnapshotMissing {
+		t.Fatalf("get deleted: %v", err)
+	}
+	u, err := r.Usage(ctx)
+	if err != nil || u.Snapshots != 1 {
+		t.Fatalf("usage %+v %v", u, err)
+	}
+
+	// A second client with the wrong password is told so.
+	if _, err := Open(ctx, OpenOptions{Backend: backend, Password: "wrong"}); ClassOf(err) != ClassWrongPassword {
+		t.Fatalf("wrong password: class %s (%v)", ClassOf(err), err)
+	}
+	// Reconnecting with the right one sees the same repository.
+	r2, err := Open(ctx, OpenOptions{Backend: backend, Password: "pw", Create: &CreateOptions{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close(ctx)
+	if r2.Created() || r2.UniqueID() != r.UniqueID() {
+		t.Fatalf("reopen: created=%v id %s vs %s", r2.Created(), r2.UniqueID(), r.UniqueID())
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestFilesystemRepository(t *testing.T) {
+	exercise(t, Backend{Filesystem: &FilesystemBackend{Path: filepath.Join(t.TempDir(), "repo")}})
+}
+
+func TestCreateOptionsAndMissingSource(t *testing.T) {
+	ctx := context.Background()
+	b := Backend{Filesystem: &FilesystemBackend{Path: filepath.Join(t.TempDir(), "repo")}}
+	r, err := Open(ctx, OpenOptions{Backend: b, Password: "pw", Create: &CreateOptions{
+		Encryption: "CHACHA20-POLY1305-HMAC-SHA256", Hash: "BLAKE3-256", Splitter: "FIXED-1M", ECC: "REED-SOLOMON-CRC32", ECCOverheadPercent: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	_, err = r.Snapshot(ctx, SnapshotRequest{Dir: filepath.Join(t.TempDir(), "absent"), Source: src})
+	if ClassOf(err) != ClassSourceMissing {
+		t.Fatalf("missing source: class %s (%v)", ClassOf(err), err)
+	}
+	if _, err := Open(ctx, OpenOptions{Backend: Backend{Filesystem: &FilesystemBackend{Path: filepath.Join(t.TempDir(), "x")}}, Password: "pw", Create: &CreateOptions{Hash: "NOPE"}}); err == nil {
+		t.Fatal("an unknown hash must be refused")
+	}
+}
+
+func TestS3Repository(t *testing.T) {
+	s, err := harness.StartS3(harness.S3Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	ctx := context.Background()
+	cli := s3.New(s3.Options{Region: s.Region, BaseEndpoint: aws.String(s.URL), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, "")})
+	if _, err := cli.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("kopia-repo")}); err != nil {
+		t.Fatal(err)
+	}
+	backend := Backend{S3: &S3Backend{Bucket: "kopia-repo", Prefix: "tryit/", Endpoint: s.Endpoint, Region: s.Region,
+		DisableTLS: true, AccessKeyID: s.AccessKey, SecretAccessKey: s.SecretKey}}
+	exercise(t, backend)
+
+	missing := backend
+	missing.S3 = &S3Backend{Bucket: "no-such-bucket", Endpoint: s.Endpoint, DisableTLS: true, AccessKeyID: s.AccessKey, SecretAccessKey: s.SecretKey, Region: s.Region}
+	if _, err := Open(ctx, OpenOptions{Backend: missing, Password: "pw", Create: &CreateOptions{}}); ClassOf(err) != ClassBucketMissing {
+		t.Fatalf("missing bucket: class %s (%v)", ClassOf(err), err)
+	}
+	bad := *backend.S3
+	bad.SecretAccessKey = "wrong-secret"
+	if _, err := Open(ctx, OpenOptions{Backend: Backend{S3: &bad}, Password: "pw"}); ClassOf(err) != ClassAccessDenied {
+		t.Fatalf("bad credentials: class %s (%v)", ClassOf(err), err)
+	}
+	down := *backend.S3
+	down.Endpoint = "127.0.0.1:1"
+	if _, err := Open(ctx, OpenOptions{Backend: Backend{S3: &down}, Password: "pw"}); ClassOf(err) != ClassUnreachable {
+		t.Fatalf("unreachable endpoint: class %s (%v)", ClassOf(err), err)
+	}
+}

@@ -1,0 +1,155 @@
+package kopia
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/kopia/kopia/repo"
+	"github.com/kopia/kopia/repo/blob/throttling"
+	"github.com/kopia/kopia/repo/content"
+	"github.com/kopia/kopia/repo/format"
+)
+
+var (
+	errInvalidPassword = repo.ErrInvalidPassword
+	errNotInitialized  = repo.ErrRepositoryNotInitialized
+)
+
+// CreateOptions are the format choices of a new repository; empty fields take
+// kopia's defaults. They are fixed once the repository exists.
+type CreateOptions struct {
+	Encryption         string `json:"encryption,omitempty"`
+	Splitter           string `json:"splitter,omitempty"`
+	Hash               string `json:"hash,omitempty"`
+	ECC                string `json:"ecc,omitempty"`
+	ECCOverheadPercent int    `json:"eccOverheadPercent,omitempty"`
+}
+
+// OpenOptions say where the repository is and who writes to it.
+type OpenOptions struct {
+	Backend  Backend
+	Password string
+	// Create initialises the repository when the location holds none.
+	Create *CreateOptions
+	// Username and Hostname are the writer's identity (kopia's client options).
+	Username, Hostname string
+	// WorkDir holds the kopia config file and cache; a temp dir when empty.
+	WorkDir string
+	// UploadBytesPerSecond throttles writes to storage; 0 is unlimited.
+	UploadBytesPerSecond float64
+	// ContentCacheMB and MetadataCacheMB bound the local caches (kopia defaults when 0).
+	ContentCacheMB, MetadataCacheMB int64
+	// ReadOnly opens the repository without write access.
+	ReadOnly bool
+}
+
+// Repo is an open kopia repository.
+type Repo struct {
+	rep     repo.Repository
+	backend Backend
+	created bool
+	workDir string
+	ownDir  bool
+}
+
+// Open connects to the repository described by o, creating it first when
+// o.Create is set and the location is empty.
+func Open(ctx context.Context, o OpenOptions) (*Repo, error) {
+	if o.Password == "" {
+		return nil, &Error{Class: ClassInvalidConfig, Err: errors.New("the repository password is empty")}
+	}
+	r := &Repo{backend: o.Backend, workDir: o.WorkDir}
+	if r.workDir == "" {
+		d, err := os.MkdirTemp("", "snapflow-kopia-")
+		if err != nil {
+			return nil, classify(err)
+		}
+		r.workDir, r.ownDir = d, true
+	}
+	fail := func(err error) (*Repo, error) {
+		r.cleanup()
+		return nil, err
+	}
+	limits := throttling.Limits{UploadBytesPerSecond: o.UploadBytesPerSecond}
+	st, err := o.Backend.storage(ctx, o.Create != nil, limits)
+	if err != nil {
+		return fail(err)
+	}
+	defer st.Close(ctx) //nolint:errcheck // Connect copies what it needs.
+
+	configFile := filepath.Join(r.workDir, "repository.config")
+	copts := &repo.ConnectOptions{
+		ClientOptions: repo.ClientOptions{Username: o.Username, Hostname: o.Hostname, ReadOnly: o.ReadOnly},
+		CachingOptions: content.CachingOptions{
+			CacheDirectory:              filepath.Join(r.workDir, "cache"),
+			ContentCacheSizeBytes:       o.ContentCacheMB << 20,
+			MetadataCacheSizeBytes:      o.MetadataCacheMB << 20,
+		},
+	}
+	if copts.Username == "" {
+		copts.Username = "snapflow"
+	}
+	if copts.Hostname == "" {
+		copts.Hostname = "snapflow"
+	}
+	err = repo.Connect(ctx, configFile, st, o.Password, copts)
+	if errors.Is(err, repo.ErrRepositoryNotInitialized) && o.Create != nil {
+		if err = repo.Initialize(ctx, st, newRepositoryOptions(*o.Create), o.Password); err != nil {
+			return fail(classify(fmt.Errorf("create a kopia repository in %s: %w", o.Backend, err)))
+		}
+		r.created = true
+		err = repo.Connect(ctx, configFile, st, o.Password, copts)
+	}
+	if err != nil {
+		return fail(classify(fmt.Errorf("connect to the kopia repository in %s: %w", o.Backend, err)))
+	}
+	rep, err := repo.Open(ctx, configFile, o.Password, &repo.Options{})
+	if err != nil {
+		return fail(classify(fmt.Errorf("open the kopia repository in %s: %w", o.Backend, err)))
+	}
+	r.rep = rep
+	return r, nil
+}
+
+func newRepositoryOptions(c CreateOptions) *repo.NewRepositoryOptions {
+	return &repo.NewRepositoryOptions{
+		BlockFormat: format.ContentFormat{
+			Hash: c.Hash, Encryption: c.Encryption, ECC: c.ECC, ECCOverheadPercent: c.ECCOverheadPercent,
+		},
+		ObjectFormat: format.ObjectFormat{Splitter: c.Splitter},
+	}
+}
+
+// Created says whether Open initialised the repository.
+func (r *Repo) Created() bool { return r.created }
+
+// UniqueID is kopia's repository id, hex-encoded.
+func (r *Repo) UniqueID() string {
+	if dr, ok := r.rep.(repo.DirectRepository); ok {
+		return hex.EncodeToString(dr.UniqueID())
+	}
+	return ""
+}
+
+// Backend is where the repository lives.
+func (r *Repo) Backend() Backend { return r.backend }
+
+// Close releases the repository and removes a temp work dir.
+func (r *Repo) Close(ctx context.Context) error {
+	var err error
+	if r.rep != nil {
+		err = r.rep.Close(ctx)
+	}
+	r.cleanup()
+	return err
+}
+
+func (r *Repo) cleanup() {
+	if r.ownDir {
+		_ = os.RemoveAll(r.workDir)
+	}
+}

@@ -1,0 +1,320 @@
+package kopia
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kopia/kopia/fs"
+	"github.com/kopia/kopia/fs/localfs"
+	"github.com/kopia/kopia/repo"
+	"github.com/kopia/kopia/snapshot"
+	"github.com/kopia/kopia/snapshot/policy"
+	"github.com/kopia/kopia/snapshot/snapshotfs"
+	"github.com/kopia/kopia/snapshot/upload"
+)
+
+// Source is a kopia snapshot identity: username@hostname:path.
+type Source struct {
+	Username string `json:"username"`
+	Hostname string `json:"hostname"`
+	Path     string `json:"path"`
+}
+
+func (s Source) info() snapshot.SourceInfo {
+	return snapshot.SourceInfo{UserName: s.Username, Host: s.Hostname, Path: s.Path}
+}
+
+func (s Source) String() string { return s.info().String() }
+
+// Meta is the mover identity recorded on every snapshot (the kopiur-meta tag),
+// so a restore can write files back as the same user.
+type Meta struct {
+	UID     *int64 `json:"uid,omitempty"`
+	GID     *int64 `json:"gid,omitempty"`
+	FSGroup *int64 `json:"fsGroup,omitempty"`
+	Src     string `json:"src,omitempty"`
+}
+
+// Reserved tag keys, as kopia stores them ("tag:" + key).
+const (
+	tagPrefix  = "tag:"
+	tagConfig  = tagPrefix + "kopiur"
+	tagMeta    = tagPrefix + "kopiur-meta"
+	configPfx  = "config:"
+	pinSnapflow = "snapflow"
+)
+
+// SnapshotRequest is one snapshot to take.
+type SnapshotRequest struct {
+	// Dir is the directory to back up (the mounted source volume).
+	Dir    string
+	Source Source
+	Policy Policy
+	// PolicyName becomes the reserved kopiur:config tag.
+	PolicyName  string
+	Meta        *Meta
+	Tags        map[string]string
+	Description string
+	Pin         bool
+	// Progress, when set, is called at most every ProgressInterval with the running totals.
+	Progress         func(Progress)
+	ProgressInterval time.Duration
+}
+
+// Progress is the running state of an upload.
+type Progress struct {
+	FilesHashed, FilesCached int64
+	BytesHashed, BytesCached int64
+	BytesUploaded            int64
+	Errors                   int64
+}
+
+// Stats are the numbers a Snapshot's status reports.
+type Stats struct {
+	SizeBytes      int64 `json:"sizeBytes"`
+	BytesNew       int64 `json:"bytesNew"`
+	FilesNew       int64 `json:"filesNew"`
+	FilesModified  int64 `json:"filesModified"`
+	FilesUnchanged int64 `json:"filesUnchanged"`
+	FilesFailed    int64 `json:"filesFailed"`
+	Files          int64 `json:"files"`
+	Dirs           int64 `json:"dirs"`
+}
+
+// SnapshotResult is what a snapshot produced.
+type SnapshotResult struct {
+	ID        string
+	Unchanged bool // identical to the previous snapshot and not saved (ignoreIdenticalSnapshots)
+	Stats     Stats
+	Start     time.Time
+	End       time.Time
+	// Incomplete is kopia's reason when the snapshot is partial.
+	Incomplete string
+	// IgnoredErrors counts file errors the policy chose to tolerate.
+	IgnoredErrors int64
+}
+
+// Snapshot uploads req.Dir as a snapshot of req.Source.
+func (r *Repo) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResult, error) {
+	var res SnapshotResult
+	st, err := os.Stat(req.Dir)
+	if err != nil {
+		return res, &Error{Class: ClassSourceMissing, Err: fmt.Errorf("source %s: %w", req.Dir, err)}
+	}
+	if !st.IsDir() {
+		return res, &Error{Class: ClassSourceMissing, Err: fmt.Errorf("source %s is not a directory", req.Dir)}
+	}
+	entry, err := localfs.Directory(req.Dir)
+	if err != nil {
+		return res, classify(fmt.Errorf("read source %s: %w", req.Dir, err))
+	}
+	tags, err := snapshotTags(req)
+	if err != nil {
+		return res, err
+	}
+	si := req.Source.info()
+	prog := &progress{report: req.Progress, interval: req.ProgressInterval, hashed: map[string]bool{}}
+	if prog.interval <= 0 {
+		prog.interval = 2 * time.Second
+	}
+
+	err = repo.WriteSession(ctx, r.rep, repo.WriteSessionOptions{
+		Purpose: "snapflow:snapshot",
+		// Packs are written as they fill and at the final flush, after the
+		// upload returns: count bytes here so bytesNew includes the flush.
+		OnUpload: func(n int64) { prog.bytesUploaded.Add(n) },
+	}, func(ctx context.Context, w repo.RepositoryWriter) error {
+		if err := policy.SetPolicy(ctx, w, si, req.Policy.kopiaPolicy()); err != nil {
+			return fmt.Errorf("set the kopia policy of %s: %w", si, err)
+		}
+		tree, err := policy.TreeForSource(ctx, w, si)
+		if err != nil {
+			return fmt.Errorf("read the kopia policy of %s: %w", si, err)
+		}
+		previous, err := snapshot.FindPreviousManifests(ctx, w, si, nil)
+		if err != nil {
+			return fmt.Errorf("find previous snapshots of %s: %w", si, err)
+		}
+		u := upload.NewUploader(w)
+		u.Progress = prog
+		u.FailFast = req.Policy.FailFast
+		man, err := u.Upload(ctx, entry, tree, si, previous...)
+		if err != nil {
+			return fmt.Errorf("upload %s: %w", req.Dir, err)
+		}
+		man.Description = req.Description
+		man.Tags = tags
+		if req.Pin {
+			man.UpdatePins([]string{pinSnapflow}, nil)
+		}
+		res.Start, res.End = man.StartTime.ToTime(), man.EndTime.ToTime()
+		res.Incomplete = man.IncompleteReason
+		res.Stats = prog.stats(man)
+		if ds := man.RootEntry.DirSummary; ds != nil {
+			res.IgnoredErrors = int64(ds.IgnoredErrorCount)
+			if ds.FatalErrorCount > 0 {
+				return &Error{Class: ClassPartial, Err: fmt.Errorf("%d file(s) could not be read from %s (first: %s); set errorHandling.ignoreFileErrors to tolerate them", ds.FatalErrorCount, req.Dir, firstError(ds))}
+			}
+		}
+		if len(previous) > 0 {
+			res.Stats.FilesNew, res.Stats.FilesModified = splitNewModified(ctx, w, previous[0], prog.hashedPaths())
+			if req.Policy.IgnoreIdenticalSnapshots && previous[0].RootObjectID() == man.RootObjectID() {
+				res.Unchanged, res.ID = true, string(previous[0].ID)
+				return nil
+			}
+		}
+		id, err := snapshot.SaveSnapshot(ctx, w, man)
+		if err != nil {
+			return fmt.Errorf("save the snapshot manifest: %w", err)
+		}
+		res.ID = string(id)
+		return nil
+	})
+	if err != nil {
+		return SnapshotResult{}, classify(err)
+	}
+	res.Stats.BytesNew = prog.bytesUploaded.Load()
+	return res, nil
+}
+
+func snapshotTags(req SnapshotRequest) (map[string]string, error) {
+	tags := map[string]string{}
+	for k, v := range req.Tags {
+		if strings.HasPrefix(k, "kopiur") || strings.Contains(k, ":") {
+			return nil, &Error{Class: ClassInvalidConfig, Err: fmt.Errorf("tag %q is reserved or contains ':'", k)}
+		}
+		tags[tagPrefix+k] = v
+	}
+	if req.PolicyName != "" {
+		tags[tagConfig] = configPfx + req.PolicyName
+	}
+	if req.Meta != nil {
+		b, err := json.Marshal(req.Meta)
+		if err != nil {
+			return nil, err
+		}
+		tags[tagMeta] = string(b)
+	}
+	return tags, nil
+}
+
+func firstError(ds *fs.DirectorySummary) string {
+	if len(ds.FailedEntries) == 0 {
+		return "unknown"
+	}
+	return ds.FailedEntries[0].EntryPath + ": " + ds.FailedEntries[0].Error
+}
+
+// splitNewModified tells apart, among the files the upload had to read, those
+// that the previous snapshot did not have (new) from those it had (modified).
+// It looks up only the read files, so an incremental run stays cheap.
+func splitNewModified(ctx context.Context, rep repo.Repository, prev *snapshot.Manifest, hashed []string) (created, modified int64) {
+	root, err := snapshotfs.SnapshotRoot(rep, prev)
+	if err != nil {
+		return int64(len(hashed)), 0
+	}
+	for _, p := range hashed {
+		if _, err := snapshotfs.GetNestedEntry(ctx, root, strings.Split(p, "/")); err == nil {
+			modified++
+		} else {
+			created++
+		}
+	}
+	return created, modified
+}
+
+// progress counts what the uploader reports. kopia calls it from many goroutines.
+type progress struct {
+	upload.NullUploadProgress
+	filesHashed, filesCached, bytesHashed, bytesCached, bytesUploaded, errs atomic.Int64
+
+	mu       sync.Mutex
+	hashed   map[string]bool
+	report   func(Progress)
+	interval time.Duration
+	last     time.Time
+}
+
+func (p *progress) Enabled() bool { return true }
+
+func (p *progress) CachedFile(_ string, size int64) {
+	p.filesCached.Add(1)
+	p.bytesCached.Add(size)
+	p.maybeReport()
+}
+
+func (p *progress) FinishedHashingFile(fname string, n int64) {
+	p.filesHashed.Add(1)
+	p.bytesHashed.Add(n)
+	p.mu.Lock()
+	p.hashed[fname] = true
+	p.mu.Unlock()
+	p.maybeReport()
+}
+
+func (p *progress) Error(_ string, _ error, isIgnored bool) {
+	if !isIgnored {
+		p.errs.Add(1)
+	}
+}
+
+func (p *progress) snapshot() Progress {
+	return Progress{
+		FilesHashed: p.filesHashed.Load(), FilesCached: p.filesCached.Load(),
+		BytesHashed: p.bytesHashed.Load(), BytesCached: p.bytesCached.Load(),
+		BytesUploaded: p.bytesUploaded.Load(), Errors: p.errs.Load(),
+	}
+}
+
+func (p *progress) maybeReport() {
+	if p.report == nil {
+		return
+	}
+	p.mu.Lock()
+	now := time.Now()
+	due := now.Sub(p.last) >= p.interval
+	if due {
+		p.last = now
+	}
+	p.mu.Unlock()
+	if due {
+		p.report(p.snapshot())
+	}
+}
+
+func (p *progress) hashedPaths() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]string, 0, len(p.hashed))
+	for k := range p.hashed {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (p *progress) stats(man *snapshot.Manifest) Stats {
+	s := Stats{
+		SizeBytes:      man.Stats.TotalFileSize,
+		BytesNew:       p.bytesUploaded.Load(),
+		FilesNew:       p.filesHashed.Load(),
+		FilesUnchanged: p.filesCached.Load(),
+		Files:          int64(man.Stats.TotalFileCount),
+		Dirs:           int64(man.Stats.TotalDirectoryCount),
+	}
+	if ds := man.RootEntry.DirSummary; ds != nil {
+		s.FilesFailed = int64(ds.FatalErrorCount) + int64(ds.IgnoredErrorCount)
+	}
+	return s
+}
+
+// errNoSnapshot is returned when an id names no snapshot.
+var errNoSnapshot = errors.New("no such snapshot")

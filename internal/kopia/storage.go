@@ -1,0 +1,198 @@
+// Package kopia is snapflow's kopia engine: it opens (and creates) kopia
+// repositories on the filesystem and S3 backends, takes snapshots with a
+// snapflow policy, and lists, pins, deletes and restores them, all through
+// the kopia library in process. It knows nothing about Kubernetes objects
+// beyond the policy types it translates; callers resolve Secrets first.
+package kopia
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/kopia/kopia/repo/blob"
+	"github.com/kopia/kopia/repo/blob/filesystem"
+	"github.com/kopia/kopia/repo/blob/s3"
+	"github.com/kopia/kopia/repo/blob/throttling"
+)
+
+// Backend is a resolved storage location with its credentials; exactly one
+// field is set.
+type Backend struct {
+	Filesystem *FilesystemBackend `json:"filesystem,omitempty"`
+	S3         *S3Backend         `json:"s3,omitempty"`
+}
+
+// FilesystemBackend is a directory holding the repository.
+type FilesystemBackend struct {
+	Path string `json:"path"`
+}
+
+// S3Backend is a bucket (and prefix) on an S3-compatible service.
+type S3Backend struct {
+	Bucket   string `json:"bucket"`
+	Prefix   string `json:"prefix,omitempty"`
+	Endpoint string `json:"endpoint,omitempty"`
+	Region   string `json:"region,omitempty"`
+	// DisableTLS talks plain HTTP; InsecureSkipVerify accepts any certificate.
+	DisableTLS         bool   `json:"disableTLS,omitempty"`
+	InsecureSkipVerify bool   `json:"insecureSkipVerify,omitempty"`
+	RootCA             []byte `json:"-"`
+	AccessKeyID        string `json:"-"`
+	SecretAccessKey    string `json:"-"`
+	SessionToken       string `json:"-"`
+}
+
+// Kind names the backend kind for status.backend.
+func (b Backend) Kind() string {
+	switch {
+	case b.Filesystem != nil:
+		return "filesystem"
+	case b.S3 != nil:
+		return "s3"
+	}
+	return ""
+}
+
+// String describes where the repository lives, without secrets.
+func (b Backend) String() string {
+	switch {
+	case b.Filesystem != nil:
+		return "filesystem " + b.Filesystem.Path
+	case b.S3 != nil:
+		ep := b.S3.Endpoint
+		if ep == "" {
+			ep = "s3.amazonaws.com"
+		}
+		return fmt.Sprintf("s3://%s/%s at %s", b.S3.Bucket, b.S3.Prefix, ep)
+	}
+	return "no backend"
+}
+
+func (b Backend) storage(ctx context.Context, create bool, limits throttling.Limits) (blob.Storage, error) {
+	switch {
+	case b.Filesystem != nil:
+		if b.Filesystem.Path == "" {
+			return nil, &Error{Class: ClassInvalidConfig, Err: errors.New("filesystem backend path is empty")}
+		}
+		if create {
+			if err := os.MkdirAll(b.Filesystem.Path, 0o700); err != nil {
+				return nil, classify(fmt.Errorf("create repository directory %s: %w", b.Filesystem.Path, err))
+			}
+		} else if _, err := os.Stat(b.Filesystem.Path); errors.Is(err, os.ErrNotExist) {
+			return nil, &Error{Class: ClassNotInitialized, Err: fmt.Errorf("repository directory %s does not exist: %w", b.Filesystem.Path, errNotInitialized)}
+		} else if err != nil {
+			return nil, classify(fmt.Errorf("repository directory %s: %w", b.Filesystem.Path, err))
+		}
+		st, err := filesystem.New(ctx, &filesystem.Options{Path: b.Filesystem.Path, Limits: limits}, create)
+		if err != nil {
+			return nil, classify(fmt.Errorf("open filesystem storage %s: %w", b.Filesystem.Path, err))
+		}
+		return st, nil
+	case b.S3 != nil:
+		o := b.S3
+		endpoint := o.Endpoint
+		if endpoint == "" {
+			endpoint = "s3.amazonaws.com"
+		}
+		st, err := s3.New(ctx, &s3.Options{
+			BucketName: o.Bucket, Prefix: o.Prefix, Endpoint: endpoint, Region: o.Region,
+			DoNotUseTLS: o.DisableTLS, DoNotVerifyTLS: o.InsecureSkipVerify, RootCA: o.RootCA,
+			AccessKeyID: o.AccessKeyID, SecretAccessKey: o.SecretAccessKey, SessionToken: o.SessionToken,
+			Limits: limits,
+		}, create)
+		if err != nil {
+			return nil, classify(fmt.Errorf("open s3 storage %s: %w", b, err))
+		}
+		return st, nil
+	}
+	return nil, &Error{Class: ClassInvalidConfig, Err: errors.New("no supported backend is set (snapflow's engine supports filesystem and s3)")}
+}
+
+// Error classes a caller can act on; they end up in status.failure.class.
+const (
+	ClassWrongPassword   = "WrongPassword"
+	ClassNotInitialized  = "RepositoryNotInitialized"
+	ClassUnreachable     = "Unreachable"
+	ClassBucketMissing   = "BucketMissing"
+	ClassAccessDenied    = "AccessDenied"
+	ClassInvalidConfig   = "InvalidConfig"
+	ClassSourceMissing   = "SourceMissing"
+	ClassSnapshotMissing = "SnapshotNotFound"
+	ClassPartial         = "PartialSnapshot"
+	ClassInternal        = "Internal"
+)
+
+// Error is an engine error with a class and whether a retry may help.
+type Error struct {
+	Class string
+	Err   error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Retryable says whether the same request may succeed later without a change.
+func (e *Error) Retryable() bool {
+	return e.Class == ClassUnreachable || e.Class == ClassInternal
+}
+
+// Hint tells a person what to do about an error of this class.
+func (e *Error) Hint() string {
+	switch e.Class {
+	case ClassWrongPassword:
+		return "the repository exists but the password does not open it: check the Secret named by spec.encryption.passwordSecretRef"
+	case ClassNotInitialized:
+		return "no kopia repository at this location: set spec.create.enabled: true to create one, or point the backend at an existing repository"
+	case ClassUnreachable:
+		return "the storage endpoint did not answer: check spec.backend (endpoint, TLS settings) and the network path from the mover"
+	case ClassBucketMissing:
+		return "the bucket does not exist: create it, or fix spec.backend.s3.bucket"
+	case ClassAccessDenied:
+		return "the storage refused the credentials: check the Secret named by the backend's auth.secretRef"
+	case ClassSourceMissing:
+		return "the source directory is not there: check that the PVC is mounted and holds data"
+	}
+	return ""
+}
+
+// ClassOf returns the class of err, or ClassInternal.
+func ClassOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Class
+	}
+	return ClassInternal
+}
+
+// classify wraps err with the class its content implies.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return err
+	}
+	msg := strings.ToLower(err.Error())
+	var opErr *net.OpError
+	var dnsErr *net.DNSError
+	switch {
+	case errors.Is(err, errInvalidPassword):
+		return &Error{Class: ClassWrongPassword, Err: err}
+	case errors.Is(err, errNotInitialized):
+		return &Error{Class: ClassNotInitialized, Err: err}
+	case strings.Contains(msg, "nosuchbucket") || strings.Contains(msg, "bucket does not exist") || strings.Contains(msg, "specified bucket does not exist"):
+		return &Error{Class: ClassBucketMissing, Err: err}
+	case strings.Contains(msg, "access denied") || strings.Contains(msg, "accessdenied") || strings.Contains(msg, "invalidaccesskeyid") || strings.Contains(msg, "signaturedoesnotmatch"):
+		return &Error{Class: ClassAccessDenied, Err: err}
+	case errors.Is(err, os.ErrNotExist):
+		return &Error{Class: ClassInvalidConfig, Err: err}
+	case errors.As(err, &opErr), errors.As(err, &dnsErr), strings.Contains(msg, "connection refused"), strings.Contains(msg, "no such host"), strings.Contains(msg, "i/o timeout"):
+		return &Error{Class: ClassUnreachable, Err: err}
+	}
+	return &Error{Class: ClassInternal, Err: err}
+}
