@@ -85,9 +85,9 @@ func Open(ctx context.Context, o OpenOptions) (*Repo, error) {
 	copts := &repo.ConnectOptions{
 		ClientOptions: repo.ClientOptions{Username: o.Username, Hostname: o.Hostname, ReadOnly: o.ReadOnly},
 		CachingOptions: content.CachingOptions{
-			CacheDirectory:              filepath.Join(r.workDir, "cache"),
-			ContentCacheSizeBytes:       o.ContentCacheMB << 20,
-			MetadataCacheSizeBytes:      o.MetadataCacheMB << 20,
+			CacheDirectory:         filepath.Join(r.workDir, "cache"),
+			ContentCacheSizeBytes:  o.ContentCacheMB << 20,
+			MetadataCacheSizeBytes: o.MetadataCacheMB << 20,
 		},
 	}
 	if copts.Username == "" {

@@ -45,10 +45,10 @@ type Meta struct {
 
 // Reserved tag keys, as kopia stores them ("tag:" + key).
 const (
-	tagPrefix  = "tag:"
-	tagConfig  = tagPrefix + "kopiur"
-	tagMeta    = tagPrefix + "kopiur-meta"
-	configPfx  = "config:"
+	tagPrefix   = "tag:"
+	tagConfig   = tagPrefix + "kopiur"
+	tagMeta     = tagPrefix + "kopiur-meta"
+	configPfx   = "config:"
 	pinSnapflow = "snapflow"
 )
 
