@@ -187,7 +187,7 @@ func classify(err error) error {
 		return &Error{Class: ClassNotInitialized, Err: err}
 	case strings.Contains(msg, "nosuchbucket") || strings.Contains(msg, "bucket does not exist") || strings.Contains(msg, "specified bucket does not exist"):
 		return &Error{Class: ClassBucketMissing, Err: err}
-	case strings.Contains(msg, "access denied") || strings.Contains(msg, "accessdenied") || strings.Contains(msg, "invalidaccesskeyid") || strings.Contains(msg, "signaturedoesnotmatch"):
+	case strings.Contains(msg, "access denied") || strings.Contains(msg, "accessdenied") || strings.Contains(msg, "invalidaccesskeyid") || strings.Contains(msg, "signaturedoesnotmatch") || strings.Contains(msg, "signature we calculated does not match"):
 		return &Error{Class: ClassAccessDenied, Err: err}
 	case errors.Is(err, os.ErrNotExist):
 		return &Error{Class: ClassInvalidConfig, Err: err}

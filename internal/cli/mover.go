@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"github.com/snapflow/snapflow/internal/mover"
+)
+
+func newMoverCmd() *cobra.Command {
+	var o struct {
+		work, source, repoRoot, caFile, cacheDir, termLog string
+	}
+	cmd := &cobra.Command{
+		Use:   "mover",
+		Short: "Run one mover operation (what a mover Job's container runs)",
+		Long: `mover reads a work spec written by a snapflow function, performs the
+operation with the kopia library and writes progress and the result onto the
+target object's status. Credentials come from the environment (KOPIA_PASSWORD,
+AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN), never from the
+work spec. It exits non-zero when the operation fails, after recording why.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b, err := os.ReadFile(o.work)
+			if err != nil {
+				return fmt.Errorf("read the work spec: %w", err)
+			}
+			spec, err := mover.Parse(b)
+			if err != nil {
+				return err
+			}
+			c, err := kubeClient()
+			if err != nil {
+				return err
+			}
+			tail := &tailBuffer{max: 2048}
+			logw := io.MultiWriter(cmd.ErrOrStderr(), tail)
+			fmt.Fprintf(logw, "mover: %s for %s %s/%s\n", spec.Operation, spec.Target.Kind, spec.Target.Namespace, spec.Target.Name)
+			rep := &loggingReporter{Reporter: &mover.KubeReporter{Client: c, Target: spec.Target, LogTail: tail.String}, w: logw}
+			err = mover.Run(cmd.Context(), mover.Options{
+				Spec: spec, SourceDir: o.source, RepositoryRoot: o.repoRoot, CAFile: o.caFile, CacheDir: o.cacheDir,
+				Reporter: rep, TerminationLog: o.termLog,
+			})
+			if err != nil {
+				fmt.Fprintf(logw, "mover: failed: %v\n", err)
+				return err
+			}
+			fmt.Fprintln(logw, "mover: done")
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.work, "work", "/etc/snapflow/work/"+mover.WorkSpecKey, "the work spec file")
+	f.StringVar(&o.source, "source", "/data", "where the source volume is mounted")
+	f.StringVar(&o.repoRoot, "repository-root", "", "where a filesystem repository's volume is mounted")
+	f.StringVar(&o.caFile, "ca-file", "", "PEM CA bundle for the S3 endpoint")
+	f.StringVar(&o.cacheDir, "cache-dir", "", "kopia config and cache directory (a temp dir when empty)")
+	f.StringVar(&o.termLog, "termination-log", "/dev/termination-log", "file for the one-line result summary")
+	return cmd
+}
+
+// tailBuffer keeps the last max bytes written, for status.logTail.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	max int
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf.Write(p)
+	if over := t.buf.Len() - t.max; over > 0 {
+		t.buf.Next(over)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(t.buf.String())
+}

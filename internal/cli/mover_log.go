@@ -1,0 +1,43 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/snapflow/snapflow/internal/kopia"
+	"github.com/snapflow/snapflow/internal/mover"
+)
+
+// loggingReporter prints what the mover reports, so the pod log tells the
+// same story as the status.
+type loggingReporter struct {
+	mover.Reporter
+	w io.Writer
+}
+
+func (l *loggingReporter) Progress(ctx context.Context, p kopia.Progress) error {
+	fmt.Fprintf(l.w, "mover: progress: %d files read, %d unchanged, %d bytes uploaded\n", p.FilesHashed, p.FilesCached, p.BytesUploaded)
+	return l.Reporter.Progress(ctx, p)
+}
+
+func (l *loggingReporter) SnapshotDone(ctx context.Context, r mover.Result) error {
+	s := r.Snapshot.Stats
+	fmt.Fprintf(l.w, "mover: snapshot %s (unchanged=%v): %d new, %d modified, %d unchanged, %d failed files; %d bytes total, %d uploaded\n",
+		r.Snapshot.ID, r.Snapshot.Unchanged, s.FilesNew, s.FilesModified, s.FilesUnchanged, s.FilesFailed, s.SizeBytes, s.BytesNew)
+	return l.Reporter.SnapshotDone(ctx, r)
+}
+
+func (l *loggingReporter) BootstrapDone(ctx context.Context, r mover.BootstrapResult) error {
+	fmt.Fprintf(l.w, "mover: repository %s ready (created=%v, %d snapshots)\n", r.UniqueID, r.Created, r.Usage.Snapshots)
+	return l.Reporter.BootstrapDone(ctx, r)
+}
+
+func (l *loggingReporter) Failed(ctx context.Context, f mover.Failure, at time.Time) error {
+	fmt.Fprintf(l.w, "mover: %s: %s\n", f.Class, f.Message)
+	if f.Hint != "" {
+		fmt.Fprintf(l.w, "mover: hint: %s\n", f.Hint)
+	}
+	return l.Reporter.Failed(ctx, f, at)
+}

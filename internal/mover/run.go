@@ -1,0 +1,207 @@
+package mover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/snapflow/snapflow/internal/kopia"
+)
+
+// Options are the mover's inputs besides the work spec.
+type Options struct {
+	Spec *WorkSpec
+	// SourceDir is where the source volume is mounted (snapshot).
+	SourceDir string
+	// RepositoryRoot is where a filesystem repository's volume is mounted.
+	RepositoryRoot string
+	// CAFile is a PEM bundle for the S3 endpoint.
+	CAFile string
+	// CacheDir holds kopia's config and cache.
+	CacheDir string
+	// Getenv reads credentials; os.Getenv when nil.
+	Getenv   func(string) string
+	Reporter Reporter
+	// TerminationLog receives a one-line summary (the pod's termination message).
+	TerminationLog string
+	Now            func() time.Time
+	// ProgressInterval bounds how often progress is written to status.
+	ProgressInterval time.Duration
+}
+
+// Result is the outcome of a snapshot run.
+type Result struct {
+	Start, End time.Time
+	Snapshot   kopia.SnapshotResult
+	Source     kopia.Source
+}
+
+// BootstrapResult is what a repository bootstrap found.
+type BootstrapResult struct {
+	Created  bool
+	UniqueID string
+	Backend  string
+	Usage    kopia.Usage
+	At       time.Time
+}
+
+// Failure is a classified error for status.failure.
+type Failure struct {
+	Class, Message, Hint string
+	Retryable            bool
+}
+
+// Reporter writes what the mover observes onto the target's status.
+type Reporter interface {
+	Started(ctx context.Context, at time.Time) error
+	Progress(ctx context.Context, p kopia.Progress) error
+	SnapshotDone(ctx context.Context, r Result) error
+	BootstrapDone(ctx context.Context, r BootstrapResult) error
+	Failed(ctx context.Context, f Failure, at time.Time) error
+}
+
+// Run performs the work spec's operation and reports it. It returns the
+// operation's error (the process exits non-zero on it) after reporting.
+func Run(ctx context.Context, o Options) error {
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	start := o.Now()
+	if err := o.Reporter.Started(ctx, start); errors.Is(err, ErrAlreadyFinished) {
+		// A retried pod of a finished run: the result stands.
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("report start: %w", err)
+	}
+	summary, opErr := run(ctx, o, start)
+	if opErr != nil {
+		f := failureOf(opErr)
+		summary = fmt.Sprintf("%s: %s", f.Class, f.Message)
+		if err := o.Reporter.Failed(ctx, f, o.Now()); err != nil {
+			opErr = errors.Join(opErr, fmt.Errorf("report the failure: %w", err))
+		}
+	}
+	if o.TerminationLog != "" {
+		// Kubernetes keeps at most 4 KiB of a termination message.
+		if len(summary) > 4000 {
+			summary = summary[:4000]
+		}
+		_ = os.WriteFile(o.TerminationLog, []byte(summary), 0o644)
+	}
+	return opErr
+}
+
+func run(ctx context.Context, o Options, start time.Time) (string, error) {
+	w := o.Spec
+	open, err := openOptions(o)
+	if err != nil {
+		return "", err
+	}
+	switch w.Operation {
+	case OpBootstrap:
+		open.Create = w.Repository.Create
+		r, err := kopia.Open(ctx, open)
+		if err != nil {
+			return "", err
+		}
+		defer r.Close(ctx)
+		u, err := r.Usage(ctx)
+		if err != nil {
+			return "", err
+		}
+		res := BootstrapResult{Created: r.Created(), UniqueID: r.UniqueID(), Backend: w.Repository.Backend.Kind(), Usage: u, At: o.Now()}
+		if err := o.Reporter.BootstrapDone(ctx, res); err != nil {
+			return "", fmt.Errorf("report the result: %w", err)
+		}
+		verb := "connected to"
+		if res.Created {
+			verb = "created"
+		}
+		return fmt.Sprintf("%s repository %s (%d snapshots)", verb, res.UniqueID, u.Snapshots), nil
+
+	case OpSnapshot:
+		s := w.Snapshot
+		open.Username, open.Hostname = s.Source.Username, s.Source.Hostname
+		if s.Policy.UploadLimitMB > 0 {
+			open.UploadBytesPerSecond = float64(s.Policy.UploadLimitMB) * 1e6
+		}
+		r, err := kopia.Open(ctx, open)
+		if err != nil {
+			return "", err
+		}
+		defer r.Close(ctx)
+		res, err := r.Snapshot(ctx, kopia.SnapshotRequest{
+			Dir: o.SourceDir, Source: s.Source, Policy: s.Policy, PolicyName: s.PolicyName,
+			Meta: s.Meta, Tags: s.Tags, Description: s.Description, Pin: s.Pin,
+			Progress:         func(p kopia.Progress) { _ = o.Reporter.Progress(ctx, p) },
+			ProgressInterval: o.ProgressInterval,
+		})
+		if err != nil {
+			return "", err
+		}
+		if err := o.Reporter.SnapshotDone(ctx, Result{Start: start, End: o.Now(), Snapshot: res, Source: s.Source}); err != nil {
+			return "", fmt.Errorf("report the result: %w", err)
+		}
+		if res.Unchanged {
+			return fmt.Sprintf("unchanged since snapshot %s", res.ID), nil
+		}
+		return fmt.Sprintf("snapshot %s: %d new, %d modified, %d unchanged files, %d bytes uploaded",
+			res.ID, res.Stats.FilesNew, res.Stats.FilesModified, res.Stats.FilesUnchanged, res.Stats.BytesNew), nil
+	}
+	return "", fmt.Errorf("unknown operation %q", w.Operation)
+}
+
+// openOptions resolves the work spec's repository against the mounts and env.
+func openOptions(o Options) (kopia.OpenOptions, error) {
+	w := o.Spec
+	b := w.Repository.Backend
+	open := kopia.OpenOptions{
+		Password: o.Getenv(EnvPassword), WorkDir: o.CacheDir,
+		ContentCacheMB: w.ContentCacheMB, MetadataCacheMB: w.MetadataCacheMB,
+	}
+	if open.Password == "" {
+		return open, &kopia.Error{Class: kopia.ClassInvalidConfig, Err: fmt.Errorf("%s is empty: the Secret named by spec.encryption.passwordSecretRef has no value under that key", EnvPassword)}
+	}
+	switch {
+	case b.Filesystem != nil:
+		if o.RepositoryRoot == "" {
+			return open, &kopia.Error{Class: kopia.ClassInvalidConfig, Err: errors.New("a filesystem repository needs --repository-root (the mounted repository volume)")}
+		}
+		fs := *b.Filesystem
+		fs.Path = filepath.Join(o.RepositoryRoot, filepath.Clean("/"+fs.Path))
+		b.Filesystem = &fs
+	case b.S3 != nil:
+		s3 := *b.S3
+		s3.AccessKeyID, s3.SecretAccessKey, s3.SessionToken = o.Getenv(EnvAccessKeyID), o.Getenv(EnvSecretAccessKey), o.Getenv(EnvSessionToken)
+		if o.CAFile != "" {
+			ca, err := os.ReadFile(o.CAFile)
+			if err != nil {
+				return open, &kopia.Error{Class: kopia.ClassInvalidConfig, Err: fmt.Errorf("read the CA bundle: %w", err)}
+			}
+			s3.RootCA = ca
+		}
+		b.S3 = &s3
+	}
+	open.Backend = b
+	return open, nil
+}
+
+func failureOf(err error) Failure {
+	var ke *kopia.Error
+	if errors.As(err, &ke) {
+		return Failure{Class: ke.Class, Message: oneLine(err.Error()), Hint: ke.Hint(), Retryable: ke.Retryable()}
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return Failure{Class: "Interrupted", Message: oneLine(err.Error()), Retryable: true}
+	}
+	return Failure{Class: kopia.ClassInternal, Message: oneLine(err.Error()), Retryable: true}
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -1,0 +1,219 @@
+package mover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/kopia"
+)
+
+// ErrAlreadyFinished means the target already holds a terminal result: a
+// retried or duplicated mover must not run a finished Snapshot again.
+var ErrAlreadyFinished = errors.New("the target already finished")
+
+// ErrTargetReplaced means the target was deleted and recreated under the
+// same name since the work spec was written.
+var ErrTargetReplaced = errors.New("the target was replaced since this work spec was written")
+
+// KubeReporter writes the mover's observations onto the target's status
+// subresource, re-reading on conflict so it never clobbers other writers.
+type KubeReporter struct {
+	Client client.Client
+	Target Target
+	// LogTail returns the last lines of the mover's log for status.logTail.
+	LogTail func() string
+}
+
+func (k *KubeReporter) key() types.NamespacedName {
+	return types.NamespacedName{Namespace: k.Target.Namespace, Name: k.Target.Name}
+}
+
+// updateSnapshot applies mutate to the live Snapshot and writes its status.
+func (k *KubeReporter) updateSnapshot(ctx context.Context, mutate func(*snapv1.Snapshot) error) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var s snapv1.Snapshot
+		if err := k.Client.Get(ctx, k.key(), &s); err != nil {
+			return fmt.Errorf("read Snapshot %s: %w", k.key(), err)
+		}
+		if k.Target.UID != "" && string(s.UID) != k.Target.UID {
+			return ErrTargetReplaced
+		}
+		if err := mutate(&s); err != nil {
+			return err
+		}
+		return k.Client.Status().Update(ctx, &s)
+	})
+}
+
+func (k *KubeReporter) updateRepository(ctx context.Context, mutate func(*snapv1.RepositoryStatus, int64)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var obj client.Object
+		var st *snapv1.RepositoryStatus
+		switch k.Target.Kind {
+		case string(snapv1.KindClusterRepository):
+			r := &snapv1.ClusterRepository{}
+			obj, st = r, &r.Status
+		default:
+			r := &snapv1.Repository{}
+			obj, st = r, &r.Status
+		}
+		if err := k.Client.Get(ctx, k.key(), obj); err != nil {
+			return fmt.Errorf("read %s %s: %w", k.Target.Kind, k.key(), err)
+		}
+		if k.Target.UID != "" && string(obj.GetUID()) != k.Target.UID {
+			return ErrTargetReplaced
+		}
+		mutate(st, obj.GetGeneration())
+		return k.Client.Status().Update(ctx, obj)
+	})
+}
+
+func (k *KubeReporter) isSnapshot() bool { return k.Target.Kind == "Snapshot" }
+
+// Started marks the run as Running, or refuses when it already finished.
+func (k *KubeReporter) Started(ctx context.Context, at time.Time) error {
+	if !k.isSnapshot() {
+		return k.updateRepository(ctx, func(st *snapv1.RepositoryStatus, _ int64) {
+			if st.Phase != snapv1.RepositoryReady {
+				st.Phase = snapv1.RepositoryInitializing
+			}
+		})
+	}
+	return k.updateSnapshot(ctx, func(s *snapv1.Snapshot) error {
+		if s.Status.Phase.IsTerminal() {
+			return ErrAlreadyFinished
+		}
+		s.Status.Phase = snapv1.SnapshotRunning
+		if s.Status.Timing == nil {
+			s.Status.Timing = &snapv1.Timing{}
+		}
+		if s.Status.Timing.StartTime == nil {
+			t := metav1.NewTime(at)
+			s.Status.Timing.StartTime = &t
+		}
+		meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: wellknown.ConditionReconciling, Status: metav1.ConditionTrue,
+			Reason: "Uploading", Message: "the mover is reading the source", ObservedGeneration: s.Generation})
+		return nil
+	})
+}
+
+// Progress records running totals in the Reconciling condition.
+func (k *KubeReporter) Progress(ctx context.Context, p kopia.Progress) error {
+	if !k.isSnapshot() {
+		return nil
+	}
+	return k.updateSnapshot(ctx, func(s *snapv1.Snapshot) error {
+		meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: wellknown.ConditionReconciling, Status: metav1.ConditionTrue,
+			Reason: "Uploading", ObservedGeneration: s.Generation,
+			Message: fmt.Sprintf("%d files read (%d bytes), %d unchanged files skipped, %d bytes uploaded so far",
+				p.FilesHashed, p.BytesHashed, p.FilesCached, p.BytesUploaded)})
+		return nil
+	})
+}
+
+// SnapshotDone writes the terminal result of a snapshot.
+func (k *KubeReporter) SnapshotDone(ctx context.Context, r Result) error {
+	return k.updateSnapshot(ctx, func(s *snapv1.Snapshot) error {
+		res := r.Snapshot
+		s.Status.Phase = snapv1.SnapshotSucceeded
+		reason, msg := "Succeeded", fmt.Sprintf("kopia snapshot %s saved", res.ID)
+		if res.Unchanged {
+			s.Status.Phase = snapv1.SnapshotUnchanged
+			reason, msg = "Unchanged", fmt.Sprintf("nothing changed since kopia snapshot %s, so no new snapshot was saved", res.ID)
+		}
+		s.Status.Snapshot = &snapv1.SnapshotRecord{KopiaSnapshotID: res.ID,
+			Identity: &snapv1.Identity{Username: r.Source.Username, Hostname: r.Source.Hostname, SourcePath: r.Source.Path}}
+		st := res.Stats
+		s.Status.Stats = &snapv1.SnapshotStats{SizeBytes: &st.SizeBytes, BytesNew: &st.BytesNew, FilesNew: &st.FilesNew,
+			FilesModified: &st.FilesModified, FilesUnchanged: &st.FilesUnchanged, FilesFailed: &st.FilesFailed}
+		setEnd(s, r.End)
+		s.Status.Failure = nil
+		s.Status.LogTail = ""
+		if res.Unchanged {
+			s.Status.Stats.BytesNew = ptr(int64(0))
+		}
+		meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: wellknown.ConditionReconciling, Status: metav1.ConditionFalse,
+			Reason: reason, Message: msg, ObservedGeneration: s.Generation})
+		return nil
+	})
+}
+
+// BootstrapDone marks a repository Ready with what the engine found.
+func (k *KubeReporter) BootstrapDone(ctx context.Context, r BootstrapResult) error {
+	return k.updateRepository(ctx, func(st *snapv1.RepositoryStatus, gen int64) {
+		st.Phase = snapv1.RepositoryReady
+		st.ObservedGeneration = gen
+		st.UniqueID = r.UniqueID
+		st.Backend = r.Backend
+		at := metav1.NewTime(r.At)
+		st.StorageStats = &snapv1.StorageStats{SnapshotCount: ptr(r.Usage.Snapshots), TotalSize: ptr(r.Usage.LogicalBytes), LastObservedAt: &at}
+		msg := "connected to the existing kopia repository " + r.UniqueID
+		if r.Created {
+			msg = "created kopia repository " + r.UniqueID
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionTrue, Reason: "Connected", Message: msg, ObservedGeneration: gen})
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionBackendReachable, Status: metav1.ConditionTrue, Reason: "Connected", Message: "the backend answered", ObservedGeneration: gen})
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionStalled, Status: metav1.ConditionFalse, Reason: "Connected", ObservedGeneration: gen})
+	})
+}
+
+// Failed writes a classified failure.
+func (k *KubeReporter) Failed(ctx context.Context, f Failure, at time.Time) error {
+	tail := ""
+	if k.LogTail != nil {
+		tail = k.LogTail()
+	}
+	if !k.isSnapshot() {
+		return k.updateRepository(ctx, func(st *snapv1.RepositoryStatus, gen int64) {
+			st.Phase = snapv1.RepositoryFailed
+			st.ObservedGeneration = gen
+			msg := f.Message
+			if f.Hint != "" {
+				msg += " (" + f.Hint + ")"
+			}
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: f.Class, Message: msg, ObservedGeneration: gen})
+			reach := metav1.ConditionTrue
+			if f.Class == kopia.ClassUnreachable || f.Class == kopia.ClassBucketMissing {
+				reach = metav1.ConditionFalse
+			}
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionBackendReachable, Status: reach, Reason: f.Class, Message: f.Message, ObservedGeneration: gen})
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionStalled, Status: metav1.ConditionTrue, Reason: f.Class, Message: msg, ObservedGeneration: gen})
+		})
+	}
+	return k.updateSnapshot(ctx, func(s *snapv1.Snapshot) error {
+		if s.Status.Phase.IsTerminal() {
+			return nil
+		}
+		s.Status.Phase = snapv1.SnapshotFailed
+		s.Status.Failure = &snapv1.Failure{Class: f.Class, Message: f.Message, Retryable: f.Retryable, RetryHint: f.Hint, StderrTail: tail}
+		s.Status.LogTail = tail
+		setEnd(s, at)
+		meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: wellknown.ConditionReconciling, Status: metav1.ConditionFalse,
+			Reason: f.Class, Message: f.Message, ObservedGeneration: s.Generation})
+		return nil
+	})
+}
+
+func setEnd(s *snapv1.Snapshot, end time.Time) {
+	if s.Status.Timing == nil {
+		s.Status.Timing = &snapv1.Timing{}
+	}
+	e := metav1.NewTime(end)
+	s.Status.Timing.EndTime = &e
+	if s.Status.Timing.StartTime != nil {
+		d := int64(end.Sub(s.Status.Timing.StartTime.Time).Round(time.Second) / time.Second)
+		s.Status.Timing.DurationSeconds = &d
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,104 @@
+// Package mover is the program a mover Job runs (`snapflow mover`): it reads
+// a resolved work spec, performs one kopia operation through the engine, and
+// reports progress and the result on the target object's status.
+//
+// The contract with the function that writes the Job: the work spec (a
+// ConfigMap mounted as a file) holds resolved values only, never a secret;
+// credentials arrive as environment variables from Secrets; paths arrive as
+// flags, so the same spec works wherever the volumes are mounted.
+package mover
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/snapflow/snapflow/internal/kopia"
+)
+
+// Operations a mover performs.
+const (
+	OpSnapshot  = "snapshot"
+	OpBootstrap = "bootstrap"
+)
+
+// Environment variables the mover reads its secrets from.
+const (
+	EnvPassword        = "KOPIA_PASSWORD"
+	EnvAccessKeyID     = "AWS_ACCESS_KEY_ID"
+	EnvSecretAccessKey = "AWS_SECRET_ACCESS_KEY"
+	EnvSessionToken    = "AWS_SESSION_TOKEN"
+)
+
+// WorkSpecKey is the ConfigMap key (and file name) holding the work spec.
+const WorkSpecKey = "work.json"
+
+// Target names the object whose status the mover writes.
+type Target struct {
+	Kind      string `json:"kind"` // Snapshot, Repository or ClusterRepository
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	UID       string `json:"uid"`
+}
+
+// Repository is how to reach the repository. A filesystem backend's path is
+// relative to the repository volume the Job mounts (--repository-root).
+type Repository struct {
+	Kind    string               `json:"kind"`
+	Name    string               `json:"name"`
+	Backend kopia.Backend        `json:"backend"`
+	Create  *kopia.CreateOptions `json:"create,omitempty"`
+	// CAFile is set when a CA bundle is mounted (--ca-file overrides it).
+	HasCA bool `json:"hasCA,omitempty"`
+}
+
+// SnapshotWork is what to back up and how.
+type SnapshotWork struct {
+	Source      kopia.Source      `json:"source"`
+	Policy      kopia.Policy      `json:"policy"`
+	PolicyName  string            `json:"policyName,omitempty"`
+	Tags        map[string]string `json:"tags,omitempty"`
+	Description string            `json:"description,omitempty"`
+	Pin         bool              `json:"pin,omitempty"`
+	Meta        *kopia.Meta       `json:"meta,omitempty"`
+}
+
+// WorkSpec is one mover run.
+type WorkSpec struct {
+	Operation  string        `json:"operation"`
+	Target     Target        `json:"target"`
+	Repository Repository    `json:"repository"`
+	Snapshot   *SnapshotWork `json:"snapshot,omitempty"`
+	// Cache sizes in MiB; 0 takes kopia's defaults.
+	ContentCacheMB  int64 `json:"contentCacheMb,omitempty"`
+	MetadataCacheMB int64 `json:"metadataCacheMb,omitempty"`
+}
+
+// Parse decodes and checks a work spec.
+func Parse(b []byte) (*WorkSpec, error) {
+	var w WorkSpec
+	if err := json.Unmarshal(b, &w); err != nil {
+		return nil, fmt.Errorf("decode the work spec: %w", err)
+	}
+	if w.Target.Name == "" || w.Target.Kind == "" {
+		return nil, fmt.Errorf("work spec: target.kind and target.name are required")
+	}
+	switch w.Operation {
+	case OpSnapshot:
+		if w.Snapshot == nil {
+			return nil, fmt.Errorf("work spec: operation snapshot needs a snapshot section")
+		}
+	case OpBootstrap:
+	default:
+		return nil, fmt.Errorf("work spec: unknown operation %q (want %s or %s)", w.Operation, OpSnapshot, OpBootstrap)
+	}
+	if w.Repository.Backend.Kind() == "" {
+		return nil, fmt.Errorf("work spec: repository.backend names no supported backend")
+	}
+	return &w, nil
+}
+
+// Marshal renders a work spec for the ConfigMap.
+func (w *WorkSpec) Marshal() (string, error) {
+	b, err := json.MarshalIndent(w, "", "  ")
+	return string(b), err
+}
