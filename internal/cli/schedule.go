@@ -11,6 +11,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/internal/schedule"
+	"github.com/snapflow/snapflow/internal/validate"
 )
 
 // ScheduleNext is what `snapflow schedule next -o json` prints.
@@ -125,11 +126,7 @@ func scheduleFromCluster(cmd *cobra.Command, ns, name string, res *ScheduleNext,
 	}
 	var defaults []schedule.Defaults
 	for _, p := range policies {
-		refs := p.Spec.Repositories
-		if p.Spec.Repository != nil {
-			refs = []snapv1.RepositoryRef{*p.Spec.Repository}
-		}
-		for _, ref := range refs {
+		for _, ref := range validate.PolicyRefs(&p) {
 			var sd *snapv1.ScheduleDefaults
 			if ref.Kind == snapv1.KindClusterRepository {
 				var cr snapv1.ClusterRepository

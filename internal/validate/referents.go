@@ -98,8 +98,8 @@ func tenancy(ctx context.Context, lk Lookup, consumerNS string, ref *snapv1.Repo
 	return fieldErr("", "ClusterRepository %q allows no namespaces; denying", ref.Name)
 }
 
-// policyRefs is every repository a policy writes to.
-func policyRefs(p *snapv1.SnapshotPolicy) []snapv1.RepositoryRef {
+// PolicyRefs is every repository a policy writes to, in spec order.
+func PolicyRefs(p *snapv1.SnapshotPolicy) []snapv1.RepositoryRef {
 	if p.Spec.Repository != nil {
 		return []snapv1.RepositoryRef{*p.Spec.Repository}
 	}
@@ -160,7 +160,7 @@ func addresses(p *snapv1.SnapshotPolicy, id identity.Identity) map[string]bool {
 // PolicyReferents runs the checks that read other objects. old is nil on CREATE.
 func PolicyReferents(ctx context.Context, lk Lookup, p, old *snapv1.SnapshotPolicy) Result {
 	var r Result
-	refs := policyRefs(p)
+	refs := PolicyRefs(p)
 	for i := range refs {
 		r.Merge(Tenancy(ctx, lk, p.Namespace, &refs[i]).Via(refField(p, i)))
 	}
@@ -214,7 +214,7 @@ func identityCollisions(ctx context.Context, lk Lookup, p *snapv1.SnapshotPolicy
 			if o.Namespace == p.Namespace && o.Name == p.Name {
 				continue
 			}
-			for _, oref := range policyRefs(o) {
+			for _, oref := range PolicyRefs(o) {
 				if RepoKey(oref, o.Namespace) != key {
 					continue
 				}
@@ -245,7 +245,7 @@ func identityChange(ctx context.Context, lk Lookup, p, old *snapv1.SnapshotPolic
 	fork := func(path, from, to string) {
 		r.Also(fieldErr(path, "this edit changes the policy's resolved kopia identity from %q to %q, but the policy already has snapshot history; new snapshots would land under a new kopia source while the old lineage's Snapshot CRs keep competing in the same GFS retention timeline, and restore and verify resolve only the new identity. To intentionally re-identify, set annotation %s (any non-empty value)", from, to, wellknown.AnnotationAllowIdentityChange))
 	}
-	oldRefs := policyRefs(old)
+	oldRefs := PolicyRefs(old)
 	oldByKey := map[string]snapv1.RepositoryRef{}
 	for _, ref := range oldRefs {
 		oldByKey[RepoKey(ref, old.Namespace)] = ref

@@ -90,7 +90,7 @@ func RestoreReferents(ctx context.Context, lk Lookup, rs *snapv1.Restore) Result
 		}
 		return r
 	}
-	refs := policyRefs(p)
+	refs := PolicyRefs(p)
 	valid := make([]string, 0, len(refs))
 	member := rs.Spec.Repository == nil
 	for _, ref := range refs {
@@ -133,7 +133,7 @@ func RepositoryReferents(ctx context.Context, lk Lookup, key string, annotations
 		if p.Spec.Identity != nil && p.Spec.Identity.Username != "" && p.Spec.Identity.Hostname != "" {
 			continue // a fully pinned identity does not depend on the repository
 		}
-		for _, ref := range policyRefs(&p) {
+		for _, ref := range PolicyRefs(&p) {
 			if RepoKey(ref, p.Namespace) == key {
 				affected = append(affected, p.Namespace+"/"+p.Name)
 				break
