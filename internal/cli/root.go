@@ -2,9 +2,13 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 )
@@ -20,7 +24,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: KUBECONFIG, in-cluster, ~/.kube/config)")
-	root.AddCommand(newVersionCmd(), newWebhookCmd(), newValidateCmd(), newPolicyCmd(), newDescribeCmd(), newRetentionCmd(), newScheduleCmd(), newMoverCmd())
+	root.AddCommand(newVersionCmd(), newWebhookCmd(), newValidateCmd(), newPolicyCmd(), newDescribeCmd(), newRetentionCmd(), newScheduleCmd(), newMoverCmd(), newFunctionCmd(), newDevCmd(), newSourceCmd())
 	return root
 }
 
@@ -28,7 +32,10 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 func Execute(args []string, stdout, stderr io.Writer) int {
 	root := NewRoot(stdout, stderr)
 	root.SetArgs(args)
-	if err := root.Execute(); err != nil {
+	// Functions, sources and movers stop cleanly on SIGTERM (a pod's end).
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintf(stderr, "error: %v\n", err)
 		// Commands that need a specific exit code (e.g. 2 for "orphans found")
 		// return an error carrying it.

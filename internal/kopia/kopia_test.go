@@ -1,4 +1,4 @@
-package kopia
+package kopia_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/test/harness"
 )
 
@@ -59,10 +60,10 @@ func sameTree(t *testing.T, want, got string) {
 	}
 }
 
-var src = Source{Username: "app-data", Hostname: "kopiur-tryit", Path: "/pvc/app-data"}
+var src = kopia.Source{Username: "app-data", Hostname: "kopiur-tryit", Path: "/pvc/app-data"}
 
 // exercise runs the lifecycle every backend must support.
-func exercise(t *testing.T, backend Backend) {
+func exercise(t *testing.T, backend kopia.Backend) {
 	ctx := context.Background()
 	data := t.TempDir()
 	seed(t, data, 20)
@@ -73,10 +74,10 @@ func exercise(t *testing.T, backend Backend) {
 		t.Fatal(err)
 	}
 
-	if _, err := Open(ctx, OpenOptions{Backend: backend, Password: "pw"}); ClassOf(err) != ClassNotInitialized {
-		t.Fatalf("open of an empty location without create: class %s (%v), want %s", ClassOf(err), err, ClassNotInitialized)
+	if _, err := kopia.Open(ctx, kopia.OpenOptions{Backend: backend, Password: "pw"}); kopia.ClassOf(err) != kopia.ClassNotInitialized {
+		t.Fatalf("open of an empty location without create: class %s (%v), want %s", kopia.ClassOf(err), err, kopia.ClassNotInitialized)
 	}
-	r, err := Open(ctx, OpenOptions{Backend: backend, Password: "pw", Create: &CreateOptions{}, Username: src.Username, Hostname: src.Hostname})
+	r, err := kopia.Open(ctx, kopia.OpenOptions{Backend: backend, Password: "pw", Create: &kopia.CreateOptions{}, Username: src.Username, Hostname: src.Hostname})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,8 +86,8 @@ func exercise(t *testing.T, backend Backend) {
 		t.Fatalf("created=%v uniqueID=%q", r.Created(), r.UniqueID())
 	}
 
-	first, err := r.Snapshot(ctx, SnapshotRequest{Dir: data, Source: src, PolicyName: "app-data", Description: "first",
-		Meta: &Meta{UID: ptr(int64(65532)), Src: "default"}, Tags: map[string]string{"env": "test"}})
+	first, err := r.Snapshot(ctx, kopia.SnapshotRequest{Dir: data, Source: src, PolicyName: "app-data", Description: "first",
+		Meta: &kopia.Meta{UID: ptr(int64(65532)), Src: "default"}, Tags: map[string]string{"env": "test"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func exercise(t *testing.T, backend Backend) {
 		t.Fatalf("sizeBytes = %d, want %d (lost+found must be ignored by default)", first.Stats.SizeBytes, 20*4096)
 	}
 
-	second, err := r.Snapshot(ctx, SnapshotRequest{Dir: data, Source: src, PolicyName: "app-data"})
+	second, err := r.Snapshot(ctx, kopia.SnapshotRequest{Dir: data, Source: src, PolicyName: "app-data"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func exercise(t *testing.T, backend Backend) {
 		t.Fatalf("unchanged data uploaded %d bytes, the first run %d", second.Stats.BytesNew, first.Stats.BytesNew)
 	}
 
-	same, err := r.Snapshot(ctx, SnapshotRequest{Dir: data, Source: src, Policy: Policy{IgnoreIdenticalSnapshots: true}})
+	same, err := r.Snapshot(ctx, kopia.SnapshotRequest{Dir: data, Source: src, Policy: kopia.Policy{IgnoreIdenticalSnapshots: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func exercise(t *testing.T, backend Backend) {
 		t.Fatal(err)
 	}
 	time.Sleep(10 * time.Millisecond)
-	third, err := r.Snapshot(ctx, SnapshotRequest{Dir: data, Source: src, Policy: Policy{IgnoreRules: []string{}}})
+	third, err := r.Snapshot(ctx, kopia.SnapshotRequest{Dir: data, Source: src, Policy: kopia.Policy{IgnoreRules: []string{}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +144,7 @@ func exercise(t *testing.T, backend Backend) {
 	}
 
 	restored := t.TempDir()
-	if _, err := r.Restore(ctx, first.ID, restored, RestoreOptions{}); err != nil {
+	if _, err := r.Restore(ctx, first.ID, restored, kopia.RestoreOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The first snapshot holds file-1.txt as it was, and no new.txt.
@@ -154,7 +155,7 @@ func exercise(t *testing.T, backend Backend) {
 		t.Fatalf("new.txt must not be in the first snapshot: %v", err)
 	}
 	latest := t.TempDir()
-	if _, err := r.Restore(ctx, third.ID, latest, RestoreOptions{}); err != nil {
+	if _, err := r.Restore(ctx, third.ID, latest, kopia.RestoreOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	sameTree(t, data, latest)
@@ -184,7 +185,7 @@ func exercise(t *testing.T, backend Backend) {
 	if err != nil || len(again.Missing) != 1 {
 		t.Fatalf("deleting twice must be a no-op: %+v %v", again, err)
 	}
-	if _, err := r.Get(ctx, first.ID); ClassOf(err) != ClassSnapshotMissing {
+	if _, err := r.Get(ctx, first.ID); kopia.ClassOf(err) != kopia.ClassSnapshotMissing {
 		t.Fatalf("get deleted: %v", err)
 	}
 	u, err := r.Usage(ctx)
@@ -193,11 +194,11 @@ func exercise(t *testing.T, backend Backend) {
 	}
 
 	// A second client with the wrong password is told so.
-	if _, err := Open(ctx, OpenOptions{Backend: backend, Password: "wrong"}); ClassOf(err) != ClassWrongPassword {
-		t.Fatalf("wrong password: class %s (%v)", ClassOf(err), err)
+	if _, err := kopia.Open(ctx, kopia.OpenOptions{Backend: backend, Password: "wrong"}); kopia.ClassOf(err) != kopia.ClassWrongPassword {
+		t.Fatalf("wrong password: class %s (%v)", kopia.ClassOf(err), err)
 	}
 	// Reconnecting with the right one sees the same repository.
-	r2, err := Open(ctx, OpenOptions{Backend: backend, Password: "pw", Create: &CreateOptions{}})
+	r2, err := kopia.Open(ctx, kopia.OpenOptions{Backend: backend, Password: "pw", Create: &kopia.CreateOptions{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,23 +211,23 @@ func exercise(t *testing.T, backend Backend) {
 func ptr[T any](v T) *T { return &v }
 
 func TestFilesystemRepository(t *testing.T) {
-	exercise(t, Backend{Filesystem: &FilesystemBackend{Path: filepath.Join(t.TempDir(), "repo")}})
+	exercise(t, kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: filepath.Join(t.TempDir(), "repo")}})
 }
 
 func TestCreateOptionsAndMissingSource(t *testing.T) {
 	ctx := context.Background()
-	b := Backend{Filesystem: &FilesystemBackend{Path: filepath.Join(t.TempDir(), "repo")}}
-	r, err := Open(ctx, OpenOptions{Backend: b, Password: "pw", Create: &CreateOptions{
+	b := kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: filepath.Join(t.TempDir(), "repo")}}
+	r, err := kopia.Open(ctx, kopia.OpenOptions{Backend: b, Password: "pw", Create: &kopia.CreateOptions{
 		Encryption: "CHACHA20-POLY1305-HMAC-SHA256", Hash: "BLAKE3-256", Splitter: "FIXED-1M", ECC: "REED-SOLOMON-CRC32", ECCOverheadPercent: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close(ctx)
-	_, err = r.Snapshot(ctx, SnapshotRequest{Dir: filepath.Join(t.TempDir(), "absent"), Source: src})
-	if ClassOf(err) != ClassSourceMissing {
-		t.Fatalf("missing source: class %s (%v)", ClassOf(err), err)
+	_, err = r.Snapshot(ctx, kopia.SnapshotRequest{Dir: filepath.Join(t.TempDir(), "absent"), Source: src})
+	if kopia.ClassOf(err) != kopia.ClassSourceMissing {
+		t.Fatalf("missing source: class %s (%v)", kopia.ClassOf(err), err)
 	}
-	if _, err := Open(ctx, OpenOptions{Backend: Backend{Filesystem: &FilesystemBackend{Path: filepath.Join(t.TempDir(), "x")}}, Password: "pw", Create: &CreateOptions{Hash: "NOPE"}}); err == nil {
+	if _, err := kopia.Open(ctx, kopia.OpenOptions{Backend: kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: filepath.Join(t.TempDir(), "x")}}, Password: "pw", Create: &kopia.CreateOptions{Hash: "NOPE"}}); err == nil {
 		t.Fatal("an unknown hash must be refused")
 	}
 }
@@ -243,23 +244,23 @@ func TestS3Repository(t *testing.T) {
 	if _, err := cli.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("kopia-repo")}); err != nil {
 		t.Fatal(err)
 	}
-	backend := Backend{S3: &S3Backend{Bucket: "kopia-repo", Prefix: "tryit/", Endpoint: s.Endpoint, Region: s.Region,
+	backend := kopia.Backend{S3: &kopia.S3Backend{Bucket: "kopia-repo", Prefix: "tryit/", Endpoint: s.Endpoint, Region: s.Region,
 		DisableTLS: true, AccessKeyID: s.AccessKey, SecretAccessKey: s.SecretKey}}
 	exercise(t, backend)
 
 	missing := backend
-	missing.S3 = &S3Backend{Bucket: "no-such-bucket", Endpoint: s.Endpoint, DisableTLS: true, AccessKeyID: s.AccessKey, SecretAccessKey: s.SecretKey, Region: s.Region}
-	if _, err := Open(ctx, OpenOptions{Backend: missing, Password: "pw", Create: &CreateOptions{}}); ClassOf(err) != ClassBucketMissing {
-		t.Fatalf("missing bucket: class %s (%v)", ClassOf(err), err)
+	missing.S3 = &kopia.S3Backend{Bucket: "no-such-bucket", Endpoint: s.Endpoint, DisableTLS: true, AccessKeyID: s.AccessKey, SecretAccessKey: s.SecretKey, Region: s.Region}
+	if _, err := kopia.Open(ctx, kopia.OpenOptions{Backend: missing, Password: "pw", Create: &kopia.CreateOptions{}}); kopia.ClassOf(err) != kopia.ClassBucketMissing {
+		t.Fatalf("missing bucket: class %s (%v)", kopia.ClassOf(err), err)
 	}
 	bad := *backend.S3
 	bad.SecretAccessKey = "wrong-secret"
-	if _, err := Open(ctx, OpenOptions{Backend: Backend{S3: &bad}, Password: "pw"}); ClassOf(err) != ClassAccessDenied {
-		t.Fatalf("bad credentials: class %s (%v)", ClassOf(err), err)
+	if _, err := kopia.Open(ctx, kopia.OpenOptions{Backend: kopia.Backend{S3: &bad}, Password: "pw"}); kopia.ClassOf(err) != kopia.ClassAccessDenied {
+		t.Fatalf("bad credentials: class %s (%v)", kopia.ClassOf(err), err)
 	}
 	down := *backend.S3
 	down.Endpoint = "127.0.0.1:1"
-	if _, err := Open(ctx, OpenOptions{Backend: Backend{S3: &down}, Password: "pw"}); ClassOf(err) != ClassUnreachable {
-		t.Fatalf("unreachable endpoint: class %s (%v)", ClassOf(err), err)
+	if _, err := kopia.Open(ctx, kopia.OpenOptions{Backend: kopia.Backend{S3: &down}, Password: "pw"}); kopia.ClassOf(err) != kopia.ClassUnreachable {
+		t.Fatalf("unreachable endpoint: class %s (%v)", kopia.ClassOf(err), err)
 	}
 }

@@ -164,6 +164,7 @@ func (k *KubeReporter) BootstrapDone(ctx context.Context, r BootstrapResult) err
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionTrue, Reason: "Connected", Message: msg, ObservedGeneration: gen})
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionBackendReachable, Status: metav1.ConditionTrue, Reason: "Connected", Message: "the backend answered", ObservedGeneration: gen})
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionStalled, Status: metav1.ConditionFalse, Reason: "Connected", ObservedGeneration: gen})
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReconciling, Status: metav1.ConditionFalse, Reason: "Connected", Message: msg, ObservedGeneration: gen})
 	})
 }
 
@@ -188,6 +189,7 @@ func (k *KubeReporter) Failed(ctx context.Context, f Failure, at time.Time) erro
 			}
 			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionBackendReachable, Status: reach, Reason: f.Class, Message: f.Message, ObservedGeneration: gen})
 			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionStalled, Status: metav1.ConditionTrue, Reason: f.Class, Message: msg, ObservedGeneration: gen})
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReconciling, Status: metav1.ConditionFalse, Reason: f.Class, Message: msg, ObservedGeneration: gen})
 		})
 	}
 	return k.updateSnapshot(ctx, func(s *snapv1.Snapshot) error {

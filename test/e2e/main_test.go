@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"testing"
+	"time"
 
 	"github.com/snapflow/snapflow/test/harness"
 )
@@ -17,6 +18,8 @@ func TestMain(m *testing.M) {
 		// The suite's cluster has a global volume policy baseline, as a
 		// platform team would configure it.
 		Webhook: &harness.WebhookOptions{GlobalVolumePolicies: globalPolicies, Velero: true},
+		// Backups run for real: local node, functions and the kube source.
+		Functions: &harness.FunctionsOptions{RepositoryRetry: 2 * time.Second},
 	}, func(e *harness.Env) { env = e })
 }
 

@@ -1,9 +1,13 @@
 package e2e
 
 import (
+	"fmt"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 )
 
 // The try-it bundle from the user guide, used exactly as the guide says:
@@ -31,6 +35,9 @@ func TestTryItBundle(t *testing.T) {
 		t.Fatalf("apply must not create a Snapshot, found:\n%s", out)
 	}
 
+	// The seed Job writes the data first, as the guide's readers wait for it.
+	kubectl(t, nil, 0, "-n", ns, "wait", "--for=condition=complete", "--timeout=60s", "job/seed-data")
+
 	// create mints the Snapshot; everything else already exists.
 	created := regexp.MustCompile(`snapshot\.kopiur\.home-operations\.com/(app-data-manual-[a-z0-9]{5}) created`)
 	res = kubectl(t, nil, 1, "create", "-f", bundle)
@@ -42,28 +49,45 @@ func TestTryItBundle(t *testing.T) {
 	if !strings.Contains(res.Stderr, "AlreadyExists") {
 		t.Errorf("create should report the applied objects as existing; stderr:\n%s", res.Stderr)
 	}
-	// Each create mints a fresh name.
+
+	// The backup runs for real: repository bootstrap, VolumeSnapshot staging,
+	// the mover Job running snapflow mover with the kopia library.
+	s1 := waitSnapshot(t, ns, first, snapv1.SnapshotSucceeded)
+	st := s1.Status.Stats
+	if st == nil || *st.FilesNew != 20 || *st.BytesNew <= 0 || s1.Status.Snapshot == nil || s1.Status.Snapshot.KopiaSnapshotID == "" {
+		t.Fatalf("first backup status = %+v, want 20 new files, bytes uploaded and a kopia snapshot id", s1.Status)
+	}
+	if id := s1.Status.Snapshot.Identity; id == nil || id.Username != "app-data" || id.Hostname != ns || id.SourcePath != "/pvc/app-data" {
+		t.Fatalf("identity = %+v, want app-data@%s:/pvc/app-data", id, ns)
+	}
+	appData := env.Functions.Node.PVCDir(ns, "app-data")
+	repoDir := filepath.Join(env.Functions.Node.PVCDir(ns, "kopia-repo"), "repository")
+	sameAsSource(t, repoDir, "REPLACE_ME", s1.Status.Snapshot.KopiaSnapshotID, appData)
+
+	// Each create mints a fresh name; unchanged data uploads next to nothing.
 	res = kubectl(t, nil, 1, "create", "-f", bundle)
 	m = created.FindStringSubmatch(res.Stdout)
 	if m == nil || m[1] == first {
 		t.Fatalf("second create should mint a new Snapshot, got %v; stdout:\n%s", m, res.Stdout)
+	}
+	s2 := waitSnapshot(t, ns, m[1], snapv1.SnapshotSucceeded)
+	if st := s2.Status.Stats; *st.FilesUnchanged != 20 || *st.FilesNew != 0 || *st.BytesNew > *s1.Status.Stats.BytesNew/10 {
+		t.Fatalf("second backup of unchanged data: stats %+v (first uploaded %d bytes)", st, *s1.Status.Stats.BytesNew)
 	}
 	names := strings.Fields(kubectl(t, nil, 0, "-n", ns, "get", "kopiasnap", "-o", "name").Stdout)
 	if len(names) != 2 {
 		t.Fatalf("want 2 Snapshots, got %v", names)
 	}
 
-	// Printer columns as the guide shows them.
+	// Printer columns as the guide shows them, with the real values.
 	out := kubectl(t, nil, 0, "-n", ns, "get", "snapshots").Stdout
 	header := strings.Fields(strings.SplitN(out, "\n", 2)[0])
 	if strings.Join(header, " ") != "NAME PHASE ORIGIN SNAPSHOT AGE" {
 		t.Fatalf("snapshot columns = %v, want NAME PHASE ORIGIN SNAPSHOT AGE\n%s", header, out)
 	}
-	kubectl(t, nil, 0, "-n", ns, "patch", "snapshot", first, "--subresource=status", "--type=merge",
-		"-p", `{"status":{"phase":"Succeeded","origin":"manual","snapshot":{"kopiaSnapshotID":"k8f3c1a90"},"stats":{"filesNew":20,"bytesNew":81920}}}`)
 	out = kubectl(t, nil, 0, "-n", ns, "get", "snapshot", first, "--no-headers").Stdout
-	if f := strings.Fields(out); len(f) != 5 || f[0] != first || f[1] != "Succeeded" || f[2] != "manual" || f[3] != "k8f3c1a90" {
-		t.Fatalf("snapshot row = %q, want %s Succeeded manual k8f3c1a90 <age>", out, first)
+	if f := strings.Fields(out); len(f) != 5 || f[0] != first || f[1] != "Succeeded" || f[2] != "manual" || f[3] != s1.Status.Snapshot.KopiaSnapshotID {
+		t.Fatalf("snapshot row = %q, want %s Succeeded manual %s <age>", out, first, s1.Status.Snapshot.KopiaSnapshotID)
 	}
 	if got := kubectl(t, nil, 0, "-n", ns, "get", "snapshot", first, "-o", "jsonpath={.status.stats.filesNew}").Stdout; got != "20" {
 		t.Fatalf("status.stats.filesNew = %q, want 20", got)
@@ -72,6 +96,16 @@ func TestTryItBundle(t *testing.T) {
 	if !strings.Contains(strings.SplitN(wide, "\n", 2)[0], "SOURCE") {
 		t.Errorf("-o wide should add the SOURCE column:\n%s", wide)
 	}
+	if got := kubectl(t, nil, 0, "-n", ns, "get", "repository", "primary", "-o", "jsonpath={.status.phase} {.status.backend}").Stdout; got != "Ready filesystem" {
+		t.Errorf("repository phase/backend = %q, want Ready filesystem", got)
+	}
+	// The staged VolumeSnapshot and PVC are gone once the runs finished.
+	eventually(t, func() error {
+		if out := kubectl(t, nil, 0, "-n", ns, "get", "pvc,volumesnapshots", "-o", "name").Stdout; strings.Contains(out, "-src") {
+			return fmt.Errorf("staged objects left behind:\n%s", out)
+		}
+		return nil
+	})
 
 	out = kubectl(t, nil, 0, "-n", ns, "get", "snapshotpolicy", "app-data").Stdout
 	if header := strings.Fields(strings.SplitN(out, "\n", 2)[0]); strings.Join(header, " ") != "NAME REPOSITORY REPOSITORIES LAST-SNAPSHOT LAST-VERIFIED SUSPENDED AGE" {

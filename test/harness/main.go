@@ -10,8 +10,9 @@ import (
 // asked for, an S3 server.
 type Env struct {
 	*ControlPlane
-	S3      *S3
-	Webhook *Webhook
+	S3        *S3
+	Webhook   *Webhook
+	Functions *Functions
 }
 
 // MainOptions selects what Main starts.
@@ -20,6 +21,8 @@ type MainOptions struct {
 	S3 *S3Options
 	// Webhook starts snapflow's admission webhook, registered for real.
 	Webhook *WebhookOptions
+	// Functions starts the local node, the functions and the kube source.
+	Functions *FunctionsOptions
 }
 
 // Main is a TestMain body: it starts the shared environment once per test
@@ -37,6 +40,9 @@ func run(m *testing.M, opts MainOptions, use func(*Env)) int {
 	}
 	env := &Env{ControlPlane: cp}
 	defer func() {
+		if env.Functions != nil {
+			env.Functions.Stop()
+		}
 		if env.Webhook != nil {
 			env.Webhook.Stop()
 		}
@@ -65,8 +71,19 @@ func run(m *testing.M, opts MainOptions, use func(*Env)) int {
 		}
 		env.Webhook = wh
 	}
+	if opts.Functions != nil {
+		fns, err := cp.StartFunctions(*opts.Functions)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "harness: %v\n", err)
+			return 1
+		}
+		env.Functions = fns
+	}
 	use(env)
 	code := m.Run()
+	if code != 0 && env.Functions != nil {
+		fmt.Fprintf(os.Stderr, "functions log:\n%s\n", env.Functions.Log())
+	}
 	if code != 0 && env.Webhook != nil {
 		fmt.Fprintf(os.Stderr, "webhook log:\n%s\n", env.Webhook.Log())
 	}

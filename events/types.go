@@ -1,0 +1,69 @@
+// Package events is snapflow's CloudEvents catalog: every type snapflow
+// consumes and emits, and decoders for what arrives from outside. Handlers
+// refuse malformed or unknown events with ErrMalformed or ErrUnsupported
+// (a 4xx: redelivery cannot fix them); anything else they return is a 5xx so
+// the broker retries.
+package events
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Types snapflow consumes from Knative sources (or snapflow's own sources,
+// which send the same shapes).
+const (
+	APIServerAdd       = "dev.knative.apiserver.resource.add"
+	APIServerUpdate    = "dev.knative.apiserver.resource.update"
+	APIServerDelete    = "dev.knative.apiserver.resource.delete"
+	APIServerRefAdd    = "dev.knative.apiserver.ref.add"
+	APIServerRefUpdate = "dev.knative.apiserver.ref.update"
+	APIServerRefDelete = "dev.knative.apiserver.ref.delete"
+	Ping               = "dev.knative.sources.ping"
+)
+
+// Types snapflow defines (reverse-DNS, ours).
+const (
+	// Resync asks a function to re-list what it owns and act on anything an
+	// event missed. Sources send it periodically.
+	Resync = "dev.snapflow.resync"
+
+	SnapshotSucceeded = "dev.snapflow.snapshot.succeeded"
+	SnapshotFailed    = "dev.snapflow.snapshot.failed"
+	SnapshotUnchanged = "dev.snapflow.snapshot.unchanged"
+)
+
+// Source is the CloudEvents source attribute of events snapflow emits.
+const Source = "snapflow.dev/functions"
+
+// ErrMalformed marks an event whose shape is wrong; ErrUnsupported one whose
+// type the receiving function does not handle. Both map to HTTP 400.
+var (
+	ErrMalformed   = errors.New("malformed event")
+	ErrUnsupported = errors.New("unsupported event type")
+)
+
+// Malformed wraps a reason as ErrMalformed.
+func Malformed(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
+}
+
+// IsClientError says whether err is the sender's fault (4xx, no retry).
+func IsClientError(err error) bool {
+	return errors.Is(err, ErrMalformed) || errors.Is(err, ErrUnsupported)
+}
+
+// SnapshotResult is the data of the snapshot succeeded/failed/unchanged events.
+type SnapshotResult struct {
+	Namespace       string `json:"namespace"`
+	Name            string `json:"name"`
+	UID             string `json:"uid"`
+	Policy          string `json:"policy,omitempty"`
+	Phase           string `json:"phase"`
+	KopiaSnapshotID string `json:"kopiaSnapshotID,omitempty"`
+	Repository      string `json:"repository,omitempty"`
+	BytesNew        int64  `json:"bytesNew,omitempty"`
+	SizeBytes       int64  `json:"sizeBytes,omitempty"`
+	FailureClass    string `json:"failureClass,omitempty"`
+	Message         string `json:"message,omitempty"`
+}

@@ -1,0 +1,162 @@
+// Package runtime serves snapflow's functions: each is a CloudEvents
+// receiver over HTTP (Knative Serving calls it on $PORT), with health and
+// metrics endpoints, structured logs carrying the event id, and an emitter
+// that sends to K_SINK (a SinkBinding) when set.
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/cloudevents/sdk-go/v2/protocol"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/snapflow/snapflow/events"
+)
+
+// Handler handles one event. A nil error acknowledges it; an events client
+// error is refused with 400; any other error is a 500 so the sender retries.
+type Handler func(ctx context.Context, e event.Event) error
+
+// Function is one named handler.
+type Function struct {
+	Name   string
+	Handle Handler
+}
+
+// Options configure Serve.
+type Options struct {
+	// Addr is host:port to listen on (":$PORT" on Knative).
+	Addr      string
+	Functions []Function
+	Log       logr.Logger
+	// Registry receives the runtime's metrics; a fresh one when nil.
+	Registry *prometheus.Registry
+	// Listening, when set, receives the bound address once serving.
+	Listening chan<- string
+}
+
+// Serve runs the functions until ctx ends, then drains in-flight requests.
+// With one function it answers on "/" as a Knative Service does; with
+// several (snapflow dev) each answers on "/<name>".
+func Serve(ctx context.Context, o Options) error {
+	reg := o.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	handled := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "snapflow_function_events_total", Help: "CloudEvents handled, by function, event type and result (ack, refused, retry).",
+	}, []string{"function", "type", "result"})
+	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "snapflow_function_event_duration_seconds", Help: "Time to handle one CloudEvent.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+	}, []string{"function"})
+	reg.MustRegister(handled, duration)
+
+	mux := http.NewServeMux()
+	var ready atomic.Bool
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	for _, f := range o.Functions {
+		p, err := cloudevents.NewHTTP()
+		if err != nil {
+			return fmt.Errorf("cloudevents protocol: %w", err)
+		}
+		f := f
+		fn := func(ctx context.Context, e event.Event) protocol.Result {
+			start := time.Now()
+			log := o.Log.WithValues("function", f.Name, "eventID", e.ID(), "eventType", e.Type(), "subject", e.Subject())
+			err := f.Handle(logr.NewContext(ctx, log), e)
+			duration.WithLabelValues(f.Name).Observe(time.Since(start).Seconds())
+			switch {
+			case err == nil:
+				handled.WithLabelValues(f.Name, e.Type(), "ack").Inc()
+				log.V(1).Info("handled", "took", time.Since(start).String())
+				return protocol.ResultACK
+			case events.IsClientError(err):
+				handled.WithLabelValues(f.Name, e.Type(), "refused").Inc()
+				log.Info("refused", "reason", err.Error())
+				return cehttp.NewResult(http.StatusBadRequest, "%s", err.Error())
+			default:
+				handled.WithLabelValues(f.Name, e.Type(), "retry").Inc()
+				log.Error(err, "handler failed; the sender should retry")
+				return cehttp.NewResult(http.StatusInternalServerError, "%s", err.Error())
+			}
+		}
+		h, err := cloudevents.NewHTTPReceiveHandler(ctx, p, fn)
+		if err != nil {
+			return fmt.Errorf("receive handler for %s: %w", f.Name, err)
+		}
+		path := "/"
+		if len(o.Functions) > 1 {
+			path = "/" + f.Name
+		}
+		mux.Handle(path, refuseNonEvents(h))
+	}
+	ln, err := net.Listen("tcp", o.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", o.Addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	ready.Store(true)
+	o.Log.Info("serving functions", "addr", ln.Addr().String(), "functions", names(o.Functions))
+	if o.Listening != nil {
+		o.Listening <- ln.Addr().String()
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	ready.Store(false)
+	// Knative gives a revision 30s to drain by default.
+	sctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// refuseNonEvents answers a clear 400 for requests that cannot be CloudEvents
+// (no ce-* headers and no structured content type) instead of a bare error.
+func refuseNonEvents(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.Error(w, "POST a CloudEvent here", http.StatusMethodNotAllowed)
+			return
+		}
+		if r.Header.Get("Ce-Specversion") == "" && !strings.HasPrefix(r.Header.Get("Content-Type"), "application/cloudevents") {
+			http.Error(w, "not a CloudEvent: send binary mode (ce-* headers) or structured mode (application/cloudevents+json)", http.StatusBadRequest)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func names(fs []Function) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.Name
+	}
+	return out
+}

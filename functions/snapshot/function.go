@@ -1,0 +1,152 @@
+// Package snapshot is the snapshot function: it drives each Snapshot from
+// Pending to a terminal phase through a mover Job, and brings Repositories
+// and ClusterRepositories to Ready through bootstrap Jobs. It reacts to
+// ApiServerSource events for those kinds and for mover Jobs, and to a resync
+// event that re-lists everything (events only make it faster). All state is
+// in status; every step is idempotent, so duplicate and reordered events are
+// harmless.
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/go-logr/logr"
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/events"
+	"github.com/snapflow/snapflow/functions/runtime"
+)
+
+// Labels the function puts on what it creates.
+const (
+	LabelSnapshot   = "snapflow.dev/snapshot"
+	LabelRepository = "snapflow.dev/repository"
+	LabelOp         = "snapflow.dev/op"
+	// LabelRepoPool marks Jobs that take a repository concurrency slot; its
+	// value is a hash of the repository key.
+	LabelRepoPool = "snapflow.dev/repo-pool"
+)
+
+// Function is the snapshot function's configuration and ports.
+type Function struct {
+	Client client.Client
+	// Namespace is snapflow's install namespace (ClusterRepository Jobs run there).
+	Namespace string
+	// MoverImage is the snapflow image mover Jobs run.
+	MoverImage string
+	// MoverServiceAccount is the ServiceAccount of mover pods (it may patch status).
+	MoverServiceAccount string
+	// MaxConcurrentJobs caps mover Jobs cluster-wide; 0 is unlimited.
+	MaxConcurrentJobs int
+	// GlobalVolumePoliciesConfigMap names the global baseline in Namespace.
+	GlobalVolumePoliciesConfigMap string
+	// RepositoryRetry is how long a Failed repository waits before a new bootstrap.
+	RepositoryRetry time.Duration
+	Emitter         runtime.Emitter
+	Recorder        record.EventRecorder
+	Now             func() time.Time
+}
+
+func (f *Function) now() time.Time {
+	if f.Now != nil {
+		return f.Now()
+	}
+	return time.Now()
+}
+
+// Handle is the CloudEvents entry point.
+func (f *Function) Handle(ctx context.Context, e event.Event) error {
+	switch {
+	case e.Type() == events.Resync || e.Type() == events.Ping:
+		return f.Resync(ctx)
+	case events.IsAPIServer(e.Type()):
+		ref, _, err := events.DecodeAPIServer(e)
+		if err != nil {
+			return err
+		}
+		return f.handleRef(ctx, ref)
+	}
+	return fmt.Errorf("%w: the snapshot function handles ApiServerSource, %s and %s events, not %q", events.ErrUnsupported, events.Resync, events.Ping, e.Type())
+}
+
+func (f *Function) handleRef(ctx context.Context, ref events.ObjectRef) error {
+	gk := ref.GroupKind()
+	switch {
+	case gk.Group == snapv1.GroupVersion.Group && gk.Kind == "Snapshot":
+		return f.ReconcileSnapshot(ctx, ref.Namespace, ref.Name)
+	case gk.Group == snapv1.GroupVersion.Group && (gk.Kind == "Repository" || gk.Kind == "ClusterRepository"):
+		return f.ReconcileRepository(ctx, snapv1.RepositoryKind(gk.Kind), ref.Namespace, ref.Name)
+	case gk.Group == "batch" && gk.Kind == "Job":
+		var j batchv1.Job
+		if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &j); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		if s := j.Labels[LabelSnapshot]; s != "" {
+			return f.ReconcileSnapshot(ctx, j.Namespace, s)
+		}
+		if r := j.Labels[LabelRepository]; r != "" {
+			kind, ns := snapv1.KindRepository, j.Namespace
+			if j.Labels[LabelOp] == opClusterBootstrap {
+				kind, ns = snapv1.KindClusterRepository, ""
+			}
+			return f.ReconcileRepository(ctx, kind, ns, r)
+		}
+		return nil
+	}
+	// Other kinds (e.g. PVCs from a broad source) are not ours: acknowledge.
+	return nil
+}
+
+// Resync reconciles every repository and every unfinished Snapshot.
+func (f *Function) Resync(ctx context.Context) error {
+	var errs []error
+	var repos snapv1.RepositoryList
+	if err := f.Client.List(ctx, &repos); err != nil {
+		return fmt.Errorf("list repositories: %w", err)
+	}
+	for _, r := range repos.Items {
+		errs = append(errs, f.ReconcileRepository(ctx, snapv1.KindRepository, r.Namespace, r.Name))
+	}
+	var crepos snapv1.ClusterRepositoryList
+	if err := f.Client.List(ctx, &crepos); err != nil {
+		return fmt.Errorf("list cluster repositories: %w", err)
+	}
+	for _, r := range crepos.Items {
+		errs = append(errs, f.ReconcileRepository(ctx, snapv1.KindClusterRepository, "", r.Name))
+	}
+	var snaps snapv1.SnapshotList
+	if err := f.Client.List(ctx, &snaps); err != nil {
+		return fmt.Errorf("list snapshots: %w", err)
+	}
+	for _, s := range snaps.Items {
+		if s.Status.Phase.IsTerminal() && finalized(&s) {
+			continue
+		}
+		errs = append(errs, f.ReconcileSnapshot(ctx, s.Namespace, s.Name))
+	}
+	return errors.Join(errs...)
+}
+
+func logFrom(ctx context.Context) logr.Logger {
+	l, err := logr.FromContext(ctx)
+	if err != nil {
+		return logr.Discard()
+	}
+	return l
+}
+
+func ignoreGone(err error) error {
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		// Conflict: someone else wrote first; the next event or resync retries.
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,287 @@
+package snapshot
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/events"
+	"github.com/snapflow/snapflow/internal/kopia"
+	"github.com/snapflow/snapflow/internal/mover"
+	"github.com/snapflow/snapflow/internal/moverjob"
+	"github.com/snapflow/snapflow/internal/validate"
+)
+
+// runPlan is everything resolved for one run.
+type runPlan struct {
+	policy     *snapv1.SnapshotPolicy
+	repo       *repoObject
+	repoWork   mover.Repository
+	mounts     jobMounts
+	src        snapv1.Source
+	pvc        string
+	source     kopia.Source
+	copyMethod snapv1.CopyMethod
+	meta       kopia.Meta
+	privileged bool
+	podSC      *corev1.PodSecurityContext
+	sc         *corev1.SecurityContext
+}
+
+func (p *runPlan) resolved() *snapv1.SnapshotResolved {
+	ref := p.repo.Ref
+	return &snapv1.SnapshotResolved{Repository: &ref, Sources: []snapv1.ResolvedSource{{PVC: p.pvc, SourcePath: p.source.Path}}}
+}
+
+func (p *runPlan) cache() *snapv1.MoverCache {
+	if p.policy.Spec.Mover != nil && p.policy.Spec.Mover.Cache != nil {
+		return p.policy.Spec.Mover.Cache
+	}
+	if d := p.repo.Spec.MoverDefaults; d != nil {
+		return d.Cache
+	}
+	return nil
+}
+
+// plan resolves policy, repository, source and identity. A problem the user
+// must fix comes back as a gate (fatal when no change elsewhere can fix it).
+func (f *Function) plan(ctx context.Context, s *snapv1.Snapshot) (*runPlan, *gate, error) {
+	invalid := func(format string, args ...any) (*runPlan, *gate, error) {
+		return nil, &gate{cond: wellknown.ConditionReady, reason: ReasonInvalidSpec, message: fmt.Sprintf(format, args...), fatal: true}, nil
+	}
+	// The webhook's rules, again: it may have been bypassed.
+	if res := validate.Snapshot(s, validate.Options{}); !res.OK() {
+		return invalid("the Snapshot is invalid: %v", res.Errs)
+	}
+	pns := s.Namespace
+	if s.Spec.PolicyRef.Namespace != "" {
+		pns = s.Spec.PolicyRef.Namespace
+	}
+	var pol snapv1.SnapshotPolicy
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: pns, Name: s.Spec.PolicyRef.Name}, &pol); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &gate{cond: wellknown.ConditionReady, reason: "PolicyNotFound",
+				message: fmt.Sprintf("SnapshotPolicy %s/%s does not exist; create it (or fix spec.policyRef) and this Snapshot will start", pns, s.Spec.PolicyRef.Name)}, nil
+		}
+		return nil, nil, err
+	}
+	if res := validate.SnapshotPolicy(&pol, validate.Options{}); !res.OK() {
+		return invalid("SnapshotPolicy %s is invalid: %v", pol.Name, res.Errs)
+	}
+	if pol.Spec.Suspend {
+		return nil, &gate{cond: wellknown.ConditionReady, reason: "PolicySuspended", message: fmt.Sprintf("SnapshotPolicy %s is suspended; set spec.suspend: false to let this Snapshot run", pol.Name)}, nil
+	}
+	refs := validate.PolicyRefs(&pol)
+	ref := refs[0]
+	if s.Spec.Repository != nil {
+		ref = *s.Spec.Repository
+	} else if len(refs) > 1 {
+		return invalid("SnapshotPolicy %s writes to %d repositories; fan-out of one Snapshot into per-repository children is not supported yet, so create one Snapshot per repository with spec.repository set", pol.Name, len(refs))
+	}
+	if ref.Kind == "" {
+		ref.Kind = snapv1.KindRepository
+	}
+	if ref.Kind == snapv1.KindClusterRepository {
+		if msg := f.tenancyProblem(ctx, s.Namespace, ref); msg != "" {
+			return nil, &gate{cond: wellknown.ConditionReady, reason: "RepositoryNotAllowed", message: msg}, nil
+		}
+	}
+	repo, err := f.getRepository(ctx, ref, pol.Namespace)
+	if apierrors.IsNotFound(err) {
+		return nil, &gate{cond: wellknown.ConditionReady, reason: ReasonWaitingForRepository,
+			message: fmt.Sprintf("%s %s does not exist yet; this Snapshot starts once it is created and Ready", ref.Kind, ref.Name)}, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if repo.Spec.Mode == snapv1.ModeReadOnly {
+		return invalid("%s is ReadOnly; snapshots cannot be written to it", repo.key())
+	}
+	p := &runPlan{policy: &pol, repo: repo}
+	if p.repoWork, p.mounts, err = repositoryWork(repo); err != nil {
+		return invalid("%s: %v", repo.key(), err)
+	}
+	if repo.Ref.Kind == snapv1.KindClusterRepository && (p.mounts.repoClaim != "" || p.mounts.credentials != "") {
+		// Volumes and Secrets of a ClusterRepository live in snapflow's
+		// namespace; a mover in the consumer namespace cannot mount them.
+		if p.mounts.repoClaim != "" {
+			return invalid("ClusterRepository %s keeps its repository on a PVC, which a mover in namespace %s cannot mount; use an S3 or NFS backend for a shared repository", ref.Name, s.Namespace)
+		}
+	}
+
+	// The source: a selector child pins its PVC; otherwise the policy's single PVC source.
+	switch {
+	case s.Spec.Source != nil:
+		i := int(s.Spec.Source.SourceIndex)
+		if i < 0 || i >= len(pol.Spec.Sources) {
+			return invalid("spec.source.sourceIndex %d is out of range: SnapshotPolicy %s has %d sources", i, pol.Name, len(pol.Spec.Sources))
+		}
+		p.src, p.pvc = pol.Spec.Sources[i], s.Spec.Source.Target.PVC.Name
+	case len(pol.Spec.Sources) == 1 && pol.Spec.Sources[0].PVC != nil:
+		p.src, p.pvc = pol.Spec.Sources[0], pol.Spec.Sources[0].PVC.Name
+	default:
+		return invalid("SnapshotPolicy %s has %d sources or a non-PVC source; snapflow runs single-PVC sources today (pvcSelector, multi-source, nfs and stream fan-out are not supported yet)", pol.Name, len(pol.Spec.Sources))
+	}
+	var pvc corev1.PersistentVolumeClaim
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: p.pvc}, &pvc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &gate{cond: wellknown.ConditionReady, reason: "SourceNotFound", message: fmt.Sprintf("PVC %s/%s (the policy's source) does not exist; create it and this Snapshot will start", s.Namespace, p.pvc)}, nil
+		}
+		return nil, nil, err
+	}
+	if p.source, err = resolveIdentity(&pol, repo, p.src, p.pvc); err != nil {
+		return invalid("%v", err)
+	}
+	p.copyMethod = pol.Spec.CopyMethod
+	if p.copyMethod == "" {
+		p.copyMethod = snapv1.CopySnapshot
+	}
+	p.podSC, p.sc = moverjob.SecurityContexts(repo.Spec.MoverDefaults, pol.Spec.Mover)
+	p.privileged = moverjob.Privileged(p.podSC, p.sc)
+	p.meta = kopia.Meta{UID: p.podSC.RunAsUser, GID: p.podSC.RunAsGroup, FSGroup: p.podSC.FSGroup, Src: "default"}
+	if pol.Spec.Mover != nil && (pol.Spec.Mover.PodSecurityContext != nil || pol.Spec.Mover.SecurityContext != nil || pol.Spec.Mover.PrivilegedMode) {
+		p.meta.Src = "explicit"
+	}
+	return p, nil, nil
+}
+
+// poolKey identifies a repository's concurrency pool in a label value.
+func poolKey(r *repoObject) string {
+	h := sha256.Sum256([]byte(r.key()))
+	return hex.EncodeToString(h[:])[:16]
+}
+
+// slotTaken counts live mover Jobs against the repository cap and the
+// cluster cap. Finished and suspended Jobs do not count.
+func (f *Function) slotTaken(ctx context.Context, r *repoObject) (bool, string, error) {
+	repoCap := 0
+	if c := r.Spec.Concurrency; c != nil && c.MaxConcurrentJobs != nil {
+		repoCap = int(*c.MaxConcurrentJobs)
+	}
+	if repoCap == 0 && f.MaxConcurrentJobs == 0 {
+		return false, "", nil
+	}
+	var jobs batchv1.JobList
+	if err := f.Client.List(ctx, &jobs, client.HasLabels{LabelRepoPool}); err != nil {
+		return false, "", fmt.Errorf("count mover jobs: %w", err)
+	}
+	key := poolKey(r)
+	repoLive, allLive := 0, 0
+	for _, j := range jobs.Items {
+		if jobDone(&j) || (j.Spec.Suspend != nil && *j.Spec.Suspend) {
+			continue
+		}
+		allLive++
+		if j.Labels[LabelRepoPool] == key {
+			repoLive++
+		}
+	}
+	if repoCap > 0 && repoLive >= repoCap {
+		return true, fmt.Sprintf("%s allows %d concurrent mover jobs (spec.concurrency.maxConcurrentJobs) and %d are running; this run starts when one finishes", r.key(), repoCap, repoLive), nil
+	}
+	if f.MaxConcurrentJobs > 0 && allLive >= f.MaxConcurrentJobs {
+		return true, fmt.Sprintf("the cluster-wide cap of %d concurrent mover jobs is reached (%d running); this run starts when one finishes", f.MaxConcurrentJobs, allLive), nil
+	}
+	return false, "", nil
+}
+
+func jobDone(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+func ownerRef(s *snapv1.Snapshot) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: snapv1.GroupVersion.String(), Kind: "Snapshot", Name: s.Name, UID: s.UID, Controller: ptr(true), BlockOwnerDeletion: ptr(true)}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func (f *Function) createJob(ctx context.Context, s *snapv1.Snapshot, p *runPlan, name string) error {
+	claim, readOnly := p.pvc, true
+	if p.copyMethod != snapv1.CopyDirect {
+		claim = stagedName(s)
+	} else if p.src.ReadOnly != nil && !*p.src.ReadOnly {
+		readOnly = false
+	}
+	params := moverjob.Params{
+		Name: name, Namespace: s.Namespace, Owner: ownerRef(s),
+		Labels: map[string]string{LabelSnapshot: s.Name, LabelOp: mover.OpSnapshot, LabelRepoPool: poolKey(p.repo)},
+		Image:  f.MoverImage, ServiceAccount: f.MoverServiceAccount,
+		Work:           p.workSpec(s),
+		PasswordSecret: p.repo.Spec.Encryption.PasswordSecretRef.Name, PasswordKey: p.repo.Spec.Encryption.PasswordSecretRef.Key,
+		CredentialsSecret: p.mounts.credentials, CABundle: p.mounts.caBundle,
+		SourceClaim: claim, SourceReadOnly: readOnly,
+		RepositoryClaim: p.mounts.repoClaim, RepositoryNFS: p.mounts.repoNFS, RepositoryHost: p.mounts.hostPath,
+		Mover: p.policy.Spec.Mover, Defaults: p.repo.Spec.MoverDefaults, FailurePolicy: s.Spec.FailurePolicy,
+	}
+	job, cm, err := moverjob.Build(params)
+	if err != nil {
+		return err
+	}
+	if err := f.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create the work spec ConfigMap: %w", err)
+	}
+	if err := f.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create the mover job: %w", err)
+	}
+	return nil
+}
+
+// emitResult sends the run's outcome as a CloudEvent with an id stable per
+// Snapshot, so a redelivery is recognisable.
+func (f *Function) emitResult(ctx context.Context, s *snapv1.Snapshot) error {
+	if f.Emitter == nil {
+		return nil
+	}
+	typ := events.SnapshotSucceeded
+	switch s.Status.Phase {
+	case snapv1.SnapshotFailed:
+		typ = events.SnapshotFailed
+	case snapv1.SnapshotUnchanged:
+		typ = events.SnapshotUnchanged
+	}
+	data := events.SnapshotResult{Namespace: s.Namespace, Name: s.Name, UID: string(s.UID), Phase: string(s.Status.Phase)}
+	if s.Spec.PolicyRef != nil {
+		data.Policy = s.Spec.PolicyRef.Name
+	}
+	if r := s.Status.Snapshot; r != nil {
+		data.KopiaSnapshotID = r.KopiaSnapshotID
+	}
+	if r := s.Status.Resolved; r != nil && r.Repository != nil {
+		data.Repository = string(r.Repository.Kind) + "/" + r.Repository.Name
+	}
+	if st := s.Status.Stats; st != nil {
+		if st.BytesNew != nil {
+			data.BytesNew = *st.BytesNew
+		}
+		if st.SizeBytes != nil {
+			data.SizeBytes = *st.SizeBytes
+		}
+	}
+	if fl := s.Status.Failure; fl != nil {
+		data.FailureClass, data.Message = fl.Class, fl.Message
+	}
+	e := cloudevents.NewEvent()
+	e.SetID(string(s.UID) + "/" + string(s.Status.Phase))
+	e.SetType(typ)
+	e.SetSource(events.Source)
+	e.SetSubject(s.Namespace + "/" + s.Name)
+	if err := e.SetData(cloudevents.ApplicationJSON, data); err != nil {
+		return err
+	}
+	return f.Emitter.Emit(ctx, e)
+}

@@ -1,0 +1,363 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/kopia"
+	"github.com/snapflow/snapflow/internal/mover"
+	"github.com/snapflow/snapflow/internal/moverjob"
+)
+
+// Reasons on the Snapshot's conditions.
+const (
+	ReasonWaitingForRepository = "WaitingForRepository"
+	ReasonWaitingForSlot       = "WaitingForSlot"
+	ReasonSlotAcquired         = "SlotAcquired"
+	ReasonInvalidSpec          = "FailedValidation"
+	ReasonStaging              = "Staging"
+	ReasonMoverStarted         = "MoverStarted"
+	ReasonMoverPodWedged       = "MoverPodWedged"
+	ReasonNotPermitted         = "PrivilegedMoverNotPermitted"
+)
+
+// ReconcileSnapshot moves one Snapshot forward by at most one step per call
+// kind: resolve, stage, start the mover, observe the end, finalize.
+func (f *Function) ReconcileSnapshot(ctx context.Context, ns, name string) error {
+	var s snapv1.Snapshot
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if s.DeletionTimestamp != nil || !s.Status.Phase.IsKnown() || s.Spec.PolicyRef == nil {
+		return nil // deletion is the cleanup function's; unknown phases are a newer snapflow's
+	}
+	if s.Status.Phase.IsTerminal() {
+		if s.Status.Phase == snapv1.SnapshotDiscovered || finalized(&s) {
+			return nil
+		}
+		return f.finalize(ctx, &s)
+	}
+	if s.Status.Job != nil && s.Status.Job.Name != "" {
+		return f.observeJob(ctx, &s)
+	}
+	return f.start(ctx, &s)
+}
+
+// start resolves the run, checks the gates and creates the mover Job.
+func (f *Function) start(ctx context.Context, s *snapv1.Snapshot) error {
+	log := logFrom(ctx).WithValues("snapshot", s.Namespace+"/"+s.Name)
+	plan, problem, err := f.plan(ctx, s)
+	if err != nil {
+		return err
+	}
+	if problem != nil {
+		return f.hold(ctx, s, *problem)
+	}
+	// Gates, in order: repository ready, mover permitted, a slot free.
+	if plan.repo.Status.Phase != snapv1.RepositoryReady {
+		msg := fmt.Sprintf("waiting for %s to be Ready (phase %q)", plan.repo.key(), plan.repo.Status.Phase)
+		if c := meta.FindStatusCondition(plan.repo.Status.Conditions, wellknown.ConditionReady); c != nil && c.Message != "" {
+			msg += ": " + c.Message
+		}
+		return f.hold(ctx, s, gate{cond: wellknown.ConditionReady, reason: ReasonWaitingForRepository, message: msg})
+	}
+	if plan.privileged {
+		var nsObj corev1.Namespace
+		if err := f.Client.Get(ctx, client.ObjectKey{Name: s.Namespace}, &nsObj); err != nil {
+			return err
+		}
+		if nsObj.Annotations[wellknown.AnnotationPrivilegedMovers] != "true" {
+			return f.hold(ctx, s, gate{cond: wellknown.ConditionMoverPermitted, reason: ReasonNotPermitted,
+				message: fmt.Sprintf("the mover would run as root or privileged; annotate namespace %s with %s=\"true\" to allow it, or drop privilegedMode/root from the mover settings", s.Namespace, wellknown.AnnotationPrivilegedMovers)})
+		}
+	}
+	jobName := moverjob.Name(s.Name, string(s.UID))
+	var existing batchv1.Job
+	err = f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: jobName}, &existing)
+	switch {
+	case err == nil:
+		// A duplicate event raced us past the status write: adopt the Job.
+		return f.markStarted(ctx, s, plan, jobName)
+	case !apierrors.IsNotFound(err):
+		return err
+	}
+	if held, msg, err := f.slotTaken(ctx, plan.repo); err != nil {
+		return err
+	} else if held {
+		log.Info("parked: no repository slot", "message", msg)
+		return f.hold(ctx, s, gate{cond: wellknown.ConditionRepositorySlotAvailable, reason: ReasonWaitingForSlot, message: msg})
+	}
+	ready, err := f.stage(ctx, s, plan)
+	if err != nil || !ready {
+		return err
+	}
+	if err := f.createJob(ctx, s, plan, jobName); err != nil {
+		return err
+	}
+	log.Info("mover job created", "job", jobName)
+	return f.markStarted(ctx, s, plan, jobName)
+}
+
+// gate is a reason a run cannot start yet (or, when fatal, ever).
+type gate struct {
+	cond, reason, message string
+	fatal                 bool
+}
+
+// hold records why a run waits (Pending) or fails validation (Failed).
+func (f *Function) hold(ctx context.Context, s *snapv1.Snapshot, g gate) error {
+	return f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
+		if st.Phase == "" {
+			st.Phase = snapv1.SnapshotPending
+		}
+		if st.Origin == "" {
+			st.Origin = originOf(s)
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: g.cond, Status: metav1.ConditionFalse, Reason: g.reason, Message: g.message, ObservedGeneration: gen})
+		if g.fatal {
+			st.Phase = snapv1.SnapshotFailed
+			st.Failure = &snapv1.Failure{Class: g.reason, Message: g.message}
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionStalled, Status: metav1.ConditionTrue, Reason: g.reason, Message: g.message, ObservedGeneration: gen})
+		}
+		if g.cond != wellknown.ConditionReady {
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: g.reason, Message: g.message, ObservedGeneration: gen})
+		}
+	})
+}
+
+func originOf(s *snapv1.Snapshot) snapv1.Origin {
+	if o := s.Labels[wellknown.LabelOrigin]; o != "" {
+		return snapv1.Origin(o)
+	}
+	return snapv1.OriginManual
+}
+
+func (f *Function) markStarted(ctx context.Context, s *snapv1.Snapshot, p *runPlan, jobName string) error {
+	return f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
+		if !st.Phase.IsTerminal() && st.Phase != snapv1.SnapshotRunning {
+			st.Phase = snapv1.SnapshotRunning
+		}
+		if st.Origin == "" {
+			st.Origin = originOf(s)
+		}
+		st.ObservedGeneration = gen
+		st.Job = &snapv1.JobRef{Name: jobName, Attempts: 1}
+		st.Resolved = p.resolved()
+		st.Recorded = &snapv1.RecordedIdentity{UID: p.meta.UID, GID: p.meta.GID, FSGroup: p.meta.FSGroup, Src: p.meta.Src}
+		for _, c := range []string{wellknown.ConditionRepositorySlotAvailable, wellknown.ConditionMoverPermitted} {
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: c, Status: metav1.ConditionTrue, Reason: ReasonSlotAcquired, Message: "the mover job " + jobName + " was created", ObservedGeneration: gen})
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonMoverStarted, Message: "backup in progress (job " + jobName + ")", ObservedGeneration: gen})
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionStalled, Status: metav1.ConditionFalse, Reason: ReasonMoverStarted, ObservedGeneration: gen})
+	})
+}
+
+// updateStatus re-reads the Snapshot and writes mutate's change, retrying on conflict.
+func (f *Function) updateStatus(ctx context.Context, s *snapv1.Snapshot, mutate func(*snapv1.SnapshotStatus, int64)) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var live snapv1.Snapshot
+		if err := f.Client.Get(ctx, client.ObjectKeyFromObject(s), &live); err != nil {
+			return err
+		}
+		if live.UID != s.UID {
+			return apierrors.NewNotFound(snapv1.GroupVersion.WithResource("snapshots").GroupResource(), s.Name)
+		}
+		mutate(&live.Status, live.Generation)
+		if err := f.Client.Status().Update(ctx, &live); err != nil {
+			return err
+		}
+		*s = live
+		return nil
+	})
+	return client.IgnoreNotFound(err)
+}
+
+// observeJob settles a run whose mover ended without reporting (killed,
+// never started, out of retries) and fails wedged pods.
+func (f *Function) observeJob(ctx context.Context, s *snapv1.Snapshot) error {
+	var j batchv1.Job
+	err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Status.Job.Name}, &j)
+	if apierrors.IsNotFound(err) {
+		return f.failRun(ctx, s, "MoverJobMissing", fmt.Sprintf("the mover job %s disappeared before reporting a result; create a new Snapshot to retry", s.Status.Job.Name), "")
+	}
+	if err != nil {
+		return err
+	}
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+			// Give the mover's own report a moment: it writes before exiting.
+			return f.failRun(ctx, s, "Mover"+c.Reason, fmt.Sprintf("the mover job failed (%s): %s", c.Reason, c.Message), f.podMessage(ctx, &j))
+		}
+		if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
+			return f.failRun(ctx, s, "MoverReportedNothing", "the mover job completed without writing a result to this Snapshot", f.podMessage(ctx, &j))
+		}
+	}
+	if wedged, msg := f.wedged(ctx, &j); wedged {
+		_ = f.Client.Delete(ctx, &j, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		return f.failRun(ctx, s, ReasonMoverPodWedged, msg, "")
+	}
+	return nil
+}
+
+func (f *Function) failRun(ctx context.Context, s *snapv1.Snapshot, class, msg, tail string) error {
+	now := metav1.NewTime(f.now())
+	return f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
+		if st.Phase.IsTerminal() {
+			return // the mover reported after all
+		}
+		st.Phase = snapv1.SnapshotFailed
+		st.Failure = &snapv1.Failure{Class: class, Message: msg, StderrTail: tail, Retryable: true}
+		if tail != "" {
+			st.LogTail = tail
+		}
+		if st.Timing == nil {
+			st.Timing = &snapv1.Timing{}
+		}
+		st.Timing.EndTime = &now
+	})
+}
+
+// podMessage is the termination message of the Job's last pod.
+func (f *Function) podMessage(ctx context.Context, j *batchv1.Job) string {
+	var pods corev1.PodList
+	if err := f.Client.List(ctx, &pods, client.InNamespace(j.Namespace), client.MatchingLabels{"job-name": j.Name}); err != nil {
+		return ""
+	}
+	var last *corev1.Pod
+	for i := range pods.Items {
+		if last == nil || pods.Items[i].CreationTimestamp.After(last.CreationTimestamp.Time) {
+			last = &pods.Items[i]
+		}
+	}
+	if last == nil {
+		return ""
+	}
+	for _, cs := range last.Status.ContainerStatuses {
+		if t := cs.State.Terminated; t != nil && t.Message != "" {
+			return t.Message
+		}
+	}
+	return ""
+}
+
+// wedged says whether no pod of j has started within its startup deadline.
+func (f *Function) wedged(ctx context.Context, j *batchv1.Job) (bool, string) {
+	deadline := moverjob.PodStartupDeadline(j)
+	if f.now().Sub(j.CreationTimestamp.Time) < deadline {
+		return false, ""
+	}
+	var pods corev1.PodList
+	if err := f.Client.List(ctx, &pods, client.InNamespace(j.Namespace), client.MatchingLabels{"job-name": j.Name}); err != nil {
+		return false, ""
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase != corev1.PodPending && p.Status.Phase != "" {
+			return false, ""
+		}
+	}
+	why := "no pod was created"
+	if len(pods.Items) > 0 {
+		why = "its pod is still Pending"
+		for _, c := range pods.Items[0].Status.Conditions {
+			if c.Status != corev1.ConditionTrue && c.Message != "" {
+				why += ": " + c.Message
+				break
+			}
+		}
+	}
+	return true, fmt.Sprintf("the mover job %s did not start within %s (%s); check scheduling, image pulls and volume attachment", j.Name, deadline, why)
+}
+
+// finalized says whether the function already published a terminal run.
+func finalized(s *snapv1.Snapshot) bool {
+	c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionReady)
+	return c != nil && c.ObservedGeneration == s.Generation && (c.Reason == string(s.Status.Phase))
+}
+
+// finalize publishes a finished run: staged objects go, the CloudEvent and
+// a Kubernetes Event go out, and Ready tells the outcome.
+func (f *Function) finalize(ctx context.Context, s *snapv1.Snapshot) error {
+	if err := f.unstage(ctx, s); err != nil {
+		return err
+	}
+	if s.Status.Job != nil {
+		cm := &corev1.ConfigMap{}
+		cm.Namespace, cm.Name = s.Namespace, s.Status.Job.Name
+		if err := f.Client.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	if err := f.emitResult(ctx, s); err != nil {
+		return err
+	}
+	phase := s.Status.Phase
+	status, msg := metav1.ConditionTrue, "backup finished"
+	if s.Status.Snapshot != nil && s.Status.Snapshot.KopiaSnapshotID != "" {
+		msg = "kopia snapshot " + s.Status.Snapshot.KopiaSnapshotID
+	}
+	evType := corev1.EventTypeNormal
+	if phase == snapv1.SnapshotFailed {
+		status, evType = metav1.ConditionFalse, corev1.EventTypeWarning
+		msg = "backup failed"
+		if fl := s.Status.Failure; fl != nil {
+			msg = fmt.Sprintf("backup failed (%s): %s", fl.Class, fl.Message)
+			if fl.RetryHint != "" {
+				msg += "; " + fl.RetryHint
+			}
+		}
+	}
+	if f.Recorder != nil {
+		f.Recorder.Event(s, evType, string(phase), msg)
+	}
+	return f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: status, Reason: string(phase), Message: msg, ObservedGeneration: gen})
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReconciling, Status: metav1.ConditionFalse, Reason: string(phase), Message: msg, ObservedGeneration: gen})
+		stalled := metav1.ConditionFalse
+		if phase == snapv1.SnapshotFailed {
+			stalled = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionStalled, Status: stalled, Reason: string(phase), Message: msg, ObservedGeneration: gen})
+	})
+}
+
+var errNoPolicy = errors.New("policy not found")
+
+// workSpec renders the mover's work spec for a plan.
+func (p *runPlan) workSpec(s *snapv1.Snapshot) mover.WorkSpec {
+	desc := s.Spec.Description
+	if desc == "" {
+		desc = "snapflow " + s.Namespace + "/" + s.Name
+	}
+	w := mover.WorkSpec{
+		Operation:  mover.OpSnapshot,
+		Target:     mover.Target{Kind: "Snapshot", Namespace: s.Namespace, Name: s.Name, UID: string(s.UID)},
+		Repository: p.repoWork,
+		Snapshot: &mover.SnapshotWork{
+			Source: p.source, Policy: kopia.PolicyFromSpec(&p.policy.Spec), PolicyName: p.policy.Name,
+			Tags: s.Spec.Tags, Description: desc, Pin: s.Spec.Pin, Meta: &p.meta,
+		},
+	}
+	if c := p.cache(); c != nil {
+		if c.ContentCacheSizeMb != nil {
+			w.ContentCacheMB = *c.ContentCacheSizeMb
+		}
+		if c.MetadataCacheSizeMb != nil {
+			w.MetadataCacheMB = *c.MetadataCacheSizeMb
+		}
+	}
+	return w
+}
+
+func trimMsg(s string) string { return strings.TrimSpace(s) }

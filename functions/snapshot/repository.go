@@ -1,0 +1,174 @@
+package snapshot
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/mover"
+	"github.com/snapflow/snapflow/internal/moverjob"
+)
+
+const (
+	opBootstrap        = "bootstrap"
+	opClusterBootstrap = "cluster-bootstrap"
+	// DefaultRepositoryRetry is how long a Failed repository waits before
+	// the next connect attempt (a fixed Secret is picked up then).
+	DefaultRepositoryRetry = time.Minute
+)
+
+// ReconcileRepository connects to (and creates, when asked) a repository by
+// running a bootstrap mover Job whenever the spec is new to it, and retries a
+// Failed one after RepositoryRetry.
+func (f *Function) ReconcileRepository(ctx context.Context, kind snapv1.RepositoryKind, ns, name string) error {
+	r, err := f.getRepository(ctx, snapv1.RepositoryRef{Kind: kind, Name: name}, ns)
+	if err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if r.Obj.GetDeletionTimestamp() != nil || r.Spec.Suspend {
+		return nil
+	}
+	gen := r.Obj.GetGeneration()
+	jobNS := r.Namespace
+	jobName := moverjob.Name(fmt.Sprintf("%s-connect-%d", name, gen), string(r.Obj.GetUID()))
+	var job batchv1.Job
+	err = f.Client.Get(ctx, client.ObjectKey{Namespace: jobNS, Name: jobName}, &job)
+	switch {
+	case apierrors.IsNotFound(err):
+		if r.Status.Phase == snapv1.RepositoryReady && r.Status.ObservedGeneration == gen {
+			return nil // connected at this generation; the Job was collected since
+		}
+		return f.startBootstrap(ctx, r, jobName)
+	case err != nil:
+		return err
+	}
+	if !jobDone(&job) {
+		return nil
+	}
+	failedJob := false
+	for _, c := range job.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+			failedJob = true
+		}
+	}
+	if r.Status.Phase == snapv1.RepositoryReady && r.Status.ObservedGeneration == gen {
+		return nil
+	}
+	if failedJob && r.Status.Phase != snapv1.RepositoryFailed {
+		// The mover died before reporting: say so.
+		msg := fmt.Sprintf("the bootstrap job %s failed without a report: %s", job.Name, f.podMessage(ctx, &job))
+		if err := f.updateRepoStatus(ctx, r, func(st *snapv1.RepositoryStatus, gen int64) {
+			st.Phase = snapv1.RepositoryFailed
+			st.ObservedGeneration = gen
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: "BootstrapFailed", Message: msg, ObservedGeneration: gen})
+		}); err != nil {
+			return err
+		}
+	}
+	retryAfter := f.RepositoryRetry
+	if retryAfter == 0 {
+		retryAfter = DefaultRepositoryRetry
+	}
+	if done := finishTime(&job); !done.IsZero() && f.now().Sub(done) >= retryAfter {
+		// Retry with a fresh Job of the same name.
+		if err := f.Client.Delete(ctx, &job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+func finishTime(j *batchv1.Job) time.Time {
+	var t time.Time
+	for _, c := range j.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.LastTransitionTime.After(t) {
+			t = c.LastTransitionTime.Time
+		}
+	}
+	return t
+}
+
+func (f *Function) startBootstrap(ctx context.Context, r *repoObject, jobName string) error {
+	work, mounts, err := repositoryWork(r)
+	if err != nil {
+		return f.updateRepoStatus(ctx, r, func(st *snapv1.RepositoryStatus, gen int64) {
+			st.Phase = snapv1.RepositoryFailed
+			st.ObservedGeneration = gen
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: "UnsupportedBackend", Message: err.Error(), ObservedGeneration: gen})
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionStalled, Status: metav1.ConditionTrue, Reason: "UnsupportedBackend", Message: err.Error(), ObservedGeneration: gen})
+		})
+	}
+	kind := string(r.Ref.Kind)
+	op := opBootstrap
+	if r.Ref.Kind == snapv1.KindClusterRepository {
+		op = opClusterBootstrap
+	}
+	owner := metav1.OwnerReference{APIVersion: snapv1.GroupVersion.String(), Kind: kind, Name: r.Ref.Name, UID: r.Obj.GetUID(), Controller: ptr(true)}
+	var owners metav1.OwnerReference
+	if r.Ref.Kind == snapv1.KindRepository {
+		owners = owner
+	}
+	params := moverjob.Params{
+		Name: jobName, Namespace: r.Namespace, Owner: owners,
+		Labels: map[string]string{LabelRepository: r.Ref.Name, LabelOp: op},
+		Image:  f.MoverImage, ServiceAccount: f.MoverServiceAccount,
+		Work: mover.WorkSpec{Operation: mover.OpBootstrap, Repository: work,
+			Target: mover.Target{Kind: kind, Namespace: r.Obj.GetNamespace(), Name: r.Ref.Name, UID: string(r.Obj.GetUID())}},
+		PasswordSecret: r.Spec.Encryption.PasswordSecretRef.Name, PasswordKey: r.Spec.Encryption.PasswordSecretRef.Key,
+		CredentialsSecret: mounts.credentials, CABundle: mounts.caBundle,
+		RepositoryClaim: mounts.repoClaim, RepositoryNFS: mounts.repoNFS, RepositoryHost: mounts.hostPath,
+		Defaults: r.Spec.MoverDefaults, ActiveDeadline: moverjob.BootstrapActiveDeadline,
+	}
+	if b := r.Spec.Bootstrap; b != nil {
+		params.FailurePolicy = b.FailurePolicy
+	}
+	job, cm, err := moverjob.Build(params)
+	if err != nil {
+		return err
+	}
+	if r.Ref.Kind == snapv1.KindClusterRepository {
+		// A namespaced Job cannot be owned by a cluster-scoped object here.
+		job.OwnerReferences, cm.OwnerReferences = nil, nil
+	}
+	if err := f.Client.Create(ctx, cm); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create bootstrap work spec: %w", err)
+		}
+		// Refresh a spec left by an earlier attempt at this generation.
+		if err := f.Client.Update(ctx, cm); err != nil {
+			return err
+		}
+	}
+	if err := f.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create bootstrap job: %w", err)
+	}
+	return f.updateRepoStatus(ctx, r, func(st *snapv1.RepositoryStatus, gen int64) {
+		if st.Phase == "" || st.Phase == snapv1.RepositoryPending {
+			st.Phase = snapv1.RepositoryInitializing
+		}
+		st.Backend = work.Backend.Kind()
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReconciling, Status: metav1.ConditionTrue, Reason: "Connecting",
+			Message: "bootstrap job " + jobName + " connects to the repository", ObservedGeneration: gen})
+	})
+}
+
+func (f *Function) updateRepoStatus(ctx context.Context, r *repoObject, mutate func(*snapv1.RepositoryStatus, int64)) error {
+	return client.IgnoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		live, err := f.getRepository(ctx, r.Ref, r.Obj.GetNamespace())
+		if err != nil {
+			return err
+		}
+		mutate(live.Status, live.Obj.GetGeneration())
+		return f.Client.Status().Update(ctx, live.Obj)
+	}))
+}

@@ -1,0 +1,170 @@
+package snapshot
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/internal/identity"
+	"github.com/snapflow/snapflow/internal/kopia"
+	"github.com/snapflow/snapflow/internal/mover"
+	"github.com/snapflow/snapflow/internal/validate"
+)
+
+// repoObject is a Repository or ClusterRepository, read as one.
+type repoObject struct {
+	Ref       snapv1.RepositoryRef
+	Namespace string // where the repository's Secrets and volumes live
+	Obj       client.Object
+	Spec      *snapv1.RepositorySpec
+	Status    *snapv1.RepositoryStatus
+	Allowed   *snapv1.AllowedNamespaces
+}
+
+func (r *repoObject) key() string {
+	if r.Ref.Kind == snapv1.KindClusterRepository {
+		return "ClusterRepository/" + r.Ref.Name
+	}
+	return "Repository/" + r.Namespace + "/" + r.Ref.Name
+}
+
+// getRepository reads the repository ref points at, from consumer namespace ns.
+func (f *Function) getRepository(ctx context.Context, ref snapv1.RepositoryRef, ns string) (*repoObject, error) {
+	if ref.Kind == snapv1.KindClusterRepository {
+		var cr snapv1.ClusterRepository
+		if err := f.Client.Get(ctx, client.ObjectKey{Name: ref.Name}, &cr); err != nil {
+			return nil, err
+		}
+		return &repoObject{Ref: ref, Namespace: f.Namespace, Obj: &cr, Spec: &cr.Spec.RepositorySpec, Status: &cr.Status, Allowed: cr.Spec.AllowedNamespaces}, nil
+	}
+	if ref.Namespace != "" {
+		ns = ref.Namespace
+	}
+	var r snapv1.Repository
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &r); err != nil {
+		return nil, err
+	}
+	ref.Kind = snapv1.KindRepository
+	return &repoObject{Ref: ref, Namespace: ns, Obj: &r, Spec: &r.Spec, Status: &r.Status}, nil
+}
+
+// lookup adapts the client to the validator's Lookup port.
+type lookup struct{ c client.Client }
+
+func (l lookup) Namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
+	return getOrNil(ctx, l.c, client.ObjectKey{Name: name}, &corev1.Namespace{})
+}
+func (l lookup) Repository(ctx context.Context, ns, name string) (*snapv1.Repository, error) {
+	return getOrNil(ctx, l.c, client.ObjectKey{Namespace: ns, Name: name}, &snapv1.Repository{})
+}
+func (l lookup) ClusterRepository(ctx context.Context, name string) (*snapv1.ClusterRepository, error) {
+	return getOrNil(ctx, l.c, client.ObjectKey{Name: name}, &snapv1.ClusterRepository{})
+}
+func (l lookup) SnapshotPolicy(ctx context.Context, ns, name string) (*snapv1.SnapshotPolicy, error) {
+	return getOrNil(ctx, l.c, client.ObjectKey{Namespace: ns, Name: name}, &snapv1.SnapshotPolicy{})
+}
+func (l lookup) SnapshotPolicies(ctx context.Context) ([]snapv1.SnapshotPolicy, error) {
+	var list snapv1.SnapshotPolicyList
+	err := l.c.List(ctx, &list)
+	return list.Items, err
+}
+
+func getOrNil[T client.Object](ctx context.Context, c client.Client, key client.ObjectKey, obj T) (T, error) {
+	var zero T
+	if err := c.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return zero, nil
+		}
+		return zero, err
+	}
+	return obj, nil
+}
+
+// backendFor resolves a repository spec into the engine's backend (no
+// secrets: the mover reads those from its environment) and what the Job must
+// mount or inject.
+func backendFor(spec *snapv1.RepositorySpec) (kopia.Backend, jobMounts, error) {
+	b := spec.Backend
+	var m jobMounts
+	switch {
+	case b.Filesystem != nil:
+		fs := b.Filesystem
+		if fs.Volume == nil {
+			m.hostPath = fs.Path
+			return kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: "/"}}, m, nil
+		}
+		m.repoClaim = ""
+		if fs.Volume.PVC != nil {
+			m.repoClaim = fs.Volume.PVC.Name
+		}
+		m.repoNFS = fs.Volume.NFS
+		return kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: fs.Path}}, m, nil
+	case b.S3 != nil:
+		s := b.S3
+		out := &kopia.S3Backend{Bucket: s.Bucket, Prefix: s.Prefix, Endpoint: s.Endpoint, Region: s.Region}
+		if t := s.TLS; t != nil {
+			out.DisableTLS, out.InsecureSkipVerify = t.DisableTLS, t.InsecureSkipVerify
+			m.caBundle = t.CABundleRef
+		}
+		if s.Auth != nil && s.Auth.SecretRef != nil {
+			m.credentials = s.Auth.SecretRef.Name
+		}
+		return kopia.Backend{S3: out}, m, nil
+	}
+	return kopia.Backend{}, m, fmt.Errorf("spec.backend: snapflow's mover supports the filesystem and s3 backends; this repository uses another one")
+}
+
+type jobMounts struct {
+	repoClaim   string
+	repoNFS     *snapv1.NFSExport
+	hostPath    string
+	credentials string
+	caBundle    *snapv1.ConfigMapKeyRef
+}
+
+func createOptions(spec *snapv1.RepositorySpec) *kopia.CreateOptions {
+	c := spec.Create
+	if c == nil || !c.Enabled {
+		return nil
+	}
+	o := &kopia.CreateOptions{Encryption: c.Encryption, Splitter: c.Splitter, Hash: c.Hash}
+	if c.ECC != nil {
+		o.ECC = c.ECC.Algorithm
+		if c.ECC.OverheadPercent != nil {
+			o.ECCOverheadPercent = int(*c.ECC.OverheadPercent)
+		}
+	}
+	return o
+}
+
+// repositoryWork is the repository section of a work spec.
+func repositoryWork(r *repoObject) (mover.Repository, jobMounts, error) {
+	b, m, err := backendFor(r.Spec)
+	if err != nil {
+		return mover.Repository{}, m, err
+	}
+	return mover.Repository{Kind: string(r.Ref.Kind), Name: r.Ref.Name, Backend: b, Create: createOptions(r.Spec), HasCA: m.caBundle != nil}, m, nil
+}
+
+// resolveIdentity is the kopia identity of policy p's source in repository r.
+func resolveIdentity(p *snapv1.SnapshotPolicy, r *repoObject, src snapv1.Source, pvc string) (kopia.Source, error) {
+	id, err := identity.Resolve(p, r.Spec.IdentityDefaults)
+	if err != nil {
+		return kopia.Source{}, err
+	}
+	return kopia.Source{Username: id.Username, Hostname: id.Hostname, Path: identity.PVCSourcePath(src, p.Namespace, pvc)}, nil
+}
+
+// tenancyProblem re-runs the webhook's tenancy rule (the webhook may have
+// been bypassed, or the ClusterRepository changed since admission).
+func (f *Function) tenancyProblem(ctx context.Context, ns string, ref snapv1.RepositoryRef) string {
+	res := validate.Tenancy(ctx, lookup{f.Client}, ns, &ref)
+	if res.OK() {
+		return ""
+	}
+	return res.Errs.Error()
+}

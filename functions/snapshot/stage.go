@@ -1,0 +1,177 @@
+package snapshot
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+)
+
+var volumeSnapshotGVK = schema.GroupVersionKind{Group: "snapshot.storage.k8s.io", Version: "v1", Kind: "VolumeSnapshot"}
+
+// DefaultStagingTimeout bounds how long a run waits for its staged volume.
+const DefaultStagingTimeout = 10 * time.Minute
+
+func stagedName(s *snapv1.Snapshot) string { return s.Name + "-src" }
+
+// stage prepares the volume the mover reads: nothing for Direct; a
+// VolumeSnapshot and a PVC restored from it for Snapshot; a cloned PVC for
+// Clone. It reports ready once the mover can be created.
+func (f *Function) stage(ctx context.Context, s *snapv1.Snapshot, p *runPlan) (bool, error) {
+	if p.copyMethod == snapv1.CopyDirect {
+		return true, nil
+	}
+	var src corev1.PersistentVolumeClaim
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: p.pvc}, &src); err != nil {
+		return false, err
+	}
+	name := stagedName(s)
+	staging := p.policy.Spec.Staging
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, OwnerReferences: []metav1.OwnerReference{ownerRef(s)},
+			Labels: map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue, LabelSnapshot: s.Name}},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      src.Spec.AccessModes,
+			StorageClassName: src.Spec.StorageClassName,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: storageOf(&src)}},
+			VolumeMode:       src.Spec.VolumeMode,
+		},
+	}
+	if staging != nil {
+		if staging.StorageClassName != nil {
+			pvc.Spec.StorageClassName = staging.StorageClassName
+		}
+		if len(staging.AccessModes) > 0 {
+			pvc.Spec.AccessModes = nil
+			for _, m := range staging.AccessModes {
+				pvc.Spec.AccessModes = append(pvc.Spec.AccessModes, corev1.PersistentVolumeAccessMode(m))
+			}
+		}
+	}
+	staged := &snapv1.Staged{CopyMethod: p.copyMethod, PVCName: name}
+	switch p.copyMethod {
+	case snapv1.CopyClone:
+		pvc.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: p.pvc}
+	case snapv1.CopySnapshot:
+		staged.VolumeSnapshotName = name
+		vs := &unstructured.Unstructured{}
+		vs.SetGroupVersionKind(volumeSnapshotGVK)
+		vs.SetNamespace(s.Namespace)
+		vs.SetName(name)
+		vs.SetOwnerReferences([]metav1.OwnerReference{ownerRef(s)})
+		vs.SetLabels(map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue, LabelSnapshot: s.Name})
+		spec := map[string]any{"source": map[string]any{"persistentVolumeClaimName": p.pvc}}
+		if c := p.policy.Spec.VolumeSnapshotClassName; c != nil {
+			spec["volumeSnapshotClassName"] = *c
+		}
+		vs.Object["spec"] = spec
+		if err := f.Client.Create(ctx, vs); err != nil && !apierrors.IsAlreadyExists(err) {
+			if meta.IsNoMatchError(err) {
+				return false, f.hold(ctx, s, gate{cond: wellknown.ConditionReady, reason: ReasonInvalidSpec, fatal: true,
+					message: "copyMethod Snapshot needs the snapshot.storage.k8s.io API (CSI external-snapshotter), which this cluster does not serve; install it or use copyMethod Clone or Direct"})
+			}
+			return false, fmt.Errorf("create VolumeSnapshot %s: %w", name, err)
+		}
+		if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, vs); err != nil {
+			return false, err
+		}
+		ready, _, _ := unstructured.NestedBool(vs.Object, "status", "readyToUse")
+		if !ready {
+			msg := fmt.Sprintf("waiting for VolumeSnapshot %s of PVC %s to be ready", name, p.pvc)
+			if e, ok, _ := unstructured.NestedString(vs.Object, "status", "error", "message"); ok && e != "" {
+				msg += " (the driver reports: " + e + ")"
+			}
+			if f.stagingExpired(s, staging) {
+				return false, f.hold(ctx, s, gate{cond: wellknown.ConditionReady, reason: "StagingTimeout", fatal: true, message: msg + "; gave up after the staging timeout"})
+			}
+			return false, f.setStaging(ctx, s, staged, msg)
+		}
+		if size, ok, _ := unstructured.NestedString(vs.Object, "status", "restoreSize"); ok {
+			if q, err := resource.ParseQuantity(size); err == nil && q.Cmp(storageOf(&src)) > 0 {
+				pvc.Spec.Resources.Requests[corev1.ResourceStorage] = q
+			}
+		}
+		group := volumeSnapshotGVK.Group
+		pvc.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VolumeSnapshot", Name: name}
+	}
+	if err := f.Client.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
+		return false, fmt.Errorf("create staged PVC %s: %w", name, err)
+	}
+	staged.Ready = true
+	// The staged PVC may bind only when the mover pod is scheduled
+	// (WaitForFirstConsumer), so the mover starts now.
+	return true, f.setStaging(ctx, s, staged, "")
+}
+
+func (f *Function) stagingExpired(s *snapv1.Snapshot, st *snapv1.Staging) bool {
+	timeout := DefaultStagingTimeout
+	if st != nil && st.Timeout != "" {
+		if st.Timeout == "0" {
+			return false
+		}
+		if d, err := time.ParseDuration(st.Timeout); err == nil {
+			timeout = d
+		}
+	}
+	return f.now().Sub(s.CreationTimestamp.Time) > timeout
+}
+
+func (f *Function) setStaging(ctx context.Context, s *snapv1.Snapshot, staged *snapv1.Staged, waiting string) error {
+	return f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
+		if st.Phase == "" {
+			st.Phase = snapv1.SnapshotPending
+		}
+		if st.Origin == "" {
+			st.Origin = originOf(s)
+		}
+		st.Staged = staged
+		if waiting != "" {
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonStaging, Message: waiting, ObservedGeneration: gen})
+		}
+	})
+}
+
+// unstage deletes the staged PVC and VolumeSnapshot of a finished run.
+func (f *Function) unstage(ctx context.Context, s *snapv1.Snapshot) error {
+	st := s.Status.Staged
+	if st == nil {
+		return nil
+	}
+	if st.PVCName != "" {
+		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: st.PVCName}}
+		if err := f.Client.Delete(ctx, pvc); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete staged PVC %s: %w", st.PVCName, err)
+		}
+	}
+	if st.VolumeSnapshotName != "" {
+		vs := &unstructured.Unstructured{}
+		vs.SetGroupVersionKind(volumeSnapshotGVK)
+		vs.SetNamespace(s.Namespace)
+		vs.SetName(st.VolumeSnapshotName)
+		if err := f.Client.Delete(ctx, vs); err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
+			return fmt.Errorf("delete VolumeSnapshot %s: %w", st.VolumeSnapshotName, err)
+		}
+	}
+	return nil
+}
+
+func storageOf(p *corev1.PersistentVolumeClaim) resource.Quantity {
+	if q, ok := p.Status.Capacity[corev1.ResourceStorage]; ok {
+		return q
+	}
+	if q, ok := p.Spec.Resources.Requests[corev1.ResourceStorage]; ok {
+		return q
+	}
+	return resource.MustParse("1Gi")
+}

@@ -1,0 +1,211 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/snapflow/snapflow/events/sources/kube"
+	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/snapshot"
+	"github.com/snapflow/snapflow/internal/scheme"
+	"github.com/snapflow/snapflow/internal/version"
+)
+
+// functionFlags are shared by `function` and `dev`.
+type functionFlags struct {
+	addr, namespace, moverImage, moverSA, sink string
+	maxJobs                                    int
+	devLogs                                    bool
+}
+
+func (f *functionFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	port := os.Getenv("PORT")
+	if port == "" {
+		port = "8080"
+	}
+	fl.StringVar(&f.addr, "addr", ":"+port, "listen address (Knative sets $PORT)")
+	fl.StringVar(&f.namespace, "namespace", envOr("POD_NAMESPACE", "snapflow-system"), "snapflow's install namespace")
+	fl.StringVar(&f.moverImage, "mover-image", "ghcr.io/snapflow/snapflow:"+version.Version, "image of mover Jobs")
+	fl.StringVar(&f.moverSA, "mover-service-account", "", "ServiceAccount of mover pods (needs status write on snapflow kinds)")
+	fl.IntVar(&f.maxJobs, "max-concurrent-jobs", 0, "cluster-wide cap on concurrent mover Jobs (0: unlimited)")
+	fl.StringVar(&f.sink, "sink", os.Getenv("K_SINK"), "where emitted events go (Knative SinkBinding sets $K_SINK)")
+	fl.BoolVar(&f.devLogs, "dev-logs", false, "human-readable logs instead of JSON")
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// functionsFor builds the named functions ("all" for every one).
+func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []string) ([]runtime.Function, error) {
+	cfg, err := restConfig()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	emitter, err := runtime.NewSinkEmitter(f.sink, log.WithName("emit"))
+	if err != nil {
+		return nil, err
+	}
+	recorder := func(component string) record.EventRecorder {
+		b := record.NewBroadcaster(record.WithContext(ctx))
+		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+		return b.NewRecorder(scheme.New(), corev1.EventSource{Component: component})
+	}
+	var out []runtime.Function
+	for _, n := range names {
+		switch n {
+		case "snapshot":
+			fn := &snapshot.Function{Client: c, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,
+				MaxConcurrentJobs: f.maxJobs, Emitter: emitter, Recorder: recorder("snapflow-snapshot")}
+			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
+		default:
+			return nil, fmt.Errorf("unknown function %q (available: %s)", n, strings.Join(functionNames, ", "))
+		}
+	}
+	return out, nil
+}
+
+var functionNames = []string{"snapshot"}
+
+func newFunctionCmd() *cobra.Command {
+	var f functionFlags
+	cmd := &cobra.Command{
+		Use:       "function NAME",
+		Short:     "Serve one snapflow function as a CloudEvents receiver (a Knative Service runs this)",
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: functionNames,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			log := zap.New(zap.UseDevMode(f.devLogs)).WithName(args[0])
+			ctrl.SetLogger(log)
+			fns, err := f.build(cmd.Context(), log, args)
+			if err != nil {
+				return err
+			}
+			return runtime.Serve(cmd.Context(), runtime.Options{Addr: f.addr, Functions: fns, Log: log})
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+func newDevCmd() *cobra.Command {
+	var f functionFlags
+	var resync time.Duration
+	var sources bool
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run every function in one process, with the kube source feeding them (local use)",
+		Long: `dev serves each function on /<name> of one listener and, with --sources
+(the default), runs snapflow's kube source against the same cluster, posting
+ApiServerSource-shaped events and a periodic resync to the functions.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			log := zap.New(zap.UseDevMode(f.devLogs)).WithName("dev")
+			ctrl.SetLogger(log)
+			fns, err := f.build(ctx, log, functionNames)
+			if err != nil {
+				return err
+			}
+			listening := make(chan string, 1)
+			errc := make(chan error, 2)
+			go func() {
+				errc <- runtime.Serve(ctx, runtime.Options{Addr: f.addr, Functions: fns, Log: log.WithName("functions"), Listening: listening})
+			}()
+			var addr string
+			select {
+			case addr = <-listening:
+			case err := <-errc:
+				return err
+			}
+			if sources {
+				cfg, err := restConfig()
+				if err != nil {
+					return err
+				}
+				var sinks []string
+				for _, fn := range fns {
+					sinks = append(sinks, "http://"+loopback(addr)+"/"+fn.Name)
+				}
+				go func() {
+					errc <- kube.Run(ctx, kube.Options{Config: cfg, Scheme: scheme.New(), Sinks: sinks, Resync: resync, Log: log.WithName("kube-source")})
+				}()
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case err := <-errc:
+				return err
+			}
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().DurationVar(&resync, "resync", 30*time.Second, "how often the kube source sends a resync event")
+	cmd.Flags().BoolVar(&sources, "sources", true, "run the kube source in-process")
+	return cmd
+}
+
+func newSourceCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "source", Short: "Event sources for clusters without Knative"}
+	var sinks []string
+	var resync time.Duration
+	var devLogs bool
+	kubeCmd := &cobra.Command{
+		Use:   "kube",
+		Short: "Watch snapflow's kinds and mover Jobs and POST ApiServerSource-shaped CloudEvents to the sinks",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(sinks) == 0 {
+				return fmt.Errorf("--sink is required: the URL of a function or broker (repeat for several)")
+			}
+			log := zap.New(zap.UseDevMode(devLogs)).WithName("kube-source")
+			ctrl.SetLogger(log)
+			cfg, err := restConfig()
+			if err != nil {
+				return err
+			}
+			return kube.Run(cmd.Context(), kube.Options{Config: cfg, Scheme: scheme.New(), Sinks: sinks, Resync: resync, Log: log})
+		},
+	}
+	kubeCmd.Flags().StringArrayVar(&sinks, "sink", nil, "URL to POST events to (repeatable)")
+	kubeCmd.Flags().DurationVar(&resync, "resync", 5*time.Minute, "how often to send a resync event (0: never)")
+	kubeCmd.Flags().BoolVar(&devLogs, "dev-logs", false, "human-readable logs instead of JSON")
+	cmd.AddCommand(kubeCmd)
+	return cmd
+}
+
+// loopback turns a listen address like [::]:8080 into one a local client can dial.
+func loopback(addr string) string {
+	if i := strings.LastIndex(addr, ":"); i >= 0 {
+		host := addr[:i]
+		if host == "" || host == "[::]" || host == "0.0.0.0" || host == "::" {
+			return "127.0.0.1" + addr[i:]
+		}
+	}
+	return addr
+}

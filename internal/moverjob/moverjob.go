@@ -1,0 +1,237 @@
+// Package moverjob builds the Job and work-spec ConfigMap of a mover run.
+// It is pure: the function resolves everything first and hands it over, so
+// what a cluster gets is testable without one.
+package moverjob
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/mover"
+)
+
+// Container paths of the mover's mounts.
+const (
+	WorkDir        = "/etc/snapflow/work"
+	SourceDir      = "/data"
+	RepositoryRoot = "/repository"
+	CacheDir       = "/cache"
+	CADir          = "/etc/snapflow/ca"
+)
+
+// Defaults from the reference: the mover identity and failure policy.
+const (
+	DefaultUID                 = int64(65532)
+	DefaultBackoffLimit        = int32(2)
+	DefaultActiveDeadline      = int64(48 * 3600)
+	DefaultPodStartupDeadline  = int64(300)
+	DefaultTTLSecondsAfterDone = int32(3600)
+	BootstrapActiveDeadline    = int64(120)
+)
+
+// Params is everything a mover Job needs, resolved.
+type Params struct {
+	Name, Namespace string
+	Owner           metav1.OwnerReference
+	Labels          map[string]string
+	Image           string
+	ServiceAccount  string
+	Work            mover.WorkSpec
+	// PasswordSecret holds the kopia password under PasswordKey.
+	PasswordSecret, PasswordKey string
+	// CredentialsSecret's keys become environment variables (S3 keys).
+	CredentialsSecret string
+	// CABundle is mounted and passed as --ca-file.
+	CABundle *snapv1.ConfigMapKeyRef
+	// SourceClaim is mounted at /data (read-only when SourceReadOnly).
+	SourceClaim    string
+	SourceReadOnly bool
+	// RepositoryClaim (or RepositoryNFS) is mounted at /repository for a
+	// filesystem repository; neither means a node path at the backend path.
+	RepositoryClaim string
+	RepositoryNFS   *snapv1.NFSExport
+	RepositoryHost  string
+	Mover           *snapv1.MoverSpec
+	Defaults        *snapv1.MoverDefaults
+	FailurePolicy   *snapv1.FailurePolicy
+	ActiveDeadline  int64 // overrides the default when FailurePolicy leaves it unset
+}
+
+// Name derives a DNS-label name from base and a uid suffix, at most 63 chars.
+func Name(base, uid string) string {
+	h := sha256.Sum256([]byte(uid))
+	suffix := hex.EncodeToString(h[:])[:8]
+	base = strings.TrimRight(base, "-.")
+	if len(base) > 63-9 {
+		base = strings.TrimRight(base[:63-9], "-.")
+	}
+	return base + "-" + suffix
+}
+
+// Build renders the ConfigMap holding the work spec and the Job that runs it.
+func Build(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {
+	work, err := p.Work.Marshal()
+	if err != nil {
+		return nil, nil, fmt.Errorf("render the work spec: %w", err)
+	}
+	labels := map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue}
+	for k, v := range p.Labels {
+		labels[k] = v
+	}
+	owner := []metav1.OwnerReference{p.Owner}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: labels, OwnerReferences: owner},
+		Data:       map[string]string{mover.WorkSpecKey: work},
+	}
+
+	args := []string{"mover", "--work", WorkDir + "/" + mover.WorkSpecKey, "--cache-dir", CacheDir}
+	vols := []corev1.Volume{
+		{Name: "work", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: p.Name}}}},
+		{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+	mounts := []corev1.VolumeMount{{Name: "work", MountPath: WorkDir, ReadOnly: true}, {Name: "cache", MountPath: CacheDir}}
+	if p.SourceClaim != "" {
+		vols = append(vols, corev1.Volume{Name: "source", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: p.SourceClaim, ReadOnly: p.SourceReadOnly}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: "source", MountPath: SourceDir, ReadOnly: p.SourceReadOnly})
+		args = append(args, "--source", SourceDir)
+	}
+	if p.Work.Repository.Backend.Filesystem != nil {
+		var src corev1.VolumeSource
+		switch {
+		case p.RepositoryClaim != "":
+			src.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: p.RepositoryClaim}
+		case p.RepositoryNFS != nil:
+			src.NFS = &corev1.NFSVolumeSource{Server: p.RepositoryNFS.Server, Path: p.RepositoryNFS.Path}
+		default:
+			src.HostPath = &corev1.HostPathVolumeSource{Path: p.RepositoryHost}
+		}
+		vols = append(vols, corev1.Volume{Name: "repository", VolumeSource: src})
+		mounts = append(mounts, corev1.VolumeMount{Name: "repository", MountPath: RepositoryRoot})
+		args = append(args, "--repository-root", RepositoryRoot)
+	}
+	if p.CABundle != nil {
+		key := p.CABundle.Key
+		if key == "" {
+			key = "ca.crt"
+		}
+		vols = append(vols, corev1.Volume{Name: "ca", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: p.CABundle.Name}, Items: []corev1.KeyToPath{{Key: key, Path: "ca.crt"}}}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: "ca", MountPath: CADir, ReadOnly: true})
+		args = append(args, "--ca-file", CADir+"/ca.crt")
+	}
+	passKey := p.PasswordKey
+	if passKey == "" {
+		passKey = mover.EnvPassword
+	}
+	env := []corev1.EnvVar{{Name: mover.EnvPassword, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: p.PasswordSecret}, Key: passKey}}}}
+	var envFrom []corev1.EnvFromSource
+	if p.CredentialsSecret != "" {
+		envFrom = append(envFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: p.CredentialsSecret}}})
+	}
+
+	podSC, sc := SecurityContexts(p.Defaults, p.Mover)
+	container := corev1.Container{
+		Name: "mover", Image: p.Image, Command: []string{"snapflow"}, Args: args,
+		Env: env, EnvFrom: envFrom, VolumeMounts: mounts, SecurityContext: sc,
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+	if r := resources(p.Defaults, p.Mover); r != nil {
+		container.Resources = *r
+	}
+	fp := failurePolicy(p.FailurePolicy, p.ActiveDeadline)
+	ttl := DefaultTTLSecondsAfterDone
+	if p.Defaults != nil && p.Defaults.TTLSecondsAfterFinished != nil {
+		ttl = *p.Defaults.TTLSecondsAfterFinished
+	}
+	if p.Mover != nil && p.Mover.TTLSecondsAfterFinished != nil {
+		ttl = *p.Mover.TTLSecondsAfterFinished
+	}
+	podLabels := map[string]string{}
+	for k, v := range labels {
+		podLabels[k] = v
+	}
+	var annotations map[string]string
+	if d := p.Defaults; d != nil {
+		for k, v := range d.PodLabels {
+			podLabels[k] = v
+		}
+		annotations = d.PodAnnotations
+	}
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: labels, OwnerReferences: owner,
+			Annotations: map[string]string{wellknown.SnapflowPrefix + "pod-startup-deadline-seconds": fmt.Sprint(*fp.PodStartupDeadlineSeconds)}},
+		Spec: batchv1.JobSpec{
+			BackoffLimit:            fp.BackoffLimit,
+			ActiveDeadlineSeconds:   fp.ActiveDeadlineSeconds,
+			TTLSecondsAfterFinished: &ttl,
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: annotations},
+				Spec: corev1.PodSpec{
+					RestartPolicy:      corev1.RestartPolicyNever,
+					ServiceAccountName: p.ServiceAccount,
+					SecurityContext:    podSC,
+					Containers:         []corev1.Container{container},
+					Volumes:            vols,
+				},
+			},
+		},
+	}
+	if d := p.Defaults; d != nil {
+		job.Spec.Template.Spec.NodeSelector = d.NodeSelector
+		job.Spec.Template.Spec.Tolerations = d.Tolerations
+		job.Spec.Template.Spec.Affinity = d.Affinity
+	}
+	return job, cm, nil
+}
+
+func failurePolicy(fp *snapv1.FailurePolicy, activeDeadline int64) snapv1.FailurePolicy {
+	out := snapv1.FailurePolicy{}
+	if fp != nil {
+		out = *fp.DeepCopy()
+	}
+	if out.BackoffLimit == nil {
+		v := DefaultBackoffLimit
+		out.BackoffLimit = &v
+	}
+	if out.ActiveDeadlineSeconds == nil {
+		v := DefaultActiveDeadline
+		if activeDeadline > 0 {
+			v = activeDeadline
+		}
+		out.ActiveDeadlineSeconds = &v
+	}
+	if out.PodStartupDeadlineSeconds == nil {
+		v := DefaultPodStartupDeadline
+		out.PodStartupDeadlineSeconds = &v
+	}
+	return out
+}
+
+// PodStartupDeadline reads the deadline Build stamped on a Job.
+func PodStartupDeadline(j *batchv1.Job) time.Duration {
+	var s int64
+	if _, err := fmt.Sscan(j.Annotations[wellknown.SnapflowPrefix+"pod-startup-deadline-seconds"], &s); err != nil || s <= 0 {
+		s = DefaultPodStartupDeadline
+	}
+	return time.Duration(s) * time.Second
+}
+
+func resources(d *snapv1.MoverDefaults, m *snapv1.MoverSpec) *corev1.ResourceRequirements {
+	if m != nil && m.Resources != nil {
+		return m.Resources
+	}
+	if d != nil {
+		return d.Resources
+	}
+	return nil
+}

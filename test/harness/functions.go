@@ -1,0 +1,149 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/snapflow/snapflow/events/sources/kube"
+	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/snapshot"
+	"github.com/snapflow/snapflow/test/localnode"
+)
+
+// FunctionsOptions tune StartFunctions.
+type FunctionsOptions struct {
+	// Resync is the kube source's resync period (short in tests).
+	Resync time.Duration
+	// MaxConcurrentJobs is the cluster-wide mover cap.
+	MaxConcurrentJobs int
+	// RepositoryRetry is how soon a Failed repository is retried.
+	RepositoryRetry time.Duration
+}
+
+// Functions is the local stack behind a backup: the local node (standing in
+// for a kubelet and CSI driver), the functions served over HTTP, and the
+// kube source posting events to them.
+type Functions struct {
+	URL     string
+	Node    *localnode.Node
+	Emitted *EventLog
+	LogPath string
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// EventLog collects what the functions emit.
+type EventLog struct {
+	mu  sync.Mutex
+	All []string // "type subject id"
+}
+
+// Types lists the emitted events as "type subject".
+func (l *EventLog) Types() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.All...)
+}
+
+// Emit records e; it is the functions' emitter in tests.
+func (l *EventLog) Emit(_ context.Context, e event.Event) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.All = append(l.All, e.Type()+" "+e.Subject()+" "+e.ID())
+	return nil
+}
+
+// StartFunctions starts the local node, the functions and the kube source.
+// Mover Jobs run bin/snapflow, so `make build` must have run.
+func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
+	snapflowBin, err := Tool("snapflow")
+	if err != nil {
+		return nil, err
+	}
+	if o.Resync == 0 {
+		o.Resync = 2 * time.Second
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	f := &Functions{stop: stop, Emitted: &EventLog{}, LogPath: filepath.Join(cp.WorkDir, "functions.log")}
+	logFile, err := os.Create(f.LogPath)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	var mu sync.Mutex
+	log := logr.Logger(funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintln(logFile, time.Now().Format("15:04:05.000"), prefix, args)
+	}, funcr.Options{Verbosity: 1}))
+
+	nodeRoot := filepath.Join(cp.WorkDir, "node")
+	for _, d := range []string{nodeRoot, filepath.Join(nodeRoot, "logs")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			stop()
+			return nil, err
+		}
+	}
+	f.Node = localnode.New(localnode.Options{Client: cp.Client, Root: nodeRoot, Kubeconfig: cp.Kubeconfig,
+		Binaries: map[string]string{"snapflow": snapflowBin}, Log: log.WithName("node")})
+	f.wg.Add(1)
+	go func() { defer f.wg.Done(); f.Node.Run(ctx) }()
+
+	cs, err := kubernetes.NewForConfig(cp.Config)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	fn := &snapshot.Function{Client: cp.Client, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e",
+		MaxConcurrentJobs: o.MaxConcurrentJobs, RepositoryRetry: o.RepositoryRetry,
+		Emitter: f.Emitted, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-snapshot"})}
+	listening := make(chan string, 1)
+	errc := make(chan error, 1)
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		errc <- runtime.Serve(ctx, runtime.Options{Addr: "127.0.0.1:0", Listening: listening, Log: log.WithName("functions"),
+			Functions: []runtime.Function{{Name: "snapshot", Handle: fn.Handle}}})
+	}()
+	select {
+	case addr := <-listening:
+		f.URL = "http://" + addr
+	case err := <-errc:
+		stop()
+		return nil, fmt.Errorf("start functions: %w", err)
+	}
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		if err := kube.Run(ctx, kube.Options{Config: cp.Config, Scheme: cp.Scheme, Sinks: []string{f.URL}, Resync: o.Resync, Log: log.WithName("kube-source")}); err != nil {
+			log.Error(err, "kube source stopped")
+		}
+	}()
+	return f, nil
+}
+
+// Stop stops the source, the functions and the node.
+func (f *Functions) Stop() {
+	f.stop()
+	f.wg.Wait()
+}
+
+// Log returns what the functions, the node and the source logged.
+func (f *Functions) Log() string {
+	b, _ := os.ReadFile(f.LogPath)
+	return string(b)
+}

@@ -1,0 +1,307 @@
+package localnode
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// runJob runs a Job's pod until it succeeds or its retries run out.
+func (n *Node) runJob(ctx context.Context, j *batchv1.Job) {
+	log := n.o.Log.WithValues("job", j.Namespace+"/"+j.Name)
+	backoff := int32(6)
+	if j.Spec.BackoffLimit != nil {
+		backoff = *j.Spec.BackoffLimit
+	}
+	start := metav1.Now()
+	var deadline time.Time
+	if d := j.Spec.ActiveDeadlineSeconds; d != nil {
+		deadline = start.Add(time.Duration(*d) * time.Second)
+	}
+	n.updateJob(ctx, j, func(st *batchv1.JobStatus) {
+		if st.StartTime == nil {
+			st.StartTime = &start
+		}
+		st.Active = 1
+	})
+	var failed int32
+	for {
+		pctx := ctx
+		var cancel context.CancelFunc = func() {}
+		if !deadline.IsZero() {
+			pctx, cancel = context.WithDeadline(ctx, deadline)
+		}
+		ok, msg := n.runPod(pctx, j, log)
+		timedOut := errors.Is(pctx.Err(), context.DeadlineExceeded)
+		cancel()
+		if ctx.Err() != nil {
+			return // the node stops or the Job was deleted
+		}
+		if ok {
+			now := metav1.Now()
+			n.updateJob(ctx, j, func(st *batchv1.JobStatus) {
+				st.Active, st.Succeeded, st.Failed = 0, 1, failed
+				st.CompletionTime = &now
+				st.Conditions = append(st.Conditions,
+					batchv1.JobCondition{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, Reason: "CompletionsReached", LastTransitionTime: now, LastProbeTime: now},
+					batchv1.JobCondition{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, Reason: "CompletionsReached", LastTransitionTime: now, LastProbeTime: now})
+			})
+			log.Info("job succeeded")
+			return
+		}
+		failed++
+		reason := ""
+		switch {
+		case timedOut:
+			reason, msg = "DeadlineExceeded", "Job was active longer than specified deadline"
+		case failed > backoff:
+			reason, msg = "BackoffLimitExceeded", "Job has reached the specified backoff limit: "+msg
+		}
+		if reason != "" {
+			now := metav1.Now()
+			n.updateJob(ctx, j, func(st *batchv1.JobStatus) {
+				st.Active, st.Failed = 0, failed
+				st.Conditions = append(st.Conditions,
+					batchv1.JobCondition{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: reason, Message: msg, LastTransitionTime: now, LastProbeTime: now},
+					batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: reason, Message: msg, LastTransitionTime: now, LastProbeTime: now})
+			})
+			log.Info("job failed", "reason", reason, "message", msg)
+			return
+		}
+		n.updateJob(ctx, j, func(st *batchv1.JobStatus) { st.Failed = failed })
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (n *Node) updateJob(ctx context.Context, j *batchv1.Job, mutate func(*batchv1.JobStatus)) {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var live batchv1.Job
+		if err := n.o.Client.Get(ctx, client.ObjectKeyFromObject(j), &live); err != nil {
+			return err
+		}
+		mutate(&live.Status)
+		return n.o.Client.Status().Update(ctx, &live)
+	})
+	if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+		n.o.Log.Error(err, "update job status", "job", j.Namespace+"/"+j.Name)
+	}
+}
+
+// runPod records a Pod for one attempt, runs its containers in order and
+// reports whether all succeeded, with the termination message.
+func (n *Node) runPod(ctx context.Context, j *batchv1.Job, log interface{ Info(string, ...any) }) (bool, string) {
+	spec := j.Spec.Template.Spec
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: j.Namespace, Name: j.Name + "-" + rand.String(5),
+			Labels:          mergeLabels(j.Spec.Template.Labels, map[string]string{"job-name": j.Name, "batch.kubernetes.io/job-name": j.Name, "controller-uid": string(j.UID)}),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: j.Name, UID: j.UID, Controller: ptr(true)}},
+		},
+		Spec: *spec.DeepCopy(),
+	}
+	pod.Spec.NodeName = "localnode"
+	if err := n.o.Client.Create(ctx, pod); err != nil {
+		return false, "create pod: " + err.Error()
+	}
+	n.setPod(ctx, pod, corev1.PodRunning, nil)
+
+	work, err := os.MkdirTemp(filepath.Join(n.o.Root), "pod-")
+	if err != nil {
+		return false, err.Error()
+	}
+	defer os.RemoveAll(work)
+	mounts, err := n.volumes(ctx, j.Namespace, spec.Volumes, work)
+	if err != nil {
+		msg := "volumes: " + err.Error()
+		n.setPod(ctx, pod, corev1.PodFailed, []corev1.ContainerStatus{terminated("setup", 1, msg)})
+		return false, msg
+	}
+	var statuses []corev1.ContainerStatus
+	ok, msg := true, ""
+	for _, c := range append(append([]corev1.Container{}, spec.InitContainers...), spec.Containers...) {
+		code, out := n.runContainer(ctx, j, pod, c, mounts, work)
+		statuses = append(statuses, terminated(c.Name, code, out))
+		log.Info("container finished", "container", c.Name, "exitCode", code, "message", out)
+		if code != 0 {
+			ok, msg = false, out
+			break
+		}
+		msg = out
+	}
+	phase := corev1.PodSucceeded
+	if !ok {
+		phase = corev1.PodFailed
+	}
+	n.setPod(context.WithoutCancel(ctx), pod, phase, statuses)
+	return ok, msg
+}
+
+func terminated(name string, code int32, msg string) corev1.ContainerStatus {
+	reason := "Completed"
+	if code != 0 {
+		reason = "Error"
+	}
+	return corev1.ContainerStatus{Name: name, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode: code, Reason: reason, Message: msg, FinishedAt: metav1.Now()}}}
+}
+
+func (n *Node) setPod(ctx context.Context, pod *corev1.Pod, phase corev1.PodPhase, statuses []corev1.ContainerStatus) {
+	_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var live corev1.Pod
+		if err := n.o.Client.Get(ctx, client.ObjectKeyFromObject(pod), &live); err != nil {
+			return err
+		}
+		live.Status.Phase = phase
+		if live.Status.StartTime == nil {
+			now := metav1.Now()
+			live.Status.StartTime = &now
+		}
+		if statuses != nil {
+			live.Status.ContainerStatuses = statuses
+		}
+		return n.o.Client.Status().Update(ctx, &live)
+	})
+}
+
+// mount maps a container path to the host path backing it.
+type mount struct{ container, host string }
+
+// runContainer runs one container's command as a local process.
+func (n *Node) runContainer(ctx context.Context, j *batchv1.Job, pod *corev1.Pod, c corev1.Container, vols map[string]string, work string) (int32, string) {
+	var mounts []mount
+	for _, m := range c.VolumeMounts {
+		host, ok := vols[m.Name]
+		if !ok {
+			return 1, fmt.Sprintf("volume mount %q names no volume", m.Name)
+		}
+		if m.SubPath != "" {
+			host = filepath.Join(host, m.SubPath)
+			if err := ensureDir(host); err != nil {
+				return 1, err.Error()
+			}
+		}
+		mounts = append(mounts, mount{container: filepath.Clean(m.MountPath), host: host})
+	}
+	termPath := c.TerminationMessagePath
+	if termPath == "" {
+		termPath = "/dev/termination-log"
+	}
+	termHost := filepath.Join(work, c.Name+".termination-log")
+	mounts = append(mounts, mount{container: termPath, host: termHost})
+	// Longest first, so /data/sub maps before /data.
+	sort.Slice(mounts, func(a, b int) bool { return len(mounts[a].container) > len(mounts[b].container) })
+	rewrite := func(s string) string { return rewritePaths(s, mounts) }
+
+	argv := append(append([]string{}, c.Command...), c.Args...)
+	if len(argv) == 0 {
+		return 1, "the container has no command: the local node cannot run an image's entrypoint"
+	}
+	for i := range argv {
+		argv[i] = rewrite(argv[i])
+	}
+	bin := argv[0]
+	if local, ok := n.o.Binaries[filepath.Base(bin)]; ok {
+		bin = local
+	}
+	env, err := n.env(ctx, pod, c)
+	if err != nil {
+		return 1, err.Error()
+	}
+	home := filepath.Join(work, "home-"+c.Name)
+	if err := ensureDir(home); err != nil {
+		return 1, err.Error()
+	}
+	cmdEnv := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + home, "KUBECONFIG=" + n.o.Kubeconfig,
+		"HOSTNAME=" + pod.Name, "KUBERNETES_NAMESPACE=" + pod.Namespace}
+	for _, e := range env {
+		cmdEnv = append(cmdEnv, e.Name+"="+rewrite(e.Value))
+	}
+	cmd := exec.CommandContext(ctx, bin, argv[1:]...)
+	cmd.Env = cmdEnv
+	cmd.Dir = home
+	if c.WorkingDir != "" {
+		cmd.Dir = rewrite(c.WorkingDir)
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	err = cmd.Run()
+	_ = os.WriteFile(filepath.Join(n.o.Root, "logs", pod.Namespace+"_"+pod.Name+"_"+c.Name+".log"), out.Bytes(), 0o644)
+	msg := ""
+	if b, rerr := os.ReadFile(termHost); rerr == nil {
+		msg = strings.TrimSpace(string(b))
+	} else if c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError || err != nil {
+		msg = lastLines(out.String(), 20)
+	}
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, msg
+	case errors.As(err, &exit):
+		code := int32(exit.ExitCode())
+		if code < 0 {
+			code = 137
+		}
+		return code, msg
+	default:
+		return 127, fmt.Sprintf("start %s: %v", bin, err)
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// rewritePaths replaces container paths in s (at path-token boundaries) with
+// the host paths backing them.
+func rewritePaths(s string, mounts []mount) string {
+	for _, m := range mounts {
+		if m.container == "/" {
+			continue
+		}
+		re := regexp.MustCompile(`(^|[\s"'=:,(])` + regexp.QuoteMeta(m.container) + `(/|$|[\s"';,)])`)
+		repl := "${1}" + strings.ReplaceAll(m.host, "$", "$$") + "${2}"
+		// Twice: adjacent occurrences share a boundary character.
+		s = re.ReplaceAllString(re.ReplaceAllString(s, repl), repl)
+	}
+	return s
+}
+
+func mergeLabels(a, b map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }

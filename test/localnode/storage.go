@@ -1,0 +1,205 @@
+package localnode
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+)
+
+var volumeSnapshotList = schema.GroupVersionKind{Group: "snapshot.storage.k8s.io", Version: "v1", Kind: "VolumeSnapshotList"}
+
+func (n *Node) snapshotDir(ns, name string) string {
+	return filepath.Join(n.o.Root, "snapshots", ns, name)
+}
+
+// syncStorage plays the CSI driver: it cuts VolumeSnapshots, provisions
+// PVCs (empty, from a snapshot, or cloned) and frees deleted volumes.
+func (n *Node) syncStorage(ctx context.Context) {
+	snaps := &unstructured.UnstructuredList{}
+	snaps.SetGroupVersionKind(volumeSnapshotList)
+	if err := n.o.Client.List(ctx, snaps); err == nil {
+		for i := range snaps.Items {
+			if err := n.cutSnapshot(ctx, &snaps.Items[i]); err != nil && ctx.Err() == nil {
+				n.o.Log.Error(err, "volume snapshot", "name", snaps.Items[i].GetNamespace()+"/"+snaps.Items[i].GetName())
+			}
+		}
+		n.freeDeleted(filepath.Join(n.o.Root, "snapshots"), func(ns, name string) bool {
+			for _, s := range snaps.Items {
+				if s.GetNamespace() == ns && s.GetName() == name {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	var pvcs corev1.PersistentVolumeClaimList
+	if err := n.o.Client.List(ctx, &pvcs); err != nil {
+		return
+	}
+	for i := range pvcs.Items {
+		if err := n.provision(ctx, &pvcs.Items[i]); err != nil && ctx.Err() == nil {
+			n.o.Log.Error(err, "provision", "pvc", pvcs.Items[i].Namespace+"/"+pvcs.Items[i].Name)
+		}
+	}
+	n.freeDeleted(filepath.Join(n.o.Root, "pvc"), func(ns, name string) bool {
+		for _, p := range pvcs.Items {
+			if p.Namespace == ns && p.Name == name {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func (n *Node) cutSnapshot(ctx context.Context, s *unstructured.Unstructured) error {
+	if ready, _, _ := unstructured.NestedBool(s.Object, "status", "readyToUse"); ready || s.GetDeletionTimestamp() != nil {
+		return nil
+	}
+	pvc, _, _ := unstructured.NestedString(s.Object, "spec", "source", "persistentVolumeClaimName")
+	if pvc == "" {
+		return nil // pre-provisioned content is not supported here
+	}
+	src := n.PVCDir(s.GetNamespace(), pvc)
+	if _, err := os.Stat(src); err != nil {
+		return nil // the PVC has no data yet; a real driver would wait too
+	}
+	dst := n.snapshotDir(s.GetNamespace(), s.GetName())
+	_ = os.RemoveAll(dst)
+	size, err := copyTree(src, dst)
+	if err != nil {
+		return err
+	}
+	status := map[string]any{
+		"readyToUse":                     true,
+		"creationTime":                   metav1.Now().UTC().Format("2006-01-02T15:04:05Z"),
+		"restoreSize":                    resource.NewQuantity(max(size, 1<<20), resource.BinarySI).String(),
+		"boundVolumeSnapshotContentName": "snapcontent-" + string(s.GetUID()),
+	}
+	if err := unstructured.SetNestedField(s.Object, status, "status"); err != nil {
+		return err
+	}
+	return n.o.Client.Status().Update(ctx, s)
+}
+
+// pvcProtection is the finalizer the API server puts on every PVC; the
+// controller manager removes it once no pod uses the claim.
+const pvcProtection = "kubernetes.io/pvc-protection"
+
+func (n *Node) provision(ctx context.Context, p *corev1.PersistentVolumeClaim) error {
+	if p.DeletionTimestamp != nil {
+		if !controllerutil.ContainsFinalizer(p, pvcProtection) || n.inUse(p.Namespace, p.Name) {
+			return nil
+		}
+		controllerutil.RemoveFinalizer(p, pvcProtection)
+		return client.IgnoreNotFound(n.o.Client.Update(ctx, p))
+	}
+	if p.Status.Phase == corev1.ClaimBound {
+		return nil
+	}
+	dst := n.PVCDir(p.Namespace, p.Name)
+	ds := p.Spec.DataSourceRef
+	if ds == nil && p.Spec.DataSource != nil {
+		ds = &corev1.TypedObjectReference{APIGroup: p.Spec.DataSource.APIGroup, Kind: p.Spec.DataSource.Kind, Name: p.Spec.DataSource.Name}
+	}
+	switch {
+	case ds == nil:
+		if err := ensureDir(dst); err != nil {
+			return err
+		}
+	case ds.Kind == "VolumeSnapshot":
+		src := n.snapshotDir(p.Namespace, ds.Name)
+		if _, err := os.Stat(src); err != nil {
+			return nil // wait until the snapshot is cut
+		}
+		if _, err := copyTree(src, dst); err != nil {
+			return err
+		}
+	case ds.Kind == "PersistentVolumeClaim":
+		if _, err := copyTree(n.PVCDir(p.Namespace, ds.Name), dst); err != nil {
+			return err
+		}
+	default:
+		return nil // a volume populator's job, not the driver's
+	}
+	p.Status.Phase = corev1.ClaimBound
+	p.Status.AccessModes = p.Spec.AccessModes
+	if q, ok := p.Spec.Resources.Requests[corev1.ResourceStorage]; ok {
+		p.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: q}
+	}
+	if err := n.o.Client.Status().Update(ctx, p); err != nil && !apierrors.IsConflict(err) {
+		return err
+	}
+	return nil
+}
+
+// freeDeleted removes <base>/<ns>/<name> directories whose object is gone.
+func (n *Node) freeDeleted(base string, exists func(ns, name string) bool) {
+	nss, _ := os.ReadDir(base)
+	for _, ns := range nss {
+		items, _ := os.ReadDir(filepath.Join(base, ns.Name()))
+		for _, it := range items {
+			if !exists(ns.Name(), it.Name()) {
+				_ = os.RemoveAll(filepath.Join(base, ns.Name(), it.Name()))
+			}
+		}
+	}
+}
+
+// copyTree copies src into dst preserving modes and times; it returns the bytes copied.
+func copyTree(src, dst string) (int64, error) {
+	var total int64
+	err := filepath.Walk(src, func(p string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		switch {
+		case info.IsDir():
+			if err := os.MkdirAll(target, info.Mode().Perm()|0o700); err != nil {
+				return err
+			}
+		case info.Mode()&os.ModeSymlink != 0:
+			l, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(l, target)
+		case info.Mode().IsRegular():
+			in, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			out, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, info.Mode().Perm())
+			if err != nil {
+				return err
+			}
+			n, err := io.Copy(out, in)
+			total += n
+			if cerr := out.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+			return os.Chtimes(target, info.ModTime(), info.ModTime())
+		}
+		return nil
+	})
+	if err != nil {
+		return total, fmt.Errorf("copy %s to %s: %w", src, dst, err)
+	}
+	return total, nil
+}

@@ -1,0 +1,180 @@
+package localnode
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// volumes maps each pod volume to a host directory.
+func (n *Node) volumes(ctx context.Context, ns string, vols []corev1.Volume, work string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, v := range vols {
+		switch {
+		case v.PersistentVolumeClaim != nil:
+			var pvc corev1.PersistentVolumeClaim
+			if err := n.o.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: v.PersistentVolumeClaim.ClaimName}, &pvc); err != nil {
+				return nil, fmt.Errorf("volume %s: PVC %s: %w", v.Name, v.PersistentVolumeClaim.ClaimName, err)
+			}
+			dir := n.PVCDir(ns, pvc.Name)
+			if err := ensureDir(dir); err != nil {
+				return nil, err
+			}
+			out[v.Name] = dir
+		case v.EmptyDir != nil:
+			dir := filepath.Join(work, "empty-"+v.Name)
+			if err := ensureDir(dir); err != nil {
+				return nil, err
+			}
+			out[v.Name] = dir
+		case v.HostPath != nil:
+			out[v.Name] = v.HostPath.Path
+		case v.ConfigMap != nil:
+			var cm corev1.ConfigMap
+			if err := n.o.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: v.ConfigMap.Name}, &cm); err != nil {
+				return nil, fmt.Errorf("volume %s: ConfigMap %s: %w", v.Name, v.ConfigMap.Name, err)
+			}
+			data := map[string][]byte{}
+			for k, val := range cm.Data {
+				data[k] = []byte(val)
+			}
+			for k, val := range cm.BinaryData {
+				data[k] = val
+			}
+			dir, err := writeFiles(filepath.Join(work, "cm-"+v.Name), data, v.ConfigMap.Items)
+			if err != nil {
+				return nil, err
+			}
+			out[v.Name] = dir
+		case v.Secret != nil:
+			var s corev1.Secret
+			if err := n.o.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: v.Secret.SecretName}, &s); err != nil {
+				return nil, fmt.Errorf("volume %s: Secret %s: %w", v.Name, v.Secret.SecretName, err)
+			}
+			dir, err := writeFiles(filepath.Join(work, "secret-"+v.Name), s.Data, v.Secret.Items)
+			if err != nil {
+				return nil, err
+			}
+			out[v.Name] = dir
+		default:
+			return nil, fmt.Errorf("volume %s: this local node supports persistentVolumeClaim, emptyDir, hostPath, configMap and secret volumes", v.Name)
+		}
+	}
+	return out, nil
+}
+
+func writeFiles(dir string, data map[string][]byte, items []corev1.KeyToPath) (string, error) {
+	if err := ensureDir(dir); err != nil {
+		return "", err
+	}
+	write := func(name string, b []byte) error {
+		p := filepath.Join(dir, name)
+		if err := ensureDir(filepath.Dir(p)); err != nil {
+			return err
+		}
+		return os.WriteFile(p, b, 0o600)
+	}
+	if len(items) > 0 {
+		for _, it := range items {
+			if err := write(it.Path, data[it.Key]); err != nil {
+				return "", err
+			}
+		}
+		return dir, nil
+	}
+	for k, b := range data {
+		if err := write(k, b); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// env resolves a container's environment as the kubelet would.
+func (n *Node) env(ctx context.Context, pod *corev1.Pod, c corev1.Container) ([]corev1.EnvVar, error) {
+	var out []corev1.EnvVar
+	for _, from := range c.EnvFrom {
+		var data map[string]string
+		switch {
+		case from.SecretRef != nil:
+			var s corev1.Secret
+			if err := n.o.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: from.SecretRef.Name}, &s); err != nil {
+				if from.SecretRef.Optional != nil && *from.SecretRef.Optional {
+					continue
+				}
+				return nil, fmt.Errorf("envFrom Secret %s: %w", from.SecretRef.Name, err)
+			}
+			data = map[string]string{}
+			for k, v := range s.Data {
+				data[k] = string(v)
+			}
+		case from.ConfigMapRef != nil:
+			var cm corev1.ConfigMap
+			if err := n.o.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: from.ConfigMapRef.Name}, &cm); err != nil {
+				if from.ConfigMapRef.Optional != nil && *from.ConfigMapRef.Optional {
+					continue
+				}
+				return nil, fmt.Errorf("envFrom ConfigMap %s: %w", from.ConfigMapRef.Name, err)
+			}
+			data = cm.Data
+		}
+		for k, v := range data {
+			out = append(out, corev1.EnvVar{Name: from.Prefix + k, Value: v})
+		}
+	}
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			out = append(out, e)
+			continue
+		}
+		v, err := n.valueFrom(ctx, pod, e)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, corev1.EnvVar{Name: e.Name, Value: v})
+	}
+	return out, nil
+}
+
+func (n *Node) valueFrom(ctx context.Context, pod *corev1.Pod, e corev1.EnvVar) (string, error) {
+	f := e.ValueFrom
+	switch {
+	case f.SecretKeyRef != nil:
+		var s corev1.Secret
+		if err := n.o.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: f.SecretKeyRef.Name}, &s); err != nil {
+			return "", fmt.Errorf("env %s: Secret %s: %w", e.Name, f.SecretKeyRef.Name, err)
+		}
+		v, ok := s.Data[f.SecretKeyRef.Key]
+		if !ok && !(f.SecretKeyRef.Optional != nil && *f.SecretKeyRef.Optional) {
+			return "", fmt.Errorf("env %s: Secret %s has no key %s", e.Name, f.SecretKeyRef.Name, f.SecretKeyRef.Key)
+		}
+		return string(v), nil
+	case f.ConfigMapKeyRef != nil:
+		var cm corev1.ConfigMap
+		if err := n.o.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: f.ConfigMapKeyRef.Name}, &cm); err != nil {
+			return "", fmt.Errorf("env %s: ConfigMap %s: %w", e.Name, f.ConfigMapKeyRef.Name, err)
+		}
+		return cm.Data[f.ConfigMapKeyRef.Key], nil
+	case f.FieldRef != nil:
+		switch strings.TrimSpace(f.FieldRef.FieldPath) {
+		case "metadata.namespace":
+			return pod.Namespace, nil
+		case "metadata.name":
+			return pod.Name, nil
+		case "spec.nodeName":
+			return pod.Spec.NodeName, nil
+		case "spec.serviceAccountName":
+			return pod.Spec.ServiceAccountName, nil
+		}
+		if k, ok := strings.CutPrefix(f.FieldRef.FieldPath, "metadata.labels['"); ok {
+			return pod.Labels[strings.TrimSuffix(k, "']")], nil
+		}
+		return "", fmt.Errorf("env %s: fieldRef %s is not supported by the local node", e.Name, f.FieldRef.FieldPath)
+	}
+	return "", fmt.Errorf("env %s: unsupported valueFrom", e.Name)
+}
