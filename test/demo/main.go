@@ -4,6 +4,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/test/harness"
 )
 
@@ -37,9 +39,9 @@ func run(ctx context.Context, keep bool) error {
 	if err != nil {
 		return err
 	}
-	step("starting the control plane (kube-apiserver and etcd from bin/) with snapflow's CRDs")
+	step("starting the control plane (kube-apiserver and etcd from bin/) with snapflow's and the CSI snapshot CRDs")
 	start := time.Now()
-	cp, err := harness.StartControlPlane(harness.Options{})
+	cp, err := harness.StartControlPlane(harness.Options{ExternalCRDs: []harness.ExternalCRDs{harness.SnapshotterCRDs}})
 	if err != nil {
 		return err
 	}
@@ -50,6 +52,23 @@ func run(ctx context.Context, keep bool) error {
 		}
 	}()
 	fmt.Printf("    up in %s; kubeconfig: %s\n", time.Since(start).Round(100*time.Millisecond), cp.Kubeconfig)
+
+	step("starting the admission webhook, registered for real")
+	wh, err := cp.StartWebhook(harness.WebhookOptions{})
+	if err != nil {
+		return err
+	}
+	defer wh.Stop()
+
+	step("starting the functions, the kube source and the local node")
+	fmt.Println("    (the local node stands in for a kubelet and a CSI driver: it runs each Job's")
+	fmt.Println("     real container command as a local process, PVCs mapped to directories)")
+	fns, err := cp.StartFunctions(harness.FunctionsOptions{})
+	if err != nil {
+		return err
+	}
+	defer fns.Stop()
+	fmt.Printf("    functions at %s; logs in %s\n", fns.URL, fns.LogPath)
 
 	kubectl := func(wantOK bool, args ...string) (harness.KubectlResult, error) {
 		fmt.Printf("    $ kubectl %s\n", strings.Join(args, " "))
@@ -77,6 +96,11 @@ func run(ctx context.Context, keep bool) error {
 		return fmt.Errorf("the SnapshotPolicy was not applied")
 	}
 
+	step("waiting for the seed Job to write 20 files into the app-data PVC")
+	if _, err := kubectl(true, "-n", "kopiur-tryit", "wait", "--for=condition=complete", "--timeout=120s", "job/seed-data"); err != nil {
+		return err
+	}
+
 	step("taking the backup: kubectl create mints the Snapshot")
 	fmt.Printf("    $ kubectl create -f %s\n", bundle)
 	res, err = cp.Kubectl(ctx, nil, "create", "-f", bundle)
@@ -90,13 +114,31 @@ func run(ctx context.Context, keep bool) error {
 		return fmt.Errorf("kubectl create did not mint exactly the Snapshot")
 	}
 	fmt.Printf("      (%d objects from the apply step already exist, as expected)\n", existing)
-	fmt.Println("    No snapflow functions run in this demo yet, so the Snapshot stays Pending.")
+	name := strings.TrimSpace(strings.TrimPrefix(strings.Fields(res.Stdout)[0], "snapshot.kopiur.home-operations.com/"))
+
+	step("waiting for the backup: repository bootstrap, VolumeSnapshot staging, mover Job")
+	if _, err := kubectl(true, "-n", "kopiur-tryit", "wait", "--for=jsonpath={.status.phase}=Succeeded", "--timeout=180s", "snapshot/"+name); err != nil {
+		fmt.Print(indent(lastLines(fns.Log(), 30)))
+		return err
+	}
+	if _, err := kubectl(true, "-n", "kopiur-tryit", "get", "snapshot", name, "-o",
+		"custom-columns=NAME:.metadata.name,PHASE:.status.phase,KOPIA-SNAPSHOT:.status.snapshot.kopiaSnapshotID,FILES-NEW:.status.stats.filesNew,BYTES-NEW:.status.stats.bytesNew,SIZE:.status.stats.sizeBytes,SECONDS:.status.timing.durationSeconds"); err != nil {
+		return err
+	}
+
+	step("reading the snapshot back from the repository with the kopia library")
+	if err := showSnapshot(ctx, fns, name); err != nil {
+		return err
+	}
 
 	step("what is in the namespace")
 	if _, err := kubectl(true, "-n", "kopiur-tryit", "get", "repositories,snapshotpolicies,snapshots"); err != nil {
 		return err
 	}
-	if _, err := kubectl(true, "-n", "kopiur-tryit", "get", "pvc,secret,job"); err != nil {
+	if _, err := kubectl(true, "-n", "kopiur-tryit", "get", "pvc,job"); err != nil {
+		return err
+	}
+	if _, err := kubectl(true, "-n", "kopiur-tryit", "get", "events", "--field-selector", "involvedObject.kind=Snapshot"); err != nil {
 		return err
 	}
 
@@ -114,4 +156,76 @@ func indent(s string) string {
 	}
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return "      " + strings.Join(lines, "\n      ") + "\n"
+}
+
+// showSnapshot lists what the backup holds, read with the kopia library from
+// the repository directory the mover wrote.
+func showSnapshot(ctx context.Context, fns *harness.Functions, name string) error {
+	repoDir := filepath.Join(fns.Node.PVCDir("kopiur-tryit", "kopia-repo"), "repository")
+	r, err := kopia.Open(ctx, kopia.OpenOptions{Backend: kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: repoDir}}, Password: "REPLACE_ME", ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer r.Close(ctx)
+	list, err := r.List(ctx, nil)
+	if err != nil {
+		return err
+	}
+	for _, s := range list {
+		fmt.Printf("    %s  %s@%s:%s  policy=%s  %d files, %d bytes  (%s)\n", s.ID, s.Source.Username, s.Source.Hostname, s.Source.Path, s.PolicyName, s.Files, s.SizeBytes, s.Description)
+	}
+	if len(list) == 0 {
+		return fmt.Errorf("the repository holds no snapshot")
+	}
+	out, err := os.MkdirTemp("", "snapflow-demo-restore-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(out)
+	st, err := r.Restore(ctx, list[len(list)-1].ID, out, kopia.RestoreOptions{})
+	if err != nil {
+		return err
+	}
+	src := fns.Node.PVCDir("kopiur-tryit", "app-data")
+	same, err := sameFiles(src, out)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("    restored %d files (%d bytes) into a scratch directory: %d of them match the app-data PVC byte for byte\n", st.Files, st.Bytes, same)
+	if int64(same) != st.Files {
+		return fmt.Errorf("restored data differs from the source")
+	}
+	return nil
+}
+
+func sameFiles(src, restored string) (int, error) {
+	n := 0
+	err := filepath.Walk(src, func(p string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		a, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(filepath.Join(restored, rel))
+		if err != nil {
+			return fmt.Errorf("%s missing from the restore: %w", rel, err)
+		}
+		if !bytes.Equal(a, b) {
+			return fmt.Errorf("%s differs after restore", rel)
+		}
+		n++
+		return nil
+	})
+	return n, err
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
