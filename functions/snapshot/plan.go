@@ -156,8 +156,15 @@ func (f *Function) plan(ctx context.Context, s *snapv1.Snapshot) (*runPlan, *gat
 }
 
 // poolKey identifies a repository's concurrency pool in a label value.
-func poolKey(r *repoObject) string {
-	h := sha256.Sum256([]byte(r.key()))
+func poolKey(r *repoObject) string { return PoolKey(r.Ref.Kind, r.Namespace, r.Ref.Name) }
+
+// PoolKey is the LabelRepoPool value of a repository's mover Jobs.
+func PoolKey(kind snapv1.RepositoryKind, namespace, name string) string {
+	key := "Repository/" + namespace + "/" + name
+	if kind == snapv1.KindClusterRepository {
+		key = "ClusterRepository/" + name
+	}
+	h := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(h[:])[:16]
 }
 

@@ -1,0 +1,395 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/events"
+	"github.com/snapflow/snapflow/functions/snapshot"
+	"github.com/snapflow/snapflow/internal/kopia"
+)
+
+// backupNamespace makes a namespace with a password Secret, a repository
+// PVC, an app-data PVC holding n files, and a filesystem Repository.
+func backupNamespace(t *testing.T, ns string, files int, repoExtra string) {
+	t.Helper()
+	kubectl(t, []byte(fmt.Sprintf(`
+apiVersion: v1
+kind: Namespace
+metadata: {name: %[1]s}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: kopia-password, namespace: %[1]s}
+stringData: {KOPIA_PASSWORD: correct-horse}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: kopia-repo, namespace: %[1]s}
+spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: app-data, namespace: %[1]s}
+spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+---
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: Repository
+metadata: {name: primary, namespace: %[1]s}
+spec:
+  backend: {filesystem: {path: /repository, volume: {pvc: {name: kopia-repo}}}}
+  encryption: {passwordSecretRef: {name: kopia-password, key: KOPIA_PASSWORD}}
+  create: {enabled: true}
+%[2]s
+`, ns, repoExtra)), 0, "apply", "-f", "-")
+	writeFiles(t, env.Functions.Node.PVCDir(ns, "app-data"), files)
+	waitRepository(t, ns, "primary", snapv1.RepositoryReady)
+}
+
+func writeFiles(t *testing.T, dir string, n int) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, "docs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= n; i++ {
+		body := bytes.Repeat([]byte(fmt.Sprintf("file %d of %s\n", i, dir)), 200)
+		if err := os.WriteFile(filepath.Join(dir, "docs", fmt.Sprintf("f%02d.txt", i)), body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func waitRepository(t *testing.T, ns, name string, want snapv1.RepositoryPhase) *snapv1.Repository {
+	t.Helper()
+	var r snapv1.Repository
+	eventually(t, func() error {
+		if err := env.Client.Get(testContext(t), clientKey(ns, name), &r); err != nil {
+			return err
+		}
+		if r.Status.Phase != want {
+			return fmt.Errorf("repository %s/%s is %q, want %s: %+v", ns, name, r.Status.Phase, want, r.Status.Conditions)
+		}
+		return nil
+	})
+	return &r
+}
+
+func policy(ns, name, extra string) []byte {
+	return []byte(fmt.Sprintf(`
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotPolicy
+metadata: {name: %s, namespace: %s}
+spec:
+  repository: {name: primary}
+  sources: [{pvc: {name: app-data}}]
+%s`, name, ns, extra))
+}
+
+func snapshotOf(ns, name, pol string) []byte {
+	return []byte(fmt.Sprintf(`
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: Snapshot
+metadata: {name: %s, namespace: %s}
+spec: {policyRef: {name: %s}}
+`, name, ns, pol))
+}
+
+func TestBackupToS3(t *testing.T) {
+	const ns = "backup-s3"
+	ctx := testContext(t)
+	cli := s3.New(s3.Options{Region: env.S3.Region, BaseEndpoint: aws.String(env.S3.URL), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(env.S3.AccessKey, env.S3.SecretKey, "")})
+	if _, err := cli.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("snapflow-backups")}); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, []byte(fmt.Sprintf(`
+apiVersion: v1
+kind: Namespace
+metadata: {name: %[1]s}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: s3-creds, namespace: %[1]s}
+stringData: {AWS_ACCESS_KEY_ID: %[2]s, AWS_SECRET_ACCESS_KEY: %[3]s, KOPIA_PASSWORD: s3-password}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: app-data, namespace: %[1]s}
+spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+---
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: Repository
+metadata: {name: primary, namespace: %[1]s}
+spec:
+  backend:
+    s3:
+      bucket: snapflow-backups
+      prefix: team-a/
+      endpoint: %[4]s
+      region: %[5]s
+      auth: {secretRef: {name: s3-creds}}
+      tls: {disableTls: true}
+  encryption: {passwordSecretRef: {name: s3-creds, key: KOPIA_PASSWORD}}
+  create: {enabled: true}
+`, ns, env.S3.AccessKey, env.S3.SecretKey, env.S3.Endpoint, env.S3.Region)), 0, "apply", "-f", "-")
+	src := env.Functions.Node.PVCDir(ns, "app-data")
+	writeFiles(t, src, 20)
+	repo := waitRepository(t, ns, "primary", snapv1.RepositoryReady)
+	if repo.Status.Backend != "s3" || repo.Status.UniqueID == "" {
+		t.Fatalf("repository status %+v", repo.Status)
+	}
+	kubectl(t, policy(ns, "app", "  copyMethod: Clone\n"), 0, "apply", "-f", "-")
+	kubectl(t, snapshotOf(ns, "first", "app"), 0, "create", "-f", "-")
+	s := waitSnapshot(t, ns, "first", snapv1.SnapshotSucceeded)
+	if *s.Status.Stats.FilesNew != 20 || *s.Status.Stats.BytesNew <= 0 {
+		t.Fatalf("stats %+v", s.Status.Stats)
+	}
+	// The data is in the bucket under the prefix, and reads back intact.
+	r, err := kopia.Open(ctx, kopia.OpenOptions{Password: "s3-password", ReadOnly: true, Backend: kopia.Backend{S3: &kopia.S3Backend{
+		Bucket: "snapflow-backups", Prefix: "team-a/", Endpoint: env.S3.Endpoint, Region: env.S3.Region, DisableTLS: true,
+		AccessKeyID: env.S3.AccessKey, SecretAccessKey: env.S3.SecretKey}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	sameRestore(t, r, s.Status.Snapshot.KopiaSnapshotID, src)
+}
+
+func TestUnchangedWithIgnoreIdenticalSnapshots(t *testing.T) {
+	const ns = "backup-identical"
+	backupNamespace(t, ns, 5, "")
+	kubectl(t, policy(ns, "app", "  copyMethod: Direct\n  files: {ignoreIdenticalSnapshots: true}\n"), 0, "apply", "-f", "-")
+	kubectl(t, snapshotOf(ns, "one", "app"), 0, "create", "-f", "-")
+	first := waitSnapshot(t, ns, "one", snapv1.SnapshotSucceeded)
+	kubectl(t, snapshotOf(ns, "two", "app"), 0, "create", "-f", "-")
+	second := waitSnapshot(t, ns, "two", snapv1.SnapshotUnchanged)
+	if second.Status.Snapshot.KopiaSnapshotID != first.Status.Snapshot.KopiaSnapshotID || *second.Status.Stats.FilesUnchanged != 5 {
+		t.Fatalf("unchanged run: %+v", second.Status)
+	}
+	eventually(t, func() error {
+		for _, want := range []string{events.SnapshotSucceeded + " " + ns + "/one", events.SnapshotUnchanged + " " + ns + "/two"} {
+			if !strings.Contains(strings.Join(env.Functions.Emitted.Types(), "\n"), want) {
+				return fmt.Errorf("no %q among the emitted events %v", want, env.Functions.Emitted.Types())
+			}
+		}
+		return nil
+	})
+}
+
+func TestWrongPasswordFailsTheRunWithAHint(t *testing.T) {
+	const ns = "backup-wrong-password"
+	backupNamespace(t, ns, 3, "")
+	kubectl(t, policy(ns, "app", "  copyMethod: Direct\n"), 0, "apply", "-f", "-")
+	// The repository was created with the right password; now it changes.
+	kubectl(t, nil, 0, "-n", ns, "patch", "secret", "kopia-password", "--type=merge", "-p", `{"stringData":{"KOPIA_PASSWORD":"not-the-password"}}`)
+	kubectl(t, snapshotOf(ns, "bad", "app"), 0, "create", "-f", "-")
+	s := waitSnapshot(t, ns, "bad", snapv1.SnapshotFailed)
+	f := s.Status.Failure
+	if f == nil || f.Class != kopia.ClassWrongPassword || !strings.Contains(f.RetryHint, "passwordSecretRef") || s.Status.LogTail == "" {
+		t.Fatalf("failure = %+v, logTail %q: want class %s with a hint naming passwordSecretRef", f, s.Status.LogTail, kopia.ClassWrongPassword)
+	}
+	eventually(t, func() error {
+		out := kubectl(t, nil, 0, "-n", ns, "get", "snapshot", "bad", "-o", "jsonpath={.status.conditions[?(@.type=='Ready')].message}").Stdout
+		if !strings.Contains(out, "WrongPassword") {
+			return fmt.Errorf("Ready message %q should explain the failure", out)
+		}
+		return nil
+	})
+	ev := kubectl(t, nil, 0, "-n", ns, "get", "events", "--field-selector", "involvedObject.name=bad,type=Warning", "-o", "name").Stdout
+	if strings.TrimSpace(ev) == "" {
+		t.Error("a failed backup should leave a Warning event on the Snapshot")
+	}
+}
+
+func TestRepositoryFailureIsReportedAndBlocksRuns(t *testing.T) {
+	const ns = "backup-repo-missing"
+	kubectl(t, []byte(`
+apiVersion: v1
+kind: Namespace
+metadata: {name: `+ns+`}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: kopia-password, namespace: `+ns+`}
+stringData: {KOPIA_PASSWORD: pw}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: app-data, namespace: `+ns+`}
+spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: kopia-repo, namespace: `+ns+`}
+spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+---
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: Repository
+metadata: {name: primary, namespace: `+ns+`}
+spec:
+  backend: {filesystem: {path: /nothing-here, volume: {pvc: {name: kopia-repo}}}}
+  encryption: {passwordSecretRef: {name: kopia-password, key: KOPIA_PASSWORD}}
+`), 0, "apply", "-f", "-")
+	r := waitRepository(t, ns, "primary", snapv1.RepositoryFailed)
+	c := meta.FindStatusCondition(r.Status.Conditions, wellknown.ConditionReady)
+	if c == nil || c.Reason != kopia.ClassNotInitialized || !strings.Contains(c.Message, "create.enabled") {
+		t.Fatalf("Ready condition %+v: want reason %s and a hint about create.enabled", c, kopia.ClassNotInitialized)
+	}
+	kubectl(t, policy(ns, "app", "  copyMethod: Direct\n"), 0, "apply", "-f", "-")
+	kubectl(t, snapshotOf(ns, "waits", "app"), 0, "create", "-f", "-")
+	eventually(t, func() error {
+		var s snapv1.Snapshot
+		if err := env.Client.Get(testContext(t), clientKey(ns, "waits"), &s); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionReady)
+		if s.Status.Phase != snapv1.SnapshotPending || c == nil || c.Reason != snapshot.ReasonWaitingForRepository || !strings.Contains(c.Message, "create.enabled") {
+			return fmt.Errorf("snapshot %s, Ready %+v: want Pending, waiting for the repository with its reason", s.Status.Phase, c)
+		}
+		return nil
+	})
+	// Fixing the repository lets the waiting run go.
+	kubectl(t, nil, 0, "-n", ns, "patch", "repository", "primary", "--type=merge", "-p", `{"spec":{"create":{"enabled":true}}}`)
+	waitSnapshot(t, ns, "waits", snapv1.SnapshotSucceeded)
+}
+
+func TestParkedRunWaitsForASlot(t *testing.T) {
+	const ns = "backup-parked"
+	backupNamespace(t, ns, 3, "  concurrency: {maxConcurrentJobs: 1}\n")
+	kubectl(t, policy(ns, "app", "  copyMethod: Direct\n"), 0, "apply", "-f", "-")
+	// Another run holds the only slot: a mover Job of this repository that takes its time.
+	ctx := testContext(t)
+	blocker := &batchv1.Job{}
+	blocker.Namespace, blocker.Name = ns, "slot-holder"
+	blocker.Labels = map[string]string{snapshot.LabelRepoPool: snapshot.PoolKey(snapv1.KindRepository, ns, "primary"), wellknown.LabelManagedBy: wellknown.ManagedByValue}
+	blocker.Spec.Template.Spec = corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "sleep", Image: "busybox", Command: []string{"sleep", "120"}}}}
+	if err := env.Client.Create(ctx, blocker); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, snapshotOf(ns, "parked", "app"), 0, "create", "-f", "-")
+	eventually(t, func() error {
+		var s snapv1.Snapshot
+		if err := env.Client.Get(ctx, clientKey(ns, "parked"), &s); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionRepositorySlotAvailable)
+		if s.Status.Phase != snapv1.SnapshotPending || c == nil || c.Status != "False" || c.Reason != snapshot.ReasonWaitingForSlot || !strings.Contains(c.Message, "allows 1 concurrent") {
+			return fmt.Errorf("phase %s, slot condition %+v", s.Status.Phase, c)
+		}
+		return nil
+	})
+	var jobs batchv1.JobList
+	if err := env.Client.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{snapshot.LabelSnapshot: "parked"}); err != nil || len(jobs.Items) != 0 {
+		t.Fatalf("a parked run must create nothing: %d jobs (%v)", len(jobs.Items), err)
+	}
+	// The slot frees when the other run ends; the parked run then goes.
+	if err := env.Client.Delete(ctx, blocker, client.PropagationPolicy("Background")); err != nil {
+		t.Fatal(err)
+	}
+	s := waitSnapshot(t, ns, "parked", snapv1.SnapshotSucceeded)
+	if c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionRepositorySlotAvailable); c == nil || c.Status != "True" {
+		t.Fatalf("slot condition after start: %+v", c)
+	}
+}
+
+func TestDuplicateEventsCreateOneJob(t *testing.T) {
+	const ns = "backup-duplicates"
+	backupNamespace(t, ns, 3, "")
+	kubectl(t, policy(ns, "app", "  copyMethod: Direct\n"), 0, "apply", "-f", "-")
+	kubectl(t, snapshotOf(ns, "dup", "app"), 0, "create", "-f", "-")
+	ctx := testContext(t)
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(snapv1.GroupVersion.WithKind("Snapshot"))
+	if err := env.Client.Get(ctx, clientKey(ns, "dup"), u); err != nil {
+		t.Fatal(err)
+	}
+	e, err := events.NewAPIServerEvent(events.APIServerAdd, "e2e", u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := e.MarshalJSON()
+	// The same event delivered ten times at once, as an at-least-once broker may.
+	var wg sync.WaitGroup
+	codes := make(chan int, 10)
+	for i := 0; i < 10; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes <- postEvent(t, env.Functions.URL, "application/cloudevents+json", body)
+		}()
+	}
+	wg.Wait()
+	close(codes)
+	for c := range codes {
+		if c != http.StatusOK && c != http.StatusAccepted && c != http.StatusNoContent {
+			t.Errorf("a duplicate delivery was answered %d", c)
+		}
+	}
+	waitSnapshot(t, ns, "dup", snapv1.SnapshotSucceeded)
+	var jobs batchv1.JobList
+	if err := env.Client.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{snapshot.LabelSnapshot: "dup"}); err != nil || len(jobs.Items) != 1 {
+		t.Fatalf("want exactly one mover job for the snapshot, got %d (%v)", len(jobs.Items), err)
+	}
+	// A finished run never runs again, however often it is announced.
+	for i := 0; i < 3; i++ {
+		postEvent(t, env.Functions.URL, "application/cloudevents+json", body)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := env.Client.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{snapshot.LabelSnapshot: "dup"}); err != nil || len(jobs.Items) != 1 {
+		t.Fatalf("a finished snapshot got another job: %d", len(jobs.Items))
+	}
+}
+
+func TestFunctionRefusesWhatItCannotHandle(t *testing.T) {
+	cases := []struct {
+		name, contentType, body string
+		want                    int
+	}{
+		{"not a cloudevent", "application/json", `{"hello":"world"}`, http.StatusBadRequest},
+		{"unknown type", "application/cloudevents+json", `{"specversion":"1.0","id":"1","source":"x","type":"com.example.other"}`, http.StatusBadRequest},
+		{"apiserver event without data", "application/cloudevents+json", `{"specversion":"1.0","id":"2","source":"x","type":"dev.knative.apiserver.resource.add"}`, http.StatusBadRequest},
+		{"object without a name", "application/cloudevents+json", `{"specversion":"1.0","id":"3","source":"x","type":"dev.knative.apiserver.resource.add","datacontenttype":"application/json","data":{"kind":"Snapshot","apiVersion":"kopiur.home-operations.com/v1alpha1"}}`, http.StatusBadRequest},
+		{"a snapshot that does not exist is fine", "application/cloudevents+json", `{"specversion":"1.0","id":"4","source":"x","type":"dev.knative.apiserver.resource.update","datacontenttype":"application/json","data":{"kind":"Snapshot","apiVersion":"kopiur.home-operations.com/v1alpha1","metadata":{"name":"ghost","namespace":"default"}}}`, http.StatusOK},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := postEvent(t, env.Functions.URL, c.contentType, []byte(c.body)); got != c.want {
+				t.Fatalf("status %d, want %d", got, c.want)
+			}
+		})
+	}
+}
+
+func postEvent(t *testing.T, url, contentType string, body []byte) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", contentType)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
