@@ -1,0 +1,32 @@
+package mover
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	cases := []struct{ name, in, wantErr string }{
+		{"snapshot", `{"operation":"snapshot","target":{"kind":"Snapshot","name":"s"},"repository":{"backend":{"filesystem":{"path":"/r"}}},"snapshot":{"source":{"username":"u","hostname":"h","path":"/p"},"policy":{"ignoreRules":null}}}`, ""},
+		{"bootstrap", `{"operation":"bootstrap","target":{"kind":"Repository","name":"r"},"repository":{"backend":{"s3":{"bucket":"b"}}}}`, ""},
+		{"not json", `{`, "decode the work spec"},
+		{"no target", `{"operation":"bootstrap","repository":{"backend":{"s3":{"bucket":"b"}}}}`, "target.kind and target.name"},
+		{"unknown op", `{"operation":"dance","target":{"kind":"Snapshot","name":"s"},"repository":{"backend":{"s3":{"bucket":"b"}}}}`, `unknown operation "dance"`},
+		{"snapshot without section", `{"operation":"snapshot","target":{"kind":"Snapshot","name":"s"},"repository":{"backend":{"s3":{"bucket":"b"}}}}`, "needs a snapshot section"},
+		{"no backend", `{"operation":"bootstrap","target":{"kind":"Repository","name":"r"},"repository":{}}`, "no supported backend"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse([]byte(c.in))
+			if c.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Fatalf("err = %v, want %q", err, c.wantErr)
+			}
+		})
+	}
+}

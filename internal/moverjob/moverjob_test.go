@@ -1,0 +1,137 @@
+package moverjob
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/internal/kopia"
+	"github.com/snapflow/snapflow/internal/mover"
+)
+
+func params() Params {
+	return Params{
+		Name: "snap-1234", Namespace: "apps", Image: "snapflow:test",
+		Owner:          metav1.OwnerReference{APIVersion: "kopiur.home-operations.com/v1alpha1", Kind: "Snapshot", Name: "snap", UID: "u1"},
+		Work:           mover.WorkSpec{Operation: mover.OpSnapshot, Target: mover.Target{Kind: "Snapshot", Name: "snap"}, Repository: mover.Repository{Backend: kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: "/repo"}}}, Snapshot: &mover.SnapshotWork{}},
+		PasswordSecret: "pw", SourceClaim: "data", SourceReadOnly: true, RepositoryClaim: "repo-pvc",
+	}
+}
+
+func TestBuildDefaults(t *testing.T) {
+	job, cm, err := Build(params())
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := job.Spec.Template.Spec
+	c := spec.Containers[0]
+	if *job.Spec.BackoffLimit != DefaultBackoffLimit || *job.Spec.ActiveDeadlineSeconds != DefaultActiveDeadline || *job.Spec.TTLSecondsAfterFinished != DefaultTTLSecondsAfterDone {
+		t.Errorf("failure policy defaults: backoff %d deadline %d ttl %d", *job.Spec.BackoffLimit, *job.Spec.ActiveDeadlineSeconds, *job.Spec.TTLSecondsAfterFinished)
+	}
+	if PodStartupDeadline(job).Seconds() != float64(DefaultPodStartupDeadline) {
+		t.Errorf("pod startup deadline %s", PodStartupDeadline(job))
+	}
+	psc := spec.SecurityContext
+	if *psc.RunAsUser != 65532 || *psc.RunAsGroup != 65532 || *psc.FSGroup != 65532 || !*psc.RunAsNonRoot || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod security context %+v", psc)
+	}
+	if c.SecurityContext.Capabilities.Drop[0] != "ALL" || *c.SecurityContext.AllowPrivilegeEscalation || !*c.SecurityContext.ReadOnlyRootFilesystem {
+		t.Errorf("container security context %+v", c.SecurityContext)
+	}
+	args := strings.Join(c.Args, " ")
+	for _, want := range []string{"mover", "--work " + WorkDir + "/work.json", "--source " + SourceDir, "--repository-root " + RepositoryRoot, "--cache-dir " + CacheDir} {
+		if !strings.Contains(args, want) {
+			t.Errorf("args %q lack %q", args, want)
+		}
+	}
+	if c.Env[0].Name != mover.EnvPassword || c.Env[0].ValueFrom.SecretKeyRef.Name != "pw" || c.Env[0].ValueFrom.SecretKeyRef.Key != mover.EnvPassword {
+		t.Errorf("password env %+v", c.Env[0])
+	}
+	var sawSource bool
+	for _, v := range spec.Volumes {
+		if v.Name == "source" {
+			sawSource = v.PersistentVolumeClaim.ClaimName == "data" && v.PersistentVolumeClaim.ReadOnly
+		}
+	}
+	if !sawSource {
+		t.Error("the source PVC must be mounted read-only")
+	}
+	if strings.Contains(cm.Data[mover.WorkSpecKey], "pw") && strings.Contains(cm.Data[mover.WorkSpecKey], "KOPIA_PASSWORD") {
+		t.Error("the work spec must not carry credentials")
+	}
+	if _, err := mover.Parse([]byte(cm.Data[mover.WorkSpecKey])); err != nil {
+		t.Errorf("the rendered work spec does not parse: %v", err)
+	}
+}
+
+func TestSecurityContextLayers(t *testing.T) {
+	uid := int64(1000)
+	root := int64(0)
+	cases := []struct {
+		name       string
+		defaults   *snapv1.MoverDefaults
+		mover      *snapv1.MoverSpec
+		wantUID    int64
+		privileged bool
+	}{
+		{"hardened default", nil, nil, 65532, false},
+		{"repository default wins over hardened", &snapv1.MoverDefaults{PodSecurityContext: &corev1.PodSecurityContext{RunAsUser: &uid}}, nil, 1000, false},
+		{"policy wins over repository", &snapv1.MoverDefaults{PodSecurityContext: &corev1.PodSecurityContext{RunAsUser: &uid}}, &snapv1.MoverSpec{PodSecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr(int64(2000))}}, 2000, false},
+		{"root is privileged", nil, &snapv1.MoverSpec{PodSecurityContext: &corev1.PodSecurityContext{RunAsUser: &root}}, 0, true},
+		{"privilegedMode", nil, &snapv1.MoverSpec{PrivilegedMode: true}, 0, true},
+		{"escalation is privileged", nil, &snapv1.MoverSpec{SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(true)}}, 65532, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pod, ctr := SecurityContexts(c.defaults, c.mover)
+			if *pod.RunAsUser != c.wantUID {
+				t.Errorf("runAsUser %d, want %d", *pod.RunAsUser, c.wantUID)
+			}
+			if got := Privileged(pod, ctr); got != c.privileged {
+				t.Errorf("privileged = %v, want %v", got, c.privileged)
+			}
+			if c.wantUID == 0 && *pod.RunAsNonRoot {
+				t.Error("runAsNonRoot must be off for a root mover")
+			}
+		})
+	}
+}
+
+func TestBuildOverrides(t *testing.T) {
+	p := params()
+	p.FailurePolicy = &snapv1.FailurePolicy{BackoffLimit: ptr(int32(0)), ActiveDeadlineSeconds: ptr(int64(60)), PodStartupDeadlineSeconds: ptr(int64(30))}
+	p.Mover = &snapv1.MoverSpec{TTLSecondsAfterFinished: ptr(int32(5))}
+	p.CredentialsSecret = "s3"
+	p.CABundle = &snapv1.ConfigMapKeyRef{Name: "ca"}
+	p.Work.Repository.Backend = kopia.Backend{S3: &kopia.S3Backend{Bucket: "b"}}
+	job, _, err := Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *job.Spec.BackoffLimit != 0 || *job.Spec.ActiveDeadlineSeconds != 60 || PodStartupDeadline(job).Seconds() != 30 || *job.Spec.TTLSecondsAfterFinished != 5 {
+		t.Errorf("overrides not applied: %+v", job.Spec)
+	}
+	c := job.Spec.Template.Spec.Containers[0]
+	if c.EnvFrom[0].SecretRef.Name != "s3" || !strings.Contains(strings.Join(c.Args, " "), "--ca-file "+CADir+"/ca.crt") {
+		t.Errorf("S3 credentials or CA not wired: %+v %v", c.EnvFrom, c.Args)
+	}
+	if strings.Contains(strings.Join(c.Args, " "), "--repository-root") {
+		t.Error("an S3 repository mounts no repository volume")
+	}
+}
+
+func TestName(t *testing.T) {
+	long := strings.Repeat("a", 80)
+	for _, base := range []string{"snap", long, "trailing-"} {
+		n := Name(base, "uid-1")
+		if len(n) > 63 || strings.Contains(n, "--") {
+			t.Errorf("Name(%q) = %q", base, n)
+		}
+		if Name(base, "uid-1") != n || Name(base, "uid-2") == n {
+			t.Errorf("Name must be stable per uid and differ across uids")
+		}
+	}
+}
