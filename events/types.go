@@ -28,6 +28,10 @@ const (
 	// event missed. Sources send it periodically.
 	Resync = "dev.snapflow.resync"
 
+	// SnapshotRequested asks for a backup of a policy now (Argo Events,
+	// Tekton, a Helm hook or curl send it); data is a SnapshotRequest.
+	SnapshotRequested = "dev.snapflow.snapshot.requested"
+
 	SnapshotSucceeded = "dev.snapflow.snapshot.succeeded"
 	SnapshotFailed    = "dev.snapflow.snapshot.failed"
 	SnapshotUnchanged = "dev.snapflow.snapshot.unchanged"
@@ -66,4 +70,11 @@ type SnapshotResult struct {
 	SizeBytes       int64  `json:"sizeBytes,omitempty"`
 	FailureClass    string `json:"failureClass,omitempty"`
 	Message         string `json:"message,omitempty"`
+}
+
+// SnapshotRequest is the data of a snapshot requested event.
+type SnapshotRequest struct {
+	Namespace string            `json:"namespace"`
+	Policy    string            `json:"policy"`
+	Tags      map[string]string `json:"tags,omitempty"`
 }

@@ -67,6 +67,8 @@ func (f *Function) Handle(ctx context.Context, e event.Event) error {
 	switch {
 	case e.Type() == events.Resync || e.Type() == events.Ping:
 		return f.Resync(ctx)
+	case e.Type() == events.SnapshotRequested:
+		return f.handleRequest(ctx, e)
 	case events.IsAPIServer(e.Type()):
 		ref, _, err := events.DecodeAPIServer(e)
 		if err != nil {
@@ -74,7 +76,7 @@ func (f *Function) Handle(ctx context.Context, e event.Event) error {
 		}
 		return f.handleRef(ctx, ref)
 	}
-	return fmt.Errorf("%w: the snapshot function handles ApiServerSource, %s and %s events, not %q", events.ErrUnsupported, events.Resync, events.Ping, e.Type())
+	return fmt.Errorf("%w: the snapshot function handles ApiServerSource, %s, %s and %s events, not %q", events.ErrUnsupported, events.SnapshotRequested, events.Resync, events.Ping, e.Type())
 }
 
 func (f *Function) handleRef(ctx context.Context, ref events.ObjectRef) error {

@@ -86,7 +86,8 @@ func (f *Function) plan(ctx context.Context, s *snapv1.Snapshot) (*runPlan, *gat
 	if s.Spec.Repository != nil {
 		ref = *s.Spec.Repository
 	} else if len(refs) > 1 {
-		return invalid("SnapshotPolicy %s writes to %d repositories; fan-out of one Snapshot into per-repository children is not supported yet, so create one Snapshot per repository with spec.repository set", pol.Name, len(refs))
+		// Unreachable through ReconcileSnapshot, which fans such runs out first.
+		return invalid("SnapshotPolicy %s writes to %d repositories, so this Snapshot must name one in spec.repository", pol.Name, len(refs))
 	}
 	if ref.Kind == "" {
 		ref.Kind = snapv1.KindRepository
@@ -130,7 +131,7 @@ func (f *Function) plan(ctx context.Context, s *snapv1.Snapshot) (*runPlan, *gat
 	case len(pol.Spec.Sources) == 1 && pol.Spec.Sources[0].PVC != nil:
 		p.src, p.pvc = pol.Spec.Sources[0], pol.Spec.Sources[0].PVC.Name
 	default:
-		return invalid("SnapshotPolicy %s has %d sources or a non-PVC source; snapflow runs single-PVC sources today (pvcSelector, multi-source, nfs and stream fan-out are not supported yet)", pol.Name, len(pol.Spec.Sources))
+		return invalid("SnapshotPolicy %s has %d sources or a non-PVC source, so this Snapshot must pin one PVC in spec.source (nfs and stream sources are not supported by snapflow's mover yet)", pol.Name, len(pol.Spec.Sources))
 	}
 	var pvc corev1.PersistentVolumeClaim
 	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: p.pvc}, &pvc); err != nil {

@@ -16,9 +16,11 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
+	"github.com/snapflow/snapflow/internal/validate"
 )
 
 // Reasons on the Snapshot's conditions.
@@ -52,7 +54,30 @@ func (f *Function) ReconcileSnapshot(ctx context.Context, ns, name string) error
 	if s.Status.Job != nil && s.Status.Job.Name != "" {
 		return f.observeJob(ctx, &s)
 	}
+	if pol, err := f.policyOf(ctx, &s); err != nil {
+		return err
+	} else if pol != nil && needsExpansion(&s, pol) {
+		return f.hold(ctx, &s, gate{cond: wellknown.ConditionReady, reason: ReasonInvalidSpec, fatal: true,
+			message: fmt.Sprintf("SnapshotPolicy %s expands to several (PVC, repository) pairs, so a Snapshot must pin spec.source and/or spec.repository; run `snapflow snapshot now --policy %s` or send a %s event to expand it", pol.Name, pol.Name, events.SnapshotRequested)})
+	}
 	return f.start(ctx, &s)
+}
+
+// policyOf reads the Snapshot's policy, or nil when it does not exist (the
+// run then waits with a condition saying so).
+func (f *Function) policyOf(ctx context.Context, s *snapv1.Snapshot) (*snapv1.SnapshotPolicy, error) {
+	ns := s.Namespace
+	if s.Spec.PolicyRef.Namespace != "" {
+		ns = s.Spec.PolicyRef.Namespace
+	}
+	var p snapv1.SnapshotPolicy
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: s.Spec.PolicyRef.Name}, &p); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return &p, nil
 }
 
 // start resolves the run, checks the gates and creates the mover Job.
@@ -138,10 +163,8 @@ func (f *Function) hold(ctx context.Context, s *snapv1.Snapshot, g gate) error {
 }
 
 func originOf(s *snapv1.Snapshot) snapv1.Origin {
-	if o := s.Labels[wellknown.LabelOrigin]; o != "" {
-		return snapv1.Origin(o)
-	}
-	return snapv1.OriginManual
+	o, _ := validate.Origin(s)
+	return o
 }
 
 func (f *Function) markStarted(ctx context.Context, s *snapv1.Snapshot, p *runPlan, jobName string) error {

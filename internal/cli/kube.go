@@ -37,3 +37,19 @@ func kubeClient() (client.Client, error) {
 	}
 	return client.New(cfg, client.Options{Scheme: scheme.New()})
 }
+
+// namespaceOr returns ns, or the kubeconfig context's namespace, or "default".
+func namespaceOr(ns string) (string, error) {
+	if ns != "" {
+		return ns, nil
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if kubeconfig != "" {
+		rules.ExplicitPath = kubeconfig
+	}
+	got, _, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).Namespace()
+	if err != nil {
+		return "", fmt.Errorf("read the namespace from the kubeconfig: %w (pass -n)", err)
+	}
+	return got, nil
+}

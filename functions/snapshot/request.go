@@ -1,0 +1,118 @@
+package snapshot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/events"
+	"github.com/snapflow/snapflow/internal/expand"
+	"github.com/snapflow/snapflow/internal/validate"
+)
+
+// needsExpansion says whether s stands for more than one (PVC, repository)
+// pair. Admission refuses such Snapshots; one that got past it (webhook
+// bypassed) fails with a pointer to what expands a policy.
+func needsExpansion(s *snapv1.Snapshot, p *snapv1.SnapshotPolicy) bool {
+	oneSource := s.Spec.Source != nil || (len(p.Spec.Sources) == 1 && p.Spec.Sources[0].PVC != nil)
+	oneRepo := s.Spec.Repository != nil || len(validate.PolicyRefs(p)) == 1
+	return !oneSource || !oneRepo
+}
+
+// Selected lists, for each pvcSelector source of p, the PVCs it matches now.
+// PVCs that runs staged are not user data and never match.
+func Selected(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy) (map[int][]string, error) {
+	out := map[int][]string{}
+	for i, src := range p.Spec.Sources {
+		if src.PVCSelector == nil {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(src.PVCSelector.LabelSelector)
+		if err != nil {
+			return nil, fmt.Errorf("spec.sources[%d].pvcSelector: %w", i, err)
+		}
+		var pvcs corev1.PersistentVolumeClaimList
+		if err := c.List(ctx, &pvcs, client.InNamespace(p.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+			return nil, err
+		}
+		for _, pvc := range pvcs.Items {
+			if pvc.Labels[LabelSnapshot] == "" && pvc.DeletionTimestamp == nil {
+				out[i] = append(out[i], pvc.Name)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Mint creates the Snapshots of one firing of p. Names are deterministic,
+// so minting the same firing twice creates nothing new.
+func Mint(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy, base string, origin snapv1.Origin, tags map[string]string) ([]string, error) {
+	selected, err := Selected(ctx, c, p)
+	if err != nil {
+		return nil, err
+	}
+	children, err := expand.Children(p, base, selected)
+	if err != nil {
+		return nil, err
+	}
+	if len(children) == 0 {
+		return nil, fmt.Errorf("SnapshotPolicy %s/%s selects no PVC: label the PVCs to back up or fix spec.sources", p.Namespace, p.Name)
+	}
+	var names []string
+	for _, ch := range children {
+		s := &snapv1.Snapshot{
+			ObjectMeta: metav1.ObjectMeta{Name: ch.Name, Namespace: p.Namespace,
+				Labels: map[string]string{wellknown.LabelConfig: p.Name, wellknown.LabelOrigin: string(origin)}},
+			Spec: snapv1.SnapshotSpec{PolicyRef: &snapv1.PolicyRef{Name: p.Name}, Source: ch.Source, Repository: ch.Repository, Tags: tags},
+		}
+		if err := c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+			return names, fmt.Errorf("create Snapshot %s: %w", ch.Name, err)
+		}
+		names = append(names, ch.Name)
+	}
+	return names, nil
+}
+
+// handleRequest mints the Snapshots a `snapshot requested` event asks for.
+func (f *Function) handleRequest(ctx context.Context, e event.Event) error {
+	var req events.SnapshotRequest
+	if err := json.Unmarshal(e.Data(), &req); err != nil {
+		return events.Malformed("snapshot request %s: %v", e.ID(), err)
+	}
+	if req.Namespace == "" || req.Policy == "" {
+		return events.Malformed("snapshot request %s needs data.namespace and data.policy", e.ID())
+	}
+	var p snapv1.SnapshotPolicy
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: req.Policy}, &p); err != nil {
+		if apierrors.IsNotFound(err) {
+			return events.Malformed("snapshot request %s: SnapshotPolicy %s/%s does not exist", e.ID(), req.Namespace, req.Policy)
+		}
+		return err
+	}
+	// The event's time names the firing, so a redelivered request mints nothing new.
+	at := e.Time()
+	if at.IsZero() {
+		at = f.now()
+	}
+	base := expand.Base(req.Policy+"-requested", at.Truncate(time.Second))
+	names, err := Mint(ctx, f.Client, &p, base, snapv1.OriginManual, req.Tags)
+	var tooMany expand.ErrTooMany
+	if errors.As(err, &tooMany) {
+		return events.Malformed("snapshot request %s: %v", e.ID(), err)
+	}
+	if err != nil {
+		return err
+	}
+	logFrom(ctx).Info("minted snapshots for a request", "policy", req.Namespace+"/"+req.Policy, "snapshots", names)
+	return nil
+}

@@ -1,0 +1,125 @@
+// Package expand turns one firing of a SnapshotPolicy into the Snapshots
+// that run it: one per (PVC, repository) pair, each pinning what the
+// admission rules require (spec.source for selector policies, spec.repository
+// for multi-repository ones), with deterministic names so a repeated firing
+// never mints twice. Schedules, `snapflow snapshot now` and the
+// `snapshot requested` event all use it.
+package expand
+
+import (
+	"fmt"
+	"hash/fnv"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+)
+
+// MaxChildren caps one firing; over it nothing is minted.
+const MaxChildren = 400
+
+// SlotFormat is the timestamp in minted names.
+const SlotFormat = "20060102150405"
+
+// Child is one Snapshot to mint.
+type Child struct {
+	Name       string
+	Source     *snapv1.SnapshotSource
+	Repository *snapv1.RepositoryRef
+}
+
+// ErrTooMany is returned (with the count) when a firing exceeds MaxChildren.
+type ErrTooMany struct{ N int }
+
+func (e ErrTooMany) Error() string {
+	return fmt.Sprintf("the policy expands to %d (PVC, repository) pairs, over the cap of %d per firing; nothing was created. Narrow the pvcSelector or split the policy", e.N, MaxChildren)
+}
+
+// Base is the name stem of a firing at slot: <prefix>-<YYYYMMDDHHMMSS>.
+func Base(prefix string, slot time.Time) string {
+	return prefix + "-" + slot.UTC().Format(SlotFormat)
+}
+
+// Children expands policy p for one firing named base. selected maps the
+// index of each pvcSelector source to the PVC names it matches now.
+func Children(p *snapv1.SnapshotPolicy, base string, selected map[int][]string) ([]Child, error) {
+	type src struct {
+		ref    *snapv1.SnapshotSource
+		marker bool
+	}
+	var sources []src
+	for i, s := range p.Spec.Sources {
+		switch {
+		case s.PVC != nil:
+			// A plain PVC source needs no pin; with several sources each child still pins its index.
+			var ref *snapv1.SnapshotSource
+			if len(p.Spec.Sources) > 1 {
+				ref = &snapv1.SnapshotSource{SourceIndex: int32(i), Target: snapv1.SnapshotTarget{PVC: snapv1.PVCTarget{Name: s.PVC.Name}}}
+			}
+			sources = append(sources, src{ref: ref, marker: len(p.Spec.Sources) > 1})
+		case s.PVCSelector != nil:
+			names := append([]string(nil), selected[i]...)
+			sort.Strings(names)
+			for _, n := range names {
+				sources = append(sources, src{ref: &snapv1.SnapshotSource{SourceIndex: int32(i), Target: snapv1.SnapshotTarget{PVC: snapv1.PVCTarget{Name: n}}}, marker: true})
+			}
+		default:
+			return nil, fmt.Errorf("spec.sources[%d]: nfs and stream sources are not supported by snapflow's mover yet", i)
+		}
+	}
+	repos := []*snapv1.RepositoryRef{nil}
+	if len(p.Spec.Repositories) > 0 && p.Spec.Repository == nil {
+		repos = repos[:0]
+		for i := range p.Spec.Repositories {
+			r := p.Spec.Repositories[i]
+			if r.Kind == "" {
+				r.Kind = snapv1.KindRepository
+			}
+			repos = append(repos, &r)
+		}
+	}
+	if n := len(sources) * len(repos); n > MaxChildren {
+		return nil, ErrTooMany{N: n}
+	}
+	var out []Child
+	for _, s := range sources {
+		for _, r := range repos {
+			c := Child{Source: s.ref, Repository: r}
+			c.Name = Name(base, c, s.marker, len(repos) > 1)
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+var nonDNS = regexp.MustCompile(`[^a-z0-9-]+`)
+
+func slug(s string, max int) string {
+	s = strings.Trim(nonDNS.ReplaceAllString(strings.ToLower(s), "-"), "-")
+	if len(s) > max {
+		s = strings.TrimRight(s[:max], "-")
+	}
+	return s
+}
+
+// Name is base[-pvc-<slug>-<h8>][-repo-<slug>-<h8>], at most 63 characters.
+// Each hash covers the full unclipped tuple, so clipping never collides.
+func Name(base string, c Child, pvcMarker, repoMarker bool) string {
+	tag := func(parts ...string) string {
+		h := fnv.New32a()
+		h.Write([]byte(strings.Join(parts, "\x00")))
+		return fmt.Sprintf("%08x", h.Sum32())
+	}
+	var suffix string
+	if pvcMarker && c.Source != nil {
+		pvc := c.Source.Target.PVC.Name
+		suffix += "-pvc-" + slug(pvc, 12) + "-" + tag(base, fmt.Sprint(c.Source.SourceIndex), pvc)
+	}
+	if repoMarker && c.Repository != nil {
+		r := c.Repository
+		suffix += "-repo-" + slug(r.Name, 10) + "-" + tag(base, string(r.Kind), r.Namespace, r.Name)
+	}
+	return slug(base, 63-len(suffix)) + suffix
+}

@@ -1,0 +1,115 @@
+package expand
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+)
+
+func pol(sources []snapv1.Source, repos ...string) *snapv1.SnapshotPolicy {
+	p := &snapv1.SnapshotPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Spec: snapv1.SnapshotPolicySpec{Sources: sources}}
+	if len(repos) == 1 {
+		p.Spec.Repository = &snapv1.RepositoryRef{Name: repos[0]}
+	}
+	if len(repos) > 1 {
+		for _, r := range repos {
+			p.Spec.Repositories = append(p.Spec.Repositories, snapv1.RepositoryRef{Name: r})
+		}
+	}
+	return p
+}
+
+var pvcSrc = snapv1.Source{PVC: &snapv1.LocalObjectRef{Name: "data"}}
+var selSrc = snapv1.Source{PVCSelector: &snapv1.PVCSelector{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}}}
+
+func TestChildren(t *testing.T) {
+	base := Base("p-manual", time.Date(2026, 12, 2, 3, 4, 5, 0, time.UTC))
+	if base != "p-manual-20261202030405" {
+		t.Fatalf("base %q", base)
+	}
+	cases := []struct {
+		name     string
+		p        *snapv1.SnapshotPolicy
+		selected map[int][]string
+		want     int
+		check    func(t *testing.T, cs []Child)
+	}{
+		{"one pvc one repo: the base name, no pins", pol([]snapv1.Source{pvcSrc}, "r"), nil, 1, func(t *testing.T, cs []Child) {
+			if cs[0].Name != base || cs[0].Source != nil || cs[0].Repository != nil {
+				t.Errorf("%+v", cs[0])
+			}
+		}},
+		{"selector: one child per PVC, pinned", pol([]snapv1.Source{selSrc}, "r"), map[int][]string{0: {"b", "a", "c"}}, 3, func(t *testing.T, cs []Child) {
+			if cs[0].Source.Target.PVC.Name != "a" || !strings.HasPrefix(cs[0].Name, base+"-pvc-a-") {
+				t.Errorf("%+v", cs[0])
+			}
+		}},
+		{"two repos: one child per repo, pinned", pol([]snapv1.Source{pvcSrc}, "r1", "r2"), nil, 2, func(t *testing.T, cs []Child) {
+			if cs[1].Repository.Name != "r2" || cs[1].Repository.Kind != snapv1.KindRepository || !strings.Contains(cs[1].Name, "-repo-r2-") || cs[1].Source != nil {
+				t.Errorf("%+v", cs[1])
+			}
+		}},
+		{"selector times repos", pol([]snapv1.Source{selSrc}, "r1", "r2"), map[int][]string{0: {"a", "b"}}, 4, nil},
+		{"selector matching nothing", pol([]snapv1.Source{selSrc}, "r"), nil, 0, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cs, err := Children(c.p, base, c.selected)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(cs) != c.want {
+				t.Fatalf("%d children, want %d: %+v", len(cs), c.want, cs)
+			}
+			seen := map[string]bool{}
+			for _, ch := range cs {
+				if len(ch.Name) > 63 || seen[ch.Name] {
+					t.Errorf("bad or duplicate name %q", ch.Name)
+				}
+				seen[ch.Name] = true
+			}
+			if c.check != nil {
+				c.check(t, cs)
+			}
+			again, _ := Children(c.p, base, c.selected)
+			for i := range again {
+				if again[i].Name != cs[i].Name {
+					t.Fatal("names must be deterministic")
+				}
+			}
+		})
+	}
+}
+
+func TestCapAndLongNames(t *testing.T) {
+	var many []string
+	for i := 0; i < 201; i++ {
+		many = append(many, fmt.Sprintf("pvc-%03d", i))
+	}
+	_, err := Children(pol([]snapv1.Source{selSrc}, "r1", "r2"), "b", map[int][]string{0: many})
+	var tooMany ErrTooMany
+	if !errors.As(err, &tooMany) || tooMany.N != 402 {
+		t.Fatalf("err = %v, want ErrTooMany{402}", err)
+	}
+	long := strings.Repeat("x", 60)
+	cs, err := Children(pol([]snapv1.Source{selSrc}, long+"1", long+"2"), Base(long, time.Unix(0, 0)), map[int][]string{0: {long + "a", long + "b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, c := range cs {
+		if len(c.Name) > 63 || seen[c.Name] {
+			t.Fatalf("name %q (len %d) clipped into a collision or over 63", c.Name, len(c.Name))
+		}
+		seen[c.Name] = true
+	}
+	if _, err := Children(pol([]snapv1.Source{{NFS: &snapv1.NFSExport{Server: "s", Path: "/p"}}}, "r"), "b", nil); err == nil {
+		t.Fatal("an nfs source must be refused until the mover supports it")
+	}
+}
