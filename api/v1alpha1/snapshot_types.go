@@ -182,6 +182,33 @@ type CopiedFrom struct {
 	SnapshotRef *NamespacedObjectRef `json:"snapshotRef,omitempty"`
 }
 
+// VolumePolicyDecision records what the effective volume policies decided
+// for one source volume of a run (a snapflow extension).
+type VolumePolicyDecision struct {
+	// PVC is the source volume's claim.
+	PVC string `json:"pvc"`
+	// Action is skip, snapshot, fs-backup or custom; empty when no rule
+	// matched and the recipe's copyMethod applied.
+	// +optional
+	Action string `json:"action,omitempty"`
+	// Source says where the matching rule came from: recipe or global.
+	// +optional
+	Source string `json:"source,omitempty"`
+	// RuleIndex is the matching rule's position in its document.
+	// +optional
+	RuleIndex *int32 `json:"ruleIndex,omitempty"`
+	// ConfigMap and ResourceVersion name the document the rule was read from.
+	// +optional
+	ConfigMap string `json:"configMap,omitempty"`
+	// +optional
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+	// CopyMethod is how the volume was captured as a result.
+	// +optional
+	CopyMethod CopyMethod `json:"copyMethod,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
 // SnapshotStatus is written by snapflow.
 type SnapshotStatus struct {
 	// +optional
@@ -222,6 +249,10 @@ type SnapshotStatus struct {
 	Recorded *RecordedIdentity `json:"recorded,omitempty"`
 	// +optional
 	CopiedFrom *CopiedFrom `json:"copiedFrom,omitempty"`
+	// VolumePolicies records, per source volume, what the effective volume
+	// policies decided and which rule decided it (a snapflow extension).
+	// +optional
+	VolumePolicies []VolumePolicyDecision `json:"volumePolicies,omitempty"`
 }
 
 // Snapshot is one kopia snapshot as a Kubernetes object, and the universal trigger.

@@ -36,6 +36,12 @@ type runPlan struct {
 	privileged bool
 	podSC      *corev1.PodSecurityContext
 	sc         *corev1.SecurityContext
+	// From the volume policies: skip the volume, the snapshot class to
+	// stage with, custom parameters for the mover, and the recorded decision.
+	skip          bool
+	snapshotClass *string
+	custom        map[string]any
+	decision      snapv1.VolumePolicyDecision
 }
 
 func (p *runPlan) resolved() *snapv1.SnapshotResolved {
@@ -146,6 +152,10 @@ func (f *Function) plan(ctx context.Context, s *snapv1.Snapshot) (*runPlan, *gat
 	p.copyMethod = pol.Spec.CopyMethod
 	if p.copyMethod == "" {
 		p.copyMethod = snapv1.CopySnapshot
+	}
+	p.snapshotClass = pol.Spec.VolumeSnapshotClassName
+	if err := f.applyVolumePolicies(ctx, p, &pvc); err != nil {
+		return nil, &gate{cond: wellknown.ConditionReady, reason: ReasonInvalidSpec, fatal: true, message: "volume policies: " + err.Error()}, nil
 	}
 	p.podSC, p.sc = moverjob.SecurityContexts(repo.Spec.MoverDefaults, pol.Spec.Mover)
 	p.privileged = moverjob.Privileged(p.podSC, p.sc)

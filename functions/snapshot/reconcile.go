@@ -21,6 +21,7 @@ import (
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
 	"github.com/snapflow/snapflow/internal/validate"
+	"github.com/snapflow/snapflow/internal/volumepolicy"
 )
 
 // Reasons on the Snapshot's conditions.
@@ -89,6 +90,9 @@ func (f *Function) start(ctx context.Context, s *snapv1.Snapshot) error {
 	}
 	if problem != nil {
 		return f.hold(ctx, s, *problem)
+	}
+	if plan.skip {
+		return f.skipRun(ctx, s, plan)
 	}
 	// Gates, in order: repository ready, mover permitted, a slot free.
 	if plan.repo.Status.Phase != snapv1.RepositoryReady {
@@ -179,6 +183,7 @@ func (f *Function) markStarted(ctx context.Context, s *snapv1.Snapshot, p *runPl
 		st.Job = &snapv1.JobRef{Name: jobName, Attempts: 1}
 		st.Resolved = p.resolved()
 		st.Recorded = &snapv1.RecordedIdentity{UID: p.meta.UID, GID: p.meta.GID, FSGroup: p.meta.FSGroup, Src: p.meta.Src}
+		st.VolumePolicies = []snapv1.VolumePolicyDecision{p.decision}
 		for _, c := range []string{wellknown.ConditionRepositorySlotAvailable, wellknown.ConditionMoverPermitted} {
 			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: c, Status: metav1.ConditionTrue, Reason: ReasonSlotAcquired, Message: "the mover job " + jobName + " was created", ObservedGeneration: gen})
 		}
@@ -232,6 +237,26 @@ func (f *Function) observeJob(ctx context.Context, s *snapv1.Snapshot) error {
 		return f.failRun(ctx, s, ReasonMoverPodWedged, msg, "")
 	}
 	return nil
+}
+
+// skipRun ends a run whose only volume a volume policy skips: nothing is
+// backed up, and the status says which rule decided so.
+func (f *Function) skipRun(ctx context.Context, s *snapv1.Snapshot, p *runPlan) error {
+	now := metav1.NewTime(f.now())
+	return f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
+		if st.Phase.IsTerminal() {
+			return
+		}
+		st.Phase = snapv1.SnapshotSucceeded
+		if st.Origin == "" {
+			st.Origin = originOf(s)
+		}
+		st.ObservedGeneration = gen
+		st.Resolved = p.resolved()
+		st.VolumePolicies = []snapv1.VolumePolicyDecision{p.decision}
+		st.Timing = &snapv1.Timing{StartTime: &now, EndTime: &now, DurationSeconds: ptr(int64(0))}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReconciling, Status: metav1.ConditionFalse, Reason: ReasonSkipped, Message: p.decision.Message, ObservedGeneration: gen})
+	})
 }
 
 func (f *Function) failRun(ctx context.Context, s *snapv1.Snapshot, class, msg, tail string) error {
@@ -329,6 +354,8 @@ func (f *Function) finalize(ctx context.Context, s *snapv1.Snapshot) error {
 	status, msg := metav1.ConditionTrue, "backup finished"
 	if s.Status.Snapshot != nil && s.Status.Snapshot.KopiaSnapshotID != "" {
 		msg = "kopia snapshot " + s.Status.Snapshot.KopiaSnapshotID
+	} else if vp := s.Status.VolumePolicies; len(vp) == 1 && vp[0].Action == volumepolicy.Skip {
+		msg = "nothing backed up: " + vp[0].Message
 	}
 	evType := corev1.EventTypeNormal
 	if phase == snapv1.SnapshotFailed {
@@ -370,6 +397,7 @@ func (p *runPlan) workSpec(s *snapv1.Snapshot) mover.WorkSpec {
 		Snapshot: &mover.SnapshotWork{
 			Source: p.source, Policy: kopia.PolicyFromSpec(&p.policy.Spec), PolicyName: p.policy.Name,
 			Tags: s.Spec.Tags, Description: desc, Pin: s.Spec.Pin, Meta: &p.meta,
+			CustomParameters: p.custom,
 		},
 	}
 	if c := p.cache(); c != nil {

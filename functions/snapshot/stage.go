@@ -72,7 +72,7 @@ func (f *Function) stage(ctx context.Context, s *snapv1.Snapshot, p *runPlan) (b
 		vs.SetOwnerReferences([]metav1.OwnerReference{ownerRef(s)})
 		vs.SetLabels(map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue, LabelSnapshot: s.Name})
 		spec := map[string]any{"source": map[string]any{"persistentVolumeClaimName": p.pvc}}
-		if c := p.policy.Spec.VolumeSnapshotClassName; c != nil {
+		if c := p.snapshotClass; c != nil {
 			spec["volumeSnapshotClassName"] = *c
 		}
 		vs.Object["spec"] = spec

@@ -20,6 +20,7 @@ import (
 	"github.com/snapflow/snapflow/events/sources/kube"
 	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/functions/snapshot"
+	"github.com/snapflow/snapflow/internal/policysource"
 	"github.com/snapflow/snapflow/internal/scheme"
 	"github.com/snapflow/snapflow/internal/version"
 )
@@ -27,6 +28,7 @@ import (
 // functionFlags are shared by `function` and `dev`.
 type functionFlags struct {
 	addr, namespace, moverImage, moverSA, sink string
+	globalPolicies                             string
 	maxJobs                                    int
 	devLogs                                    bool
 }
@@ -44,6 +46,7 @@ func (f *functionFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.maxJobs, "max-concurrent-jobs", 0, "cluster-wide cap on concurrent mover Jobs (0: unlimited)")
 	fl.StringVar(&f.sink, "sink", os.Getenv("K_SINK"), "where emitted events go (Knative SinkBinding sets $K_SINK)")
 	fl.BoolVar(&f.devLogs, "dev-logs", false, "human-readable logs instead of JSON")
+	fl.StringVar(&f.globalPolicies, "global-backup-volume-policies-configmap", "", "ConfigMap in --namespace holding the global backup volume policies (checked at startup, re-read for every run)")
 }
 
 func envOr(k, def string) string {
@@ -76,12 +79,25 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
 		return b.NewRecorder(scheme.New(), corev1.EventSource{Component: component})
 	}
+	if f.globalPolicies != "" {
+		// A missing or invalid baseline stops the process: running without
+		// the platform team's rules would back up what they meant to skip.
+		r := policysource.Resolver{Reader: c, Namespace: f.namespace, GlobalName: f.globalPolicies}
+		_, ref, ignored, err := r.Global(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("--global-backup-volume-policies-configmap: %w", err)
+		}
+		if len(ignored) > 0 {
+			log.Info("the global ConfigMap carries sections other than volumePolicies; they are ignored", "configmap", ref.ConfigMap, "ignored", ignored)
+		}
+		log.Info("loaded global backup volume policies", "configmap", ref.ConfigMap, "resourceVersion", ref.ResourceVersion)
+	}
 	var out []runtime.Function
 	for _, n := range names {
 		switch n {
 		case "snapshot":
 			fn := &snapshot.Function{Client: c, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,
-				MaxConcurrentJobs: f.maxJobs, Emitter: emitter, Recorder: recorder("snapflow-snapshot")}
+				MaxConcurrentJobs: f.maxJobs, GlobalVolumePoliciesConfigMap: f.globalPolicies, Emitter: emitter, Recorder: recorder("snapflow-snapshot")}
 			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
 		default:
 			return nil, fmt.Errorf("unknown function %q (available: %s)", n, strings.Join(functionNames, ", "))

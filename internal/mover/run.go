@@ -137,9 +137,16 @@ func run(ctx context.Context, o Options, start time.Time) (string, error) {
 			return "", err
 		}
 		defer r.Close(ctx)
+		tags := map[string]string{}
+		for k, v := range s.Tags {
+			tags[k] = v
+		}
+		for k, v := range s.CustomParameters {
+			tags["custom."+k] = fmt.Sprint(v)
+		}
 		res, err := r.Snapshot(ctx, kopia.SnapshotRequest{
 			Dir: o.SourceDir, Source: s.Source, Policy: s.Policy, PolicyName: s.PolicyName,
-			Meta: s.Meta, Tags: s.Tags, Description: s.Description, Pin: s.Pin,
+			Meta: s.Meta, Tags: tags, Description: s.Description, Pin: s.Pin,
 			Progress:         func(p kopia.Progress) { _ = o.Reporter.Progress(ctx, p) },
 			ProgressInterval: o.ProgressInterval,
 		})

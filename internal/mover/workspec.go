@@ -60,6 +60,9 @@ type SnapshotWork struct {
 	Description string            `json:"description,omitempty"`
 	Pin         bool              `json:"pin,omitempty"`
 	Meta        *kopia.Meta       `json:"meta,omitempty"`
+	// CustomParameters come from a volume policy's custom action; the mover
+	// logs them and records them on the snapshot as tags under "custom.".
+	CustomParameters map[string]any `json:"customParameters,omitempty"`
 }
 
 // WorkSpec is one mover run.

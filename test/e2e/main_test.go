@@ -19,7 +19,7 @@ func TestMain(m *testing.M) {
 		// platform team would configure it.
 		Webhook: &harness.WebhookOptions{GlobalVolumePolicies: globalPolicies, Velero: true},
 		// Backups run for real: local node, functions and the kube source.
-		Functions: &harness.FunctionsOptions{RepositoryRetry: 2 * time.Second},
+		Functions: &harness.FunctionsOptions{RepositoryRetry: 2 * time.Second, GlobalVolumePoliciesConfigMap: harness.GlobalVolumePoliciesConfigMap},
 	}, func(e *harness.Env) { env = e })
 }
 

@@ -30,6 +30,8 @@ type FunctionsOptions struct {
 	MaxConcurrentJobs int
 	// RepositoryRetry is how soon a Failed repository is retried.
 	RepositoryRetry time.Duration
+	// GlobalVolumePoliciesConfigMap names the global baseline in WebhookNamespace.
+	GlobalVolumePoliciesConfigMap string
 }
 
 // Functions is the local stack behind a backup: the local node (standing in
@@ -109,7 +111,7 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	b := record.NewBroadcaster(record.WithContext(ctx))
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
 	fn := &snapshot.Function{Client: cp.Client, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e",
-		MaxConcurrentJobs: o.MaxConcurrentJobs, RepositoryRetry: o.RepositoryRetry,
+		MaxConcurrentJobs: o.MaxConcurrentJobs, RepositoryRetry: o.RepositoryRetry, GlobalVolumePoliciesConfigMap: o.GlobalVolumePoliciesConfigMap,
 		Emitter: f.Emitted, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-snapshot"})}
 	listening := make(chan string, 1)
 	errc := make(chan error, 1)

@@ -52,6 +52,7 @@ func (n *Node) syncStorage(ctx context.Context) {
 			n.o.Log.Error(err, "provision", "pvc", pvcs.Items[i].Namespace+"/"+pvcs.Items[i].Name)
 		}
 	}
+	n.freePVs(ctx, pvcs.Items)
 	n.freeDeleted(filepath.Join(n.o.Root, "pvc"), func(ns, name string) bool {
 		for _, p := range pvcs.Items {
 			if p.Namespace == ns && p.Name == name {
@@ -132,15 +133,69 @@ func (n *Node) provision(ctx context.Context, p *corev1.PersistentVolumeClaim) e
 	default:
 		return nil // a volume populator's job, not the driver's
 	}
+	// Bind as a dynamic provisioner would: a PV for the claim, so volume
+	// policies see the storage class, capacity and CSI driver on the PV.
+	q, ok := p.Spec.Resources.Requests[corev1.ResourceStorage]
+	if !ok {
+		q = resource.MustParse("1Gi")
+	}
+	pvName := "pvc-" + string(p.UID)
+	if p.Spec.VolumeName == "" {
+		pv := &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: pvName, Annotations: map[string]string{"pv.kubernetes.io/provisioned-by": Driver}},
+			Spec: corev1.PersistentVolumeSpec{
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: q},
+				AccessModes:                   p.Spec.AccessModes,
+				ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: p.Namespace, Name: p.Name, UID: p.UID, APIVersion: "v1"},
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
+				VolumeMode:                    p.Spec.VolumeMode,
+				PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: Driver, VolumeHandle: p.Namespace + "/" + p.Name}},
+			},
+		}
+		if p.Spec.StorageClassName != nil {
+			pv.Spec.StorageClassName = *p.Spec.StorageClassName
+		}
+		if err := n.o.Client.Create(ctx, pv); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create PV for %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		p.Spec.VolumeName = pvName
+		if err := n.o.Client.Update(ctx, p); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+	}
 	p.Status.Phase = corev1.ClaimBound
 	p.Status.AccessModes = p.Spec.AccessModes
-	if q, ok := p.Spec.Resources.Requests[corev1.ResourceStorage]; ok {
-		p.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: q}
-	}
+	p.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: q}
 	if err := n.o.Client.Status().Update(ctx, p); err != nil && !apierrors.IsConflict(err) {
 		return err
 	}
 	return nil
+}
+
+// Driver is the CSI driver name the local node's volumes carry.
+const Driver = "localnode.snapflow.dev"
+
+// freePVs deletes the PVs of claims that are gone (reclaim policy Delete).
+func (n *Node) freePVs(ctx context.Context, pvcs []corev1.PersistentVolumeClaim) {
+	var pvs corev1.PersistentVolumeList
+	if err := n.o.Client.List(ctx, &pvs); err != nil {
+		return
+	}
+	live := map[string]bool{}
+	for _, p := range pvcs {
+		live[string(p.UID)] = true
+	}
+	for i := range pvs.Items {
+		pv := &pvs.Items[i]
+		if pv.Annotations["pv.kubernetes.io/provisioned-by"] != Driver || pv.Spec.ClaimRef == nil || live[string(pv.Spec.ClaimRef.UID)] {
+			continue
+		}
+		if pv.DeletionTimestamp == nil {
+			_ = n.o.Client.Delete(ctx, pv)
+		} else if controllerutil.RemoveFinalizer(pv, "kubernetes.io/pv-protection") {
+			_ = n.o.Client.Update(ctx, pv)
+		}
+	}
 }
 
 // freeDeleted removes <base>/<ns>/<name> directories whose object is gone.
