@@ -146,6 +146,25 @@ type HookStamps struct {
 	PreCompletedAt *metav1.Time `json:"preCompletedAt,omitempty"`
 	// +optional
 	PostCompletedAt *metav1.Time `json:"postCompletedAt,omitempty"`
+	// Results records each hook as it finishes, so none runs twice
+	// (a snapflow extension).
+	// +optional
+	Results []HookResult `json:"results,omitempty"`
+}
+
+// HookResult is the outcome of one hook.
+type HookResult struct {
+	// List is beforeSnapshot or afterSnapshot; Index the hook's position in it.
+	List  string `json:"list"`
+	Index int32  `json:"index"`
+	// Kind is workloadExec, runJob or httpRequest.
+	Kind      string      `json:"kind"`
+	Succeeded bool `json:"succeeded"`
+	// Running marks a hook a function has claimed and not yet finished.
+	// +optional
+	Running bool        `json:"running,omitempty"`
+	Message string      `json:"message,omitempty"`
+	At      metav1.Time `json:"at"`
 }
 
 // Staged records the staged copy of the source.

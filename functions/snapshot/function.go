@@ -17,6 +17,8 @@ import (
 	"github.com/go-logr/logr"
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -38,6 +40,8 @@ const (
 // Function is the snapshot function's configuration and ports.
 type Function struct {
 	Client client.Client
+	// Config reaches pods/exec for workloadExec hooks.
+	Config *rest.Config
 	// Namespace is snapflow's install namespace (ClusterRepository Jobs run there).
 	Namespace string
 	// MoverImage is the snapflow image mover Jobs run.
@@ -53,6 +57,13 @@ type Function struct {
 	Emitter         runtime.Emitter
 	Recorder        record.EventRecorder
 	Now             func() time.Time
+}
+
+func (f *Function) clientset() (*kubernetes.Clientset, error) {
+	if f.Config == nil {
+		return nil, fmt.Errorf("no REST config")
+	}
+	return kubernetes.NewForConfig(f.Config)
 }
 
 func (f *Function) now() time.Time {

@@ -128,6 +128,32 @@ func (f *Function) start(ctx context.Context, s *snapv1.Snapshot) error {
 		log.Info("parked: no repository slot", "message", msg)
 		return f.hold(ctx, s, gate{cond: wellknown.ConditionRepositorySlotAvailable, reason: ReasonWaitingForSlot, message: msg})
 	}
+	if hooks := plan.policy.Spec.Hooks; hooks != nil && len(hooks.BeforeSnapshot) > 0 && (s.Status.Hooks == nil || s.Status.Hooks.PreCompletedAt == nil) {
+		out, err := f.runHooks(ctx, s, ListBefore, hooks.BeforeSnapshot)
+		switch {
+		case err != nil:
+			return err
+		case out.failed != "":
+			// An aborted backup never creates its mover Job.
+			return f.failRun(ctx, s, reasonHookFailed, "a beforeSnapshot hook failed, so the backup was aborted: "+out.failed, "")
+		case out.pending != "":
+			return f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
+				if st.Phase == "" {
+					st.Phase = snapv1.SnapshotPending
+				}
+				meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: "RunningHooks", Message: out.pending, ObservedGeneration: gen})
+			})
+		}
+		now := metav1.NewTime(f.now())
+		if err := f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, _ int64) {
+			if st.Hooks == nil {
+				st.Hooks = &snapv1.HookStamps{}
+			}
+			st.Hooks.PreCompletedAt = &now
+		}); err != nil {
+			return err
+		}
+	}
 	ready, err := f.stage(ctx, s, plan)
 	if err != nil || !ready {
 		return err
@@ -202,8 +228,11 @@ func (f *Function) updateStatus(ctx context.Context, s *snapv1.Snapshot, mutate 
 		if live.UID != s.UID {
 			return apierrors.NewNotFound(snapv1.GroupVersion.WithResource("snapshots").GroupResource(), s.Name)
 		}
+		orig := live.DeepCopy()
 		mutate(&live.Status, live.Generation)
-		if err := f.Client.Status().Update(ctx, &live); err != nil {
+		// A merge patch carries only what changed, so fields this build does
+		// not know (written by a newer snapflow) survive.
+		if err := f.Client.Status().Patch(ctx, &live, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 			return err
 		}
 		*s = live
@@ -328,6 +357,38 @@ func (f *Function) wedged(ctx context.Context, j *batchv1.Job) (bool, string) {
 	return true, fmt.Sprintf("the mover job %s did not start within %s (%s); check scheduling, image pulls and volume attachment", j.Name, deadline, why)
 }
 
+// afterHooks runs the afterSnapshot hooks of a finished run once, whether
+// it succeeded or failed, provided the run got as far as its hooks (a run
+// refused before that has nothing to resume). It reports waiting while a
+// runJob hook is still running.
+func (f *Function) afterHooks(ctx context.Context, s *snapv1.Snapshot) (bool, error) {
+	if s.Status.Hooks != nil && s.Status.Hooks.PostCompletedAt != nil {
+		return false, nil
+	}
+	reached := s.Status.Job != nil || (s.Status.Hooks != nil && (s.Status.Hooks.PreCompletedAt != nil || len(s.Status.Hooks.Results) > 0))
+	if !reached || s.Spec.PolicyRef == nil {
+		return false, nil
+	}
+	pol, err := f.policyOf(ctx, s)
+	if err != nil || pol == nil || pol.Spec.Hooks == nil || len(pol.Spec.Hooks.AfterSnapshot) == 0 {
+		return false, err
+	}
+	out, err := f.runHooks(ctx, s, ListAfter, pol.Spec.Hooks.AfterSnapshot)
+	if err != nil || out.pending != "" {
+		return out.pending != "", err
+	}
+	if out.failed != "" && f.Recorder != nil {
+		f.Recorder.Event(s, corev1.EventTypeWarning, reasonHookFailed, "afterSnapshot hook failed: "+out.failed)
+	}
+	now := metav1.NewTime(f.now())
+	return false, f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, _ int64) {
+		if st.Hooks == nil {
+			st.Hooks = &snapv1.HookStamps{}
+		}
+		st.Hooks.PostCompletedAt = &now
+	})
+}
+
 // finalized says whether the function already published a terminal run.
 func finalized(s *snapv1.Snapshot) bool {
 	c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionReady)
@@ -338,6 +399,9 @@ func finalized(s *snapv1.Snapshot) bool {
 // a Kubernetes Event go out, and Ready tells the outcome.
 func (f *Function) finalize(ctx context.Context, s *snapv1.Snapshot) error {
 	if err := f.unstage(ctx, s); err != nil {
+		return err
+	}
+	if waiting, err := f.afterHooks(ctx, s); err != nil || waiting {
 		return err
 	}
 	if s.Status.Job != nil {

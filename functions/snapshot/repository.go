@@ -168,7 +168,8 @@ func (f *Function) updateRepoStatus(ctx context.Context, r *repoObject, mutate f
 		if err != nil {
 			return err
 		}
+		orig := live.Obj.DeepCopyObject().(client.Object)
 		mutate(live.Status, live.Obj.GetGeneration())
-		return f.Client.Status().Update(ctx, live.Obj)
+		return f.Client.Status().Patch(ctx, live.Obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 	}))
 }

@@ -96,7 +96,7 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 	for _, n := range names {
 		switch n {
 		case "snapshot":
-			fn := &snapshot.Function{Client: c, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,
+			fn := &snapshot.Function{Client: c, Config: cfg, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,
 				MaxConcurrentJobs: f.maxJobs, GlobalVolumePoliciesConfigMap: f.globalPolicies, Emitter: emitter, Recorder: recorder("snapflow-snapshot")}
 			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
 		default:

@@ -48,10 +48,13 @@ func (k *KubeReporter) updateSnapshot(ctx context.Context, mutate func(*snapv1.S
 		if k.Target.UID != "" && string(s.UID) != k.Target.UID {
 			return ErrTargetReplaced
 		}
+		orig := s.DeepCopy()
 		if err := mutate(&s); err != nil {
 			return err
 		}
-		return k.Client.Status().Update(ctx, &s)
+		// A merge patch carries only what the mover changed, so status fields
+		// a different snapflow version knows and this one does not survive.
+		return k.Client.Status().Patch(ctx, &s, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 	})
 }
 
@@ -73,8 +76,9 @@ func (k *KubeReporter) updateRepository(ctx context.Context, mutate func(*snapv1
 		if k.Target.UID != "" && string(obj.GetUID()) != k.Target.UID {
 			return ErrTargetReplaced
 		}
+		orig := obj.DeepCopyObject().(client.Object)
 		mutate(st, obj.GetGeneration())
-		return k.Client.Status().Update(ctx, obj)
+		return k.Client.Status().Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 	})
 }
 

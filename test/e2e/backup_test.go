@@ -314,7 +314,8 @@ func TestParkedRunWaitsForASlot(t *testing.T) {
 func TestDuplicateEventsCreateOneJob(t *testing.T) {
 	const ns = "backup-duplicates"
 	backupNamespace(t, ns, 3, "")
-	kubectl(t, policy(ns, "app", "  copyMethod: Direct\n"), 0, "apply", "-f", "-")
+	hooks := newHookServer(t)
+	kubectl(t, policy(ns, "app", fmt.Sprintf("  copyMethod: Direct\n  hooks: {beforeSnapshot: [{httpRequest: {url: %q}}]}\n", hooks.URL+"/freeze")), 0, "apply", "-f", "-")
 	kubectl(t, snapshotOf(ns, "dup", "app"), 0, "create", "-f", "-")
 	ctx := testContext(t)
 	u := &unstructured.Unstructured{}
@@ -348,6 +349,9 @@ func TestDuplicateEventsCreateOneJob(t *testing.T) {
 	var jobs batchv1.JobList
 	if err := env.Client.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{snapshot.LabelSnapshot: "dup"}); err != nil || len(jobs.Items) != 1 {
 		t.Fatalf("want exactly one mover job for the snapshot, got %d (%v)", len(jobs.Items), err)
+	}
+	if calls := hooks.got(); len(calls) != 1 {
+		t.Fatalf("the beforeSnapshot hook ran %d times under duplicate deliveries, want once: %q", len(calls), calls)
 	}
 	// A finished run never runs again, however often it is announced.
 	for i := 0; i < 3; i++ {

@@ -110,7 +110,7 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	}
 	b := record.NewBroadcaster(record.WithContext(ctx))
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
-	fn := &snapshot.Function{Client: cp.Client, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e",
+	fn := &snapshot.Function{Client: cp.Client, Config: cp.Config, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e",
 		MaxConcurrentJobs: o.MaxConcurrentJobs, RepositoryRetry: o.RepositoryRetry, GlobalVolumePoliciesConfigMap: o.GlobalVolumePoliciesConfigMap,
 		Emitter: f.Emitted, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-snapshot"})}
 	listening := make(chan string, 1)

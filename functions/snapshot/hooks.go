@@ -1,0 +1,364 @@
+package snapshot
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/moverjob"
+)
+
+// Hook lists, as recorded in status.hooks.results.
+const (
+	ListBefore = "beforeSnapshot"
+	ListAfter  = "afterSnapshot"
+	// DefaultHookTimeout bounds a hook without its own timeout.
+	DefaultHookTimeout = 5 * time.Minute
+	reasonHookFailed   = "HookFailed"
+)
+
+// hookOutcome is where a hook list stands.
+type hookOutcome struct {
+	done    bool   // every hook finished (or failed with continueOnFailure)
+	failed  string // a hook failed and aborts: why
+	pending string // a runJob hook is still running: which
+}
+
+// runHooks runs the hooks of list that have no recorded result yet, in
+// order. Each hook is first claimed on status with an optimistic lock, so
+// of two functions handling the same Snapshot only one runs it. Synchronous
+// hooks (httpRequest, workloadExec) run here; a runJob hook is started and
+// checked on later events.
+func (f *Function) runHooks(ctx context.Context, s *snapv1.Snapshot, list string, hooks []snapv1.Hook) (hookOutcome, error) {
+	for i, h := range hooks {
+		if r := hookResult(s, list, i); r != nil && !r.Running {
+			if !r.Succeeded && !continueOnFailure(h) {
+				return hookOutcome{failed: fmt.Sprintf("%s[%d] (%s): %s", list, i, r.Kind, r.Message)}, nil
+			}
+			continue
+		} else if r != nil && r.Running && r.Kind != "runJob" {
+			if f.now().Sub(r.At.Time) < hookTimeout(timeoutOf(h))+time.Minute {
+				return hookOutcome{pending: fmt.Sprintf("%s[%d] (%s) is running", list, i, r.Kind)}, nil
+			}
+			// Its runner stopped before reporting: count it as failed.
+			if err := f.recordHook(ctx, s, snapv1.HookResult{List: list, Index: int32(i), Kind: r.Kind, Message: "the function running this hook stopped before reporting its result", At: metav1.NewTime(f.now())}); err != nil {
+				return hookOutcome{}, err
+			}
+			if !continueOnFailure(h) {
+				return hookOutcome{failed: fmt.Sprintf("%s[%d] (%s): its runner stopped before reporting", list, i, r.Kind)}, nil
+			}
+			continue
+		}
+		kind := hookKind(h)
+		if kind != "runJob" {
+			claimed, err := f.claimHook(ctx, s, list, i, kind)
+			if err != nil {
+				return hookOutcome{}, err
+			}
+			if !claimed {
+				return hookOutcome{pending: fmt.Sprintf("%s[%d] (%s) is running elsewhere", list, i, kind)}, nil
+			}
+		}
+		ok, msg, pending, err := f.runHook(ctx, s, list, i, h)
+		if err != nil {
+			return hookOutcome{}, err
+		}
+		if pending {
+			return hookOutcome{pending: fmt.Sprintf("%s[%d] (%s) is running", list, i, kind)}, nil
+		}
+		if err := f.recordHook(ctx, s, snapv1.HookResult{List: list, Index: int32(i), Kind: kind, Succeeded: ok, Message: msg, At: metav1.NewTime(f.now())}); err != nil {
+			return hookOutcome{}, err
+		}
+		if !ok && !continueOnFailure(h) {
+			return hookOutcome{failed: fmt.Sprintf("%s[%d] (%s): %s", list, i, kind, msg)}, nil
+		}
+	}
+	return hookOutcome{done: true}, nil
+}
+
+func hookKind(h snapv1.Hook) string {
+	switch {
+	case h.WorkloadExec != nil:
+		return "workloadExec"
+	case h.RunJob != nil:
+		return "runJob"
+	case h.HTTPRequest != nil:
+		return "httpRequest"
+	}
+	return "unknown"
+}
+
+func timeoutOf(h snapv1.Hook) string {
+	switch {
+	case h.WorkloadExec != nil:
+		return h.WorkloadExec.Timeout
+	case h.RunJob != nil:
+		return h.RunJob.Timeout
+	case h.HTTPRequest != nil:
+		return h.HTTPRequest.Timeout
+	}
+	return ""
+}
+
+// claimHook records that this function runs hook (list, i); false when
+// another already claimed or finished it.
+func (f *Function) claimHook(ctx context.Context, s *snapv1.Snapshot, list string, i int, kind string) (bool, error) {
+	claimed := false
+	err := f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, _ int64) {
+		claimed = false
+		if st.Hooks == nil {
+			st.Hooks = &snapv1.HookStamps{}
+		}
+		for _, r := range st.Hooks.Results {
+			if r.List == list && int(r.Index) == i {
+				return
+			}
+		}
+		st.Hooks.Results = append(st.Hooks.Results, snapv1.HookResult{List: list, Index: int32(i), Kind: kind, Running: true, Message: "running", At: metav1.NewTime(f.now())})
+		claimed = true
+	})
+	return claimed, err
+}
+
+func hookResult(s *snapv1.Snapshot, list string, i int) *snapv1.HookResult {
+	if s.Status.Hooks == nil {
+		return nil
+	}
+	for k := range s.Status.Hooks.Results {
+		if r := &s.Status.Hooks.Results[k]; r.List == list && int(r.Index) == i {
+			return r
+		}
+	}
+	return nil
+}
+
+func continueOnFailure(h snapv1.Hook) bool {
+	switch {
+	case h.WorkloadExec != nil:
+		return h.WorkloadExec.ContinueOnFailure
+	case h.RunJob != nil:
+		return h.RunJob.ContinueOnFailure
+	case h.HTTPRequest != nil:
+		return h.HTTPRequest.ContinueOnFailure
+	}
+	return false
+}
+
+func hookTimeout(v string) time.Duration {
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		return d
+	}
+	return DefaultHookTimeout
+}
+
+func (f *Function) recordHook(ctx context.Context, s *snapv1.Snapshot, r snapv1.HookResult) error {
+	return f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
+		if st.Hooks == nil {
+			st.Hooks = &snapv1.HookStamps{}
+		}
+		replaced := false
+		for k := range st.Hooks.Results {
+			if e := &st.Hooks.Results[k]; e.List == r.List && e.Index == r.Index {
+				if !e.Running {
+					return // already recorded by another delivery
+				}
+				*e, replaced = r, true
+			}
+		}
+		if !replaced {
+			st.Hooks.Results = append(st.Hooks.Results, r)
+		}
+		status, reason := metav1.ConditionTrue, "HookSucceeded"
+		if !r.Succeeded {
+			status, reason = metav1.ConditionFalse, reasonHookFailed
+		} else if c := meta.FindStatusCondition(st.Conditions, wellknown.ConditionHooksSucceeded); c != nil && c.Status == metav1.ConditionFalse {
+			return // a failure stays visible; later successes do not hide it
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionHooksSucceeded, Status: status, Reason: reason,
+			Message: fmt.Sprintf("%s[%d] (%s): %s", r.List, r.Index, r.Kind, r.Message), ObservedGeneration: gen})
+	})
+}
+
+// runHook runs one hook; pending means a runJob hook has not finished yet.
+func (f *Function) runHook(ctx context.Context, s *snapv1.Snapshot, list string, i int, h snapv1.Hook) (ok bool, msg string, pending bool, err error) {
+	switch {
+	case h.HTTPRequest != nil:
+		ok, msg = f.httpHook(ctx, h.HTTPRequest)
+		return ok, msg, false, nil
+	case h.WorkloadExec != nil:
+		ok, msg = f.execHook(ctx, s.Namespace, h.WorkloadExec)
+		return ok, msg, false, nil
+	case h.RunJob != nil:
+		return f.jobHook(ctx, s, list, i, h.RunJob)
+	}
+	return false, "the hook names no action", false, nil
+}
+
+func (f *Function) httpHook(ctx context.Context, h *snapv1.HTTPRequestHook) (bool, string) {
+	ctx, cancel := context.WithTimeout(ctx, hookTimeout(h.Timeout))
+	defer cancel()
+	u, err := url.Parse(h.URL)
+	if err != nil {
+		return false, "invalid url: " + err.Error()
+	}
+	user := u.User
+	u.User = nil
+	method := h.Method
+	if method == "" {
+		method = http.MethodPost
+	}
+	var body io.Reader
+	if h.Body != "" {
+		body = strings.NewReader(h.Body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return false, err.Error()
+	}
+	if user != nil {
+		pass, _ := user.Password()
+		req.SetBasicAuth(user.Username(), pass)
+	}
+	for _, hd := range h.Headers {
+		req.Header.Set(hd.Name, hd.Value)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		// The URL may carry credentials: report it without them.
+		return false, fmt.Sprintf("%s %s: %v", method, u.Redacted(), unwrapURLError(err))
+	}
+	defer resp.Body.Close()
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return false, fmt.Sprintf("%s %s answered %s: %s", method, u.Redacted(), resp.Status, strings.TrimSpace(string(snippet)))
+	}
+	return true, fmt.Sprintf("%s %s answered %s", method, u.Redacted(), resp.Status)
+}
+
+func unwrapURLError(err error) error {
+	if ue, ok := err.(*url.Error); ok {
+		return ue.Err
+	}
+	return err
+}
+
+// execHook runs a command in the first running pod the selector matches,
+// through the API server's pods/exec.
+func (f *Function) execHook(ctx context.Context, ns string, h *snapv1.WorkloadExecHook) (bool, string) {
+	if f.Config == nil {
+		return false, "workloadExec needs the function's REST config to reach pods/exec"
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&h.PodSelector)
+	if err != nil {
+		return false, "podSelector: " + err.Error()
+	}
+	var pods corev1.PodList
+	if err := f.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return false, "list pods: " + err.Error()
+	}
+	var pod *corev1.Pod
+	for i := range pods.Items {
+		if pods.Items[i].Status.Phase == corev1.PodRunning && pods.Items[i].DeletionTimestamp == nil {
+			pod = &pods.Items[i]
+			break
+		}
+	}
+	if pod == nil {
+		return false, fmt.Sprintf("no running pod in %s matches %s", ns, sel)
+	}
+	container := h.Container
+	if container == "" {
+		container = pod.Spec.Containers[0].Name
+	}
+	cs, err := f.clientset()
+	if err != nil {
+		return false, err.Error()
+	}
+	req := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod.Name).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: container, Command: h.Command, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	exec, err := remotecommand.NewSPDYExecutor(f.Config, http.MethodPost, req.URL())
+	if err != nil {
+		return false, err.Error()
+	}
+	ctx, cancel := context.WithTimeout(ctx, hookTimeout(h.Timeout))
+	defer cancel()
+	var out bytes.Buffer
+	err = exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out})
+	tail := lastBytes(out.String(), 400)
+	if err != nil {
+		return false, fmt.Sprintf("%s in %s/%s: %v; output: %s", strings.Join(h.Command, " "), pod.Name, container, err, tail)
+	}
+	return true, fmt.Sprintf("ran in %s/%s: %s", pod.Name, container, tail)
+}
+
+func lastBytes(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// jobHook starts the hook's Job (owned by the Snapshot) and reports its end.
+func (f *Function) jobHook(ctx context.Context, s *snapv1.Snapshot, list string, i int, h *snapv1.RunJobHook) (ok bool, msg string, pending bool, err error) {
+	short := "pre"
+	if list == ListAfter {
+		short = "post"
+	}
+	name := moverjob.Name(fmt.Sprintf("%s-%s-%d", s.Name, short, i), string(s.UID))
+	var j batchv1.Job
+	err = f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, &j)
+	if apierrors.IsNotFound(err) {
+		j = batchv1.Job{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, OwnerReferences: []metav1.OwnerReference{ownerRef(s)},
+				Labels: map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue, LabelSnapshot: s.Name, LabelOp: "hook"}},
+			Spec: *h.JobSpec.DeepCopy(),
+		}
+		if j.Spec.Template.Spec.RestartPolicy == "" {
+			j.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyNever
+		}
+		if j.Spec.ActiveDeadlineSeconds == nil {
+			d := int64(hookTimeout(h.Timeout) / time.Second)
+			j.Spec.ActiveDeadlineSeconds = &d
+		}
+		if err := f.Client.Create(ctx, &j); err != nil && !apierrors.IsAlreadyExists(err) {
+			return false, "", false, fmt.Errorf("create hook job %s: %w", name, err)
+		}
+		return false, "", true, nil
+	}
+	if err != nil {
+		return false, "", false, err
+	}
+	for _, c := range j.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			return true, "job " + name + " completed", false, nil
+		case batchv1.JobFailed:
+			return false, fmt.Sprintf("job %s failed (%s): %s %s", name, c.Reason, c.Message, f.podMessage(ctx, &j)), false, nil
+		}
+	}
+	if f.now().Sub(j.CreationTimestamp.Time) > hookTimeout(h.Timeout)+time.Minute {
+		_ = f.Client.Delete(ctx, &j, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		return false, fmt.Sprintf("job %s did not finish within %s", name, hookTimeout(h.Timeout)), false, nil
+	}
+	return false, "", true, nil
+}

@@ -1,0 +1,129 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/functions/snapshot"
+)
+
+// hookServer records the hook calls it receives; /fail answers 500.
+type hookServer struct {
+	*httptest.Server
+	mu    sync.Mutex
+	calls []string
+}
+
+func newHookServer(t *testing.T) *hookServer {
+	h := &hookServer{}
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, pass, _ := r.BasicAuth()
+		h.mu.Lock()
+		h.calls = append(h.calls, fmt.Sprintf("%s %s user=%s:%s ct=%s", r.Method, r.URL.Path, user, pass, r.Header.Get("Content-Type")))
+		h.mu.Unlock()
+		if strings.HasPrefix(r.URL.Path, "/fail") {
+			http.Error(w, "database refused to freeze", http.StatusInternalServerError)
+		}
+	}))
+	t.Cleanup(h.Close)
+	return h
+}
+
+func (h *hookServer) got() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.calls...)
+}
+
+func TestHooksRunOnceAroundTheBackup(t *testing.T) {
+	const ns = "hooks-ok"
+	backupNamespace(t, ns, 3, "")
+	srv := newHookServer(t)
+	base := strings.Replace(srv.URL, "http://", "http://app:s3cret@", 1)
+	kubectl(t, policy(ns, "app", fmt.Sprintf(`  copyMethod: Direct
+  hooks:
+    beforeSnapshot:
+      - httpRequest: {url: %q, headers: [{name: Content-Type, value: application/json}], body: '{"op":"freeze"}'}
+      - runJob:
+          jobSpec:
+            template:
+              spec:
+                restartPolicy: Never
+                containers: [{name: sync, image: busybox, command: [sh, -c, "echo flushed"]}]
+    afterSnapshot:
+      - httpRequest: {url: %q, method: PUT}
+`, base+"/freeze", srv.URL+"/thaw")), 0, "apply", "-f", "-")
+	kubectl(t, snapshotOf(ns, "hooked", "app"), 0, "create", "-f", "-")
+	s := waitSnapshot(t, ns, "hooked", snapv1.SnapshotSucceeded)
+	eventually(t, func() error {
+		if err := env.Client.Get(testContext(t), clientKey(ns, "hooked"), s); err != nil {
+			return err
+		}
+		if s.Status.Hooks == nil || s.Status.Hooks.PostCompletedAt == nil {
+			return fmt.Errorf("afterSnapshot not stamped yet: %+v", s.Status.Hooks)
+		}
+		return nil
+	})
+	h := s.Status.Hooks
+	if h.PreCompletedAt == nil || len(h.Results) != 3 || !h.Results[0].Succeeded || h.Results[1].Kind != "runJob" || !h.Results[1].Succeeded || h.Results[2].List != snapshot.ListAfter {
+		t.Fatalf("hook results %+v", h)
+	}
+	calls := srv.got()
+	if len(calls) != 2 || calls[0] != "POST /freeze user=app:s3cret ct=application/json" || !strings.HasPrefix(calls[1], "PUT /thaw") {
+		t.Fatalf("hook calls %q: want one POST /freeze with basic auth and header, then one PUT /thaw", calls)
+	}
+	// The hook Job ran and belongs to the Snapshot.
+	var jobs batchv1.JobList
+	if err := env.Client.List(testContext(t), &jobs, client.InNamespace(ns), client.MatchingLabels{snapshot.LabelOp: "hook"}); err != nil || len(jobs.Items) != 1 || jobs.Items[0].OwnerReferences[0].Name != "hooked" {
+		t.Fatalf("hook jobs %+v %v", jobs.Items, err)
+	}
+	// Events after the end run nothing again.
+	kubectl(t, nil, 0, "-n", ns, "annotate", "snapshot", "hooked", "nudge=1")
+	kubectl(t, nil, 0, "-n", ns, "wait", "--for=jsonpath={.metadata.annotations.nudge}=1", "snapshot/hooked")
+	if n := len(srv.got()); n != 2 {
+		t.Fatalf("hooks ran again: %d calls", n)
+	}
+}
+
+func TestFailingHookAbortsTheBackupButStillThaws(t *testing.T) {
+	const ns = "hooks-fail"
+	backupNamespace(t, ns, 3, "")
+	srv := newHookServer(t)
+	kubectl(t, policy(ns, "app", fmt.Sprintf(`  copyMethod: Direct
+  hooks:
+    beforeSnapshot:
+      - httpRequest: {url: %q}
+    afterSnapshot:
+      - httpRequest: {url: %q}
+`, srv.URL+"/fail", srv.URL+"/thaw")), 0, "apply", "-f", "-")
+	kubectl(t, snapshotOf(ns, "aborted", "app"), 0, "create", "-f", "-")
+	s := waitSnapshot(t, ns, "aborted", snapv1.SnapshotFailed)
+	if s.Status.Failure == nil || s.Status.Failure.Class != "HookFailed" || !strings.Contains(s.Status.Failure.Message, "500") {
+		t.Fatalf("failure %+v", s.Status.Failure)
+	}
+	c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionHooksSucceeded)
+	if c == nil || c.Status != "False" || !strings.Contains(c.Message, "beforeSnapshot[0]") || !strings.Contains(c.Message, "database refused to freeze") {
+		t.Fatalf("HooksSucceeded %+v should name the hook and the cause", c)
+	}
+	if s.Status.Job != nil {
+		t.Fatalf("an aborted backup never creates its mover job: %+v", s.Status.Job)
+	}
+	eventually(t, func() error {
+		for _, c := range srv.got() {
+			if strings.HasPrefix(c, "POST /thaw") {
+				return nil
+			}
+		}
+		return fmt.Errorf("afterSnapshot did not run after the failure: %q", srv.got())
+	})
+}
