@@ -158,8 +158,8 @@ type HookResult struct {
 	List  string `json:"list"`
 	Index int32  `json:"index"`
 	// Kind is workloadExec, runJob or httpRequest.
-	Kind      string      `json:"kind"`
-	Succeeded bool `json:"succeeded"`
+	Kind      string `json:"kind"`
+	Succeeded bool   `json:"succeeded"`
 	// Running marks a hook a function has claimed and not yet finished.
 	// +optional
 	Running bool        `json:"running,omitempty"`
