@@ -397,3 +397,50 @@ func postEvent(t *testing.T, url, contentType string, body []byte) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
+
+func TestPrivilegedMoverNeedsTheNamespaceOptIn(t *testing.T) {
+	const ns = "backup-privileged"
+	backupNamespace(t, ns, 2, "")
+	kubectl(t, policy(ns, "app", "  copyMethod: Direct\n  mover: {privilegedMode: true}\n"), 0, "apply", "-f", "-")
+	kubectl(t, snapshotOf(ns, "root", "app"), 0, "create", "-f", "-")
+	eventually(t, func() error {
+		var s snapv1.Snapshot
+		if err := env.Client.Get(testContext(t), clientKey(ns, "root"), &s); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionMoverPermitted)
+		if s.Status.Phase != snapv1.SnapshotPending || c == nil || c.Status != "False" || !strings.Contains(c.Message, wellknown.AnnotationPrivilegedMovers) {
+			return fmt.Errorf("phase %s MoverPermitted %+v: want Pending and the annotation to set", s.Status.Phase, c)
+		}
+		return nil
+	})
+	kubectl(t, nil, 0, "annotate", "namespace", ns, wellknown.AnnotationPrivilegedMovers+"=true")
+	s := waitSnapshot(t, ns, "root", snapv1.SnapshotSucceeded)
+	var job batchv1.Job
+	if err := env.Client.Get(testContext(t), clientKey(ns, s.Status.Job.Name), &job); err != nil {
+		t.Fatal(err)
+	}
+	if sc := job.Spec.Template.Spec.Containers[0].SecurityContext; sc.Privileged == nil || !*sc.Privileged {
+		t.Fatalf("the permitted mover should run privileged: %+v", sc)
+	}
+}
+
+func TestWedgedMoverPodFailsTheRun(t *testing.T) {
+	const ns = "backup-wedged"
+	// No node carries this label, so the mover pod is never scheduled.
+	backupNamespace(t, ns, 2, "")
+	kubectl(t, nil, 0, "-n", ns, "patch", "repository", "primary", "--type=merge", "-p", `{"spec":{"moverDefaults":{"nodeSelector":{"disk":"nvme"}}}}`)
+	kubectl(t, policy(ns, "app", "  copyMethod: Direct\n"), 0, "apply", "-f", "-")
+	kubectl(t, []byte(`
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: Snapshot
+metadata: {name: stuck, namespace: `+ns+`}
+spec:
+  policyRef: {name: app}
+  failurePolicy: {podStartupDeadlineSeconds: 3}
+`), 0, "create", "-f", "-")
+	s := waitSnapshot(t, ns, "stuck", snapv1.SnapshotFailed)
+	if f := s.Status.Failure; f == nil || f.Class != snapshot.ReasonMoverPodWedged || !strings.Contains(f.Message, "didn't match Pod's node affinity/selector") {
+		t.Fatalf("failure %+v: want %s with the scheduler's reason", s.Status.Failure, snapshot.ReasonMoverPodWedged)
+	}
+}

@@ -157,6 +157,25 @@ func (n *Node) runPod(ctx context.Context, j *batchv1.Job, log interface{ Info(s
 	return ok, msg
 }
 
+// pendingPod records an unschedulable pod for j, the way the scheduler
+// reports one that fits no node.
+func (n *Node) pendingPod(ctx context.Context, j *batchv1.Job) {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: j.Namespace, Name: j.Name + "-" + rand.String(5),
+			Labels:          mergeLabels(j.Spec.Template.Labels, map[string]string{"job-name": j.Name, "batch.kubernetes.io/job-name": j.Name, "controller-uid": string(j.UID)}),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: j.Name, UID: j.UID, Controller: ptr(true)}}},
+		Spec: *j.Spec.Template.Spec.DeepCopy(),
+	}
+	if err := n.o.Client.Create(ctx, pod); err != nil {
+		return
+	}
+	pod.Status.Phase = corev1.PodPending
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
+		Message: "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector.", LastTransitionTime: metav1.Now()}}
+	_ = n.o.Client.Status().Update(ctx, pod)
+	n.updateJob(ctx, j, func(st *batchv1.JobStatus) { st.Active = 1 })
+}
+
 func terminated(name string, code int32, msg string) corev1.ContainerStatus {
 	reason := "Completed"
 	if code != 0 {

@@ -104,6 +104,13 @@ func (n *Node) syncJobs(ctx context.Context) {
 		}
 		n.mu.Lock()
 		busy := n.running[j.UID] != nil || n.done[j.UID]
+		if !busy && !schedulable(j) {
+			// As a scheduler would: the pod exists but never starts.
+			n.done[j.UID] = true
+			n.mu.Unlock()
+			n.pendingPod(ctx, j)
+			continue
+		}
 		if !busy {
 			jctx, cancel := context.WithCancel(ctx)
 			n.running[j.UID] = cancel
@@ -147,6 +154,18 @@ func (n *Node) hold(j *batchv1.Job, delta int) {
 			n.claims[j.Namespace+"/"+v.PersistentVolumeClaim.ClaimName] += delta
 		}
 	}
+}
+
+// NodeLabels are the labels of the one local node.
+var NodeLabels = map[string]string{"kubernetes.io/hostname": "localnode", "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
+
+func schedulable(j *batchv1.Job) bool {
+	for k, v := range j.Spec.Template.Spec.NodeSelector {
+		if NodeLabels[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 func finished(j *batchv1.Job) bool {
