@@ -44,9 +44,12 @@ demo: tools build ## start the local stack, apply the try-it bundle, show it, st
 demo-up: tools build ## like demo, but leave the stack running (Ctrl-C stops it)
 	$(GO) run ./test/demo -keep
 
-bench: ## run the benchmarks and rewrite docs/benchmarks.md
+bench: build ## run the benchmarks and rewrite docs/benchmarks.md (needs restic: apt-get install restic)
+	@bash hack/tools.sh kopia
+	@command -v restic >/dev/null || { echo "restic is a benchmark peer: apt-get install restic" >&2; exit 1; }
 	$(GO) run ./bench/webhook
 	$(GO) run ./bench/retention
+	$(GO) run ./bench/backup
 
 clean: ## remove built binaries and tools
 	rm -rf $(BIN)

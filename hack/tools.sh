@@ -98,6 +98,34 @@ GO
   stamp etcd "$ETCD_VERSION"
 }
 
+# kopia's CLI is only a benchmark peer. Its module version list is not
+# served, so `go install ...@version` fails; build it inside a module that
+# requires the exact version instead.
+KOPIA_VERSION=${KOPIA_VERSION:-v0.22.3}
+build_kopia() {
+  fresh kopia "$KOPIA_VERSION" && return
+  local dir="$WORK/kopia-$KOPIA_VERSION"
+  rm -rf "$dir"; mkdir -p "$dir"
+  log "kopia CLI $KOPIA_VERSION (benchmark peer)"
+  cat >"$dir/go.mod" <<MOD
+module snapflow.local/kopiacli
+
+go 1.26
+
+require github.com/kopia/kopia $KOPIA_VERSION
+MOD
+  cat >"$dir/tools.go" <<'GO'
+//go:build tools
+
+package tools
+
+import _ "github.com/kopia/kopia"
+GO
+  (cd "$dir" && go mod tidy -e >/dev/null 2>&1 || true)
+  (cd "$dir" && timed kopia go build -o "$BIN/kopia" github.com/kopia/kopia)
+  stamp kopia "$KOPIA_VERSION"
+}
+
 install_tool() { # install_tool NAME PKG VERSION
   fresh "$1" "$3" && return
   log "$1 $3"
@@ -114,6 +142,7 @@ for t in "${want[@]}"; do
     controller-gen) install_tool controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_TOOLS_VERSION" ;;
     helm) install_tool helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION" ;;
     versitygw) install_tool versitygw github.com/versity/versitygw/cmd/versitygw "$VERSITYGW_VERSION" ;;
+    kopia) build_kopia ;;
     *) echo "unknown tool $t" >&2; exit 2 ;;
   esac
 done

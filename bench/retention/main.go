@@ -8,16 +8,14 @@ import (
 	"os"
 	"runtime"
 	"sort"
-	"strings"
 	"time"
 
 	"k8s.io/utils/ptr"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/bench/internal/report"
 	"github.com/snapflow/snapflow/internal/retention"
 )
-
-const begin, end = "<!-- bench:retention:begin -->", "<!-- bench:retention:end -->"
 
 func main() {
 	cands := make([]retention.Candidate, 100_000)
@@ -39,26 +37,10 @@ func main() {
 	med := runs[len(runs)/2]
 	fmt.Printf("GFS over %d snapshots: median %s, kept %d\n", len(cands), med, kept)
 
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n## GFS retention selection\n\n`go run ./bench/retention` on %s, %d cores, %s: `retention.Select` over 100,000 Snapshots in 50 buckets with every keep* bucket set, median of 7 runs: **%s** (%d kept). Target: under 100 ms — %s.\n%s\n",
-		begin, time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.Version(), med.Round(time.Millisecond), kept, verdict(med < 100*time.Millisecond), end)
-	path := "docs/benchmarks.md"
-	old, _ := os.ReadFile(path)
-	doc := string(old)
-	if i, j := strings.Index(doc, begin), strings.Index(doc, end); i >= 0 && j > i {
-		doc = doc[:i] + b.String() + strings.TrimLeft(doc[j+len(end):], "\n")
-	} else {
-		doc = strings.TrimRight(doc, "\n") + "\n\n" + b.String()
-	}
-	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+	body := fmt.Sprintf("## GFS retention selection\n\n`go run ./bench/retention` on %s, %d cores, %s: `retention.Select` over 100,000 Snapshots in 50 buckets with every keep* bucket set, median of 7 runs: **%s** (%d kept). Target: under 100 ms — %s.\n",
+		time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.Version(), med.Round(time.Millisecond), kept, report.Verdict(med < 100*time.Millisecond))
+	if err := report.WriteSection("docs/benchmarks.md", "retention", body); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-}
-
-func verdict(ok bool) string {
-	if ok {
-		return "met"
-	}
-	return "**not met**"
 }

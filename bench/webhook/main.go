@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
 
+	"github.com/snapflow/snapflow/bench/internal/report"
 	"github.com/snapflow/snapflow/internal/certs"
 	"github.com/snapflow/snapflow/internal/crdschema"
 	"github.com/snapflow/snapflow/internal/validate"
@@ -208,12 +209,10 @@ func closedLoop(c *http.Client, url string, body []byte, workers int, d time.Dur
 	return float64(done.Load()) / d.Seconds()
 }
 
-const begin, end = "<!-- bench:webhook:begin -->", "<!-- bench:webhook:end -->"
-
 func writeResults(path string, rs map[string]result, rate int, d time.Duration) error {
 	base, snap := rs["baseline (allow all)"], rs["snapflow validate"]
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n## Admission webhook latency\n\n", begin)
+	b.WriteString("## Admission webhook latency\n\n")
 	fmt.Fprintf(&b, "`go run ./bench/webhook` on %s, %d cores, %s. One run, both handlers behind the same controller-runtime admission stack over TLS on loopback: a baseline that allows everything, and snapflow's validating handler admitting `config/samples/20-snapshotpolicy-postgres.yaml` (hooks, verification with a CEL successExpr, a preflight check, mover settings) with the schema defaults applied. Paced run: %d requests/s for %s, open loop. Closed loop: %d concurrent clients for 5 s. The load generator shares the 2 cores with the server, and the process uses the GC setting `snapflow webhook` applies at start (GOGC 400 with a 192 MiB soft limit).\n\n",
 		time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.Version(), rate, d, 2*runtime.NumCPU())
 	b.WriteString("| handler | p50 | p99 | max | errors | closed-loop throughput |\n|---|---|---|---|---|---|\n")
@@ -221,27 +220,10 @@ func writeResults(path string, rs map[string]result, rate int, d time.Duration) 
 		r := rs[name]
 		fmt.Fprintf(&b, "| %s | %.3f ms | %.3f ms | %.3f ms | %d of %d | %.0f req/s |\n", name, ms(r.p50), ms(r.p99), ms(r.max), r.errors, r.sent, r.throughput)
 	}
-	fmt.Fprintf(&b, "\nRatios snapflow / baseline: p50 %.2f×, p99 %.2f×, throughput %.2f×. Target: p99 under 2 ms at 1,000 requests/s — %s.\n%s\n",
-		ratio(snap.p50, base.p50), ratio(snap.p99, base.p99), snap.throughput/base.throughput, verdict(snap.p99 < 2*time.Millisecond && snap.errors == 0), end)
-
-	old, _ := os.ReadFile(path)
-	doc := string(old)
-	if doc == "" {
-		doc = "# Benchmarks\n\nMeasured on this project's CI machine class (2 cores). Each section is rewritten by the command it names; peers run side by side in one run and are compared as ratios.\n\n"
-	}
-	if i, j := strings.Index(doc, begin), strings.Index(doc, end); i >= 0 && j > i {
-		doc = doc[:i] + b.String() + strings.TrimLeft(doc[j+len(end):], "\n")
-	} else {
-		doc = strings.TrimRight(doc, "\n") + "\n\n" + b.String() + "\n"
-	}
-	return os.WriteFile(path, []byte(doc), 0o644)
+	fmt.Fprintf(&b, "\nRatios snapflow / baseline: p50 %.2f×, p99 %.2f×, throughput %.2f×. Target: p99 under 2 ms at 1,000 requests/s — %s.\n",
+		ratio(snap.p50, base.p50), ratio(snap.p99, base.p99), snap.throughput/base.throughput, report.Verdict(snap.p99 < 2*time.Millisecond && snap.errors == 0))
+	return report.WriteSection(path, "webhook", b.String())
 }
 
 func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
 
-func verdict(ok bool) string {
-	if ok {
-		return "met"
-	}
-	return "**not met**"
-}

@@ -15,7 +15,7 @@ import (
 
 func newMoverCmd() *cobra.Command {
 	var o struct {
-		work, source, repoRoot, caFile, cacheDir, termLog string
+		work, source, repoRoot, caFile, cacheDir, termLog, statusFile string
 	}
 	cmd := &cobra.Command{
 		Use:   "mover",
@@ -35,14 +35,18 @@ work spec. It exits non-zero when the operation fails, after recording why.`,
 			if err != nil {
 				return err
 			}
-			c, err := kubeClient()
-			if err != nil {
-				return err
-			}
 			tail := &tailBuffer{max: 2048}
 			logw := io.MultiWriter(cmd.ErrOrStderr(), tail)
 			fmt.Fprintf(logw, "mover: %s for %s %s/%s\n", spec.Operation, spec.Target.Kind, spec.Target.Namespace, spec.Target.Name)
-			rep := &loggingReporter{Reporter: &mover.KubeReporter{Client: c, Target: spec.Target, LogTail: tail.String}, w: logw}
+			var target mover.Reporter = &mover.FileReporter{Path: o.statusFile}
+			if o.statusFile == "" {
+				c, err := kubeClient()
+				if err != nil {
+					return err
+				}
+				target = &mover.KubeReporter{Client: c, Target: spec.Target, LogTail: tail.String}
+			}
+			rep := &loggingReporter{Reporter: target, w: logw}
 			err = mover.Run(cmd.Context(), mover.Options{
 				Spec: spec, SourceDir: o.source, RepositoryRoot: o.repoRoot, CAFile: o.caFile, CacheDir: o.cacheDir,
 				Reporter: rep, TerminationLog: o.termLog,
@@ -62,6 +66,7 @@ work spec. It exits non-zero when the operation fails, after recording why.`,
 	f.StringVar(&o.caFile, "ca-file", "", "PEM CA bundle for the S3 endpoint")
 	f.StringVar(&o.cacheDir, "cache-dir", "", "kopia config and cache directory (a temp dir when empty)")
 	f.StringVar(&o.termLog, "termination-log", "/dev/termination-log", "file for the one-line result summary")
+	f.StringVar(&o.statusFile, "status-file", "", "write the report to this JSON file instead of the target's status (runs without a cluster)")
 	return cmd
 }
 

@@ -1,0 +1,65 @@
+package mover
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/snapflow/snapflow/internal/kopia"
+)
+
+// FileReport is what FileReporter writes: the run as the status would show it.
+type FileReport struct {
+	Phase     string           `json:"phase"`
+	Started   time.Time        `json:"started"`
+	Progress  *kopia.Progress  `json:"progress,omitempty"`
+	Snapshot  *Result          `json:"snapshot,omitempty"`
+	Bootstrap *BootstrapResult `json:"bootstrap,omitempty"`
+	Failure   *Failure         `json:"failure,omitempty"`
+}
+
+// FileReporter writes reports to a JSON file instead of an object's status:
+// for running the mover outside a cluster (benchmarks, debugging).
+type FileReporter struct {
+	Path string
+	mu   sync.Mutex
+	r    FileReport
+}
+
+func (f *FileReporter) write(mutate func(*FileReport)) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	mutate(&f.r)
+	b, err := json.MarshalIndent(f.r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(f.Path, b, 0o644)
+}
+
+func (f *FileReporter) Started(_ context.Context, at time.Time) error {
+	return f.write(func(r *FileReport) { r.Phase, r.Started = "Running", at })
+}
+
+func (f *FileReporter) Progress(_ context.Context, p kopia.Progress) error {
+	return f.write(func(r *FileReport) { r.Progress = &p })
+}
+
+func (f *FileReporter) SnapshotDone(_ context.Context, res Result) error {
+	return f.write(func(r *FileReport) {
+		r.Phase, r.Snapshot = "Succeeded", &res
+		if res.Snapshot.Unchanged {
+			r.Phase = "Unchanged"
+		}
+	})
+}
+
+func (f *FileReporter) BootstrapDone(_ context.Context, res BootstrapResult) error {
+	return f.write(func(r *FileReport) { r.Phase, r.Bootstrap = "Ready", &res })
+}
+
+func (f *FileReporter) Failed(_ context.Context, fl Failure, _ time.Time) error {
+	return f.write(func(r *FileReport) { r.Phase, r.Failure = "Failed", &fl })
+}
