@@ -226,4 +226,3 @@ func writeResults(path string, rs map[string]result, rate int, d time.Duration) 
 }
 
 func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
-

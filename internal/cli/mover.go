@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 
@@ -15,7 +16,7 @@ import (
 
 func newMoverCmd() *cobra.Command {
 	var o struct {
-		work, source, repoRoot, caFile, cacheDir, termLog, statusFile string
+		work, source, repoRoot, caFile, cacheDir, termLog, statusFile, cpuProfile string
 	}
 	cmd := &cobra.Command{
 		Use:   "mover",
@@ -27,6 +28,16 @@ AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN), never from the
 work spec. It exits non-zero when the operation fails, after recording why.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.cpuProfile != "" {
+				pf, err := os.Create(o.cpuProfile)
+				if err != nil {
+					return err
+				}
+				if err := pprof.StartCPUProfile(pf); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			b, err := os.ReadFile(o.work)
 			if err != nil {
 				return fmt.Errorf("read the work spec: %w", err)
@@ -44,7 +55,7 @@ work spec. It exits non-zero when the operation fails, after recording why.`,
 				if err != nil {
 					return err
 				}
-				target = &mover.KubeReporter{Client: c, Target: spec.Target, LogTail: tail.String}
+				target = &mover.KubeReporter{Client: c, Target: spec.Target, Delete: spec.Delete, LogTail: tail.String}
 			}
 			rep := &loggingReporter{Reporter: target, w: logw}
 			err = mover.Run(cmd.Context(), mover.Options{
@@ -67,6 +78,8 @@ work spec. It exits non-zero when the operation fails, after recording why.`,
 	f.StringVar(&o.cacheDir, "cache-dir", "", "kopia config and cache directory (a temp dir when empty)")
 	f.StringVar(&o.termLog, "termination-log", "/dev/termination-log", "file for the one-line result summary")
 	f.StringVar(&o.statusFile, "status-file", "", "write the report to this JSON file instead of the target's status (runs without a cluster)")
+	f.StringVar(&o.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the run to this file")
+	_ = f.MarkHidden("cpu-profile")
 	return cmd
 }
 

@@ -29,6 +29,9 @@ type CreateOptions struct {
 	ECCOverheadPercent int    `json:"eccOverheadPercent,omitempty"`
 }
 
+// DefaultCacheMB is the kopia CLI's default for both caches.
+const DefaultCacheMB = 5000
+
 // OpenOptions say where the repository is and who writes to it.
 type OpenOptions struct {
 	Backend  Backend
@@ -41,7 +44,7 @@ type OpenOptions struct {
 	WorkDir string
 	// UploadBytesPerSecond throttles writes to storage; 0 is unlimited.
 	UploadBytesPerSecond float64
-	// ContentCacheMB and MetadataCacheMB bound the local caches (kopia defaults when 0).
+	// ContentCacheMB and MetadataCacheMB bound the local caches (DefaultCacheMB when 0).
 	ContentCacheMB, MetadataCacheMB int64
 	// ReadOnly opens the repository without write access.
 	ReadOnly bool
@@ -82,6 +85,14 @@ func Open(ctx context.Context, o OpenOptions) (*Repo, error) {
 	defer st.Close(ctx) //nolint:errcheck // Connect copies what it needs.
 
 	configFile := filepath.Join(r.workDir, "repository.config")
+	// kopia turns caching off entirely when the content cache size is 0, so
+	// unset sizes take the kopia CLI's defaults instead.
+	if o.ContentCacheMB == 0 {
+		o.ContentCacheMB = DefaultCacheMB
+	}
+	if o.MetadataCacheMB == 0 {
+		o.MetadataCacheMB = DefaultCacheMB
+	}
 	copts := &repo.ConnectOptions{
 		ClientOptions: repo.ClientOptions{Username: o.Username, Hostname: o.Hostname, ReadOnly: o.ReadOnly},
 		CachingOptions: content.CachingOptions{

@@ -243,7 +243,10 @@ type progress struct {
 	last     time.Time
 }
 
-func (p *progress) Enabled() bool { return true }
+// Enabled is false so kopia skips its size-estimation walk, a second pass
+// over the whole tree that only feeds an ETA; the counters below are still
+// called.
+func (p *progress) Enabled() bool { return false }
 
 func (p *progress) CachedFile(_ string, size int64) {
 	p.filesCached.Add(1)
