@@ -27,7 +27,7 @@ type runPlan struct {
 	policy     *snapv1.SnapshotPolicy
 	repo       *repoObject
 	repoWork   mover.Repository
-	mounts     jobMounts
+	mounts     JobMounts
 	src        snapv1.Source
 	pvc        string
 	source     kopia.Source
@@ -115,13 +115,13 @@ func (f *Function) plan(ctx context.Context, s *snapv1.Snapshot) (*runPlan, *gat
 		return invalid("%s is ReadOnly; snapshots cannot be written to it", repo.key())
 	}
 	p := &runPlan{policy: &pol, repo: repo}
-	if p.repoWork, p.mounts, err = repositoryWork(repo); err != nil {
+	if p.repoWork, p.mounts, err = RepositoryWork(repo.Ref, repo.Spec); err != nil {
 		return invalid("%s: %v", repo.key(), err)
 	}
-	if repo.Ref.Kind == snapv1.KindClusterRepository && (p.mounts.repoClaim != "" || p.mounts.credentials != "") {
+	if repo.Ref.Kind == snapv1.KindClusterRepository && (p.mounts.RepoClaim != "" || p.mounts.Credentials != "") {
 		// Volumes and Secrets of a ClusterRepository live in snapflow's
 		// namespace; a mover in the consumer namespace cannot mount them.
-		if p.mounts.repoClaim != "" {
+		if p.mounts.RepoClaim != "" {
 			return invalid("ClusterRepository %s keeps its repository on a PVC, which a mover in namespace %s cannot mount; use an S3 or NFS backend for a shared repository", ref.Name, s.Namespace)
 		}
 	}
@@ -241,9 +241,9 @@ func (f *Function) createJob(ctx context.Context, s *snapv1.Snapshot, p *runPlan
 		Image:  f.MoverImage, ServiceAccount: f.MoverServiceAccount,
 		Work:           p.workSpec(s),
 		PasswordSecret: p.repo.Spec.Encryption.PasswordSecretRef.Name, PasswordKey: p.repo.Spec.Encryption.PasswordSecretRef.Key,
-		CredentialsSecret: p.mounts.credentials, CABundle: p.mounts.caBundle,
+		CredentialsSecret: p.mounts.Credentials, CABundle: p.mounts.CABundle,
 		SourceClaim: claim, SourceReadOnly: readOnly,
-		RepositoryClaim: p.mounts.repoClaim, RepositoryNFS: p.mounts.repoNFS, RepositoryHost: p.mounts.hostPath,
+		RepositoryClaim: p.mounts.RepoClaim, RepositoryNFS: p.mounts.RepoNFS, RepositoryHost: p.mounts.HostPath,
 		Mover: p.policy.Spec.Mover, Defaults: p.repo.Spec.MoverDefaults, FailurePolicy: s.Spec.FailurePolicy,
 	}
 	job, cm, err := moverjob.Build(params)

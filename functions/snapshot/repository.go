@@ -99,7 +99,7 @@ func finishTime(j *batchv1.Job) time.Time {
 }
 
 func (f *Function) startBootstrap(ctx context.Context, r *repoObject, jobName string) error {
-	work, mounts, err := repositoryWork(r)
+	work, mounts, err := RepositoryWork(r.Ref, r.Spec)
 	if err != nil {
 		return f.updateRepoStatus(ctx, r, func(st *snapv1.RepositoryStatus, gen int64) {
 			st.Phase = snapv1.RepositoryFailed
@@ -125,8 +125,8 @@ func (f *Function) startBootstrap(ctx context.Context, r *repoObject, jobName st
 		Work: mover.WorkSpec{Operation: mover.OpBootstrap, Repository: work,
 			Target: mover.Target{Kind: kind, Namespace: r.Obj.GetNamespace(), Name: r.Ref.Name, UID: string(r.Obj.GetUID())}},
 		PasswordSecret: r.Spec.Encryption.PasswordSecretRef.Name, PasswordKey: r.Spec.Encryption.PasswordSecretRef.Key,
-		CredentialsSecret: mounts.credentials, CABundle: mounts.caBundle,
-		RepositoryClaim: mounts.repoClaim, RepositoryNFS: mounts.repoNFS, RepositoryHost: mounts.hostPath,
+		CredentialsSecret: mounts.Credentials, CABundle: mounts.CABundle,
+		RepositoryClaim: mounts.RepoClaim, RepositoryNFS: mounts.RepoNFS, RepositoryHost: mounts.HostPath,
 		Defaults: r.Spec.MoverDefaults, ActiveDeadline: moverjob.BootstrapActiveDeadline,
 	}
 	if b := r.Spec.Bootstrap; b != nil {

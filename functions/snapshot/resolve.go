@@ -87,43 +87,43 @@ func getOrNil[T client.Object](ctx context.Context, c client.Client, key client.
 // backendFor resolves a repository spec into the engine's backend (no
 // secrets: the mover reads those from its environment) and what the Job must
 // mount or inject.
-func backendFor(spec *snapv1.RepositorySpec) (kopia.Backend, jobMounts, error) {
+func backendFor(spec *snapv1.RepositorySpec) (kopia.Backend, JobMounts, error) {
 	b := spec.Backend
-	var m jobMounts
+	var m JobMounts
 	switch {
 	case b.Filesystem != nil:
 		fs := b.Filesystem
 		if fs.Volume == nil {
-			m.hostPath = fs.Path
+			m.HostPath = fs.Path
 			return kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: "/"}}, m, nil
 		}
-		m.repoClaim = ""
 		if fs.Volume.PVC != nil {
-			m.repoClaim = fs.Volume.PVC.Name
+			m.RepoClaim = fs.Volume.PVC.Name
 		}
-		m.repoNFS = fs.Volume.NFS
+		m.RepoNFS = fs.Volume.NFS
 		return kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: fs.Path}}, m, nil
 	case b.S3 != nil:
 		s := b.S3
 		out := &kopia.S3Backend{Bucket: s.Bucket, Prefix: s.Prefix, Endpoint: s.Endpoint, Region: s.Region}
 		if t := s.TLS; t != nil {
 			out.DisableTLS, out.InsecureSkipVerify = t.DisableTLS, t.InsecureSkipVerify
-			m.caBundle = t.CABundleRef
+			m.CABundle = t.CABundleRef
 		}
 		if s.Auth != nil && s.Auth.SecretRef != nil {
-			m.credentials = s.Auth.SecretRef.Name
+			m.Credentials = s.Auth.SecretRef.Name
 		}
 		return kopia.Backend{S3: out}, m, nil
 	}
 	return kopia.Backend{}, m, fmt.Errorf("spec.backend: snapflow's mover supports the filesystem and s3 backends; this repository uses another one")
 }
 
-type jobMounts struct {
-	repoClaim   string
-	repoNFS     *snapv1.NFSExport
-	hostPath    string
-	credentials string
-	caBundle    *snapv1.ConfigMapKeyRef
+// JobMounts is what a mover Job mounts or injects to reach a repository.
+type JobMounts struct {
+	RepoClaim   string
+	RepoNFS     *snapv1.NFSExport
+	HostPath    string
+	Credentials string
+	CABundle    *snapv1.ConfigMapKeyRef
 }
 
 func createOptions(spec *snapv1.RepositorySpec) *kopia.CreateOptions {
@@ -141,13 +141,14 @@ func createOptions(spec *snapv1.RepositorySpec) *kopia.CreateOptions {
 	return o
 }
 
-// repositoryWork is the repository section of a work spec.
-func repositoryWork(r *repoObject) (mover.Repository, jobMounts, error) {
-	b, m, err := backendFor(r.Spec)
+// RepositoryWork is the repository section of a work spec, and what the
+// mover Job must mount or inject to reach it.
+func RepositoryWork(ref snapv1.RepositoryRef, spec *snapv1.RepositorySpec) (mover.Repository, JobMounts, error) {
+	b, m, err := backendFor(spec)
 	if err != nil {
 		return mover.Repository{}, m, err
 	}
-	return mover.Repository{Kind: string(r.Ref.Kind), Name: r.Ref.Name, Backend: b, Create: createOptions(r.Spec), HasCA: m.caBundle != nil}, m, nil
+	return mover.Repository{Kind: string(ref.Kind), Name: ref.Name, Backend: b, Create: createOptions(spec), HasCA: m.CABundle != nil}, m, nil
 }
 
 // resolveIdentity is the kopia identity of policy p's source in repository r.

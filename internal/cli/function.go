@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/snapflow/snapflow/events/sources/kube"
+	"github.com/snapflow/snapflow/functions/cleanup"
 	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/policysource"
@@ -29,6 +30,7 @@ import (
 type functionFlags struct {
 	addr, namespace, moverImage, moverSA, sink string
 	globalPolicies                             string
+	deleteWindow                               time.Duration
 	maxJobs                                    int
 	devLogs                                    bool
 }
@@ -46,6 +48,7 @@ func (f *functionFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.maxJobs, "max-concurrent-jobs", 0, "cluster-wide cap on concurrent mover Jobs (0: unlimited)")
 	fl.StringVar(&f.sink, "sink", os.Getenv("K_SINK"), "where emitted events go (Knative SinkBinding sets $K_SINK)")
 	fl.BoolVar(&f.devLogs, "dev-logs", false, "human-readable logs instead of JSON")
+	fl.DurationVar(&f.deleteWindow, "delete-window", 10*time.Second, "cleanup: quiet period after the newest deletion before a repository's deletion batch starts")
 	fl.StringVar(&f.globalPolicies, "global-backup-volume-policies-configmap", "", "ConfigMap in --namespace holding the global backup volume policies (checked at startup, re-read for every run)")
 }
 
@@ -99,6 +102,10 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 			fn := &snapshot.Function{Client: c, Config: cfg, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,
 				MaxConcurrentJobs: f.maxJobs, GlobalVolumePoliciesConfigMap: f.globalPolicies, Emitter: emitter, Recorder: recorder("snapflow-snapshot")}
 			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
+		case "cleanup":
+			fn := &cleanup.Function{Client: c, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,
+				Window: f.deleteWindow, Recorder: recorder("snapflow-cleanup")}
+			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
 		default:
 			return nil, fmt.Errorf("unknown function %q (available: %s)", n, strings.Join(functionNames, ", "))
 		}
@@ -106,7 +113,7 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 	return out, nil
 }
 
-var functionNames = []string{"snapshot"}
+var functionNames = []string{"snapshot", "cleanup"}
 
 func newFunctionCmd() *cobra.Command {
 	var f functionFlags

@@ -41,3 +41,14 @@ func (l *loggingReporter) Failed(ctx context.Context, f mover.Failure, at time.T
 	}
 	return l.Reporter.Failed(ctx, f, at)
 }
+
+func (l *loggingReporter) DeleteDone(ctx context.Context, res []mover.MemberResult) error {
+	for _, r := range res {
+		state := "deleted"
+		if !r.Deleted {
+			state = "failed: " + r.Message
+		}
+		fmt.Fprintf(l.w, "mover: %s/%s kopia snapshot %s %s\n", r.Member.Namespace, r.Member.Name, r.Member.SnapshotID, state)
+	}
+	return l.Reporter.DeleteDone(ctx, res)
+}

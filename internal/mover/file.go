@@ -18,6 +18,7 @@ type FileReport struct {
 	Snapshot  *Result          `json:"snapshot,omitempty"`
 	Bootstrap *BootstrapResult `json:"bootstrap,omitempty"`
 	Failure   *Failure         `json:"failure,omitempty"`
+	Deleted   []MemberResult   `json:"deleted,omitempty"`
 }
 
 // FileReporter writes reports to a JSON file instead of an object's status:
@@ -62,4 +63,8 @@ func (f *FileReporter) BootstrapDone(_ context.Context, res BootstrapResult) err
 
 func (f *FileReporter) Failed(_ context.Context, fl Failure, _ time.Time) error {
 	return f.write(func(r *FileReport) { r.Phase, r.Failure = "Failed", &fl })
+}
+
+func (f *FileReporter) DeleteDone(_ context.Context, res []MemberResult) error {
+	return f.write(func(r *FileReport) { r.Phase, r.Deleted = "Done", res })
 }

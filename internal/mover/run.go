@@ -49,6 +49,14 @@ type BootstrapResult struct {
 	At       time.Time
 }
 
+// MemberResult is the outcome of one member of a delete run.
+type MemberResult struct {
+	Member DeleteMember
+	// Deleted is true when the kopia snapshot is gone (including already gone).
+	Deleted bool
+	Message string
+}
+
 // Failure is a classified error for status.failure.
 type Failure struct {
 	Class, Message, Hint string
@@ -61,6 +69,7 @@ type Reporter interface {
 	Progress(ctx context.Context, p kopia.Progress) error
 	SnapshotDone(ctx context.Context, r Result) error
 	BootstrapDone(ctx context.Context, r BootstrapResult) error
+	DeleteDone(ctx context.Context, results []MemberResult) error
 	Failed(ctx context.Context, f Failure, at time.Time) error
 }
 
@@ -125,6 +134,37 @@ func run(ctx context.Context, o Options, start time.Time) (string, error) {
 			verb = "created"
 		}
 		return fmt.Sprintf("%s repository %s (%d snapshots)", verb, res.UniqueID, u.Snapshots), nil
+
+	case OpDelete:
+		r, err := kopia.Open(ctx, open)
+		if err != nil {
+			return "", err
+		}
+		defer r.Close(ctx)
+		ids := make([]string, 0, len(w.Delete.Members))
+		for _, m := range w.Delete.Members {
+			ids = append(ids, m.SnapshotID)
+		}
+		res, err := r.Delete(ctx, ids)
+		if err != nil {
+			return "", err
+		}
+		done := map[string]bool{}
+		for _, id := range append(res.Deleted, res.Missing...) {
+			done[id] = true
+		}
+		var results []MemberResult
+		for _, m := range w.Delete.Members {
+			mr := MemberResult{Member: m, Deleted: done[m.SnapshotID]}
+			if e := res.Failed[m.SnapshotID]; e != nil {
+				mr.Message = oneLine(e.Error())
+			}
+			results = append(results, mr)
+		}
+		if err := o.Reporter.DeleteDone(ctx, results); err != nil {
+			return "", fmt.Errorf("report the result: %w", err)
+		}
+		return fmt.Sprintf("deleted %d kopia snapshots (%d already gone, %d failed) in one session", len(res.Deleted), len(res.Missing), len(res.Failed)), nil
 
 	case OpSnapshot:
 		s := w.Snapshot

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -30,6 +31,9 @@ var ErrTargetReplaced = errors.New("the target was replaced since this work spec
 type KubeReporter struct {
 	Client client.Client
 	Target Target
+	// Delete is set for a delete run: its failures are recorded on the
+	// members, not on the repository.
+	Delete *DeleteWork
 	// LogTail returns the last lines of the mover's log for status.logTail.
 	LogTail func() string
 }
@@ -84,8 +88,44 @@ func (k *KubeReporter) updateRepository(ctx context.Context, mutate func(*snapv1
 
 func (k *KubeReporter) isSnapshot() bool { return k.Target.Kind == "Snapshot" }
 
+// DeleteDone records each member's outcome on its own Snapshot, so the
+// cleanup function can release exactly the finished ones.
+func (k *KubeReporter) DeleteDone(ctx context.Context, results []MemberResult) error {
+	var errs []error
+	now := metav1.Now()
+	for _, r := range results {
+		m := r.Member
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var s snapv1.Snapshot
+			if err := k.Client.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: m.Name}, &s); err != nil {
+				return err
+			}
+			if string(s.UID) != m.UID {
+				return nil // a new object under the old name: not ours to mark
+			}
+			orig := s.DeepCopy()
+			if s.Status.Cleanup == nil {
+				s.Status.Cleanup = &snapv1.CleanupStatus{}
+			}
+			if r.Deleted {
+				s.Status.Cleanup.KopiaDeletedAt, s.Status.Cleanup.Message = &now, ""
+			} else {
+				s.Status.Cleanup.Message = r.Message
+			}
+			return k.Client.Status().Patch(ctx, &s, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+		})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("record deletion of %s/%s: %w", m.Namespace, m.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Started marks the run as Running, or refuses when it already finished.
 func (k *KubeReporter) Started(ctx context.Context, at time.Time) error {
+	if k.Delete != nil {
+		return nil
+	}
 	if !k.isSnapshot() {
 		return k.updateRepository(ctx, func(st *snapv1.RepositoryStatus, _ int64) {
 			if st.Phase != snapv1.RepositoryReady {
@@ -177,6 +217,13 @@ func (k *KubeReporter) Failed(ctx context.Context, f Failure, at time.Time) erro
 	tail := ""
 	if k.LogTail != nil {
 		tail = k.LogTail()
+	}
+	if k.Delete != nil {
+		var results []MemberResult
+		for _, m := range k.Delete.Members {
+			results = append(results, MemberResult{Member: m, Message: f.Class + ": " + f.Message})
+		}
+		return k.DeleteDone(ctx, results)
 	}
 	if !k.isSnapshot() {
 		return k.updateRepository(ctx, func(st *snapv1.RepositoryStatus, gen int64) {

@@ -19,6 +19,7 @@ import (
 const (
 	OpSnapshot  = "snapshot"
 	OpBootstrap = "bootstrap"
+	OpDelete    = "delete"
 )
 
 // Environment variables the mover reads its secrets from.
@@ -65,12 +66,26 @@ type SnapshotWork struct {
 	CustomParameters map[string]any `json:"customParameters,omitempty"`
 }
 
+// DeleteMember is one Snapshot whose kopia snapshot a delete run removes.
+type DeleteMember struct {
+	Namespace  string `json:"namespace"`
+	Name       string `json:"name"`
+	UID        string `json:"uid"`
+	SnapshotID string `json:"snapshotID"`
+}
+
+// DeleteWork is a batch of kopia deletions in one repository session.
+type DeleteWork struct {
+	Members []DeleteMember `json:"members"`
+}
+
 // WorkSpec is one mover run.
 type WorkSpec struct {
 	Operation  string        `json:"operation"`
 	Target     Target        `json:"target"`
 	Repository Repository    `json:"repository"`
 	Snapshot   *SnapshotWork `json:"snapshot,omitempty"`
+	Delete     *DeleteWork   `json:"delete,omitempty"`
 	// Cache sizes in MiB; 0 takes kopia's defaults.
 	ContentCacheMB  int64 `json:"contentCacheMb,omitempty"`
 	MetadataCacheMB int64 `json:"metadataCacheMb,omitempty"`
@@ -91,8 +106,12 @@ func Parse(b []byte) (*WorkSpec, error) {
 			return nil, fmt.Errorf("work spec: operation snapshot needs a snapshot section")
 		}
 	case OpBootstrap:
+	case OpDelete:
+		if w.Delete == nil || len(w.Delete.Members) == 0 {
+			return nil, fmt.Errorf("work spec: operation delete needs at least one member")
+		}
 	default:
-		return nil, fmt.Errorf("work spec: unknown operation %q (want %s or %s)", w.Operation, OpSnapshot, OpBootstrap)
+		return nil, fmt.Errorf("work spec: unknown operation %q (want %s, %s or %s)", w.Operation, OpSnapshot, OpBootstrap, OpDelete)
 	}
 	if w.Repository.Backend.Kind() == "" {
 		return nil, fmt.Errorf("work spec: repository.backend names no supported backend")

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/snapflow/snapflow/events/sources/kube"
+	"github.com/snapflow/snapflow/functions/cleanup"
 	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/test/localnode"
@@ -32,13 +33,17 @@ type FunctionsOptions struct {
 	RepositoryRetry time.Duration
 	// GlobalVolumePoliciesConfigMap names the global baseline in WebhookNamespace.
 	GlobalVolumePoliciesConfigMap string
+	// DeleteWindow is the cleanup function's quiet window (short in tests).
+	DeleteWindow time.Duration
 }
 
 // Functions is the local stack behind a backup: the local node (standing in
 // for a kubelet and CSI driver), the functions served over HTTP, and the
 // kube source posting events to them.
 type Functions struct {
+	// URL is the snapshot function's endpoint; Base serves every function on /<name>.
 	URL     string
+	Base    string
 	Node    *localnode.Node
 	Emitted *EventLog
 	LogPath string
@@ -113,17 +118,27 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	fn := &snapshot.Function{Client: cp.Client, Config: cp.Config, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e",
 		MaxConcurrentJobs: o.MaxConcurrentJobs, RepositoryRetry: o.RepositoryRetry, GlobalVolumePoliciesConfigMap: o.GlobalVolumePoliciesConfigMap,
 		Emitter: f.Emitted, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-snapshot"})}
+	if o.DeleteWindow == 0 {
+		o.DeleteWindow = time.Second
+	}
+	cleanupFn := &cleanup.Function{Client: cp.Client, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", Window: o.DeleteWindow,
+		Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-cleanup"})}
+	fns := []runtime.Function{{Name: "snapshot", Handle: fn.Handle}, {Name: "cleanup", Handle: cleanupFn.Handle}}
 	listening := make(chan string, 1)
 	errc := make(chan error, 1)
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
-		errc <- runtime.Serve(ctx, runtime.Options{Addr: "127.0.0.1:0", Listening: listening, Log: log.WithName("functions"),
-			Functions: []runtime.Function{{Name: "snapshot", Handle: fn.Handle}}})
+		errc <- runtime.Serve(ctx, runtime.Options{Addr: "127.0.0.1:0", Listening: listening, Log: log.WithName("functions"), Functions: fns})
 	}()
+	var sinks []string
 	select {
 	case addr := <-listening:
-		f.URL = "http://" + addr
+		f.Base = "http://" + addr
+		f.URL = f.Base + "/snapshot"
+		for _, fn := range fns {
+			sinks = append(sinks, f.Base+"/"+fn.Name)
+		}
 	case err := <-errc:
 		stop()
 		return nil, fmt.Errorf("start functions: %w", err)
@@ -131,7 +146,7 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
-		if err := kube.Run(ctx, kube.Options{Config: cp.Config, Scheme: cp.Scheme, Sinks: []string{f.URL}, Resync: o.Resync, Log: log.WithName("kube-source")}); err != nil {
+		if err := kube.Run(ctx, kube.Options{Config: cp.Config, Scheme: cp.Scheme, Sinks: sinks, Resync: o.Resync, Log: log.WithName("kube-source")}); err != nil {
 			log.Error(err, "kube source stopped")
 		}
 	}()

@@ -1,0 +1,75 @@
+package cleanup
+
+import (
+	"context"
+	"errors"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+)
+
+// reconcilePolicy keeps the policy-cleanup finalizer on a live policy and,
+// when the policy is deleted, cascades to its Snapshots: with
+// onPolicyDelete Retain (the default) they go with their kopia data kept;
+// with Delete their data goes too (external deletions, so the breaker
+// applies). The policy is released once its Snapshots are gone.
+func (f *Function) reconcilePolicy(ctx context.Context, ns, name string) error {
+	var p snapv1.SnapshotPolicy
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if p.DeletionTimestamp == nil {
+		if controllerutil.AddFinalizer(&p, wellknown.FinalizerPolicyCleanup) {
+			return client.IgnoreNotFound(ignoreConflict(f.Client.Update(ctx, &p)))
+		}
+		return nil
+	}
+	if !controllerutil.ContainsFinalizer(&p, wellknown.FinalizerPolicyCleanup) {
+		return nil
+	}
+	var list snapv1.SnapshotList
+	if err := f.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{wellknown.LabelConfig: name}); err != nil {
+		return err
+	}
+	retain := p.Spec.Deletion == nil || p.Spec.Deletion.OnPolicyDelete != snapv1.CascadeDelete
+	var errs []error
+	for i := range list.Items {
+		s := &list.Items[i]
+		if s.DeletionTimestamp != nil {
+			continue
+		}
+		if retain && s.Annotations[wellknown.AnnotationPrunedBy] != "policy-cascade" {
+			if s.Annotations == nil {
+				s.Annotations = map[string]string{}
+			}
+			s.Annotations[wellknown.AnnotationPrunedBy] = "policy-cascade"
+			if err := f.Client.Update(ctx, s); err != nil {
+				errs = append(errs, ignoreConflict(client.IgnoreNotFound(err)))
+				continue
+			}
+		}
+		if err := f.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if len(list.Items) > 0 {
+		return nil // released once its Snapshots' finalizers are done
+	}
+	controllerutil.RemoveFinalizer(&p, wellknown.FinalizerPolicyCleanup)
+	return client.IgnoreNotFound(ignoreConflict(f.Client.Update(ctx, &p)))
+}
+
+// ignoreConflict drops a lost write race: the next event or resync retries.
+func ignoreConflict(err error) error {
+	if apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}

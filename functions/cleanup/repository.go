@@ -1,0 +1,538 @@
+package cleanup
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	coordv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/functions/snapshot"
+	"github.com/snapflow/snapflow/internal/deletion"
+	"github.com/snapflow/snapflow/internal/mover"
+	"github.com/snapflow/snapflow/internal/moverjob"
+)
+
+func hasFinalizer(s *snapv1.Snapshot) bool {
+	return controllerutil.ContainsFinalizer(s, wellknown.FinalizerSnapshotCleanup)
+}
+
+// repoOf is the repository a Snapshot's data lives in, as pinned at run time.
+func repoOf(s *snapv1.Snapshot) (snapv1.RepositoryRef, bool) {
+	if s.Status.Resolved == nil || s.Status.Resolved.Repository == nil {
+		return snapv1.RepositoryRef{}, false
+	}
+	r := *s.Status.Resolved.Repository
+	if r.Kind == "" {
+		r.Kind = snapv1.KindRepository
+	}
+	if r.Kind == snapv1.KindRepository && r.Namespace == "" {
+		r.Namespace = s.Namespace
+	}
+	if r.Kind == snapv1.KindClusterRepository {
+		r.Namespace = ""
+	}
+	return r, true
+}
+
+func poolKey(r snapv1.RepositoryRef) string { return snapshot.PoolKey(r.Kind, r.Namespace, r.Name) }
+
+func repoFromLabels(j *batchv1.Job) snapv1.RepositoryRef {
+	r := snapv1.RepositoryRef{Kind: snapv1.RepositoryKind(j.Labels[labelRepoKind]), Name: j.Labels[snapshot.LabelRepository], Namespace: j.Labels[labelRepoNamespace]}
+	if r.Kind == "" {
+		r.Kind = snapv1.KindRepository
+	}
+	return r
+}
+
+const (
+	labelRepoKind      = "snapflow.dev/repository-kind"
+	labelRepoNamespace = "snapflow.dev/repository-namespace"
+)
+
+// deletingRepos lists the repositories that have Snapshots waiting on cleanup.
+func (f *Function) deletingRepos(ctx context.Context) ([]snapv1.RepositoryRef, error) {
+	var list snapv1.SnapshotList
+	if err := f.Client.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []snapv1.RepositoryRef
+	for i := range list.Items {
+		s := &list.Items[i]
+		if s.DeletionTimestamp == nil || !hasFinalizer(s) {
+			continue
+		}
+		r, ok := repoOf(s)
+		if !ok {
+			if err := f.reconcileSnapshot(ctx, s.Namespace, s.Name); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if !seen[poolKey(r)] {
+			seen[poolKey(r)] = true
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// repoState is what one pass over a repository needs to know of it.
+type repoState struct {
+	ref       snapv1.RepositoryRef
+	obj       client.Object
+	spec      *snapv1.RepositorySpec
+	status    *snapv1.RepositoryStatus
+	homeNS    string // where its Secrets and volumes live and batches run
+	missing   bool
+	breaker   deletion.Breaker
+	badAckMsg string
+}
+
+func (f *Function) readRepo(ctx context.Context, ref snapv1.RepositoryRef) (*repoState, error) {
+	st := &repoState{ref: ref}
+	if ref.Kind == snapv1.KindClusterRepository {
+		var cr snapv1.ClusterRepository
+		err := f.Client.Get(ctx, client.ObjectKey{Name: ref.Name}, &cr)
+		if apierrors.IsNotFound(err) {
+			st.missing = true
+			return st, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		st.obj, st.spec, st.status, st.homeNS = &cr, &cr.Spec.RepositorySpec, &cr.Status, f.Namespace
+	} else {
+		var r snapv1.Repository
+		err := f.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &r)
+		if apierrors.IsNotFound(err) {
+			st.missing = true
+			return st, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		st.obj, st.spec, st.status, st.homeNS = &r, &r.Spec, &r.Status, r.Namespace
+	}
+	st.breaker, st.badAckMsg = deletion.BreakerOf(st.spec, st.obj.GetAnnotations(), f.now())
+	return st, nil
+}
+
+// reconcileRepository is one pass over every deleting Snapshot of a repository.
+func (f *Function) reconcileRepository(ctx context.Context, ref snapv1.RepositoryRef) error {
+	var list snapv1.SnapshotList
+	if err := f.Client.List(ctx, &list); err != nil {
+		return err
+	}
+	var members []*snapv1.Snapshot
+	for i := range list.Items {
+		s := &list.Items[i]
+		if r, ok := repoOf(s); ok && s.DeletionTimestamp != nil && hasFinalizer(s) && poolKey(r) == poolKey(ref) {
+			members = append(members, s)
+		}
+	}
+	repo, err := f.readRepo(ctx, ref)
+	if err != nil {
+		return err
+	}
+	batch, err := f.settleBatch(ctx, repo)
+	if err != nil {
+		return err
+	}
+	var toDelete []*snapv1.Snapshot
+	var pending []deletion.Pending
+	byName := map[string]*snapv1.Snapshot{}
+	for _, s := range members {
+		facts, err := f.facts(ctx, s)
+		if err != nil {
+			return err
+		}
+		d := deletion.Classify(s, facts)
+		switch {
+		case d.Action == deletion.Release:
+			if err := f.release(ctx, s, d.Reason, d.Message); err != nil {
+				return err
+			}
+		case s.Status.Cleanup != nil && s.Status.Cleanup.KopiaDeletedAt != nil:
+			if err := f.release(ctx, s, deletion.ReasonDeleted, "kopia snapshot "+s.Status.Snapshot.KopiaSnapshotID+" deleted"); err != nil {
+				return err
+			}
+		default:
+			toDelete = append(toDelete, s)
+			key := s.Namespace + "/" + s.Name
+			byName[key] = s
+			if d.External {
+				pending = append(pending, deletion.Pending{Name: key, DeletedAt: s.DeletionTimestamp.Time})
+			}
+		}
+	}
+	held := map[string]bool{}
+	for _, n := range repo.breaker.Held(pending) {
+		held[n] = true
+	}
+	if err := f.reportBreaker(ctx, repo, pending, held, byName); err != nil {
+		return err
+	}
+	if repo.missing {
+		// The repository is gone: deleting is impossible, releasing would
+		// lose track of data that may still exist. Say so and wait.
+		for _, s := range toDelete {
+			if err := f.markDeleting(ctx, s, metav1.ConditionFalse, "RepositoryMissing",
+				fmt.Sprintf("%s %s does not exist, so its kopia snapshot cannot be deleted; recreate it, or annotate this Snapshot with %s to release it and keep the data", repo.ref.Kind, repo.ref.Name, wellknown.AnnotationSkipSnapshotCleanup)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var ready []*snapv1.Snapshot
+	for _, s := range toDelete {
+		if !held[s.Namespace+"/"+s.Name] {
+			ready = append(ready, s)
+		}
+	}
+	if batch != nil || len(ready) == 0 {
+		return nil // one batch at a time per repository
+	}
+	return f.startBatch(ctx, repo, ready)
+}
+
+// facts reads whether the Snapshot's schedule and policy still exist.
+func (f *Function) facts(ctx context.Context, s *snapv1.Snapshot) (deletion.Facts, error) {
+	var fa deletion.Facts
+	if name := s.Labels[LabelSchedule]; name != "" {
+		var sched snapv1.SnapshotSchedule
+		err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, &sched)
+		switch {
+		case apierrors.IsNotFound(err):
+			fa.ScheduleGone = true
+		case err != nil:
+			return fa, err
+		default:
+			uid := s.Labels[LabelScheduleUID]
+			fa.ScheduleGone = sched.DeletionTimestamp != nil || (uid != "" && uid != string(sched.UID))
+		}
+	}
+	if s.Spec.PolicyRef != nil {
+		ns := s.Namespace
+		if s.Spec.PolicyRef.Namespace != "" {
+			ns = s.Spec.PolicyRef.Namespace
+		}
+		var p snapv1.SnapshotPolicy
+		err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: s.Spec.PolicyRef.Name}, &p)
+		switch {
+		case apierrors.IsNotFound(err):
+			fa.PolicyGone = true
+		case err != nil:
+			return fa, err
+		default:
+			fa.PolicyGone = p.DeletionTimestamp != nil
+			if p.Spec.Deletion != nil {
+				fa.PolicyOnDelete = p.Spec.Deletion.OnPolicyDelete
+			}
+		}
+	}
+	return fa, nil
+}
+
+// Labels a schedule stamps on the Snapshots it mints.
+const (
+	LabelSchedule    = "snapflow.dev/schedule"
+	LabelScheduleUID = "snapflow.dev/schedule-uid"
+)
+
+// release removes the finalizer, with an event saying what happened to the data.
+func (f *Function) release(ctx context.Context, s *snapv1.Snapshot, reason, msg string) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var live snapv1.Snapshot
+		if err := f.Client.Get(ctx, client.ObjectKeyFromObject(s), &live); err != nil {
+			return err
+		}
+		if live.UID != s.UID || !controllerutil.RemoveFinalizer(&live, wellknown.FinalizerSnapshotCleanup) {
+			return nil
+		}
+		return f.Client.Update(ctx, &live)
+	})
+	if err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if f.Recorder != nil {
+		typ := corev1.EventTypeNormal
+		if reason == deletion.ReasonRetainedOnSchedule || reason == deletion.ReasonRetainedOnPolicy {
+			typ = corev1.EventTypeWarning
+		}
+		f.Recorder.Event(s, typ, reason, msg)
+	}
+	logFrom(ctx).Info("released snapshot", "snapshot", s.Namespace+"/"+s.Name, "reason", reason)
+	return nil
+}
+
+func (f *Function) markDeleting(ctx context.Context, s *snapv1.Snapshot, held metav1.ConditionStatus, reason, msg string) error {
+	return client.IgnoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var live snapv1.Snapshot
+		if err := f.Client.Get(ctx, client.ObjectKeyFromObject(s), &live); err != nil {
+			return err
+		}
+		orig := live.DeepCopy()
+		live.Status.Phase = snapv1.SnapshotDeleting
+		meta.SetStatusCondition(&live.Status.Conditions, metav1.Condition{Type: wellknown.ConditionDeletionHeld, Status: held, Reason: reason, Message: msg, ObservedGeneration: live.Generation})
+		return f.Client.Status().Patch(ctx, &live, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	}))
+}
+
+// reportBreaker marks held Snapshots and the repository's MassDeletionHeld.
+func (f *Function) reportBreaker(ctx context.Context, repo *repoState, pending []deletion.Pending, held map[string]bool, byName map[string]*snapv1.Snapshot) error {
+	if repo.missing {
+		return nil
+	}
+	if repo.badAckMsg != "" && f.Recorder != nil {
+		f.Recorder.Event(repo.obj, corev1.EventTypeWarning, "InvalidMassDeletionAck", repo.badAckMsg)
+	}
+	var cmd string
+	if len(held) > 0 {
+		cmd = deletion.AckCommand(repo.ref, repo.homeNS, pending)
+	}
+	names := make([]string, 0, len(held))
+	for n := range held {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		s := byName[n]
+		was := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionDeletionHeld)
+		msg := fmt.Sprintf("%d deletions are pending for %s %s, at or over its deletionProtection.threshold of %d, so every one is held. If they are intended, release them with: %s",
+			len(pending), repo.ref.Kind, repo.ref.Name, repo.breaker.Threshold, cmd)
+		if err := f.markDeleting(ctx, s, metav1.ConditionTrue, deletion.ReasonBreaker, msg); err != nil {
+			return err
+		}
+		if (was == nil || was.Status != metav1.ConditionTrue) && f.Recorder != nil {
+			f.Recorder.Event(s, corev1.EventTypeWarning, "SnapshotDeletionHeld", msg)
+		}
+	}
+	status, reason, msg := metav1.ConditionFalse, "BelowThreshold", fmt.Sprintf("%d external deletions pending (threshold %d)", len(pending), repo.breaker.Threshold)
+	if len(held) > 0 {
+		status, reason, msg = metav1.ConditionTrue, "ThresholdExceeded", fmt.Sprintf("%d external deletions pending, %d held (threshold %d); release with: %s", len(pending), len(held), repo.breaker.Threshold, cmd)
+	}
+	if c := meta.FindStatusCondition(repo.status.Conditions, wellknown.ConditionMassDeletionHeld); c == nil && status == metav1.ConditionFalse {
+		return nil // never tripped: keep the status quiet
+	} else if c != nil && c.Status == status && c.Message == msg {
+		return nil
+	}
+	return client.IgnoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		live, err := f.readRepo(ctx, repo.ref)
+		if err != nil || live.missing {
+			return err
+		}
+		orig := live.obj.DeepCopyObject().(client.Object)
+		meta.SetStatusCondition(&live.status.Conditions, metav1.Condition{Type: wellknown.ConditionMassDeletionHeld, Status: status, Reason: reason, Message: msg, ObservedGeneration: live.obj.GetGeneration()})
+		return f.Client.Status().Patch(ctx, live.obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	}))
+}
+
+func leaseName(repo *repoState) string { return "snapflow-delete-" + poolKey(repo.ref) }
+
+// settleBatch looks at the repository's batch Job: it returns the Job while
+// one runs; once it finished it removes it and frees the Lease.
+func (f *Function) settleBatch(ctx context.Context, repo *repoState) (*batchv1.Job, error) {
+	if repo.missing {
+		return nil, nil
+	}
+	var lease coordv1.Lease
+	err := f.Client.Get(ctx, client.ObjectKey{Namespace: repo.homeNS, Name: leaseName(repo)}, &lease)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	holder := ""
+	if lease.Spec.HolderIdentity != nil {
+		holder = *lease.Spec.HolderIdentity
+	}
+	if holder == "" {
+		return nil, nil
+	}
+	var job batchv1.Job
+	err = f.Client.Get(ctx, client.ObjectKey{Namespace: repo.homeNS, Name: holder}, &job)
+	switch {
+	case err == nil && !jobDone(&job):
+		return &job, nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return nil, err
+	case err == nil:
+		if msg := failedMessage(&job); msg != "" {
+			logFrom(ctx).Info("deletion batch failed; its unfinished members go into the next batch", "job", job.Name, "reason", msg)
+		}
+		if err := f.Client.Delete(ctx, &job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name}}
+		if err := f.Client.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+	}
+	// Free the Lease (optimistic: a concurrent holder change wins).
+	lease.Spec.HolderIdentity = nil
+	if err := f.Client.Update(ctx, &lease); err != nil && !apierrors.IsConflict(err) {
+		return nil, err
+	}
+	return nil, nil
+}
+
+func jobDone(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+func failedMessage(j *batchv1.Job) string {
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+			return c.Reason + ": " + c.Message
+		}
+	}
+	return ""
+}
+
+// startBatch takes the Lease and creates one delete Job for up to MaxBatch
+// members, once the quiet window after the newest deletion has passed.
+func (f *Function) startBatch(ctx context.Context, repo *repoState, ready []*snapv1.Snapshot) error {
+	sort.Slice(ready, func(i, j int) bool {
+		if !ready[i].DeletionTimestamp.Equal(ready[j].DeletionTimestamp) {
+			return ready[i].DeletionTimestamp.Before(ready[j].DeletionTimestamp)
+		}
+		return ready[i].Namespace+"/"+ready[i].Name < ready[j].Namespace+"/"+ready[j].Name
+	})
+	// Deletion timestamps have whole seconds: the newest may be up to a
+	// second later than it reads, so count the window from the upper bound.
+	newest := ready[len(ready)-1].DeletionTimestamp.Add(time.Second)
+	if len(ready) < f.maxBatch() && f.now().Sub(newest) < f.window() {
+		return nil // more may come: the next event or resync fires the batch
+	}
+	if len(ready) > f.maxBatch() {
+		ready = ready[:f.maxBatch()]
+	}
+	h := sha256.New()
+	for _, s := range ready {
+		fmt.Fprintf(h, "%s\x00", s.UID)
+	}
+	name := "snapdel-" + poolKey(repo.ref)[:10] + "-" + hex.EncodeToString(h.Sum(nil))[:8]
+	acquired, err := f.acquire(ctx, repo, name)
+	if err != nil || !acquired {
+		return err
+	}
+	work, mounts, err := snapshot.RepositoryWork(repo.ref, repo.spec)
+	if err != nil {
+		return err
+	}
+	var members []mover.DeleteMember
+	for _, s := range ready {
+		members = append(members, mover.DeleteMember{Namespace: s.Namespace, Name: s.Name, UID: string(s.UID), SnapshotID: s.Status.Snapshot.KopiaSnapshotID})
+	}
+	labels := map[string]string{snapshot.LabelOp: opDelete, snapshot.LabelRepository: repo.ref.Name, labelRepoKind: string(repo.ref.Kind)}
+	if repo.ref.Namespace != "" {
+		labels[labelRepoNamespace] = repo.ref.Namespace
+	}
+	params := moverjob.Params{
+		Name: name, Namespace: repo.homeNS, Labels: labels,
+		Image: f.MoverImage, ServiceAccount: f.MoverServiceAccount,
+		Work: mover.WorkSpec{Operation: mover.OpDelete, Repository: work,
+			Target: mover.Target{Kind: string(repo.ref.Kind), Namespace: repo.ref.Namespace, Name: repo.ref.Name, UID: string(repo.obj.GetUID())},
+			Delete: &mover.DeleteWork{Members: members}},
+		PasswordSecret: repo.spec.Encryption.PasswordSecretRef.Name, PasswordKey: repo.spec.Encryption.PasswordSecretRef.Key,
+		CredentialsSecret: mounts.Credentials, CABundle: mounts.CABundle,
+		RepositoryClaim: mounts.RepoClaim, RepositoryNFS: mounts.RepoNFS, RepositoryHost: mounts.HostPath,
+		Defaults: repo.spec.MoverDefaults,
+	}
+	job, cm, err := moverjob.Build(params)
+	if err != nil {
+		return err
+	}
+	// Deletion Jobs are reaped by this function, not by TTL: their outcome is read first.
+	job.Spec.TTLSecondsAfterFinished = nil
+	job.OwnerReferences, cm.OwnerReferences = nil, nil
+	if err := f.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	if err := f.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	var errs []error
+	for _, s := range ready {
+		errs = append(errs, f.noteBatch(ctx, s, name))
+	}
+	logFrom(ctx).Info("deletion batch started", "job", name, "repository", repo.ref.Name, "members", len(ready))
+	return errors.Join(errs...)
+}
+
+func (f *Function) noteBatch(ctx context.Context, s *snapv1.Snapshot, job string) error {
+	return client.IgnoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var live snapv1.Snapshot
+		if err := f.Client.Get(ctx, client.ObjectKeyFromObject(s), &live); err != nil {
+			return err
+		}
+		orig := live.DeepCopy()
+		live.Status.Phase = snapv1.SnapshotDeleting
+		if live.Status.Cleanup == nil {
+			live.Status.Cleanup = &snapv1.CleanupStatus{}
+		}
+		if live.Status.Cleanup.Batch != job {
+			live.Status.Cleanup.Batch = job
+			live.Status.Cleanup.Attempts++
+		}
+		meta.SetStatusCondition(&live.Status.Conditions, metav1.Condition{Type: wellknown.ConditionDeletionHeld, Status: metav1.ConditionFalse, Reason: "Deleting",
+			Message: "kopia snapshot " + live.Status.Snapshot.KopiaSnapshotID + " is being deleted by batch job " + job, ObservedGeneration: live.Generation})
+		return f.Client.Status().Patch(ctx, &live, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	}))
+}
+
+// acquire takes the repository's deletion Lease for job; false when another
+// batch holds it.
+func (f *Function) acquire(ctx context.Context, repo *repoState, job string) (bool, error) {
+	now := metav1.NewMicroTime(f.now())
+	var lease coordv1.Lease
+	err := f.Client.Get(ctx, client.ObjectKey{Namespace: repo.homeNS, Name: leaseName(repo)}, &lease)
+	if apierrors.IsNotFound(err) {
+		lease = coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: repo.homeNS, Name: leaseName(repo),
+			Labels: map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue}},
+			Spec: coordv1.LeaseSpec{HolderIdentity: &job, AcquireTime: &now}}
+		if err := f.Client.Create(ctx, &lease); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return false, nil
+			}
+			return false, err
+		}
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if h := lease.Spec.HolderIdentity; h != nil && *h != "" && *h != job {
+		return false, nil
+	}
+	lease.Spec.HolderIdentity, lease.Spec.AcquireTime = &job, &now
+	if err := f.Client.Update(ctx, &lease); err != nil {
+		if apierrors.IsConflict(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
+}
