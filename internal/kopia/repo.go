@@ -3,12 +3,14 @@ package kopia
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/kopia/kopia/repo"
+	"github.com/kopia/kopia/repo/blob"
 	"github.com/kopia/kopia/repo/blob/throttling"
 	"github.com/kopia/kopia/repo/content"
 	"github.com/kopia/kopia/repo/format"
@@ -107,16 +109,23 @@ func Open(ctx context.Context, o OpenOptions) (*Repo, error) {
 	if copts.Hostname == "" {
 		copts.Hostname = "snapflow"
 	}
-	err = repo.Connect(ctx, configFile, st, o.Password, copts)
-	if errors.Is(err, repo.ErrRepositoryNotInitialized) && o.Create != nil {
-		if err = repo.Initialize(ctx, st, newRepositoryOptions(*o.Create), o.Password); err != nil {
+	// repo.Connect would open the repository once to verify the password and
+	// the caller a second time to use it: two key derivations and two index
+	// loads per mover run. Write the connection config instead and open once;
+	// a wrong password is reported by that open all the same.
+	if _, err := st.GetMetadata(ctx, format.KopiaRepositoryBlobID); errors.Is(err, blob.ErrBlobNotFound) {
+		if o.Create == nil {
+			return fail(&Error{Class: ClassNotInitialized, Err: fmt.Errorf("no kopia repository in %s: %w", o.Backend, errNotInitialized)})
+		}
+		if err := repo.Initialize(ctx, st, newRepositoryOptions(*o.Create), o.Password); err != nil {
 			return fail(classify(fmt.Errorf("create a kopia repository in %s: %w", o.Backend, err)))
 		}
 		r.created = true
-		err = repo.Connect(ctx, configFile, st, o.Password, copts)
+	} else if err != nil {
+		return fail(classify(fmt.Errorf("read the kopia repository in %s: %w", o.Backend, err)))
 	}
-	if err != nil {
-		return fail(classify(fmt.Errorf("connect to the kopia repository in %s: %w", o.Backend, err)))
+	if err := writeConfig(ctx, configFile, st, copts); err != nil {
+		return fail(classify(err))
 	}
 	rep, err := repo.Open(ctx, configFile, o.Password, &repo.Options{})
 	if err != nil {
@@ -124,6 +133,22 @@ func Open(ctx context.Context, o OpenOptions) (*Repo, error) {
 	}
 	r.rep = rep
 	return r, nil
+}
+
+// writeConfig writes what repo.Connect would: where the storage is, the
+// cache settings and the client identity.
+func writeConfig(ctx context.Context, path string, st blob.Storage, o *repo.ConnectOptions) error {
+	ci := st.ConnectionInfo()
+	caching := o.CachingOptions
+	lc := repo.LocalConfig{Storage: &ci, Caching: &caching, ClientOptions: o.ClientOptions.ApplyDefaults(ctx, "Repository in "+st.DisplayName())}
+	b, err := json.Marshal(lc)
+	if err != nil {
+		return fmt.Errorf("encode the kopia connection config: %w", err)
+	}
+	if err := os.MkdirAll(caching.CacheDirectory, 0o700); err != nil {
+		return fmt.Errorf("create the kopia cache directory: %w", err)
+	}
+	return os.WriteFile(path, b, 0o600)
 }
 
 func newRepositoryOptions(c CreateOptions) *repo.NewRepositoryOptions {

@@ -132,8 +132,12 @@ func (r *Repo) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResul
 		// upload returns: count bytes here so bytesNew includes the flush.
 		OnUpload: func(n int64) { prog.bytesUploaded.Add(n) },
 	}, func(ctx context.Context, w repo.RepositoryWriter) error {
-		if err := policy.SetPolicy(ctx, w, si, req.Policy.kopiaPolicy()); err != nil {
-			return fmt.Errorf("set the kopia policy of %s: %w", si, err)
+		// Write the policy only when it changed: each write is a manifest.
+		want := req.Policy.kopiaPolicy()
+		if have, err := policy.GetDefinedPolicy(ctx, w, si); err != nil || !samePolicy(have, want) {
+			if err := policy.SetPolicy(ctx, w, si, want); err != nil {
+				return fmt.Errorf("set the kopia policy of %s: %w", si, err)
+			}
 		}
 		tree, err := policy.TreeForSource(ctx, w, si)
 		if err != nil {
@@ -183,6 +187,12 @@ func (r *Repo) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResul
 	}
 	res.Stats.BytesNew = prog.bytesUploaded.Load()
 	return res, nil
+}
+
+func samePolicy(a, b *policy.Policy) bool {
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && string(ja) == string(jb)
 }
 
 func snapshotTags(req SnapshotRequest) (map[string]string, error) {
