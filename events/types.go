@@ -35,6 +35,9 @@ const (
 	SnapshotSucceeded = "dev.snapflow.snapshot.succeeded"
 	SnapshotFailed    = "dev.snapflow.snapshot.failed"
 	SnapshotUnchanged = "dev.snapflow.snapshot.unchanged"
+
+	// RetentionPruned reports the Snapshots GFS retention removed.
+	RetentionPruned = "dev.snapflow.retention.pruned"
 )
 
 // Source is the CloudEvents source attribute of events snapflow emits.

@@ -2,11 +2,14 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/cloudevents/sdk-go/v2/protocol"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/go-logr/logr"
 )
 
@@ -43,8 +46,75 @@ func (s *SinkEmitter) Emit(ctx context.Context, e event.Event) error {
 		s.Log.Info("event (no K_SINK set)", "type", e.Type(), "id", e.ID(), "subject", e.Subject())
 		return nil
 	}
-	if res := s.c.Send(ctx, e); !protocol.IsACK(res) {
-		return fmt.Errorf("send %s %s to %s: %w", e.Type(), e.ID(), s.URL, res)
+	res := s.c.Send(ctx, e)
+	if protocol.IsACK(res) {
+		return nil
+	}
+	var hr *cehttp.Result
+	if errors.As(res, &hr) && hr.StatusCode >= 400 && hr.StatusCode < 500 {
+		// The sink refused the event for good; resending cannot help.
+		s.Log.Info("sink refused the event", "type", e.Type(), "id", e.ID(), "status", hr.StatusCode, "reason", fmt.Sprint(res))
+		return nil
+	}
+	return fmt.Errorf("send %s %s to %s: %w", e.Type(), e.ID(), s.URL, res)
+}
+
+// Fanout sends every event to each emitter, as a broker with one trigger
+// per subscriber would; `snapflow dev` and the tests use it to route the
+// functions' events to each other without Knative.
+type Fanout []Emitter
+
+// Emit sends e to all, reporting every failure.
+func (f Fanout) Emit(ctx context.Context, e event.Event) error {
+	var errs []error
+	for _, em := range f {
+		if err := em.Emit(ctx, e); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// LateSink posts to a URL that is known only after start-up (the address
+// the functions listen on); until Set it drops events, which the periodic
+// resync makes up for.
+type LateSink struct {
+	mu sync.Mutex
+	e  *SinkEmitter
+}
+
+// Set points the sink at url.
+func (l *LateSink) Set(url string) {
+	e, _ := NewSinkEmitter(url, logr.Discard())
+	l.mu.Lock()
+	l.e = e
+	l.mu.Unlock()
+}
+
+// Emit sends e once Set was called.
+func (l *LateSink) Emit(ctx context.Context, e event.Event) error {
+	l.mu.Lock()
+	em := l.e
+	l.mu.Unlock()
+	if em == nil {
+		return nil
+	}
+	return em.Emit(ctx, e)
+}
+
+// Trigger passes on only the event types it names, like a Knative Trigger
+// filtering on type.
+type Trigger struct {
+	Types   []string
+	Emitter Emitter
+}
+
+// Emit sends e when its type matches.
+func (t Trigger) Emit(ctx context.Context, e event.Event) error {
+	for _, typ := range t.Types {
+		if e.Type() == typ {
+			return t.Emitter.Emit(ctx, e)
+		}
 	}
 	return nil
 }

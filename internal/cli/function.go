@@ -19,6 +19,7 @@ import (
 
 	"github.com/snapflow/snapflow/events/sources/kube"
 	"github.com/snapflow/snapflow/functions/cleanup"
+	"github.com/snapflow/snapflow/functions/retention"
 	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/policysource"
@@ -31,6 +32,8 @@ type functionFlags struct {
 	addr, namespace, moverImage, moverSA, sink string
 	globalPolicies                             string
 	deleteWindow                               time.Duration
+	// local, in `snapflow dev`, delivers emitted events to the in-process functions.
+	local *runtime.LateSink
 	maxJobs                                    int
 	devLogs                                    bool
 }
@@ -73,9 +76,13 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 	if err != nil {
 		return nil, err
 	}
-	emitter, err := runtime.NewSinkEmitter(f.sink, log.WithName("emit"))
+	sink, err := runtime.NewSinkEmitter(f.sink, log.WithName("emit"))
 	if err != nil {
 		return nil, err
+	}
+	var emitter runtime.Emitter = sink
+	if f.local != nil {
+		emitter = runtime.Fanout{sink, runtime.Trigger{Types: retention.Subscribes, Emitter: f.local}}
 	}
 	recorder := func(component string) record.EventRecorder {
 		b := record.NewBroadcaster(record.WithContext(ctx))
@@ -102,6 +109,9 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 			fn := &snapshot.Function{Client: c, Config: cfg, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,
 				MaxConcurrentJobs: f.maxJobs, GlobalVolumePoliciesConfigMap: f.globalPolicies, Emitter: emitter, Recorder: recorder("snapflow-snapshot")}
 			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
+		case "retention":
+			fn := &retention.Function{Client: c, Emitter: emitter, Recorder: recorder("snapflow-retention")}
+			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
 		case "cleanup":
 			fn := &cleanup.Function{Client: c, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,
 				Window: f.deleteWindow, Recorder: recorder("snapflow-cleanup")}
@@ -113,7 +123,7 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 	return out, nil
 }
 
-var functionNames = []string{"snapshot", "cleanup"}
+var functionNames = []string{"snapshot", "cleanup", "retention"}
 
 func newFunctionCmd() *cobra.Command {
 	var f functionFlags
@@ -151,6 +161,7 @@ ApiServerSource-shaped events and a periodic resync to the functions.`,
 			ctx := cmd.Context()
 			log := zap.New(zap.UseDevMode(f.devLogs)).WithName("dev")
 			ctrl.SetLogger(log)
+			f.local = &runtime.LateSink{}
 			fns, err := f.build(ctx, log, functionNames)
 			if err != nil {
 				return err
@@ -166,6 +177,8 @@ ApiServerSource-shaped events and a periodic resync to the functions.`,
 			case err := <-errc:
 				return err
 			}
+			// Without a broker, results go straight to the retention function.
+			f.local.Set("http://" + loopback(addr) + "/retention")
 			if sources {
 				cfg, err := restConfig()
 				if err != nil {

@@ -1,41 +1,70 @@
 package e2e
 
 import (
-	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
-	"github.com/snapflow/snapflow/internal/cli"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/events"
 )
 
-// retention preview reads a policy and the Snapshots carrying its config
-// label (stamped by the webhook) from the cluster, and deletes nothing.
-func TestRetentionPreviewAgainstCluster(t *testing.T) {
-	const ns = "retention-preview"
-	ensureNamespace(t, ns, "")
-	kubectl(t, []byte(`apiVersion: kopiur.home-operations.com/v1alpha1
-kind: SnapshotPolicy
-metadata: {name: p, namespace: retention-preview}
-spec:
-  repository: {name: nas}
-  sources: [{pvc: {name: data}}]
-  retention: {keepLatest: 1}
-`), 0, "apply", "-f", "-")
-	for name, end := range map[string]string{"older": "2026-11-01T02:00:00Z", "newer": "2026-11-02T02:00:00Z"} {
-		createSnapshot(t, ns, name, "p", 0)
-		kubectl(t, nil, 0, "-n", ns, "patch", "snapshot", name, "--subresource=status", "--type=merge", "-p",
-			`{"status":{"phase":"Succeeded","snapshot":{"kopiaSnapshotID":"k-`+name+`"},"timing":{"endTime":"`+end+`"}}}`)
+// keepLatest 2 over four runs: after the fourth succeeds, retention prunes
+// the two oldest, and the cleanup function removes their kopia data. A
+// pinned Snapshot is kept however old it is.
+func TestRetentionPrunesAndDeletesKopiaData(t *testing.T) {
+	const ns = "retention-gfs"
+	backupNamespace(t, ns, 2, "")
+	kubectl(t, policy(ns, "app", "  copyMethod: Direct\n  retention: {keepLatest: 2}\n"), 0, "apply", "-f", "-")
+	ids := map[string]string{}
+	for _, n := range []string{"r1", "r2", "r3", "r4"} {
+		doc := string(snapshotOf(ns, n, "app"))
+		if n == "r1" {
+			doc = strings.Replace(doc, "spec: {policyRef: {name: app}}", "spec: {policyRef: {name: app}, pin: true}", 1)
+		}
+		kubectl(t, []byte(doc), 0, "create", "-f", "-")
+		ids[n] = waitSnapshot(t, ns, n, snapv1.SnapshotSucceeded).Status.Snapshot.KopiaSnapshotID
 	}
-	// Not labelled for the policy: outside its retention.
-	kubectl(t, []byte(`{"apiVersion":"kopiur.home-operations.com/v1alpha1","kind":"Snapshot","metadata":{"name":"stray","namespace":"retention-preview","labels":{"kopiur.home-operations.com/config":"other"}},"spec":{"policyRef":{"name":"p"}}}`), 0, "create", "-f", "-")
-
-	var res cli.RetentionPreview
-	if err := json.Unmarshal([]byte(snapflowCLI(t, 0, "retention", "preview", "--policy", "p", "-n", ns, "-o", "json")), &res); err != nil {
+	waitGone(t, ns, "r2")
+	eventually(t, func() error {
+		var list snapv1.SnapshotList
+		if err := env.Client.List(testContext(t), &list, client.InNamespace(ns), client.MatchingLabels{wellknown.LabelConfig: "app"}); err != nil {
+			return err
+		}
+		var names []string
+		for _, s := range list.Items {
+			names = append(names, s.Name)
+		}
+		if strings.Join(names, ",") != "r1,r3,r4" {
+			return fmt.Errorf("left %v, want r1 (pinned), r3, r4", names)
+		}
+		return nil
+	})
+	left := kopiaIDs(t, ns)
+	if left[ids["r2"]] {
+		t.Errorf("the pruned r2 still has its kopia snapshot")
+	}
+	for _, n := range []string{"r1", "r3", "r4"} {
+		if !left[ids[n]] {
+			t.Errorf("kept %s lost its kopia snapshot", n)
+		}
+	}
+	var p snapv1.SnapshotPolicy
+	if err := env.Client.Get(testContext(t), clientKey(ns, "app"), &p); err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Verdicts) != 2 || len(res.Prune) != 1 || res.Prune[0] != "older" {
-		t.Fatalf("preview = %+v", res)
+	if r := p.Status.Retention; r == nil || r.LastPruneAt == nil || p.Status.LastSuccessfulSnapshot == nil {
+		t.Fatalf("policy status %+v", p.Status)
 	}
-	if out := kubectl(t, nil, 0, "-n", ns, "get", "snapshot", "older", "-o", "name").Stdout; out == "" {
-		t.Fatal("preview must not delete")
+	if !strings.Contains(strings.Join(env.Functions.Emitted.Types(), "\n"), events.RetentionPruned+" "+ns+"/app") {
+		t.Errorf("no %s event among %v", events.RetentionPruned, env.Functions.Emitted.Types())
+	}
+	// The pruned Snapshot was stamped as snapflow's own prune, so the breaker never counted it.
+	ev := kubectl(t, nil, 0, "-n", ns, "get", "events", "--field-selector", "reason=RetentionPruned", "-o", "jsonpath={.items[*].message}").Stdout
+	if !strings.Contains(ev, "r2") {
+		t.Errorf("the policy should carry a RetentionPruned event naming r2: %q", ev)
 	}
 }

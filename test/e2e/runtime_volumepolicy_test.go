@@ -54,9 +54,16 @@ spec:
 		dc.ConfigMap != harness.WebhookNamespace+"/"+harness.GlobalVolumePoliciesConfigMap || dc.ResourceVersion == "" {
 		t.Errorf("skipped volume: phase %s snapshot %+v decision %+v", cache.Status.Phase, cache.Status.Snapshot, dc)
 	}
-	if c := meta.FindStatusCondition(cache.Status.Conditions, wellknown.ConditionReady); c == nil || !strings.Contains(c.Message, "skipped by rule 0 of the global") {
-		t.Errorf("the skipped run's Ready condition should say why: %+v", c)
-	}
+	eventually(t, func() error { // Ready is written once the function publishes the end
+		var s snapv1.Snapshot
+		if err := env.Client.Get(testContext(t), clientKey(ns, cache.Name), &s); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionReady); c == nil || !strings.Contains(c.Message, "skipped by rule 0 of the global") {
+			return fmt.Errorf("the skipped run's Ready condition should say why: %+v", c)
+		}
+		return nil
+	})
 	if records.Status.Phase != snapv1.SnapshotSucceeded || records.Status.Snapshot == nil || dr.Action != "fs-backup" || *dr.RuleIndex != 1 || dr.CopyMethod != snapv1.CopyDirect {
 		t.Errorf("fs-backup volume: phase %s decision %+v", records.Status.Phase, dr)
 	}

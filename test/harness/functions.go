@@ -18,6 +18,7 @@ import (
 
 	"github.com/snapflow/snapflow/events/sources/kube"
 	"github.com/snapflow/snapflow/functions/cleanup"
+	"github.com/snapflow/snapflow/functions/retention"
 	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/test/localnode"
@@ -115,15 +116,19 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	}
 	b := record.NewBroadcaster(record.WithContext(ctx))
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	// The functions' events reach the retention function as a broker would
+	// deliver them; the test log sees them too.
+	toRetention := &runtime.LateSink{}
 	fn := &snapshot.Function{Client: cp.Client, Config: cp.Config, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e",
 		MaxConcurrentJobs: o.MaxConcurrentJobs, RepositoryRetry: o.RepositoryRetry, GlobalVolumePoliciesConfigMap: o.GlobalVolumePoliciesConfigMap,
-		Emitter: f.Emitted, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-snapshot"})}
+		Emitter: runtime.Fanout{f.Emitted, runtime.Trigger{Types: retention.Subscribes, Emitter: toRetention}}, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-snapshot"})}
 	if o.DeleteWindow == 0 {
 		o.DeleteWindow = time.Second
 	}
 	cleanupFn := &cleanup.Function{Client: cp.Client, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", Window: o.DeleteWindow,
 		Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-cleanup"})}
-	fns := []runtime.Function{{Name: "snapshot", Handle: fn.Handle}, {Name: "cleanup", Handle: cleanupFn.Handle}}
+	retentionFn := &retention.Function{Client: cp.Client, Emitter: f.Emitted, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-retention"})}
+	fns := []runtime.Function{{Name: "snapshot", Handle: fn.Handle}, {Name: "cleanup", Handle: cleanupFn.Handle}, {Name: "retention", Handle: retentionFn.Handle}}
 	listening := make(chan string, 1)
 	errc := make(chan error, 1)
 	f.wg.Add(1)
@@ -139,6 +144,7 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 		for _, fn := range fns {
 			sinks = append(sinks, f.Base+"/"+fn.Name)
 		}
+		toRetention.Set(f.Base + "/retention")
 	case err := <-errc:
 		stop()
 		return nil, fmt.Errorf("start functions: %w", err)

@@ -1,0 +1,246 @@
+// Package retention is the retention function: after each successful backup
+// (the snapshot succeeded event) and on every resync, it applies the
+// policy's GFS retention (internal/retention) to the policy's Snapshots and
+// prunes the rest by stamping pruned-by: retention and deleting the CR; the
+// cleanup function then removes the kopia data. Unchanged rows (deduplicated
+// runs) are bounded per policy. It writes the policy's retention status.
+package retention
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/cloudevents/sdk-go/v2/event"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/events"
+	"github.com/snapflow/snapflow/functions/runtime"
+	kernel "github.com/snapflow/snapflow/internal/retention"
+)
+
+// UnchangedHistory bounds the Unchanged rows kept per policy.
+const UnchangedHistory = 10
+
+// PrunedByRetention is the pruned-by value of this function's deletions.
+const PrunedByRetention = "retention"
+
+// Subscribes lists the emitted event types this function consumes.
+var Subscribes = []string{events.SnapshotSucceeded, events.SnapshotUnchanged}
+
+// Function is the retention function.
+type Function struct {
+	Client   client.Client
+	Emitter  runtime.Emitter
+	Recorder record.EventRecorder
+	Now      func() time.Time
+}
+
+func (f *Function) now() time.Time {
+	if f.Now != nil {
+		return f.Now()
+	}
+	return time.Now()
+}
+
+// Handle is the CloudEvents entry point.
+func (f *Function) Handle(ctx context.Context, e event.Event) error {
+	switch {
+	case e.Type() == events.SnapshotSucceeded || e.Type() == events.SnapshotUnchanged:
+		var d events.SnapshotResult
+		if err := json.Unmarshal(e.Data(), &d); err != nil || d.Namespace == "" {
+			return events.Malformed("%s event %s: data needs namespace and policy (%v)", e.Type(), e.ID(), err)
+		}
+		if d.Policy == "" {
+			return nil
+		}
+		return f.Reconcile(ctx, d.Namespace, d.Policy)
+	case e.Type() == events.Resync || e.Type() == events.Ping:
+		var pols snapv1.SnapshotPolicyList
+		if err := f.Client.List(ctx, &pols); err != nil {
+			return err
+		}
+		var errs []error
+		for _, p := range pols.Items {
+			errs = append(errs, f.Reconcile(ctx, p.Namespace, p.Name))
+		}
+		return errors.Join(errs...)
+	case events.IsAPIServer(e.Type()):
+		ref, _, err := events.DecodeAPIServer(e)
+		if err != nil {
+			return err
+		}
+		if ref.GroupKind().Group == snapv1.GroupVersion.Group && ref.Kind == "SnapshotPolicy" {
+			return f.Reconcile(ctx, ref.Namespace, ref.Name)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: the retention function handles snapshot succeeded/unchanged, ApiServerSource, %s and %s events, not %q", events.ErrUnsupported, events.Resync, events.Ping, e.Type())
+}
+
+// Reconcile applies one policy's retention.
+func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
+	var p snapv1.SnapshotPolicy
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if p.DeletionTimestamp != nil {
+		return nil // the policy cascade decides now
+	}
+	var list snapv1.SnapshotList
+	if err := f.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{wellknown.LabelConfig: name}); err != nil {
+		return err
+	}
+	var prune []string
+	active := 0
+	var lastSuccess *metav1.Time
+	if p.Spec.Retention != nil {
+		cands := make([]kernel.Candidate, 0, len(list.Items))
+		for i := range list.Items {
+			cands = append(cands, kernel.FromSnapshot(&list.Items[i]))
+		}
+		verdicts := kernel.Select(*p.Spec.Retention, cands)
+		prune = kernel.Prune(verdicts)
+		for _, v := range verdicts {
+			if v.Excluded == "" && v.Keep {
+				active++
+			}
+		}
+	}
+	prune = append(prune, unchangedOverflow(list.Items)...)
+	for i := range list.Items {
+		s := &list.Items[i]
+		if s.Status.Phase == snapv1.SnapshotSucceeded && s.Status.Timing != nil && s.Status.Timing.EndTime != nil &&
+			(lastSuccess == nil || s.Status.Timing.EndTime.After(lastSuccess.Time)) {
+			lastSuccess = s.Status.Timing.EndTime
+		}
+	}
+	deleted, err := f.prune(ctx, ns, prune)
+	if err != nil {
+		return err
+	}
+	if len(deleted) > 0 {
+		if f.Recorder != nil {
+			f.Recorder.Eventf(&p, corev1.EventTypeNormal, "RetentionPruned", "pruned %d Snapshot(s): %v", len(deleted), deleted)
+		}
+		if err := f.emit(ctx, &p, deleted); err != nil {
+			return err
+		}
+	}
+	return f.updatePolicyStatus(ctx, &p, active, len(deleted), lastSuccess)
+}
+
+// unchangedOverflow lists the Unchanged rows beyond the newest UnchangedHistory.
+func unchangedOverflow(items []snapv1.Snapshot) []string {
+	var rows []*snapv1.Snapshot
+	for i := range items {
+		if items[i].Status.Phase == snapv1.SnapshotUnchanged && items[i].DeletionTimestamp == nil {
+			rows = append(rows, &items[i])
+		}
+	}
+	sort.Slice(rows, func(a, b int) bool { return endOf(rows[a]).After(endOf(rows[b])) })
+	var out []string
+	for i := UnchangedHistory; i < len(rows); i++ {
+		out = append(out, rows[i].Name)
+	}
+	return out
+}
+
+func endOf(s *snapv1.Snapshot) time.Time {
+	if s.Status.Timing != nil && s.Status.Timing.EndTime != nil {
+		return s.Status.Timing.EndTime.Time
+	}
+	return s.CreationTimestamp.Time
+}
+
+// prune stamps and deletes each name, re-reading it first: what the list
+// said is confirmed live before anything is destroyed.
+func (f *Function) prune(ctx context.Context, ns string, names []string) ([]string, error) {
+	var deleted []string
+	for _, n := range names {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var s snapv1.Snapshot
+			if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, &s); err != nil {
+				return err
+			}
+			if s.DeletionTimestamp != nil || s.Spec.Pin || (s.Status.Phase != snapv1.SnapshotSucceeded && s.Status.Phase != snapv1.SnapshotUnchanged) {
+				return nil // changed since the list: leave it
+			}
+			if s.Annotations[wellknown.AnnotationPrunedBy] != PrunedByRetention {
+				if s.Annotations == nil {
+					s.Annotations = map[string]string{}
+				}
+				s.Annotations[wellknown.AnnotationPrunedBy] = PrunedByRetention
+				if err := f.Client.Update(ctx, &s); err != nil {
+					return err
+				}
+			}
+			if err := f.Client.Delete(ctx, &s, client.Preconditions{UID: &s.UID}); err != nil {
+				return err
+			}
+			deleted = append(deleted, n)
+			return nil
+		})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return deleted, fmt.Errorf("prune %s/%s: %w", ns, n, err)
+		}
+	}
+	return deleted, nil
+}
+
+func (f *Function) updatePolicyStatus(ctx context.Context, p *snapv1.SnapshotPolicy, active, deleted int, lastSuccess *metav1.Time) error {
+	return client.IgnoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var live snapv1.SnapshotPolicy
+		if err := f.Client.Get(ctx, client.ObjectKeyFromObject(p), &live); err != nil {
+			return err
+		}
+		orig := live.DeepCopy()
+		if live.Status.Retention == nil {
+			live.Status.Retention = &snapv1.RetentionStatus{}
+		}
+		a := int32(active)
+		live.Status.Retention.ActiveSnapshotCount = &a
+		if deleted > 0 {
+			now := metav1.NewTime(f.now())
+			d := int32(deleted)
+			live.Status.Retention.LastPruneAt, live.Status.Retention.LastPruneDeleted = &now, &d
+		}
+		if lastSuccess != nil {
+			live.Status.LastSuccessfulSnapshot = lastSuccess
+		}
+		return f.Client.Status().Patch(ctx, &live, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	}))
+}
+
+// RetentionPruned is the data of the retention pruned event.
+type RetentionPruned struct {
+	Namespace string   `json:"namespace"`
+	Policy    string   `json:"policy"`
+	Pruned    []string `json:"pruned"`
+}
+
+func (f *Function) emit(ctx context.Context, p *snapv1.SnapshotPolicy, names []string) error {
+	if f.Emitter == nil {
+		return nil
+	}
+	e := cloudevents.NewEvent()
+	e.SetType(events.RetentionPruned)
+	e.SetSource(events.Source)
+	e.SetSubject(p.Namespace + "/" + p.Name)
+	e.SetID(fmt.Sprintf("%s/%s", p.UID, names[0]))
+	if err := e.SetData(cloudevents.ApplicationJSON, RetentionPruned{Namespace: p.Namespace, Policy: p.Name, Pruned: names}); err != nil {
+		return err
+	}
+	return f.Emitter.Emit(ctx, e)
+}
