@@ -33,9 +33,9 @@ type functionFlags struct {
 	globalPolicies                             string
 	deleteWindow                               time.Duration
 	// local, in `snapflow dev`, delivers emitted events to the in-process functions.
-	local *runtime.LateSink
-	maxJobs                                    int
-	devLogs                                    bool
+	local   *runtime.LateSink
+	maxJobs int
+	devLogs bool
 }
 
 func (f *functionFlags) register(cmd *cobra.Command) {
