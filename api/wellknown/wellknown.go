@@ -18,6 +18,19 @@ const (
 	LabelOrigin    = Prefix + "origin"
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	ManagedByValue = "snapflow"
+	// LabelSchedule and LabelScheduleUID name the SnapshotSchedule that
+	// minted a Snapshot, so the schedule cascade can tell a deleted or
+	// replaced schedule from a live one.
+	LabelSchedule    = SnapflowPrefix + "schedule"
+	LabelScheduleUID = SnapflowPrefix + "schedule-uid"
+)
+
+// Pruned-by values of snapflow's own deletions.
+const (
+	PrunedByRetention     = "retention"
+	PrunedByFailedHistory = "failed-history"
+	PrunedByPolicyCascade = "policy-cascade"
+	PrunedByReplacedRun   = "replaced-run"
 )
 
 // Annotations.

@@ -42,11 +42,11 @@ func (f *Function) reconcilePolicy(ctx context.Context, ns, name string) error {
 		if s.DeletionTimestamp != nil {
 			continue
 		}
-		if retain && s.Annotations[wellknown.AnnotationPrunedBy] != "policy-cascade" {
+		if retain && s.Annotations[wellknown.AnnotationPrunedBy] != wellknown.PrunedByPolicyCascade {
 			if s.Annotations == nil {
 				s.Annotations = map[string]string{}
 			}
-			s.Annotations[wellknown.AnnotationPrunedBy] = "policy-cascade"
+			s.Annotations[wellknown.AnnotationPrunedBy] = wellknown.PrunedByPolicyCascade
 			if err := f.Client.Update(ctx, s); err != nil {
 				errs = append(errs, ignoreConflict(client.IgnoreNotFound(err)))
 				continue

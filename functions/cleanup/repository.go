@@ -214,7 +214,7 @@ func (f *Function) reconcileRepository(ctx context.Context, ref snapv1.Repositor
 // facts reads whether the Snapshot's schedule and policy still exist.
 func (f *Function) facts(ctx context.Context, s *snapv1.Snapshot) (deletion.Facts, error) {
 	var fa deletion.Facts
-	if name := s.Labels[LabelSchedule]; name != "" {
+	if name := s.Labels[wellknown.LabelSchedule]; name != "" {
 		var sched snapv1.SnapshotSchedule
 		err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, &sched)
 		switch {
@@ -223,7 +223,7 @@ func (f *Function) facts(ctx context.Context, s *snapv1.Snapshot) (deletion.Fact
 		case err != nil:
 			return fa, err
 		default:
-			uid := s.Labels[LabelScheduleUID]
+			uid := s.Labels[wellknown.LabelScheduleUID]
 			fa.ScheduleGone = sched.DeletionTimestamp != nil || (uid != "" && uid != string(sched.UID))
 		}
 	}
@@ -248,12 +248,6 @@ func (f *Function) facts(ctx context.Context, s *snapv1.Snapshot) (deletion.Fact
 	}
 	return fa, nil
 }
-
-// Labels a schedule stamps on the Snapshots it mints.
-const (
-	LabelSchedule    = "snapflow.dev/schedule"
-	LabelScheduleUID = "snapflow.dev/schedule-uid"
-)
 
 // release removes the finalizer, with an event saying what happened to the data.
 func (f *Function) release(ctx context.Context, s *snapv1.Snapshot, reason, msg string) error {

@@ -33,9 +33,6 @@ import (
 // UnchangedHistory bounds the Unchanged rows kept per policy.
 const UnchangedHistory = 10
 
-// PrunedByRetention is the pruned-by value of this function's deletions.
-const PrunedByRetention = "retention"
-
 // Subscribes lists the emitted event types this function consumes.
 var Subscribes = []string{events.SnapshotSucceeded, events.SnapshotUnchanged}
 
@@ -177,11 +174,11 @@ func (f *Function) prune(ctx context.Context, ns string, names []string) ([]stri
 			if s.DeletionTimestamp != nil || s.Spec.Pin || (s.Status.Phase != snapv1.SnapshotSucceeded && s.Status.Phase != snapv1.SnapshotUnchanged) {
 				return nil // changed since the list: leave it
 			}
-			if s.Annotations[wellknown.AnnotationPrunedBy] != PrunedByRetention {
+			if s.Annotations[wellknown.AnnotationPrunedBy] != wellknown.PrunedByRetention {
 				if s.Annotations == nil {
 					s.Annotations = map[string]string{}
 				}
-				s.Annotations[wellknown.AnnotationPrunedBy] = PrunedByRetention
+				s.Annotations[wellknown.AnnotationPrunedBy] = wellknown.PrunedByRetention
 				if err := f.Client.Update(ctx, &s); err != nil {
 					return err
 				}

@@ -54,9 +54,18 @@ func Selected(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy) (m
 	return out, nil
 }
 
+// Minted is what every Snapshot of one firing carries besides its pins.
+type Minted struct {
+	Origin snapv1.Origin
+	Labels map[string]string
+	Tags   map[string]string
+	// OnScheduleDelete is stamped on a schedule's Snapshots.
+	OnScheduleDelete snapv1.CascadePolicy
+}
+
 // Mint creates the Snapshots of one firing of p. Names are deterministic,
 // so minting the same firing twice creates nothing new.
-func Mint(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy, base string, origin snapv1.Origin, tags map[string]string) ([]string, error) {
+func Mint(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy, base string, m Minted) ([]string, error) {
 	selected, err := Selected(ctx, c, p)
 	if err != nil {
 		return nil, err
@@ -70,10 +79,14 @@ func Mint(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy, base s
 	}
 	var names []string
 	for _, ch := range children {
+		labels := map[string]string{wellknown.LabelConfig: p.Name, wellknown.LabelOrigin: string(m.Origin)}
+		for k, v := range m.Labels {
+			labels[k] = v
+		}
 		s := &snapv1.Snapshot{
-			ObjectMeta: metav1.ObjectMeta{Name: ch.Name, Namespace: p.Namespace,
-				Labels: map[string]string{wellknown.LabelConfig: p.Name, wellknown.LabelOrigin: string(origin)}},
-			Spec: snapv1.SnapshotSpec{PolicyRef: &snapv1.PolicyRef{Name: p.Name}, Source: ch.Source, Repository: ch.Repository, Tags: tags},
+			ObjectMeta: metav1.ObjectMeta{Name: ch.Name, Namespace: p.Namespace, Labels: labels},
+			Spec: snapv1.SnapshotSpec{PolicyRef: &snapv1.PolicyRef{Name: p.Name}, Source: ch.Source, Repository: ch.Repository,
+				Tags: m.Tags, OnScheduleDelete: m.OnScheduleDelete},
 		}
 		if err := c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
 			return names, fmt.Errorf("create Snapshot %s: %w", ch.Name, err)
@@ -105,7 +118,7 @@ func (f *Function) handleRequest(ctx context.Context, e event.Event) error {
 		at = f.now()
 	}
 	base := expand.Base(req.Policy+"-requested", at.Truncate(time.Second))
-	names, err := Mint(ctx, f.Client, &p, base, snapv1.OriginManual, req.Tags)
+	names, err := Mint(ctx, f.Client, &p, base, Minted{Origin: snapv1.OriginManual, Tags: req.Tags})
 	var tooMany expand.ErrTooMany
 	if errors.As(err, &tooMany) {
 		return events.Malformed("snapshot request %s: %v", e.ID(), err)

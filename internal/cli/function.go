@@ -21,6 +21,7 @@ import (
 	"github.com/snapflow/snapflow/functions/cleanup"
 	"github.com/snapflow/snapflow/functions/retention"
 	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/schedule"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/policysource"
 	"github.com/snapflow/snapflow/internal/scheme"
@@ -109,6 +110,9 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 			fn := &snapshot.Function{Client: c, Config: cfg, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,
 				MaxConcurrentJobs: f.maxJobs, GlobalVolumePoliciesConfigMap: f.globalPolicies, Emitter: emitter, Recorder: recorder("snapflow-snapshot")}
 			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
+		case "schedule":
+			fn := &schedule.Function{Client: c, Recorder: recorder("snapflow-schedule")}
+			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
 		case "retention":
 			fn := &retention.Function{Client: c, Emitter: emitter, Recorder: recorder("snapflow-retention")}
 			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
@@ -123,7 +127,7 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 	return out, nil
 }
 
-var functionNames = []string{"snapshot", "cleanup", "retention"}
+var functionNames = []string{"snapshot", "cleanup", "retention", "schedule"}
 
 func newFunctionCmd() *cobra.Command {
 	var f functionFlags

@@ -51,7 +51,7 @@ finish, printing progress on stderr. It exits 1 when any of them failed.`,
 			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: o.policy}, &p); err != nil {
 				return fmt.Errorf("read SnapshotPolicy %s/%s: %w", ns, o.policy, err)
 			}
-			names, err := snapshot.Mint(ctx, c, &p, expand.Base(o.policy+"-manual", time.Now()), snapv1.OriginManual, nil)
+			names, err := snapshot.Mint(ctx, c, &p, expand.Base(o.policy+"-manual", time.Now()), snapshot.Minted{Origin: snapv1.OriginManual})
 			if err != nil {
 				return err
 			}

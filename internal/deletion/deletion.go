@@ -42,7 +42,8 @@ const (
 
 // Internal pruned-by values: snapflow's own prunes, never counted by the breaker.
 var internalPrunes = map[string]bool{
-	"retention": true, "failed-history": true, "policy-cascade": true, "replication-retention": true, "replaced-run": true,
+	wellknown.PrunedByRetention: true, wellknown.PrunedByFailedHistory: true, wellknown.PrunedByPolicyCascade: true,
+	"replication-retention": true, wellknown.PrunedByReplacedRun: true,
 }
 
 // Facts are what the caller read about the Snapshot's surroundings.
@@ -107,7 +108,7 @@ func Classify(s *snapv1.Snapshot, f Facts) Decision {
 		return Decision{Action: Release, Reason: ReasonRetainedOnSchedule, External: true,
 			Message: "its SnapshotSchedule is gone and onScheduleDelete is Retain (the default), so the kopia snapshot is kept"}
 	}
-	if s.Annotations[wellknown.AnnotationPrunedBy] == "policy-cascade" {
+	if s.Annotations[wellknown.AnnotationPrunedBy] == wellknown.PrunedByPolicyCascade {
 		return Decision{Action: Release, Reason: ReasonRetainedOnPolicy, Message: "its SnapshotPolicy was deleted with onPolicyDelete: Retain, so the kopia snapshot is kept"}
 	}
 	if external && f.PolicyGone && f.PolicyOnDelete != snapv1.CascadeDelete {

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +20,8 @@ func TestMain(m *testing.M) {
 		// platform team would configure it.
 		Webhook: &harness.WebhookOptions{GlobalVolumePolicies: globalPolicies, Velero: true},
 		// Backups run for real: local node, functions and the kube source.
-		Functions: &harness.FunctionsOptions{RepositoryRetry: 2 * time.Second, GlobalVolumePoliciesConfigMap: harness.GlobalVolumePoliciesConfigMap},
+		Functions: &harness.FunctionsOptions{RepositoryRetry: 2 * time.Second, GlobalVolumePoliciesConfigMap: harness.GlobalVolumePoliciesConfigMap,
+			Clock: clock.Now},
 	}, func(e *harness.Env) { env = e })
 }
 
@@ -30,3 +32,26 @@ volumePolicies:
   - conditions: {}
     action: {type: fs-backup}
 `
+
+// clock is the schedule function's clock: real time until a test sets it.
+var clock = &testClock{}
+
+type testClock struct {
+	mu  sync.Mutex
+	set time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.set.IsZero() {
+		return time.Now()
+	}
+	return c.set
+}
+
+func (c *testClock) Set(t time.Time) {
+	c.mu.Lock()
+	c.set = t
+	c.mu.Unlock()
+}

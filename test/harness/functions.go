@@ -20,6 +20,7 @@ import (
 	"github.com/snapflow/snapflow/functions/cleanup"
 	"github.com/snapflow/snapflow/functions/retention"
 	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/schedule"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/test/localnode"
 )
@@ -36,6 +37,8 @@ type FunctionsOptions struct {
 	GlobalVolumePoliciesConfigMap string
 	// DeleteWindow is the cleanup function's quiet window (short in tests).
 	DeleteWindow time.Duration
+	// Clock is the schedule function's clock (time.Now when nil).
+	Clock func() time.Time
 }
 
 // Functions is the local stack behind a backup: the local node (standing in
@@ -128,7 +131,9 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	cleanupFn := &cleanup.Function{Client: cp.Client, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", Window: o.DeleteWindow,
 		Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-cleanup"})}
 	retentionFn := &retention.Function{Client: cp.Client, Emitter: f.Emitted, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-retention"})}
-	fns := []runtime.Function{{Name: "snapshot", Handle: fn.Handle}, {Name: "cleanup", Handle: cleanupFn.Handle}, {Name: "retention", Handle: retentionFn.Handle}}
+	scheduleFn := &schedule.Function{Client: cp.Client, Now: o.Clock, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-schedule"})}
+	fns := []runtime.Function{{Name: "snapshot", Handle: fn.Handle}, {Name: "cleanup", Handle: cleanupFn.Handle},
+		{Name: "retention", Handle: retentionFn.Handle}, {Name: "schedule", Handle: scheduleFn.Handle}}
 	listening := make(chan string, 1)
 	errc := make(chan error, 1)
 	f.wg.Add(1)

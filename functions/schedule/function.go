@@ -1,0 +1,219 @@
+// Package schedule is the schedule function: on each tick (PingSource or
+// resync) and on SnapshotSchedule events it fires every due slot, minting
+// one firing of each matched policy with deterministic names (a duplicate
+// tick mints nothing), honours suspend, runOnCreate, startingDeadlineSeconds
+// and concurrencyPolicy, pins the next slot in status, and keeps the
+// failed history bounded. State lives in status only, so any replica and
+// any restart computes the same thing.
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/go-logr/logr"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/events"
+	kernel "github.com/snapflow/snapflow/internal/schedule"
+	"github.com/snapflow/snapflow/internal/validate"
+)
+
+// DefaultFailedHistory is failedJobsHistoryLimit's default.
+const DefaultFailedHistory = 10
+
+// Function is the schedule function.
+type Function struct {
+	Client   client.Client
+	Recorder record.EventRecorder
+	// Now is the clock; tests inject one.
+	Now func() time.Time
+}
+
+func (f *Function) now() time.Time {
+	if f.Now != nil {
+		return f.Now()
+	}
+	return time.Now()
+}
+
+// Handle is the CloudEvents entry point.
+func (f *Function) Handle(ctx context.Context, e event.Event) error {
+	switch {
+	case e.Type() == events.Ping || e.Type() == events.Resync:
+		var list snapv1.SnapshotScheduleList
+		if err := f.Client.List(ctx, &list); err != nil {
+			return err
+		}
+		var errs []error
+		for _, s := range list.Items {
+			errs = append(errs, f.Reconcile(ctx, s.Namespace, s.Name))
+		}
+		return errors.Join(errs...)
+	case events.IsAPIServer(e.Type()):
+		ref, obj, err := events.DecodeAPIServer(e)
+		if err != nil {
+			return err
+		}
+		switch {
+		case ref.GroupKind().Group == snapv1.GroupVersion.Group && ref.Kind == "SnapshotSchedule":
+			return f.Reconcile(ctx, ref.Namespace, ref.Name)
+		case ref.GroupKind().Group == snapv1.GroupVersion.Group && ref.Kind == "Snapshot" && obj != nil:
+			if s := obj.GetLabels()[wellknown.LabelSchedule]; s != "" {
+				return f.Reconcile(ctx, ref.Namespace, s)
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: the schedule function handles %s, %s and ApiServerSource events, not %q", events.ErrUnsupported, events.Ping, events.Resync, e.Type())
+}
+
+// resolved is a schedule with its policies and inherited settings.
+type resolved struct {
+	policies []snapv1.SnapshotPolicy
+	spec     kernel.Spec
+	tz       string
+	jitter   string
+	notes    []string
+}
+
+func (f *Function) resolve(ctx context.Context, s *snapv1.SnapshotSchedule) (*resolved, error) {
+	r := &resolved{}
+	if s.Spec.PolicyRef != nil {
+		var p snapv1.SnapshotPolicy
+		if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Spec.PolicyRef.Name}, &p); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return nil, err
+			}
+		} else {
+			r.policies = []snapv1.SnapshotPolicy{p}
+		}
+	} else if s.Spec.PolicySelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(s.Spec.PolicySelector)
+		if err != nil {
+			return nil, err
+		}
+		var list snapv1.SnapshotPolicyList
+		if err := f.Client.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+			return nil, err
+		}
+		r.policies = list.Items
+		sort.Slice(r.policies, func(i, j int) bool { return r.policies[i].Name < r.policies[j].Name })
+	}
+	var defaults []kernel.Defaults
+	for _, p := range r.policies {
+		for _, ref := range validate.PolicyRefs(&p) {
+			var sd *snapv1.ScheduleDefaults
+			if ref.Kind == snapv1.KindClusterRepository {
+				var cr snapv1.ClusterRepository
+				if f.Client.Get(ctx, client.ObjectKey{Name: ref.Name}, &cr) == nil {
+					sd = cr.Spec.ScheduleDefaults
+				}
+			} else {
+				ns := ref.Namespace
+				if ns == "" {
+					ns = p.Namespace
+				}
+				var repo snapv1.Repository
+				if f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &repo) == nil {
+					sd = repo.Spec.ScheduleDefaults
+				}
+			}
+			d := kernel.Defaults{}
+			if sd != nil {
+				d = kernel.Defaults{Timezone: sd.Timezone, Jitter: sd.Jitter}
+			}
+			defaults = append(defaults, d)
+		}
+	}
+	r.tz, r.jitter, r.notes = kernel.Inherit(s.Spec.Schedule.Timezone, s.Spec.Schedule.Jitter, defaults)
+	loc, err := time.LoadLocation(r.tz)
+	if err != nil {
+		return nil, fmt.Errorf("timezone %q: %w", r.tz, err)
+	}
+	var jit time.Duration
+	if r.jitter != "" {
+		if jit, err = time.ParseDuration(r.jitter); err != nil {
+			return nil, fmt.Errorf("jitter %q: %w", r.jitter, err)
+		}
+	}
+	r.spec = kernel.Spec{Cron: s.Spec.Schedule.Cron, Location: loc, Jitter: jit, Seed: s.Namespace + "/" + s.Name, UID: string(s.UID)}
+	return r, nil
+}
+
+func logFrom(ctx context.Context) logr.Logger {
+	l, err := logr.FromContext(ctx)
+	if err != nil {
+		return logr.Discard()
+	}
+	return l
+}
+
+// children lists the Snapshots this schedule minted (this UID only).
+func (f *Function) children(ctx context.Context, s *snapv1.SnapshotSchedule) ([]snapv1.Snapshot, error) {
+	var list snapv1.SnapshotList
+	if err := f.Client.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{wellknown.LabelSchedule: s.Name, wellknown.LabelScheduleUID: string(s.UID)}); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+func setCond(conds *[]metav1.Condition, typ string, status bool, reason, msg string, gen int64) {
+	st := metav1.ConditionFalse
+	if status {
+		st = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(conds, metav1.Condition{Type: typ, Status: st, Reason: reason, Message: msg, ObservedGeneration: gen})
+}
+
+// writeStatus patches the schedule's status from mutate.
+func (f *Function) writeStatus(ctx context.Context, s *snapv1.SnapshotSchedule, mutate func(*snapv1.SnapshotScheduleStatus, int64)) error {
+	return client.IgnoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var live snapv1.SnapshotSchedule
+		if err := f.Client.Get(ctx, client.ObjectKeyFromObject(s), &live); err != nil {
+			return err
+		}
+		if live.UID != s.UID {
+			return nil
+		}
+		orig := live.DeepCopy()
+		mutate(&live.Status, live.Generation)
+		return f.Client.Status().Patch(ctx, &live, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	}))
+}
+
+func (f *Function) event(obj client.Object, warning bool, reason, format string, args ...any) {
+	if f.Recorder == nil {
+		return
+	}
+	typ := corev1.EventTypeNormal
+	if warning {
+		typ = corev1.EventTypeWarning
+	}
+	f.Recorder.Eventf(obj, typ, reason, format, args...)
+}
+
+// activeJobs are the mover Jobs of unfinished children.
+func (f *Function) jobOf(ctx context.Context, s *snapv1.Snapshot) (*batchv1.Job, error) {
+	if s.Status.Job == nil || s.Status.Job.Name == "" {
+		return nil, nil
+	}
+	var j batchv1.Job
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Status.Job.Name}, &j); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	return &j, nil
+}

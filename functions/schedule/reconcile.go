@@ -1,0 +1,344 @@
+package schedule
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/functions/snapshot"
+	"github.com/snapflow/snapflow/internal/expand"
+	kernel "github.com/snapflow/snapflow/internal/schedule"
+)
+
+// Condition types and reasons of a schedule.
+const (
+	condScheduled      = "Scheduled"
+	reasonSkipExpired  = "SkipExpiredSlot"
+	reasonSkipForbid   = "SkippedConcurrentRun"
+	reasonFired        = "Fired"
+	reasonNoPolicy     = "PolicyNotFound"
+	reasonInvalid      = "InvalidSchedule"
+	reasonSuspended    = "Suspended"
+	reasonReplaced     = "ReplacedRun"
+	reasonNotInherited = "Ambiguous"
+)
+
+// Reconcile fires whatever is due for one schedule and records the rest.
+func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
+	var s snapv1.SnapshotSchedule
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if s.DeletionTimestamp != nil {
+		return nil
+	}
+	r, err := f.resolve(ctx, &s)
+	if err != nil {
+		return f.writeStatus(ctx, &s, func(st *snapv1.SnapshotScheduleStatus, gen int64) {
+			setCond(&st.Conditions, wellknown.ConditionReady, false, reasonInvalid, err.Error(), gen)
+		})
+	}
+	now := f.now()
+	// Fire at most a bounded number of due slots per call (a long outage
+	// does not mint a backlog: each expired slot is skipped or fired once).
+	for i := 0; i < 3; i++ {
+		fired, err := f.step(ctx, &s, r, now)
+		if err != nil || !fired {
+			if err != nil {
+				return err
+			}
+			break
+		}
+		if err := f.Client.Get(ctx, client.ObjectKeyFromObject(&s), &s); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+	}
+	return f.history(ctx, &s)
+}
+
+// step handles the pinned next slot: pin it if missing or stale, and fire
+// (or skip) it when due. It reports whether it consumed a slot.
+func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *resolved, now time.Time) (bool, error) {
+	next := s.Status.NextSchedule
+	stale := next == nil || next.At == nil || next.Timezone != r.tz || next.Jitter != r.jitter
+	if stale {
+		at, err := f.nextFrom(s, r)
+		if err != nil {
+			return false, f.writeStatus(ctx, s, func(st *snapv1.SnapshotScheduleStatus, gen int64) {
+				setCond(&st.Conditions, wellknown.ConditionReady, false, reasonInvalid, err.Error(), gen)
+			})
+		}
+		next = &snapv1.ScheduleRef{At: &metav1.Time{Time: at}, Timezone: r.tz, Jitter: r.jitter}
+		if err := f.writeStatus(ctx, s, func(st *snapv1.SnapshotScheduleStatus, gen int64) {
+			st.ObservedGeneration = gen
+			st.NextSchedule = next
+			f.notes(st, r, gen)
+		}); err != nil {
+			return false, err
+		}
+	}
+	if s.Spec.Schedule.Suspend {
+		return false, f.writeStatus(ctx, s, func(st *snapv1.SnapshotScheduleStatus, gen int64) {
+			setCond(&st.Conditions, condScheduled, false, reasonSuspended, "spec.schedule.suspend is true: no slot fires", gen)
+		})
+	}
+	if now.Before(next.At.Time) {
+		return false, nil
+	}
+	slot := f.slotOf(s, r, next.At.Time)
+	after, err := kernel.Next(r.spec, slot, 1)
+	if err != nil {
+		return false, err
+	}
+	advance := func(mutate func(*snapv1.SnapshotScheduleStatus, int64)) error {
+		return f.writeStatus(ctx, s, func(st *snapv1.SnapshotScheduleStatus, gen int64) {
+			// Only the writer that still sees this slot pinned advances it.
+			if st.NextSchedule == nil || st.NextSchedule.At == nil || !st.NextSchedule.At.Equal(next.At) {
+				return
+			}
+			st.NextSchedule = &snapv1.ScheduleRef{At: &metav1.Time{Time: after[0].At}, Timezone: r.tz, Jitter: r.jitter}
+			if mutate != nil {
+				mutate(st, gen)
+			}
+		})
+	}
+	if d := s.Spec.Schedule.StartingDeadlineSeconds; d != nil && now.Sub(next.At.Time) > time.Duration(*d)*time.Second {
+		msg := fmt.Sprintf("the slot due at %s was missed by %s, more than startingDeadlineSeconds (%ds); skipped", next.At.UTC().Format(time.RFC3339), now.Sub(next.At.Time).Round(time.Second), *d)
+		f.event(s, true, reasonSkipExpired, "%s", msg)
+		return true, advance(func(st *snapv1.SnapshotScheduleStatus, gen int64) {
+			setCond(&st.Conditions, condScheduled, true, reasonSkipExpired, msg, gen)
+		})
+	}
+	if len(r.policies) == 0 {
+		msg := "no SnapshotPolicy matches spec.policyRef or spec.policySelector in " + s.Namespace
+		return true, advance(func(st *snapv1.SnapshotScheduleStatus, gen int64) {
+			setCond(&st.Conditions, wellknown.ConditionReady, false, reasonNoPolicy, msg, gen)
+		})
+	}
+	// Concurrency with unfinished runs of this schedule.
+	kids, err := f.children(ctx, s)
+	if err != nil {
+		return false, err
+	}
+	var active []snapv1.Snapshot
+	for _, k := range kids {
+		// This slot's own Snapshots (a retried firing) are not another run.
+		if !k.Status.Phase.IsTerminal() && k.DeletionTimestamp == nil && !containsSlot(k.Name, slot) {
+			active = append(active, k)
+		}
+	}
+	switch s.Spec.Schedule.ConcurrencyPolicy {
+	case snapv1.ConcurrencyAllow:
+	case snapv1.ConcurrencyReplace:
+		if held, err := f.replace(ctx, s, active); err != nil || held != "" {
+			if err != nil {
+				return false, err
+			}
+			return false, f.writeStatus(ctx, s, func(st *snapv1.SnapshotScheduleStatus, gen int64) {
+				setCond(&st.Conditions, wellknown.ConditionReplacementHeld, true, "OldRunQueued", held, gen)
+			})
+		}
+	default: // Forbid
+		if len(active) > 0 {
+			msg := fmt.Sprintf("the slot due at %s was skipped: %d run(s) of this schedule are unfinished (%s) and concurrencyPolicy is Forbid", next.At.UTC().Format(time.RFC3339), len(active), active[0].Name)
+			f.event(s, false, reasonSkipForbid, "%s", msg)
+			return true, advance(func(st *snapv1.SnapshotScheduleStatus, gen int64) {
+				setCond(&st.Conditions, condScheduled, true, reasonSkipForbid, msg, gen)
+			})
+		}
+	}
+	var minted []string
+	for i := range r.policies {
+		p := &r.policies[i]
+		base := expand.Base(s.Name, slot)
+		if s.Spec.PolicySelector != nil {
+			base = expand.Base(s.Name+"-"+p.Name, slot)
+		}
+		onDelete := snapv1.CascadeRetain
+		if s.Spec.Deletion != nil && s.Spec.Deletion.OnScheduleDelete != "" {
+			onDelete = s.Spec.Deletion.OnScheduleDelete
+		}
+		names, err := snapshot.Mint(ctx, f.Client, p, base, snapshot.Minted{
+			Origin: snapv1.OriginScheduled, OnScheduleDelete: onDelete,
+			Labels: map[string]string{wellknown.LabelSchedule: s.Name, wellknown.LabelScheduleUID: string(s.UID)},
+		})
+		if err != nil {
+			f.event(s, true, "FiringFailed", "policy %s: %v", p.Name, err)
+			continue
+		}
+		minted = append(minted, names...)
+	}
+	logFrom(ctx).Info("fired", "schedule", s.Namespace+"/"+s.Name, "slot", slot, "snapshots", minted)
+	if len(minted) > 0 {
+		f.event(s, false, reasonFired, "slot %s: created %s", slot.UTC().Format(time.RFC3339), strings.Join(minted, ", "))
+	}
+	return true, advance(func(st *snapv1.SnapshotScheduleStatus, gen int64) {
+		ref := &snapv1.ScheduleRef{At: &metav1.Time{Time: slot}, Timezone: r.tz, Jitter: r.jitter}
+		if len(minted) > 0 {
+			ref.SnapshotRef = &snapv1.LocalObjectRef{Name: minted[0]}
+		}
+		st.LastSchedule = ref
+		setCond(&st.Conditions, condScheduled, true, reasonFired, fmt.Sprintf("slot %s created %d Snapshot(s)", slot.UTC().Format(time.RFC3339), len(minted)), gen)
+		meta.RemoveStatusCondition(&st.Conditions, wellknown.ConditionReplacementHeld)
+		setCond(&st.Conditions, wellknown.ConditionReady, true, reasonFired, "the schedule fires on time", gen)
+	})
+}
+
+func containsSlot(name string, slot time.Time) bool {
+	return strings.Contains(name, "-"+slot.UTC().Format(expand.SlotFormat))
+}
+
+// nextFrom is the first firing after the schedule's last slot (or its
+// creation); with runOnCreate and no slot yet, the creation instant itself.
+func (f *Function) nextFrom(s *snapv1.SnapshotSchedule, r *resolved) (time.Time, error) {
+	if s.Spec.Schedule.RunOnCreate && s.Status.LastSchedule == nil {
+		return s.CreationTimestamp.Time, nil
+	}
+	from := s.CreationTimestamp.Time
+	if l := s.Status.LastSchedule; l != nil && l.At != nil {
+		from = l.At.Time
+	}
+	fs, err := kernel.Next(r.spec, from, 1)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return fs[0].At, nil
+}
+
+// slotOf recovers the cron slot whose jittered firing is at.
+func (f *Function) slotOf(s *snapv1.SnapshotSchedule, r *resolved, at time.Time) time.Time {
+	if s.Spec.Schedule.RunOnCreate && s.Status.LastSchedule == nil && at.Equal(s.CreationTimestamp.Time) {
+		return at.Truncate(time.Second)
+	}
+	fs, err := kernel.Next(r.spec, at.Add(-r.spec.Jitter-time.Minute), 3)
+	if err == nil {
+		for _, fi := range fs {
+			if fi.At.Equal(at) {
+				return fi.Slot
+			}
+		}
+	}
+	return at
+}
+
+// notes records whether the timezone or jitter could not be inherited.
+func (f *Function) notes(st *snapv1.SnapshotScheduleStatus, r *resolved, gen int64) {
+	if len(r.notes) > 0 {
+		setCond(&st.Conditions, wellknown.ConditionTimezoneDefaultAmbiguous, true, reasonNotInherited, strings.Join(r.notes, "; "), gen)
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, wellknown.ConditionTimezoneDefaultAmbiguous)
+	}
+}
+
+// replace cancels the unfinished runs before a new slot fires: it deletes
+// each running run's mover Job and removes its Snapshot stamped
+// pruned-by: replaced-run. A run only queued for a slot is waited for
+// instead (the message says so); a finished run is never touched.
+func (f *Function) replace(ctx context.Context, s *snapv1.SnapshotSchedule, active []snapv1.Snapshot) (string, error) {
+	for _, k := range active {
+		if c := meta.FindStatusCondition(k.Status.Conditions, wellknown.ConditionRepositorySlotAvailable); c != nil && c.Status == metav1.ConditionFalse {
+			return fmt.Sprintf("the previous run %s is queued for a repository slot; the new slot fires once it started or finished", k.Name), nil
+		}
+	}
+	for i := range active {
+		k := &active[i]
+		if j, err := f.jobOf(ctx, k); err != nil {
+			return "", err
+		} else if j != nil {
+			if err := f.Client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+				return "", err
+			}
+		}
+		if k.Annotations == nil {
+			k.Annotations = map[string]string{}
+		}
+		k.Annotations[wellknown.AnnotationPrunedBy] = wellknown.PrunedByReplacedRun
+		if err := f.Client.Update(ctx, k); err != nil && !apierrors.IsNotFound(err) {
+			return "", err
+		}
+		if err := f.Client.Delete(ctx, k); err != nil && !apierrors.IsNotFound(err) {
+			return "", err
+		}
+		f.event(s, false, reasonReplaced, "replaced the unfinished run %s", k.Name)
+	}
+	return "", nil
+}
+
+// history updates lastSuccessfulSchedule and consecutiveFailures and prunes
+// Failed runs beyond failedJobsHistoryLimit, newest kept, per repository.
+func (f *Function) history(ctx context.Context, s *snapv1.SnapshotSchedule) error {
+	kids, err := f.children(ctx, s)
+	if err != nil {
+		return err
+	}
+	sort.Slice(kids, func(i, j int) bool { return endOf(&kids[i]).After(endOf(&kids[j])) })
+	var lastOK *snapv1.Snapshot
+	failures := int32(0)
+	counting := true
+	for i := range kids {
+		k := &kids[i]
+		switch k.Status.Phase {
+		case snapv1.SnapshotSucceeded, snapv1.SnapshotUnchanged:
+			if lastOK == nil {
+				lastOK = k
+			}
+			counting = false
+		case snapv1.SnapshotFailed:
+			if counting {
+				failures++
+			}
+		}
+	}
+	limit := DefaultFailedHistory
+	if l := s.Spec.FailedJobsHistoryLimit; l != nil {
+		limit = int(*l)
+	}
+	perRepo := map[string]int{}
+	for i := range kids {
+		k := &kids[i]
+		if k.Status.Phase != snapv1.SnapshotFailed || k.DeletionTimestamp != nil {
+			continue
+		}
+		key := ""
+		if k.Spec.Repository != nil {
+			key = string(k.Spec.Repository.Kind) + "/" + k.Spec.Repository.Namespace + "/" + k.Spec.Repository.Name
+		}
+		perRepo[key]++
+		if perRepo[key] <= limit {
+			continue
+		}
+		if k.Annotations == nil {
+			k.Annotations = map[string]string{}
+		}
+		k.Annotations[wellknown.AnnotationPrunedBy] = wellknown.PrunedByFailedHistory
+		if err := f.Client.Update(ctx, k); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return err
+		}
+		if err := f.Client.Delete(ctx, k); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return f.writeStatus(ctx, s, func(st *snapv1.SnapshotScheduleStatus, _ int64) {
+		st.ConsecutiveFailures = failures
+		if lastOK != nil {
+			at := metav1.NewTime(endOf(lastOK))
+			st.LastSuccessfulSchedule = &snapv1.ScheduleRef{At: &at, SnapshotRef: &snapv1.LocalObjectRef{Name: lastOK.Name}}
+		}
+	})
+}
+
+func endOf(s *snapv1.Snapshot) time.Time {
+	if s.Status.Timing != nil && s.Status.Timing.EndTime != nil {
+		return s.Status.Timing.EndTime.Time
+	}
+	return s.CreationTimestamp.Time
+}

@@ -1,0 +1,205 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/events"
+	"github.com/snapflow/snapflow/functions/snapshot"
+)
+
+// tick sends what a PingSource sends every minute.
+func tick(t *testing.T, id string) {
+	t.Helper()
+	e := event.New()
+	e.SetID(id)
+	e.SetSource("/apis/v1/namespaces/snapflow-system/pingsources/tick")
+	e.SetType(events.Ping)
+	body, _ := e.MarshalJSON()
+	if code := postEvent(t, env.Functions.Base+"/schedule", "application/cloudevents+json", body); code != http.StatusOK && code != http.StatusAccepted && code != http.StatusNoContent {
+		t.Fatalf("tick answered %d", code)
+	}
+}
+
+func scheduleSnapshots(t *testing.T, ns, sched string) []snapv1.Snapshot {
+	t.Helper()
+	var list snapv1.SnapshotList
+	if err := env.Client.List(testContext(t), &list, client.InNamespace(ns), client.MatchingLabels{wellknown.LabelSchedule: sched}); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+func getSchedule(t *testing.T, ns, name string) *snapv1.SnapshotSchedule {
+	t.Helper()
+	var s snapv1.SnapshotSchedule
+	if err := env.Client.Get(testContext(t), clientKey(ns, name), &s); err != nil {
+		t.Fatal(err)
+	}
+	return &s
+}
+
+func TestScheduleFiresOnceAndDeletingItKeepsTheData(t *testing.T) {
+	const ns = "schedule-fire"
+	backupNamespace(t, ns, 2, "")
+	kubectl(t, policy(ns, "app", "  copyMethod: Direct\n"), 0, "apply", "-f", "-")
+	kubectl(t, []byte(`
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotSchedule
+metadata: {name: hourly, namespace: `+ns+`}
+spec:
+  policyRef: {name: app}
+  schedule: {cron: "0 * * * *", timezone: UTC}
+`), 0, "apply", "-f", "-")
+	t.Cleanup(func() { clock.Set(time.Time{}) })
+
+	// The first tick pins the next slot, and nothing is due yet.
+	tick(t, "t1")
+	s := getSchedule(t, ns, "hourly")
+	next := s.Status.NextSchedule
+	if next == nil || next.At == nil || next.Timezone != "UTC" || next.At.Minute() != 0 || !next.At.After(s.CreationTimestamp.Time) {
+		t.Fatalf("nextSchedule %+v", next)
+	}
+	if n := len(scheduleSnapshots(t, ns, "hourly")); n != 0 {
+		t.Fatalf("fired before its slot: %d", n)
+	}
+	// The clock passes the slot: one Snapshot named after the slot.
+	clock.Set(next.At.Add(5 * time.Second))
+	tick(t, "t2")
+	tick(t, "t2") // a redelivered tick
+	tick(t, "t3") // and the next one, still inside the hour
+	kids := scheduleSnapshots(t, ns, "hourly")
+	want := "hourly-" + next.At.UTC().Format("20060102150405")
+	if len(kids) != 1 || kids[0].Name != want || kids[0].Labels[wellknown.LabelOrigin] != "scheduled" {
+		t.Fatalf("snapshots %v, want exactly %s with origin scheduled", names(kids), want)
+	}
+	done := waitSnapshot(t, ns, want, snapv1.SnapshotSucceeded)
+	s = getSchedule(t, ns, "hourly")
+	if s.Status.LastSchedule == nil || !s.Status.LastSchedule.At.Equal(next.At) || !s.Status.NextSchedule.At.Time.Equal(next.At.Add(time.Hour)) {
+		t.Fatalf("after firing: last %+v next %+v", s.Status.LastSchedule, s.Status.NextSchedule)
+	}
+	tick(t, "t4")
+	eventually(t, func() error {
+		s := getSchedule(t, ns, "hourly")
+		if s.Status.LastSuccessfulSchedule == nil || s.Status.LastSuccessfulSchedule.SnapshotRef.Name != want {
+			return fmt.Errorf("lastSuccessfulSchedule %+v", s.Status.LastSuccessfulSchedule)
+		}
+		return nil
+	})
+
+	// Deleting the schedule, then its Snapshot, keeps the kopia data
+	// (onScheduleDelete defaults to Retain).
+	kubectl(t, nil, 0, "-n", ns, "delete", "snapshotschedule", "hourly")
+	kubectl(t, nil, 0, "-n", ns, "delete", "snapshot", want, "--wait=false")
+	waitGone(t, ns, want)
+	if !kopiaIDs(t, ns)[done.Status.Snapshot.KopiaSnapshotID] {
+		t.Fatalf("deleting a schedule's Snapshot after the schedule must keep its kopia snapshot")
+	}
+}
+
+func names(ss []snapv1.Snapshot) []string {
+	var out []string
+	for _, s := range ss {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+func TestForbidSkipsAndReplaceWaitsForAQueuedRun(t *testing.T) {
+	const ns = "schedule-concurrency"
+	backupNamespace(t, ns, 1, "  concurrency: {maxConcurrentJobs: 1}\n")
+	kubectl(t, policy(ns, "app", "  copyMethod: Direct\n"), 0, "apply", "-f", "-")
+	// Another run holds the repository's only slot, so the first firing parks.
+	blocker := &batchv1.Job{}
+	blocker.Namespace, blocker.Name = ns, "slot-holder"
+	blocker.Labels = map[string]string{snapshot.LabelRepoPool: snapshot.PoolKey(snapv1.KindRepository, ns, "primary"), wellknown.LabelManagedBy: wellknown.ManagedByValue}
+	blocker.Spec.Template.Spec = corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "sleep", Image: "busybox", Command: []string{"sleep", "120"}}}}
+	if err := env.Client.Create(testContext(t), blocker); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, []byte(`
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotSchedule
+metadata: {name: often, namespace: `+ns+`}
+spec:
+  policyRef: {name: app}
+  schedule: {cron: "*/5 * * * *"}
+`), 0, "apply", "-f", "-")
+	t.Cleanup(func() { clock.Set(time.Time{}) })
+	tick(t, "c1")
+	first := getSchedule(t, ns, "often").Status.NextSchedule.At.Time
+	clock.Set(first.Add(time.Second))
+	tick(t, "c2")
+	if kids := scheduleSnapshots(t, ns, "often"); len(kids) != 1 {
+		t.Fatalf("first slot: %v", names(kids))
+	}
+	eventually(t, func() error {
+		k := scheduleSnapshots(t, ns, "often")[0]
+		if c := meta.FindStatusCondition(k.Status.Conditions, wellknown.ConditionRepositorySlotAvailable); c == nil || c.Status != "False" {
+			return fmt.Errorf("the first run should be parked: %+v", k.Status.Conditions)
+		}
+		return nil
+	})
+	// Forbid (the default): the next slot is skipped while the first run is unfinished.
+	clock.Set(first.Add(5*time.Minute + time.Second))
+	tick(t, "c3")
+	if kids := scheduleSnapshots(t, ns, "often"); len(kids) != 1 {
+		t.Fatalf("Forbid must not fire over an unfinished run: %v", names(kids))
+	}
+	s := getSchedule(t, ns, "often")
+	if c := meta.FindStatusCondition(s.Status.Conditions, "Scheduled"); c == nil || !strings.Contains(c.Message, "concurrencyPolicy is Forbid") {
+		t.Fatalf("Scheduled condition %+v", c)
+	}
+	// Replace waits while the old run is only queued.
+	kubectl(t, nil, 0, "-n", ns, "patch", "snapshotschedule", "often", "--type=merge", "-p", `{"spec":{"schedule":{"concurrencyPolicy":"Replace"}}}`)
+	clock.Set(first.Add(10*time.Minute + time.Second))
+	tick(t, "c4")
+	s = getSchedule(t, ns, "often")
+	if c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionReplacementHeld); c == nil || c.Status != "True" {
+		t.Fatalf("ReplacementHeld %+v", s.Status.Conditions)
+	}
+	if kids := scheduleSnapshots(t, ns, "often"); len(kids) != 1 {
+		t.Fatalf("Replace must wait for a queued run: %v", names(kids))
+	}
+	// Once the slot frees the old run starts, so it is no longer merely
+	// queued: the held slot fires and replaces it (its Job is deleted, the
+	// Snapshot stamped replaced-run and removed).
+	old := scheduleSnapshots(t, ns, "often")[0].Name
+	if err := env.Client.Delete(testContext(t), blocker, client.PropagationPolicy("Background")); err != nil {
+		t.Fatal(err)
+	}
+	var fresh string
+	eventually(t, func() error {
+		tick(t, "c5")
+		for _, k := range scheduleSnapshots(t, ns, "often") {
+			if k.Name == old && k.DeletionTimestamp == nil && !k.Status.Phase.IsTerminal() {
+				return fmt.Errorf("the old run %s is still running", old)
+			}
+			if k.Name == old && k.DeletionTimestamp != nil && k.Annotations[wellknown.AnnotationPrunedBy] != wellknown.PrunedByReplacedRun {
+				return fmt.Errorf("the replaced run must be stamped %s: %v", wellknown.PrunedByReplacedRun, k.Annotations)
+			}
+			if k.Name != old {
+				fresh = k.Name
+			}
+		}
+		if fresh == "" {
+			return fmt.Errorf("the held slot has not fired: %v", names(scheduleSnapshots(t, ns, "often")))
+		}
+		return nil
+	})
+	if !strings.HasSuffix(fresh, first.Add(10*time.Minute).UTC().Format("20060102150405")) {
+		t.Fatalf("the new run %s should carry the held slot's time", fresh)
+	}
+	waitSnapshot(t, ns, fresh, snapv1.SnapshotSucceeded)
+}
