@@ -197,3 +197,25 @@ func onlyDecision(t *testing.T, s *snapv1.Snapshot) snapv1.VolumePolicyDecision 
 	}
 	return s.Status.VolumePolicies[0]
 }
+
+// The functions, like the webhook, refuse to start without a valid
+// baseline: running without it would back up what it means to skip.
+func TestFunctionsRefuseToStartOnABadGlobalConfigMap(t *testing.T) {
+	kubectl(t, []byte(`
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: broken-baseline, namespace: `+harness.WebhookNamespace+`}
+data:
+  policies.yaml: "version: v1\nvolumePolicies:\n  - conditions: {colour: blue}\n    action: {type: skip}\n"
+`), 0, "apply", "-f", "-")
+	for name, want := range map[string]string{
+		"no-such-configmap": "does not exist",
+		"broken-baseline":   "colour",
+	} {
+		_, stderr, code := runSnapflow(t, "function", "snapshot", "--addr", "127.0.0.1:0", "--namespace", harness.WebhookNamespace,
+			"--global-backup-volume-policies-configmap", name)
+		if code == 0 || !strings.Contains(stderr, "--global-backup-volume-policies-configmap") || !strings.Contains(stderr, want) {
+			t.Errorf("%s: exit %d, stderr %q: want a refusal naming the flag and %q", name, code, stderr, want)
+		}
+	}
+}
