@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
-	"github.com/go-logr/logr"
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -135,12 +134,4 @@ func (f *Function) reconcileSnapshot(ctx context.Context, ns, name string) error
 		return f.release(ctx, &s, "NoRepository", "the run never resolved a repository, so there is no kopia data to delete")
 	}
 	return f.reconcileRepository(ctx, ref)
-}
-
-func logFrom(ctx context.Context) logr.Logger {
-	l, err := logr.FromContext(ctx)
-	if err != nil {
-		return logr.Discard()
-	}
-	return l
 }

@@ -10,6 +10,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/functions/snapshot"
 )
 
 // reconcilePolicy keeps the policy-cleanup finalizer on a live policy and,
@@ -42,17 +43,10 @@ func (f *Function) reconcilePolicy(ctx context.Context, ns, name string) error {
 		if s.DeletionTimestamp != nil {
 			continue
 		}
-		if retain && s.Annotations[wellknown.AnnotationPrunedBy] != wellknown.PrunedByPolicyCascade {
-			if s.Annotations == nil {
-				s.Annotations = map[string]string{}
-			}
-			s.Annotations[wellknown.AnnotationPrunedBy] = wellknown.PrunedByPolicyCascade
-			if err := f.Client.Update(ctx, s); err != nil {
-				errs = append(errs, ignoreConflict(client.IgnoreNotFound(err)))
-				continue
-			}
-		}
-		if err := f.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
+		if retain {
+			errs = append(errs, snapshot.Prune(ctx, f.Client, s, wellknown.PrunedByPolicyCascade))
+		} else if err := f.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
+			// Delete: an external deletion, so the breaker counts it.
 			errs = append(errs, err)
 		}
 	}

@@ -21,10 +21,12 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/deletion"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
+	"github.com/snapflow/snapflow/internal/statuspatch"
 )
 
 func hasFinalizer(s *snapv1.Snapshot) bool {
@@ -271,21 +273,23 @@ func (f *Function) release(ctx context.Context, s *snapv1.Snapshot, reason, msg 
 		}
 		f.Recorder.Event(s, typ, reason, msg)
 	}
-	logFrom(ctx).Info("released snapshot", "snapshot", s.Namespace+"/"+s.Name, "reason", reason)
+	runtime.Log(ctx).Info("released snapshot", "snapshot", s.Namespace+"/"+s.Name, "reason", reason)
 	return nil
 }
 
 func (f *Function) markDeleting(ctx context.Context, s *snapv1.Snapshot, held metav1.ConditionStatus, reason, msg string) error {
-	return client.IgnoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var live snapv1.Snapshot
-		if err := f.Client.Get(ctx, client.ObjectKeyFromObject(s), &live); err != nil {
-			return err
-		}
-		orig := live.DeepCopy()
-		live.Status.Phase = snapv1.SnapshotDeleting
-		meta.SetStatusCondition(&live.Status.Conditions, metav1.Condition{Type: wellknown.ConditionDeletionHeld, Status: held, Reason: reason, Message: msg, ObservedGeneration: live.Generation})
-		return f.Client.Status().Patch(ctx, &live, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
-	}))
+	return f.patchSnapshot(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
+		st.Phase = snapv1.SnapshotDeleting
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionDeletionHeld, Status: held, Reason: reason, Message: msg, ObservedGeneration: gen})
+	})
+}
+
+func (f *Function) patchSnapshot(ctx context.Context, s *snapv1.Snapshot, mutate func(*snapv1.SnapshotStatus, int64)) error {
+	return statuspatch.Update(ctx, f.Client, client.ObjectKeyFromObject(s), func() *snapv1.Snapshot { return &snapv1.Snapshot{} },
+		func(live *snapv1.Snapshot) error {
+			mutate(&live.Status, live.Generation)
+			return nil
+		})
 }
 
 // reportBreaker marks held Snapshots and the repository's MassDeletionHeld.
@@ -369,7 +373,7 @@ func (f *Function) settleBatch(ctx context.Context, repo *repoState) (*batchv1.J
 		return nil, err
 	case err == nil:
 		if msg := failedMessage(&job); msg != "" {
-			logFrom(ctx).Info("deletion batch failed; its unfinished members go into the next batch", "job", job.Name, "reason", msg)
+			runtime.Log(ctx).Info("deletion batch failed; its unfinished members go into the next batch", "job", job.Name, "reason", msg)
 		}
 		if err := f.Client.Delete(ctx, &job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
 			return nil, err
@@ -472,29 +476,23 @@ func (f *Function) startBatch(ctx context.Context, repo *repoState, ready []*sna
 	for _, s := range ready {
 		errs = append(errs, f.noteBatch(ctx, s, name))
 	}
-	logFrom(ctx).Info("deletion batch started", "job", name, "repository", repo.ref.Name, "members", len(ready))
+	runtime.Log(ctx).Info("deletion batch started", "job", name, "repository", repo.ref.Name, "members", len(ready))
 	return errors.Join(errs...)
 }
 
 func (f *Function) noteBatch(ctx context.Context, s *snapv1.Snapshot, job string) error {
-	return client.IgnoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var live snapv1.Snapshot
-		if err := f.Client.Get(ctx, client.ObjectKeyFromObject(s), &live); err != nil {
-			return err
+	return f.patchSnapshot(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
+		st.Phase = snapv1.SnapshotDeleting
+		if st.Cleanup == nil {
+			st.Cleanup = &snapv1.CleanupStatus{}
 		}
-		orig := live.DeepCopy()
-		live.Status.Phase = snapv1.SnapshotDeleting
-		if live.Status.Cleanup == nil {
-			live.Status.Cleanup = &snapv1.CleanupStatus{}
+		if st.Cleanup.Batch != job {
+			st.Cleanup.Batch = job
+			st.Cleanup.Attempts++
 		}
-		if live.Status.Cleanup.Batch != job {
-			live.Status.Cleanup.Batch = job
-			live.Status.Cleanup.Attempts++
-		}
-		meta.SetStatusCondition(&live.Status.Conditions, metav1.Condition{Type: wellknown.ConditionDeletionHeld, Status: metav1.ConditionFalse, Reason: "Deleting",
-			Message: "kopia snapshot " + live.Status.Snapshot.KopiaSnapshotID + " is being deleted by batch job " + job, ObservedGeneration: live.Generation})
-		return f.Client.Status().Patch(ctx, &live, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
-	}))
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionDeletionHeld, Status: metav1.ConditionFalse, Reason: "Deleting",
+			Message: "kopia snapshot " + s.Status.Snapshot.KopiaSnapshotID + " is being deleted by batch job " + job, ObservedGeneration: gen})
+	})
 }
 
 // acquire takes the repository's deletion Lease for job; false when another

@@ -27,7 +27,9 @@ import (
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/snapshot"
 	kernel "github.com/snapflow/snapflow/internal/retention"
+	"github.com/snapflow/snapflow/internal/statuspatch"
 )
 
 // UnchangedHistory bounds the Unchanged rows kept per policy.
@@ -174,16 +176,7 @@ func (f *Function) prune(ctx context.Context, ns string, names []string) ([]stri
 			if s.DeletionTimestamp != nil || s.Spec.Pin || (s.Status.Phase != snapv1.SnapshotSucceeded && s.Status.Phase != snapv1.SnapshotUnchanged) {
 				return nil // changed since the list: leave it
 			}
-			if s.Annotations[wellknown.AnnotationPrunedBy] != wellknown.PrunedByRetention {
-				if s.Annotations == nil {
-					s.Annotations = map[string]string{}
-				}
-				s.Annotations[wellknown.AnnotationPrunedBy] = wellknown.PrunedByRetention
-				if err := f.Client.Update(ctx, &s); err != nil {
-					return err
-				}
-			}
-			if err := f.Client.Delete(ctx, &s, client.Preconditions{UID: &s.UID}); err != nil {
+			if err := snapshot.Prune(ctx, f.Client, &s, wellknown.PrunedByRetention); err != nil {
 				return err
 			}
 			deleted = append(deleted, n)
@@ -197,27 +190,23 @@ func (f *Function) prune(ctx context.Context, ns string, names []string) ([]stri
 }
 
 func (f *Function) updatePolicyStatus(ctx context.Context, p *snapv1.SnapshotPolicy, active, deleted int, lastSuccess *metav1.Time) error {
-	return client.IgnoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var live snapv1.SnapshotPolicy
-		if err := f.Client.Get(ctx, client.ObjectKeyFromObject(p), &live); err != nil {
-			return err
-		}
-		orig := live.DeepCopy()
-		if live.Status.Retention == nil {
-			live.Status.Retention = &snapv1.RetentionStatus{}
-		}
-		a := int32(active)
-		live.Status.Retention.ActiveSnapshotCount = &a
-		if deleted > 0 {
-			now := metav1.NewTime(f.now())
-			d := int32(deleted)
-			live.Status.Retention.LastPruneAt, live.Status.Retention.LastPruneDeleted = &now, &d
-		}
-		if lastSuccess != nil {
-			live.Status.LastSuccessfulSnapshot = lastSuccess
-		}
-		return f.Client.Status().Patch(ctx, &live, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
-	}))
+	return statuspatch.Update(ctx, f.Client, client.ObjectKeyFromObject(p), func() *snapv1.SnapshotPolicy { return &snapv1.SnapshotPolicy{} },
+		func(live *snapv1.SnapshotPolicy) error {
+			if live.Status.Retention == nil {
+				live.Status.Retention = &snapv1.RetentionStatus{}
+			}
+			a := int32(active)
+			live.Status.Retention.ActiveSnapshotCount = &a
+			if deleted > 0 {
+				now := metav1.NewTime(f.now())
+				d := int32(deleted)
+				live.Status.Retention.LastPruneAt, live.Status.Retention.LastPruneDeleted = &now, &d
+			}
+			if lastSuccess != nil {
+				live.Status.LastSuccessfulSnapshot = lastSuccess
+			}
+			return nil
+		})
 }
 
 // RetentionPruned is the data of the retention pruned event.

@@ -160,3 +160,13 @@ func names(fs []Function) []string {
 	}
 	return out
 }
+
+// Log is the logger Serve put in a handler's context (carrying the event
+// id), or a discarding one outside a handler.
+func Log(ctx context.Context) logr.Logger {
+	l, err := logr.FromContext(ctx)
+	if err != nil {
+		return logr.Discard()
+	}
+	return l
+}

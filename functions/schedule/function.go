@@ -15,20 +15,19 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
-	"github.com/go-logr/logr"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
 	kernel "github.com/snapflow/snapflow/internal/schedule"
+	"github.com/snapflow/snapflow/internal/statuspatch"
 	"github.com/snapflow/snapflow/internal/validate"
 )
 
@@ -154,14 +153,6 @@ func (f *Function) resolve(ctx context.Context, s *snapv1.SnapshotSchedule) (*re
 	return r, nil
 }
 
-func logFrom(ctx context.Context) logr.Logger {
-	l, err := logr.FromContext(ctx)
-	if err != nil {
-		return logr.Discard()
-	}
-	return l
-}
-
 // children lists the Snapshots this schedule minted (this UID only).
 func (f *Function) children(ctx context.Context, s *snapv1.SnapshotSchedule) ([]snapv1.Snapshot, error) {
 	var list snapv1.SnapshotList
@@ -181,18 +172,14 @@ func setCond(conds *[]metav1.Condition, typ string, status bool, reason, msg str
 
 // writeStatus patches the schedule's status from mutate.
 func (f *Function) writeStatus(ctx context.Context, s *snapv1.SnapshotSchedule, mutate func(*snapv1.SnapshotScheduleStatus, int64)) error {
-	return client.IgnoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var live snapv1.SnapshotSchedule
-		if err := f.Client.Get(ctx, client.ObjectKeyFromObject(s), &live); err != nil {
-			return err
-		}
-		if live.UID != s.UID {
+	return statuspatch.Update(ctx, f.Client, client.ObjectKeyFromObject(s), func() *snapv1.SnapshotSchedule { return &snapv1.SnapshotSchedule{} },
+		func(live *snapv1.SnapshotSchedule) error {
+			if live.UID != s.UID {
+				return statuspatch.Skip
+			}
+			mutate(&live.Status, live.Generation)
 			return nil
-		}
-		orig := live.DeepCopy()
-		mutate(&live.Status, live.Generation)
-		return f.Client.Status().Patch(ctx, &live, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
-	}))
+		})
 }
 
 func (f *Function) event(obj client.Object, warning bool, reason, format string, args ...any) {

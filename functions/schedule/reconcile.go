@@ -14,6 +14,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/expand"
 	kernel "github.com/snapflow/snapflow/internal/schedule"
@@ -177,7 +178,7 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 		}
 		minted = append(minted, names...)
 	}
-	logFrom(ctx).Info("fired", "schedule", s.Namespace+"/"+s.Name, "slot", slot, "snapshots", minted)
+	runtime.Log(ctx).Info("fired", "schedule", s.Namespace+"/"+s.Name, "slot", slot, "snapshots", minted)
 	if len(minted) > 0 {
 		f.event(s, false, reasonFired, "slot %s: created %s", slot.UTC().Format(time.RFC3339), strings.Join(minted, ", "))
 	}
@@ -258,14 +259,7 @@ func (f *Function) replace(ctx context.Context, s *snapv1.SnapshotSchedule, acti
 				return "", err
 			}
 		}
-		if k.Annotations == nil {
-			k.Annotations = map[string]string{}
-		}
-		k.Annotations[wellknown.AnnotationPrunedBy] = wellknown.PrunedByReplacedRun
-		if err := f.Client.Update(ctx, k); err != nil && !apierrors.IsNotFound(err) {
-			return "", err
-		}
-		if err := f.Client.Delete(ctx, k); err != nil && !apierrors.IsNotFound(err) {
+		if err := snapshot.Prune(ctx, f.Client, k, wellknown.PrunedByReplacedRun); err != nil {
 			return "", err
 		}
 		f.event(s, false, reasonReplaced, "replaced the unfinished run %s", k.Name)
@@ -316,14 +310,7 @@ func (f *Function) history(ctx context.Context, s *snapv1.SnapshotSchedule) erro
 		if perRepo[key] <= limit {
 			continue
 		}
-		if k.Annotations == nil {
-			k.Annotations = map[string]string{}
-		}
-		k.Annotations[wellknown.AnnotationPrunedBy] = wellknown.PrunedByFailedHistory
-		if err := f.Client.Update(ctx, k); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return err
-		}
-		if err := f.Client.Delete(ctx, k); err != nil && !apierrors.IsNotFound(err) {
+		if err := snapshot.Prune(ctx, f.Client, k, wellknown.PrunedByFailedHistory); err != nil {
 			return err
 		}
 	}

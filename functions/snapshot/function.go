@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
-	"github.com/go-logr/logr"
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
@@ -146,14 +145,6 @@ func (f *Function) Resync(ctx context.Context) error {
 		errs = append(errs, f.ReconcileSnapshot(ctx, s.Namespace, s.Name))
 	}
 	return errors.Join(errs...)
-}
-
-func logFrom(ctx context.Context) logr.Logger {
-	l, err := logr.FromContext(ctx)
-	if err != nil {
-		return logr.Discard()
-	}
-	return l
 }
 
 func ignoreGone(err error) error {

@@ -11,15 +11,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
+	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
+	"github.com/snapflow/snapflow/internal/statuspatch"
 	"github.com/snapflow/snapflow/internal/validate"
 	"github.com/snapflow/snapflow/internal/volumepolicy"
 )
@@ -83,7 +84,7 @@ func (f *Function) policyOf(ctx context.Context, s *snapv1.Snapshot) (*snapv1.Sn
 
 // start resolves the run, checks the gates and creates the mover Job.
 func (f *Function) start(ctx context.Context, s *snapv1.Snapshot) error {
-	log := logFrom(ctx).WithValues("snapshot", s.Namespace+"/"+s.Name)
+	log := runtime.Log(ctx).WithValues("snapshot", s.Namespace+"/"+s.Name)
 	plan, problem, err := f.plan(ctx, s)
 	if err != nil {
 		return err
@@ -218,27 +219,18 @@ func (f *Function) markStarted(ctx context.Context, s *snapv1.Snapshot, p *runPl
 	})
 }
 
-// updateStatus re-reads the Snapshot and writes mutate's change, retrying on conflict.
+// updateStatus re-reads the Snapshot and writes mutate's change; s is
+// refreshed with what was written.
 func (f *Function) updateStatus(ctx context.Context, s *snapv1.Snapshot, mutate func(*snapv1.SnapshotStatus, int64)) error {
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var live snapv1.Snapshot
-		if err := f.Client.Get(ctx, client.ObjectKeyFromObject(s), &live); err != nil {
-			return err
-		}
-		if live.UID != s.UID {
-			return apierrors.NewNotFound(snapv1.GroupVersion.WithResource("snapshots").GroupResource(), s.Name)
-		}
-		orig := live.DeepCopy()
-		mutate(&live.Status, live.Generation)
-		// A merge patch carries only what changed, so fields this build does
-		// not know (written by a newer snapflow) survive.
-		if err := f.Client.Status().Patch(ctx, &live, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-			return err
-		}
-		*s = live
-		return nil
-	})
-	return client.IgnoreNotFound(err)
+	return statuspatch.Update(ctx, f.Client, client.ObjectKeyFromObject(s), func() *snapv1.Snapshot { return &snapv1.Snapshot{} },
+		func(live *snapv1.Snapshot) error {
+			if live.UID != s.UID {
+				return statuspatch.Skip // a new object under the old name
+			}
+			mutate(&live.Status, live.Generation)
+			*s = *live.DeepCopy()
+			return nil
+		})
 }
 
 // observeJob settles a run whose mover ended without reporting (killed,

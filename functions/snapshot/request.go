@@ -16,6 +16,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
+	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/internal/expand"
 	"github.com/snapflow/snapflow/internal/validate"
 )
@@ -126,6 +127,6 @@ func (f *Function) handleRequest(ctx context.Context, e event.Event) error {
 	if err != nil {
 		return err
 	}
-	logFrom(ctx).Info("minted snapshots for a request", "policy", req.Namespace+"/"+req.Policy, "snapshots", names)
+	runtime.Log(ctx).Info("minted snapshots for a request", "policy", req.Namespace+"/"+req.Policy, "snapshots", names)
 	return nil
 }

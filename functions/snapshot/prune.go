@@ -1,0 +1,26 @@
+package snapshot
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+)
+
+// Prune marks s as one of snapflow's own deletions (by is a
+// wellknown.PrunedBy* value, which the mass-deletion breaker never counts)
+// and deletes it. The mark is a merge patch of one annotation, so a status
+// write racing with it cannot make it fail; the delete is guarded by UID.
+func Prune(ctx context.Context, c client.Client, s *snapv1.Snapshot, by string) error {
+	if s.Annotations[wellknown.AnnotationPrunedBy] != by {
+		patch := []byte(`{"metadata":{"annotations":{"` + wellknown.AnnotationPrunedBy + `":"` + by + `"}}}`)
+		if err := c.Patch(ctx, s, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+	}
+	uid := s.UID
+	return client.IgnoreNotFound(c.Delete(ctx, s, client.Preconditions{UID: &uid}))
+}
