@@ -23,6 +23,19 @@ const (
 	// replaced schedule from a live one.
 	LabelSchedule    = SnapflowPrefix + "schedule"
 	LabelScheduleUID = SnapflowPrefix + "schedule-uid"
+	// LabelSnapshot names the Snapshot a mover Job, hook Job, staged PVC or
+	// VolumeSnapshot belongs to.
+	LabelSnapshot = SnapflowPrefix + "snapshot"
+	// LabelRepository, LabelRepositoryKind and LabelRepositoryNamespace name
+	// the repository a bootstrap or deletion Job works on.
+	LabelRepository          = SnapflowPrefix + "repository"
+	LabelRepositoryKind      = SnapflowPrefix + "repository-kind"
+	LabelRepositoryNamespace = SnapflowPrefix + "repository-namespace"
+	// LabelOp says what a snapflow Job does (snapshot, bootstrap, hook, ...).
+	LabelOp = SnapflowPrefix + "op"
+	// LabelRepoPool marks Jobs that take a repository concurrency slot; its
+	// value is a hash of the repository key.
+	LabelRepoPool = SnapflowPrefix + "repo-pool"
 )
 
 // Pruned-by values of snapflow's own deletions.

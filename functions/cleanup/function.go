@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
-	"github.com/snapflow/snapflow/functions/snapshot"
 )
 
 // Defaults of the batching.
@@ -90,7 +90,7 @@ func (f *Function) Handle(ctx context.Context, e event.Event) error {
 			if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &j); err != nil {
 				return client.IgnoreNotFound(err)
 			}
-			if j.Labels[snapshot.LabelOp] == opDelete {
+			if j.Labels[wellknown.LabelOp] == opDelete {
 				return f.reconcileRepository(ctx, repoFromLabels(&j))
 			}
 		}

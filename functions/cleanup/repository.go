@@ -54,17 +54,12 @@ func repoOf(s *snapv1.Snapshot) (snapv1.RepositoryRef, bool) {
 func poolKey(r snapv1.RepositoryRef) string { return snapshot.PoolKey(r.Kind, r.Namespace, r.Name) }
 
 func repoFromLabels(j *batchv1.Job) snapv1.RepositoryRef {
-	r := snapv1.RepositoryRef{Kind: snapv1.RepositoryKind(j.Labels[labelRepoKind]), Name: j.Labels[snapshot.LabelRepository], Namespace: j.Labels[labelRepoNamespace]}
+	r := snapv1.RepositoryRef{Kind: snapv1.RepositoryKind(j.Labels[wellknown.LabelRepositoryKind]), Name: j.Labels[wellknown.LabelRepository], Namespace: j.Labels[wellknown.LabelRepositoryNamespace]}
 	if r.Kind == "" {
 		r.Kind = snapv1.KindRepository
 	}
 	return r
 }
-
-const (
-	labelRepoKind      = "snapflow.dev/repository-kind"
-	labelRepoNamespace = "snapflow.dev/repository-namespace"
-)
 
 // deletingRepos lists the repositories that have Snapshots waiting on cleanup.
 func (f *Function) deletingRepos(ctx context.Context) ([]snapv1.RepositoryRef, error) {
@@ -444,9 +439,9 @@ func (f *Function) startBatch(ctx context.Context, repo *repoState, ready []*sna
 	for _, s := range ready {
 		members = append(members, mover.DeleteMember{Namespace: s.Namespace, Name: s.Name, UID: string(s.UID), SnapshotID: s.Status.Snapshot.KopiaSnapshotID})
 	}
-	labels := map[string]string{snapshot.LabelOp: opDelete, snapshot.LabelRepository: repo.ref.Name, labelRepoKind: string(repo.ref.Kind)}
+	labels := map[string]string{wellknown.LabelOp: opDelete, wellknown.LabelRepository: repo.ref.Name, wellknown.LabelRepositoryKind: string(repo.ref.Kind)}
 	if repo.ref.Namespace != "" {
-		labels[labelRepoNamespace] = repo.ref.Namespace
+		labels[wellknown.LabelRepositoryNamespace] = repo.ref.Namespace
 	}
 	params := moverjob.Params{
 		Name: name, Namespace: repo.homeNS, Labels: labels,

@@ -22,18 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/functions/runtime"
-)
-
-// Labels the function puts on what it creates.
-const (
-	LabelSnapshot   = "snapflow.dev/snapshot"
-	LabelRepository = "snapflow.dev/repository"
-	LabelOp         = "snapflow.dev/op"
-	// LabelRepoPool marks Jobs that take a repository concurrency slot; its
-	// value is a hash of the repository key.
-	LabelRepoPool = "snapflow.dev/repo-pool"
 )
 
 // Function is the snapshot function's configuration and ports.
@@ -101,12 +92,12 @@ func (f *Function) handleRef(ctx context.Context, ref events.ObjectRef) error {
 		if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &j); err != nil {
 			return client.IgnoreNotFound(err)
 		}
-		if s := j.Labels[LabelSnapshot]; s != "" {
+		if s := j.Labels[wellknown.LabelSnapshot]; s != "" {
 			return f.ReconcileSnapshot(ctx, j.Namespace, s)
 		}
-		if r := j.Labels[LabelRepository]; r != "" {
+		if r := j.Labels[wellknown.LabelRepository]; r != "" {
 			kind, ns := snapv1.KindRepository, j.Namespace
-			if j.Labels[LabelOp] == opClusterBootstrap {
+			if j.Labels[wellknown.LabelOp] == opClusterBootstrap {
 				kind, ns = snapv1.KindClusterRepository, ""
 			}
 			return f.ReconcileRepository(ctx, kind, ns, r)

@@ -327,7 +327,7 @@ func (f *Function) jobHook(ctx context.Context, s *snapv1.Snapshot, list string,
 	if apierrors.IsNotFound(err) {
 		j = batchv1.Job{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, OwnerReferences: []metav1.OwnerReference{ownerRef(s)},
-				Labels: map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue, LabelSnapshot: s.Name, LabelOp: "hook"}},
+				Labels: map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue, wellknown.LabelSnapshot: s.Name, wellknown.LabelOp: "hook"}},
 			Spec: *h.JobSpec.DeepCopy(),
 		}
 		if j.Spec.Template.Spec.RestartPolicy == "" {

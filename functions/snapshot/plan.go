@@ -169,7 +169,7 @@ func (f *Function) plan(ctx context.Context, s *snapv1.Snapshot) (*runPlan, *gat
 // poolKey identifies a repository's concurrency pool in a label value.
 func poolKey(r *repoObject) string { return PoolKey(r.Ref.Kind, r.Namespace, r.Ref.Name) }
 
-// PoolKey is the LabelRepoPool value of a repository's mover Jobs.
+// PoolKey is the wellknown.LabelRepoPool value of a repository's mover Jobs.
 func PoolKey(kind snapv1.RepositoryKind, namespace, name string) string {
 	key := "Repository/" + namespace + "/" + name
 	if kind == snapv1.KindClusterRepository {
@@ -190,7 +190,7 @@ func (f *Function) slotTaken(ctx context.Context, r *repoObject) (bool, string, 
 		return false, "", nil
 	}
 	var jobs batchv1.JobList
-	if err := f.Client.List(ctx, &jobs, client.HasLabels{LabelRepoPool}); err != nil {
+	if err := f.Client.List(ctx, &jobs, client.HasLabels{wellknown.LabelRepoPool}); err != nil {
 		return false, "", fmt.Errorf("count mover jobs: %w", err)
 	}
 	key := poolKey(r)
@@ -200,7 +200,7 @@ func (f *Function) slotTaken(ctx context.Context, r *repoObject) (bool, string, 
 			continue
 		}
 		allLive++
-		if j.Labels[LabelRepoPool] == key {
+		if j.Labels[wellknown.LabelRepoPool] == key {
 			repoLive++
 		}
 	}
@@ -237,7 +237,7 @@ func (f *Function) createJob(ctx context.Context, s *snapv1.Snapshot, p *runPlan
 	}
 	params := moverjob.Params{
 		Name: name, Namespace: s.Namespace, Owner: ownerRef(s),
-		Labels: map[string]string{LabelSnapshot: s.Name, LabelOp: mover.OpSnapshot, LabelRepoPool: poolKey(p.repo)},
+		Labels: map[string]string{wellknown.LabelSnapshot: s.Name, wellknown.LabelOp: mover.OpSnapshot, wellknown.LabelRepoPool: poolKey(p.repo)},
 		Image:  f.MoverImage, ServiceAccount: f.MoverServiceAccount,
 		Work:           p.workSpec(s),
 		PasswordSecret: p.repo.Spec.Encryption.PasswordSecretRef.Name, PasswordKey: p.repo.Spec.Encryption.PasswordSecretRef.Key,

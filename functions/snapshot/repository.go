@@ -120,7 +120,7 @@ func (f *Function) startBootstrap(ctx context.Context, r *repoObject, jobName st
 	}
 	params := moverjob.Params{
 		Name: jobName, Namespace: r.Namespace, Owner: owners,
-		Labels: map[string]string{LabelRepository: r.Ref.Name, LabelOp: op},
+		Labels: map[string]string{wellknown.LabelRepository: r.Ref.Name, wellknown.LabelOp: op},
 		Image:  f.MoverImage, ServiceAccount: f.MoverServiceAccount,
 		Work: mover.WorkSpec{Operation: mover.OpBootstrap, Repository: work,
 			Target: mover.Target{Kind: kind, Namespace: r.Obj.GetNamespace(), Name: r.Ref.Name, UID: string(r.Obj.GetUID())}},

@@ -47,7 +47,7 @@ func Selected(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy) (m
 			return nil, err
 		}
 		for _, pvc := range pvcs.Items {
-			if pvc.Labels[LabelSnapshot] == "" && pvc.DeletionTimestamp == nil {
+			if pvc.Labels[wellknown.LabelSnapshot] == "" && pvc.DeletionTimestamp == nil {
 				out[i] = append(out[i], pvc.Name)
 			}
 		}

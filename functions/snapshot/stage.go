@@ -40,7 +40,7 @@ func (f *Function) stage(ctx context.Context, s *snapv1.Snapshot, p *runPlan) (b
 	staging := p.policy.Spec.Staging
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, OwnerReferences: []metav1.OwnerReference{ownerRef(s)},
-			Labels: map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue, LabelSnapshot: s.Name}},
+			Labels: map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue, wellknown.LabelSnapshot: s.Name}},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes:      src.Spec.AccessModes,
 			StorageClassName: src.Spec.StorageClassName,
@@ -70,7 +70,7 @@ func (f *Function) stage(ctx context.Context, s *snapv1.Snapshot, p *runPlan) (b
 		vs.SetNamespace(s.Namespace)
 		vs.SetName(name)
 		vs.SetOwnerReferences([]metav1.OwnerReference{ownerRef(s)})
-		vs.SetLabels(map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue, LabelSnapshot: s.Name})
+		vs.SetLabels(map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue, wellknown.LabelSnapshot: s.Name})
 		spec := map[string]any{"source": map[string]any{"persistentVolumeClaimName": p.pvc}}
 		if c := p.snapshotClass; c != nil {
 			spec["volumeSnapshotClassName"] = *c

@@ -280,7 +280,7 @@ func TestParkedRunWaitsForASlot(t *testing.T) {
 	ctx := testContext(t)
 	blocker := &batchv1.Job{}
 	blocker.Namespace, blocker.Name = ns, "slot-holder"
-	blocker.Labels = map[string]string{snapshot.LabelRepoPool: snapshot.PoolKey(snapv1.KindRepository, ns, "primary"), wellknown.LabelManagedBy: wellknown.ManagedByValue}
+	blocker.Labels = map[string]string{wellknown.LabelRepoPool: snapshot.PoolKey(snapv1.KindRepository, ns, "primary"), wellknown.LabelManagedBy: wellknown.ManagedByValue}
 	blocker.Spec.Template.Spec = corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "sleep", Image: "busybox", Command: []string{"sleep", "120"}}}}
 	if err := env.Client.Create(ctx, blocker); err != nil {
 		t.Fatal(err)
@@ -298,7 +298,7 @@ func TestParkedRunWaitsForASlot(t *testing.T) {
 		return nil
 	})
 	var jobs batchv1.JobList
-	if err := env.Client.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{snapshot.LabelSnapshot: "parked"}); err != nil || len(jobs.Items) != 0 {
+	if err := env.Client.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{wellknown.LabelSnapshot: "parked"}); err != nil || len(jobs.Items) != 0 {
 		t.Fatalf("a parked run must create nothing: %d jobs (%v)", len(jobs.Items), err)
 	}
 	// The slot frees when the other run ends; the parked run then goes.
@@ -347,7 +347,7 @@ func TestDuplicateEventsCreateOneJob(t *testing.T) {
 	}
 	waitSnapshot(t, ns, "dup", snapv1.SnapshotSucceeded)
 	var jobs batchv1.JobList
-	if err := env.Client.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{snapshot.LabelSnapshot: "dup"}); err != nil || len(jobs.Items) != 1 {
+	if err := env.Client.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{wellknown.LabelSnapshot: "dup"}); err != nil || len(jobs.Items) != 1 {
 		t.Fatalf("want exactly one mover job for the snapshot, got %d (%v)", len(jobs.Items), err)
 	}
 	if calls := hooks.got(); len(calls) != 1 {
@@ -358,7 +358,7 @@ func TestDuplicateEventsCreateOneJob(t *testing.T) {
 		postEvent(t, env.Functions.URL, "application/cloudevents+json", body)
 	}
 	time.Sleep(500 * time.Millisecond)
-	if err := env.Client.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{snapshot.LabelSnapshot: "dup"}); err != nil || len(jobs.Items) != 1 {
+	if err := env.Client.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{wellknown.LabelSnapshot: "dup"}); err != nil || len(jobs.Items) != 1 {
 		t.Fatalf("a finished snapshot got another job: %d", len(jobs.Items))
 	}
 }

@@ -213,7 +213,7 @@ func TestBatchDeletesManyInOneJob(t *testing.T) {
 	// The batch Job is reaped once its members are released.
 	eventually(t, func() error {
 		var jobs batchv1.JobList
-		if err := env.Client.List(testContext(t), &jobs, client.InNamespace(ns), client.MatchingLabels{"snapflow.dev/op": "snapshot-delete-batch"}); err != nil {
+		if err := env.Client.List(testContext(t), &jobs, client.InNamespace(ns), client.MatchingLabels{wellknown.LabelOp: "snapshot-delete-batch"}); err != nil {
 			return err
 		}
 		if len(jobs.Items) != 0 {

@@ -84,7 +84,7 @@ func TestHooksRunOnceAroundTheBackup(t *testing.T) {
 	}
 	// The hook Job ran and belongs to the Snapshot.
 	var jobs batchv1.JobList
-	if err := env.Client.List(testContext(t), &jobs, client.InNamespace(ns), client.MatchingLabels{snapshot.LabelOp: "hook"}); err != nil || len(jobs.Items) != 1 || jobs.Items[0].OwnerReferences[0].Name != "hooked" {
+	if err := env.Client.List(testContext(t), &jobs, client.InNamespace(ns), client.MatchingLabels{wellknown.LabelOp: "hook"}); err != nil || len(jobs.Items) != 1 || jobs.Items[0].OwnerReferences[0].Name != "hooked" {
 		t.Fatalf("hook jobs %+v %v", jobs.Items, err)
 	}
 	// Events after the end run nothing again.

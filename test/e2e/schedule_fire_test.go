@@ -123,7 +123,7 @@ func TestForbidSkipsAndReplaceWaitsForAQueuedRun(t *testing.T) {
 	// Another run holds the repository's only slot, so the first firing parks.
 	blocker := &batchv1.Job{}
 	blocker.Namespace, blocker.Name = ns, "slot-holder"
-	blocker.Labels = map[string]string{snapshot.LabelRepoPool: snapshot.PoolKey(snapv1.KindRepository, ns, "primary"), wellknown.LabelManagedBy: wellknown.ManagedByValue}
+	blocker.Labels = map[string]string{wellknown.LabelRepoPool: snapshot.PoolKey(snapv1.KindRepository, ns, "primary"), wellknown.LabelManagedBy: wellknown.ManagedByValue}
 	blocker.Spec.Template.Spec = corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "sleep", Image: "busybox", Command: []string{"sleep", "120"}}}}
 	if err := env.Client.Create(testContext(t), blocker); err != nil {
 		t.Fatal(err)
