@@ -28,9 +28,10 @@ import (
 	"github.com/snapflow/snapflow/internal/kopia"
 )
 
-// backupNamespace makes a namespace with a password Secret, a repository
-// PVC, an app-data PVC holding n files, and a filesystem Repository.
-func backupNamespace(t *testing.T, ns string, files int, repoExtra string) {
+// repoNamespace applies a namespace with a password Secret, a repository
+// PVC, an app-data PVC and a filesystem Repository named primary at path,
+// with repoSpec appended to the Repository's spec (e.g. "  create: {enabled: true}").
+func repoNamespace(t *testing.T, ns, path, repoSpec string) {
 	t.Helper()
 	kubectl(t, []byte(fmt.Sprintf(`
 apiVersion: v1
@@ -56,11 +57,17 @@ apiVersion: kopiur.home-operations.com/v1alpha1
 kind: Repository
 metadata: {name: primary, namespace: %[1]s}
 spec:
-  backend: {filesystem: {path: /repository, volume: {pvc: {name: kopia-repo}}}}
+  backend: {filesystem: {path: %[2]s, volume: {pvc: {name: kopia-repo}}}}
   encryption: {passwordSecretRef: {name: kopia-password, key: KOPIA_PASSWORD}}
-  create: {enabled: true}
-%[2]s
-`, ns, repoExtra)), 0, "apply", "-f", "-")
+%[3]s
+`, ns, path, repoSpec)), 0, "apply", "-f", "-")
+}
+
+// backupNamespace is repoNamespace with the repository created and Ready,
+// and n files in the app-data PVC.
+func backupNamespace(t *testing.T, ns string, files int, repoExtra string) {
+	t.Helper()
+	repoNamespace(t, ns, "/repository", "  create: {enabled: true}\n"+repoExtra)
 	writeFiles(t, env.Functions.Node.PVCDir(ns, "app-data"), files)
 	waitRepository(t, ns, "primary", snapv1.RepositoryReady)
 }
@@ -222,33 +229,7 @@ func TestWrongPasswordFailsTheRunWithAHint(t *testing.T) {
 
 func TestRepositoryFailureIsReportedAndBlocksRuns(t *testing.T) {
 	const ns = "backup-repo-missing"
-	kubectl(t, []byte(`
-apiVersion: v1
-kind: Namespace
-metadata: {name: `+ns+`}
----
-apiVersion: v1
-kind: Secret
-metadata: {name: kopia-password, namespace: `+ns+`}
-stringData: {KOPIA_PASSWORD: pw}
----
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: app-data, namespace: `+ns+`}
-spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
----
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: kopia-repo, namespace: `+ns+`}
-spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
----
-apiVersion: kopiur.home-operations.com/v1alpha1
-kind: Repository
-metadata: {name: primary, namespace: `+ns+`}
-spec:
-  backend: {filesystem: {path: /nothing-here, volume: {pvc: {name: kopia-repo}}}}
-  encryption: {passwordSecretRef: {name: kopia-password, key: KOPIA_PASSWORD}}
-`), 0, "apply", "-f", "-")
+	repoNamespace(t, ns, "/nothing-here", "")
 	r := waitRepository(t, ns, "primary", snapv1.RepositoryFailed)
 	c := meta.FindStatusCondition(r.Status.Conditions, wellknown.ConditionReady)
 	if c == nil || c.Reason != kopia.ClassNotInitialized || !strings.Contains(c.Message, "create.enabled") {

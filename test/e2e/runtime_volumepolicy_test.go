@@ -135,33 +135,7 @@ spec:
 // Snapshot was admitted, the run fails with FailedValidation naming it.
 func TestBrokenGlobalPoliciesFailTheRun(t *testing.T) {
 	const ns = "vp-broken"
-	kubectl(t, []byte(`
-apiVersion: v1
-kind: Namespace
-metadata: {name: `+ns+`}
----
-apiVersion: v1
-kind: Secret
-metadata: {name: kopia-password, namespace: `+ns+`}
-stringData: {KOPIA_PASSWORD: pw}
----
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: app-data, namespace: `+ns+`}
-spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
----
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: kopia-repo, namespace: `+ns+`}
-spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
----
-apiVersion: kopiur.home-operations.com/v1alpha1
-kind: Repository
-metadata: {name: primary, namespace: `+ns+`}
-spec:
-  backend: {filesystem: {path: /r, volume: {pvc: {name: kopia-repo}}}}
-  encryption: {passwordSecretRef: {name: kopia-password, key: KOPIA_PASSWORD}}
-`), 0, "apply", "-f", "-")
+	repoNamespace(t, ns, "/r", "")
 	waitRepository(t, ns, "primary", snapv1.RepositoryFailed) // not created yet: the run will wait
 	kubectl(t, policy(ns, "app", ""), 0, "apply", "-f", "-")
 	kubectl(t, snapshotOf(ns, "late", "app"), 0, "create", "-f", "-")
