@@ -15,7 +15,6 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	batchv1 "k8s.io/api/batch/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
@@ -136,12 +135,4 @@ func (f *Function) Resync(ctx context.Context) error {
 		errs = append(errs, f.ReconcileSnapshot(ctx, s.Namespace, s.Name))
 	}
 	return errors.Join(errs...)
-}
-
-func ignoreGone(err error) error {
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		// Conflict: someone else wrote first; the next event or resync retries.
-		return nil
-	}
-	return err
 }

@@ -2,9 +2,7 @@ package snapshot
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -438,8 +436,6 @@ func (f *Function) finalize(ctx context.Context, s *snapv1.Snapshot) error {
 	})
 }
 
-var errNoPolicy = errors.New("policy not found")
-
 // workSpec renders the mover's work spec for a plan.
 func (p *runPlan) workSpec(s *snapv1.Snapshot) mover.WorkSpec {
 	desc := s.Spec.Description
@@ -466,5 +462,3 @@ func (p *runPlan) workSpec(s *snapv1.Snapshot) mover.WorkSpec {
 	}
 	return w
 }
-
-func trimMsg(s string) string { return strings.TrimSpace(s) }
