@@ -244,7 +244,8 @@ func (f *Function) observeJob(ctx context.Context, s *snapv1.Snapshot) error {
 	}
 	for _, c := range j.Status.Conditions {
 		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
-			// Give the mover's own report a moment: it writes before exiting.
+			// The mover writes its result before it exits, so a Snapshot still not
+			// terminal here means the mover died without reporting.
 			return f.failRun(ctx, s, "Mover"+c.Reason, fmt.Sprintf("the mover job failed (%s): %s", c.Reason, c.Message), f.podMessage(ctx, &j))
 		}
 		if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
