@@ -203,3 +203,46 @@ spec:
 	}
 	waitSnapshot(t, ns, fresh, snapv1.SnapshotSucceeded)
 }
+
+func TestRunOnCreateAndStartingDeadline(t *testing.T) {
+	const ns = "schedule-oncreate"
+	backupNamespace(t, ns, 1, "")
+	kubectl(t, policy(ns, "app", "  copyMethod: Direct\n"), 0, "apply", "-f", "-")
+	kubectl(t, []byte(`
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotSchedule
+metadata: {name: eager, namespace: `+ns+`}
+spec:
+  policyRef: {name: app}
+  schedule: {cron: "0 3 * * *", runOnCreate: true, startingDeadlineSeconds: 60}
+`), 0, "apply", "-f", "-")
+	t.Cleanup(func() { clock.Set(time.Time{}) })
+	created := getSchedule(t, ns, "eager").CreationTimestamp.Time
+	clock.Set(created.Add(2 * time.Second))
+	tick(t, "o1")
+	kids := scheduleSnapshots(t, ns, "eager")
+	if len(kids) != 1 || kids[0].Name != "eager-"+created.UTC().Format("20060102150405") {
+		t.Fatalf("runOnCreate should fire once at creation: %v", names(kids))
+	}
+	next := getSchedule(t, ns, "eager").Status.NextSchedule.At.Time
+	if next.UTC().Hour() != 3 || next.UTC().Minute() != 0 {
+		t.Fatalf("after the creation run the next slot should be 03:00 UTC, got %s", next)
+	}
+	// The function was down for two minutes past 03:00: the slot is skipped, not run late.
+	clock.Set(next.Add(2 * time.Minute))
+	tick(t, "o2")
+	if kids := scheduleSnapshots(t, ns, "eager"); len(kids) != 1 {
+		t.Fatalf("an expired slot must not fire: %v", names(kids))
+	}
+	s := getSchedule(t, ns, "eager")
+	if c := meta.FindStatusCondition(s.Status.Conditions, "Scheduled"); c == nil || c.Reason != "SkipExpiredSlot" || !strings.Contains(c.Message, "startingDeadlineSeconds") {
+		t.Fatalf("Scheduled condition %+v", c)
+	}
+	if !s.Status.NextSchedule.At.Time.Equal(next.Add(24 * time.Hour)) {
+		t.Fatalf("the skipped slot should advance to the next day: %s", s.Status.NextSchedule.At)
+	}
+	ev := kubectl(t, nil, 0, "-n", ns, "get", "events", "--field-selector", "reason=SkipExpiredSlot", "-o", "name").Stdout
+	if strings.TrimSpace(ev) == "" {
+		t.Error("a SkipExpiredSlot event should be recorded")
+	}
+}
