@@ -96,8 +96,11 @@ func Inherit(tz, jitter string, defaults []Defaults) (string, string, []string) 
 		notes = append(notes, fmt.Sprintf("the matched policies' repositories disagree on scheduleDefaults.%s, so %s is used; set schedule.%s explicitly", what, describe(fallback), what))
 		return fallback
 	}
-	return pick(tz, "timezone", func(d Defaults) string { return d.Timezone }, "UTC"),
-		pick(jitter, "jitter", func(d Defaults) string { return d.Jitter }, ""), notes
+	// Both picks append to notes, so they run before notes is read: the
+	// operands of one return statement have no defined order.
+	tzOut := pick(tz, "timezone", func(d Defaults) string { return d.Timezone }, "UTC")
+	jitterOut := pick(jitter, "jitter", func(d Defaults) string { return d.Jitter }, "")
+	return tzOut, jitterOut, notes
 }
 
 // Defaults are one repository's scheduleDefaults.

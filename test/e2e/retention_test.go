@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,6 +28,9 @@ func TestRetentionPrunesAndDeletesKopiaData(t *testing.T) {
 		}
 		kubectl(t, []byte(doc), 0, "create", "-f", "-")
 		ids[n] = waitSnapshot(t, ns, n, snapv1.SnapshotSucceeded).Status.Snapshot.KopiaSnapshotID
+		// Status times have whole seconds, and GFS breaks ties by name:
+		// keep the runs in distinct seconds so "oldest" is unambiguous.
+		time.Sleep(1100 * time.Millisecond)
 	}
 	waitGone(t, ns, "r2")
 	eventually(t, func() error {

@@ -246,3 +246,66 @@ spec:
 		t.Error("a SkipExpiredSlot event should be recorded")
 	}
 }
+
+// Policies whose repositories disagree on scheduleDefaults.timezone leave
+// the schedule on UTC, and the schedule says so.
+func TestAmbiguousInheritedTimezoneFallsBackToUTC(t *testing.T) {
+	const ns = "schedule-tz"
+	kubectl(t, []byte(`
+apiVersion: v1
+kind: Namespace
+metadata: {name: `+ns+`}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: kopia-password, namespace: `+ns+`}
+stringData: {KOPIA_PASSWORD: pw}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: app-data, namespace: `+ns+`}
+spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+---
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: Repository
+metadata: {name: berlin, namespace: `+ns+`}
+spec:
+  backend: {filesystem: {path: /b}}
+  encryption: {passwordSecretRef: {name: kopia-password, key: KOPIA_PASSWORD}}
+  scheduleDefaults: {timezone: Europe/Berlin}
+---
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: Repository
+metadata: {name: newyork, namespace: `+ns+`}
+spec:
+  backend: {filesystem: {path: /n}}
+  encryption: {passwordSecretRef: {name: kopia-password, key: KOPIA_PASSWORD}}
+  scheduleDefaults: {timezone: America/New_York}
+---
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotPolicy
+metadata: {name: eu, namespace: `+ns+`, labels: {tier: db}}
+spec: {repository: {name: berlin}, sources: [{pvc: {name: app-data}}]}
+---
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotPolicy
+metadata: {name: us, namespace: `+ns+`, labels: {tier: db}}
+spec: {repository: {name: newyork}, sources: [{pvc: {name: app-data}}]}
+---
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotSchedule
+metadata: {name: dbs, namespace: `+ns+`}
+spec:
+  policySelector: {matchLabels: {tier: db}}
+  schedule: {cron: "0 2 * * *"}
+`), 0, "apply", "-f", "-")
+	tick(t, "tz1")
+	s := getSchedule(t, ns, "dbs")
+	c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionTimezoneDefaultAmbiguous)
+	if c == nil || c.Status != "True" || !strings.Contains(c.Message, "timezone") {
+		t.Fatalf("TimezoneDefaultAmbiguous %+v", s.Status.Conditions)
+	}
+	if n := s.Status.NextSchedule; n == nil || n.Timezone != "UTC" || n.At.UTC().Hour() != 2 {
+		t.Fatalf("nextSchedule %+v, want 02:00 UTC", n)
+	}
+}
