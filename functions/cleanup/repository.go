@@ -24,6 +24,7 @@ import (
 	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/deletion"
+	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
 	"github.com/snapflow/snapflow/internal/statuspatch"
@@ -362,7 +363,7 @@ func (f *Function) settleBatch(ctx context.Context, repo *repoState) (*batchv1.J
 	var job batchv1.Job
 	err = f.Client.Get(ctx, client.ObjectKey{Namespace: repo.homeNS, Name: holder}, &job)
 	switch {
-	case err == nil && !jobDone(&job):
+	case err == nil && !jobwatch.Done(&job):
 		return &job, nil
 	case err != nil && !apierrors.IsNotFound(err):
 		return nil, err
@@ -384,15 +385,6 @@ func (f *Function) settleBatch(ctx context.Context, repo *repoState) (*batchv1.J
 		return nil, err
 	}
 	return nil, nil
-}
-
-func jobDone(j *batchv1.Job) bool {
-	for _, c := range j.Status.Conditions {
-		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
 
 func failedMessage(j *batchv1.Job) string {

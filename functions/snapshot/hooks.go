@@ -21,6 +21,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/moverjob"
 )
 
@@ -353,7 +354,7 @@ func (f *Function) jobHook(ctx context.Context, s *snapv1.Snapshot, list string,
 		case batchv1.JobComplete:
 			return true, "job " + name + " completed", false, nil
 		case batchv1.JobFailed:
-			return false, fmt.Sprintf("job %s failed (%s): %s %s", name, c.Reason, c.Message, f.podMessage(ctx, &j)), false, nil
+			return false, fmt.Sprintf("job %s failed (%s): %s %s", name, c.Reason, c.Message, jobwatch.PodMessage(ctx, f.Client, &j)), false, nil
 		}
 	}
 	if f.now().Sub(j.CreationTimestamp.Time) > hookTimeout(h.Timeout)+time.Minute {

@@ -16,6 +16,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
+	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
@@ -196,7 +197,7 @@ func (f *Function) slotTaken(ctx context.Context, r *repoObject) (bool, string, 
 	key := poolKey(r)
 	repoLive, allLive := 0, 0
 	for _, j := range jobs.Items {
-		if jobDone(&j) || (j.Spec.Suspend != nil && *j.Spec.Suspend) {
+		if !jobwatch.Live(&j) {
 			continue
 		}
 		allLive++
@@ -211,15 +212,6 @@ func (f *Function) slotTaken(ctx context.Context, r *repoObject) (bool, string, 
 		return true, fmt.Sprintf("the cluster-wide cap of %d concurrent mover jobs is reached (%d running); this run starts when one finishes", f.MaxConcurrentJobs, allLive), nil
 	}
 	return false, "", nil
-}
-
-func jobDone(j *batchv1.Job) bool {
-	for _, c := range j.Status.Conditions {
-		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
 
 func ownerRef(s *snapv1.Snapshot) metav1.OwnerReference {

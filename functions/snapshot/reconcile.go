@@ -15,6 +15,7 @@ import (
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
@@ -246,13 +247,13 @@ func (f *Function) observeJob(ctx context.Context, s *snapv1.Snapshot) error {
 		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
 			// The mover writes its result before it exits, so a Snapshot still not
 			// terminal here means the mover died without reporting.
-			return f.failRun(ctx, s, "Mover"+c.Reason, fmt.Sprintf("the mover job failed (%s): %s", c.Reason, c.Message), f.podMessage(ctx, &j))
+			return f.failRun(ctx, s, "Mover"+c.Reason, fmt.Sprintf("the mover job failed (%s): %s", c.Reason, c.Message), jobwatch.PodMessage(ctx, f.Client, &j))
 		}
 		if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
-			return f.failRun(ctx, s, "MoverReportedNothing", "the mover job completed without writing a result to this Snapshot", f.podMessage(ctx, &j))
+			return f.failRun(ctx, s, "MoverReportedNothing", "the mover job completed without writing a result to this Snapshot", jobwatch.PodMessage(ctx, f.Client, &j))
 		}
 	}
-	if wedged, msg := f.wedged(ctx, &j); wedged {
+	if wedged, msg := jobwatch.Wedged(ctx, f.Client, &j, f.now()); wedged {
 		_ = f.Client.Delete(ctx, &j, client.PropagationPolicy(metav1.DeletePropagationBackground))
 		return f.failRun(ctx, s, ReasonMoverPodWedged, msg, "")
 	}
@@ -295,57 +296,6 @@ func (f *Function) failRun(ctx context.Context, s *snapv1.Snapshot, class, msg, 
 		}
 		st.Timing.EndTime = &now
 	})
-}
-
-// podMessage is the termination message of the Job's last pod.
-func (f *Function) podMessage(ctx context.Context, j *batchv1.Job) string {
-	var pods corev1.PodList
-	if err := f.Client.List(ctx, &pods, client.InNamespace(j.Namespace), client.MatchingLabels{"job-name": j.Name}); err != nil {
-		return ""
-	}
-	var last *corev1.Pod
-	for i := range pods.Items {
-		if last == nil || pods.Items[i].CreationTimestamp.After(last.CreationTimestamp.Time) {
-			last = &pods.Items[i]
-		}
-	}
-	if last == nil {
-		return ""
-	}
-	for _, cs := range last.Status.ContainerStatuses {
-		if t := cs.State.Terminated; t != nil && t.Message != "" {
-			return t.Message
-		}
-	}
-	return ""
-}
-
-// wedged says whether no pod of j has started within its startup deadline.
-func (f *Function) wedged(ctx context.Context, j *batchv1.Job) (bool, string) {
-	deadline := moverjob.PodStartupDeadline(j)
-	if f.now().Sub(j.CreationTimestamp.Time) < deadline {
-		return false, ""
-	}
-	var pods corev1.PodList
-	if err := f.Client.List(ctx, &pods, client.InNamespace(j.Namespace), client.MatchingLabels{"job-name": j.Name}); err != nil {
-		return false, ""
-	}
-	for _, p := range pods.Items {
-		if p.Status.Phase != corev1.PodPending && p.Status.Phase != "" {
-			return false, ""
-		}
-	}
-	why := "no pod was created"
-	if len(pods.Items) > 0 {
-		why = "its pod is still Pending"
-		for _, c := range pods.Items[0].Status.Conditions {
-			if c.Status != corev1.ConditionTrue && c.Message != "" {
-				why += ": " + c.Message
-				break
-			}
-		}
-	}
-	return true, fmt.Sprintf("the mover job %s did not start within %s (%s); check scheduling, image pulls and volume attachment", j.Name, deadline, why)
 }
 
 // afterHooks runs the afterSnapshot hooks of a finished run once, whether

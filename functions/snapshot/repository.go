@@ -15,6 +15,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
 )
@@ -52,7 +53,7 @@ func (f *Function) ReconcileRepository(ctx context.Context, kind snapv1.Reposito
 	case err != nil:
 		return err
 	}
-	if !jobDone(&job) {
+	if !jobwatch.Done(&job) {
 		return nil
 	}
 	failedJob := false
@@ -66,7 +67,7 @@ func (f *Function) ReconcileRepository(ctx context.Context, kind snapv1.Reposito
 	}
 	if failedJob && r.Status.Phase != snapv1.RepositoryFailed {
 		// The mover died before reporting: say so.
-		msg := fmt.Sprintf("the bootstrap job %s failed without a report: %s", job.Name, f.podMessage(ctx, &job))
+		msg := fmt.Sprintf("the bootstrap job %s failed without a report: %s", job.Name, jobwatch.PodMessage(ctx, f.Client, &job))
 		if err := f.updateRepoStatus(ctx, r, func(st *snapv1.RepositoryStatus, gen int64) {
 			st.Phase = snapv1.RepositoryFailed
 			st.ObservedGeneration = gen

@@ -1,0 +1,89 @@
+// Package jobwatch reads the state of mover and hook Jobs the way every
+// function needs it: finished or not, why a pod ended, and whether a Job's
+// pod never started.
+package jobwatch
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/snapflow/snapflow/internal/moverjob"
+)
+
+// Done says whether j completed or failed.
+func Done(j *batchv1.Job) bool {
+	_, ok := Finished(j)
+	return ok
+}
+
+// Finished returns the condition that ended j, if any.
+func Finished(j *batchv1.Job) (batchv1.JobCondition, bool) {
+	for _, c := range j.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return c, true
+		}
+	}
+	return batchv1.JobCondition{}, false
+}
+
+// Live says whether j holds a concurrency slot: not finished, not suspended.
+func Live(j *batchv1.Job) bool {
+	return !Done(j) && (j.Spec.Suspend == nil || !*j.Spec.Suspend)
+}
+
+// PodMessage is the termination message of j's newest pod.
+func PodMessage(ctx context.Context, c client.Client, j *batchv1.Job) string {
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(j.Namespace), client.MatchingLabels{"job-name": j.Name}); err != nil {
+		return ""
+	}
+	var last *corev1.Pod
+	for i := range pods.Items {
+		if last == nil || pods.Items[i].CreationTimestamp.After(last.CreationTimestamp.Time) {
+			last = &pods.Items[i]
+		}
+	}
+	if last == nil {
+		return ""
+	}
+	for _, cs := range last.Status.ContainerStatuses {
+		if t := cs.State.Terminated; t != nil && t.Message != "" {
+			return t.Message
+		}
+	}
+	return ""
+}
+
+// Wedged says whether no pod of j has started within its startup deadline,
+// and if so, a message saying what to check.
+func Wedged(ctx context.Context, c client.Client, j *batchv1.Job, now time.Time) (bool, string) {
+	deadline := moverjob.PodStartupDeadline(j)
+	if now.Sub(j.CreationTimestamp.Time) < deadline {
+		return false, ""
+	}
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(j.Namespace), client.MatchingLabels{"job-name": j.Name}); err != nil {
+		return false, ""
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase != corev1.PodPending && p.Status.Phase != "" {
+			return false, ""
+		}
+	}
+	why := "no pod was created"
+	if len(pods.Items) > 0 {
+		why = "its pod is still Pending"
+		for _, cond := range pods.Items[0].Status.Conditions {
+			if cond.Status != corev1.ConditionTrue && cond.Message != "" {
+				why += ": " + cond.Message
+				break
+			}
+		}
+	}
+	return true, fmt.Sprintf("the mover job %s did not start within %s (%s); check scheduling, image pulls and volume attachment", j.Name, deadline, why)
+}
