@@ -52,3 +52,21 @@ func (l *loggingReporter) DeleteDone(ctx context.Context, res []mover.MemberResu
 	}
 	return l.Reporter.DeleteDone(ctx, res)
 }
+
+func (l *loggingReporter) RestoreResolved(ctx context.Context, r mover.RestoreResolution) (mover.RestoreResolution, error) {
+	got, err := l.Reporter.RestoreResolved(ctx, r)
+	if err == nil && got.SnapshotID != "" && r.SnapshotID != "" {
+		fmt.Fprintf(l.w, "mover: resolved kopia snapshot %s (%s)\n", got.SnapshotID, got.Source)
+	}
+	return got, err
+}
+
+func (l *loggingReporter) RestoreProgress(ctx context.Context, st kopia.RestoreStats) error {
+	fmt.Fprintf(l.w, "mover: progress: %d files, %d bytes restored\n", st.Files, st.Bytes)
+	return l.Reporter.RestoreProgress(ctx, st)
+}
+
+func (l *loggingReporter) RestoreDone(ctx context.Context, r mover.RestoreResult) error {
+	fmt.Fprintf(l.w, "mover: %s\n", r.Message)
+	return l.Reporter.RestoreDone(ctx, r)
+}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kopia/kopia/repo"
@@ -178,19 +179,22 @@ func (r *Repo) SetPin(ctx context.Context, id string, pinned bool) (string, erro
 
 // RestoreOptions shape how files are written back.
 type RestoreOptions struct {
-	Parallel               int
-	DeleteExtra            bool
-	IgnoreErrors           bool
-	IgnorePermissionErrors bool
-	WriteFilesAtomically   bool
-	WriteSparseFiles       bool
-	SkipOwners             bool
-	SkipPermissions        bool
-	SkipTimes              bool
-	OverwriteFiles         bool
-	OverwriteDirectories   bool
-	OverwriteSymlinks      bool
-	SkipExisting           bool
+	Parallel               int  `json:"parallel,omitempty"`
+	DeleteExtra            bool `json:"deleteExtra,omitempty"`
+	IgnoreErrors           bool `json:"ignoreErrors,omitempty"`
+	IgnorePermissionErrors bool `json:"ignorePermissionErrors,omitempty"`
+	WriteFilesAtomically   bool `json:"writeFilesAtomically,omitempty"`
+	WriteSparseFiles       bool `json:"writeSparseFiles,omitempty"`
+	SkipOwners             bool `json:"skipOwners,omitempty"`
+	SkipPermissions        bool `json:"skipPermissions,omitempty"`
+	SkipTimes              bool `json:"skipTimes,omitempty"`
+	OverwriteFiles         bool `json:"overwriteFiles,omitempty"`
+	OverwriteDirectories   bool `json:"overwriteDirectories,omitempty"`
+	OverwriteSymlinks      bool `json:"overwriteSymlinks,omitempty"`
+	SkipExisting           bool `json:"skipExisting,omitempty"`
+	// Progress receives running totals at most every ProgressInterval.
+	Progress         func(RestoreStats) `json:"-"`
+	ProgressInterval time.Duration      `json:"-"`
 }
 
 // RestoreStats are what a restore wrote.
@@ -225,18 +229,40 @@ func (r *Repo) Restore(ctx context.Context, id, dir string, o RestoreOptions) (R
 	if err := out.Init(ctx); err != nil {
 		return RestoreStats{}, classify(fmt.Errorf("prepare %s: %w", dir, err))
 	}
-	st, err := restore.Entry(ctx, r.rep, out, root, restore.Options{
+	opts := restore.Options{
 		Parallel: o.Parallel, DeleteExtra: o.DeleteExtra, IgnoreErrors: o.IgnoreErrors, Incremental: o.SkipExisting,
 		// Depth 0 would write shallow placeholders below the root; restore everything.
 		RestoreDirEntryAtDepth: math.MaxInt32,
-	})
+	}
+	if o.Progress != nil {
+		every := o.ProgressInterval
+		if every <= 0 {
+			every = 5 * time.Second
+		}
+		var mu sync.Mutex
+		var last time.Time
+		opts.ProgressCallback = func(_ context.Context, st restore.Stats) {
+			mu.Lock()
+			defer mu.Unlock()
+			if time.Since(last) < every {
+				return
+			}
+			last = time.Now()
+			o.Progress(restoreStats(st))
+		}
+	}
+	st, err := restore.Entry(ctx, r.rep, out, root, opts)
 	if err != nil {
 		return RestoreStats{}, classify(fmt.Errorf("restore %s into %s: %w", id, dir, err))
 	}
+	return restoreStats(st), nil
+}
+
+func restoreStats(st restore.Stats) RestoreStats {
 	return RestoreStats{
 		Files: int64(st.RestoredFileCount), Dirs: int64(st.RestoredDirCount), Symlinks: int64(st.RestoredSymlinkCount),
 		Bytes: st.RestoredTotalFileSize, Skipped: int64(st.SkippedCount), Errors: int64(st.IgnoredErrorCount),
-	}, nil
+	}
 }
 
 // Usage summarises the repository for status.storageStats.

@@ -12,13 +12,16 @@ import (
 
 // FileReport is what FileReporter writes: the run as the status would show it.
 type FileReport struct {
-	Phase     string           `json:"phase"`
-	Started   time.Time        `json:"started"`
-	Progress  *kopia.Progress  `json:"progress,omitempty"`
-	Snapshot  *Result          `json:"snapshot,omitempty"`
-	Bootstrap *BootstrapResult `json:"bootstrap,omitempty"`
-	Failure   *Failure         `json:"failure,omitempty"`
-	Deleted   []MemberResult   `json:"deleted,omitempty"`
+	Phase           string              `json:"phase"`
+	Started         time.Time           `json:"started"`
+	Progress        *kopia.Progress     `json:"progress,omitempty"`
+	Snapshot        *Result             `json:"snapshot,omitempty"`
+	Bootstrap       *BootstrapResult    `json:"bootstrap,omitempty"`
+	Failure         *Failure            `json:"failure,omitempty"`
+	Deleted         []MemberResult      `json:"deleted,omitempty"`
+	Resolved        *RestoreResolution  `json:"resolved,omitempty"`
+	Restored        *RestoreResult      `json:"restored,omitempty"`
+	RestoreProgress *kopia.RestoreStats `json:"restoreProgress,omitempty"`
 }
 
 // FileReporter writes reports to a JSON file instead of an object's status:
@@ -67,4 +70,25 @@ func (f *FileReporter) Failed(_ context.Context, fl Failure, _ time.Time) error 
 
 func (f *FileReporter) DeleteDone(_ context.Context, res []MemberResult) error {
 	return f.write(func(r *FileReport) { r.Phase, r.Deleted = "Done", res })
+}
+
+func (f *FileReporter) RestoreResolved(_ context.Context, res RestoreResolution) (RestoreResolution, error) {
+	var out RestoreResolution
+	err := f.write(func(r *FileReport) {
+		if r.Resolved == nil && res.SnapshotID != "" {
+			r.Resolved = &res
+		}
+		if r.Resolved != nil {
+			out = *r.Resolved
+		}
+	})
+	return out, err
+}
+
+func (f *FileReporter) RestoreProgress(_ context.Context, st kopia.RestoreStats) error {
+	return f.write(func(r *FileReport) { r.RestoreProgress = &st })
+}
+
+func (f *FileReporter) RestoreDone(_ context.Context, res RestoreResult) error {
+	return f.write(func(r *FileReport) { r.Phase, r.Restored = "Completed", &res })
 }

@@ -31,6 +31,8 @@ type Options struct {
 	Now            func() time.Time
 	// ProgressInterval bounds how often progress is written to status.
 	ProgressInterval time.Duration
+	// PollInterval is how often a restore waiting for its snapshot re-lists.
+	PollInterval time.Duration
 }
 
 // Result is the outcome of a snapshot run.
@@ -70,6 +72,11 @@ type Reporter interface {
 	SnapshotDone(ctx context.Context, r Result) error
 	BootstrapDone(ctx context.Context, r BootstrapResult) error
 	DeleteDone(ctx context.Context, results []MemberResult) error
+	// RestoreResolved pins r unless a resolution is already pinned, and
+	// returns the pinned one; a zero r only reads.
+	RestoreResolved(ctx context.Context, r RestoreResolution) (RestoreResolution, error)
+	RestoreProgress(ctx context.Context, st kopia.RestoreStats) error
+	RestoreDone(ctx context.Context, r RestoreResult) error
 	Failed(ctx context.Context, f Failure, at time.Time) error
 }
 
@@ -165,6 +172,9 @@ func run(ctx context.Context, o Options, start time.Time) (string, error) {
 			return "", fmt.Errorf("report the result: %w", err)
 		}
 		return fmt.Sprintf("deleted %d kopia snapshots (%d already gone, %d failed) in one session", len(res.Deleted), len(res.Missing), len(res.Failed)), nil
+
+	case OpRestore:
+		return runRestore(ctx, o, start, open)
 
 	case OpSnapshot:
 		s := w.Snapshot

@@ -26,6 +26,9 @@ var ErrAlreadyFinished = errors.New("the target already finished")
 // same name since the work spec was written.
 var ErrTargetReplaced = errors.New("the target was replaced since this work spec was written")
 
+// errNoChange ends an update without writing.
+var errNoChange = errors.New("no change")
+
 // KubeReporter writes the mover's observations onto the target's status
 // subresource, re-reading on conflict so it never clobbers other writers.
 type KubeReporter struct {
@@ -126,6 +129,9 @@ func (k *KubeReporter) Started(ctx context.Context, at time.Time) error {
 	if k.Delete != nil {
 		return nil
 	}
+	if k.isRestore() {
+		return k.restoreStarted(ctx, at)
+	}
 	if !k.isSnapshot() {
 		return k.updateRepository(ctx, func(st *snapv1.RepositoryStatus, _ int64) {
 			if st.Phase != snapv1.RepositoryReady {
@@ -224,6 +230,9 @@ func (k *KubeReporter) Failed(ctx context.Context, f Failure, at time.Time) erro
 			results = append(results, MemberResult{Member: m, Message: f.Class + ": " + f.Message})
 		}
 		return k.DeleteDone(ctx, results)
+	}
+	if k.isRestore() {
+		return k.restoreFailed(ctx, f, at, tail)
 	}
 	if !k.isSnapshot() {
 		return k.updateRepository(ctx, func(st *snapv1.RepositoryStatus, gen int64) {

@@ -13,6 +13,7 @@ import (
 	"fmt"
 
 	"github.com/snapflow/snapflow/internal/kopia"
+	"github.com/snapflow/snapflow/internal/restoreplan"
 )
 
 // Operations a mover performs.
@@ -20,6 +21,7 @@ const (
 	OpSnapshot  = "snapshot"
 	OpBootstrap = "bootstrap"
 	OpDelete    = "delete"
+	OpRestore   = "restore"
 )
 
 // Environment variables the mover reads its secrets from.
@@ -79,6 +81,19 @@ type DeleteWork struct {
 	Members []DeleteMember `json:"members"`
 }
 
+// RestoreWork is what to restore and how. Either SnapshotID is pinned by
+// the function, or the mover resolves Query against the repository (and
+// pins what it found on the Restore's status).
+type RestoreWork struct {
+	SnapshotID string             `json:"snapshotID,omitempty"`
+	Query      *restoreplan.Query `json:"query,omitempty"`
+	// OnMissing is Fail or Continue (Completed with nothing restored).
+	OnMissing string `json:"onMissing"`
+	// WaitTimeoutSeconds is how long to poll for a snapshot to appear.
+	WaitTimeoutSeconds int64                `json:"waitTimeoutSeconds,omitempty"`
+	Options            kopia.RestoreOptions `json:"options"`
+}
+
 // WorkSpec is one mover run.
 type WorkSpec struct {
 	Operation  string        `json:"operation"`
@@ -86,6 +101,7 @@ type WorkSpec struct {
 	Repository Repository    `json:"repository"`
 	Snapshot   *SnapshotWork `json:"snapshot,omitempty"`
 	Delete     *DeleteWork   `json:"delete,omitempty"`
+	Restore    *RestoreWork  `json:"restore,omitempty"`
 	// Cache sizes in MiB; 0 takes kopia's defaults.
 	ContentCacheMB  int64 `json:"contentCacheMb,omitempty"`
 	MetadataCacheMB int64 `json:"metadataCacheMb,omitempty"`
@@ -110,8 +126,12 @@ func Parse(b []byte) (*WorkSpec, error) {
 		if w.Delete == nil || len(w.Delete.Members) == 0 {
 			return nil, fmt.Errorf("work spec: operation delete needs at least one member")
 		}
+	case OpRestore:
+		if w.Restore == nil || (w.Restore.SnapshotID == "" && w.Restore.Query == nil) {
+			return nil, fmt.Errorf("work spec: operation restore needs a restore section with a snapshotID or a query")
+		}
 	default:
-		return nil, fmt.Errorf("work spec: unknown operation %q (want %s, %s or %s)", w.Operation, OpSnapshot, OpBootstrap, OpDelete)
+		return nil, fmt.Errorf("work spec: unknown operation %q (want %s, %s, %s or %s)", w.Operation, OpSnapshot, OpBootstrap, OpDelete, OpRestore)
 	}
 	if w.Repository.Backend.Kind() == "" {
 		return nil, fmt.Errorf("work spec: repository.backend names no supported backend")
