@@ -6,6 +6,7 @@
 package events
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -38,6 +39,13 @@ const (
 
 	// RetentionPruned reports the Snapshots GFS retention removed.
 	RetentionPruned = "dev.snapflow.retention.pruned"
+
+	// RestoreRequested asks for a restore; data is a RestoreRequest, and the
+	// restore function creates the Restore it describes.
+	RestoreRequested = "dev.snapflow.restore.requested"
+
+	RestoreCompleted = "dev.snapflow.restore.completed"
+	RestoreFailed    = "dev.snapflow.restore.failed"
 )
 
 // Source is the CloudEvents source attribute of events snapflow emits.
@@ -80,4 +88,29 @@ type SnapshotRequest struct {
 	Namespace string            `json:"namespace"`
 	Policy    string            `json:"policy"`
 	Tags      map[string]string `json:"tags,omitempty"`
+}
+
+// RestoreRequest is the data of a restore requested event: the Restore to
+// create. Name is optional; without it the event id names the Restore, so
+// a redelivered event creates nothing new.
+type RestoreRequest struct {
+	Namespace string          `json:"namespace"`
+	Name      string          `json:"name,omitempty"`
+	Spec      json.RawMessage `json:"spec"`
+}
+
+// RestoreResult is the data of the restore completed/failed events.
+type RestoreResult struct {
+	Namespace       string `json:"namespace"`
+	Name            string `json:"name"`
+	UID             string `json:"uid"`
+	Phase           string `json:"phase"`
+	Source          string `json:"source,omitempty"`
+	KopiaSnapshotID string `json:"kopiaSnapshotID,omitempty"`
+	Repository      string `json:"repository,omitempty"`
+	TargetPVC       string `json:"targetPVC,omitempty"`
+	FilesRestored   int64  `json:"filesRestored,omitempty"`
+	BytesRestored   int64  `json:"bytesRestored,omitempty"`
+	FailureClass    string `json:"failureClass,omitempty"`
+	Message         string `json:"message,omitempty"`
 }

@@ -36,6 +36,11 @@ const (
 	// LabelRepoPool marks Jobs that take a repository concurrency slot; its
 	// value is a hash of the repository key.
 	LabelRepoPool = SnapflowPrefix + "repo-pool"
+	// LabelRestore and LabelRestoreUID name the Restore a mover Job or a
+	// created target PVC belongs to; the UID proves a PVC is this Restore's
+	// own and not a user's PVC of the same name.
+	LabelRestore    = SnapflowPrefix + "restore"
+	LabelRestoreUID = SnapflowPrefix + "restore-uid"
 )
 
 // Pruned-by values of snapflow's own deletions.

@@ -26,7 +26,7 @@ import (
 // runPlan is everything resolved for one run.
 type runPlan struct {
 	policy     *snapv1.SnapshotPolicy
-	repo       *repoObject
+	repo       *RepositoryObject
 	repoWork   mover.Repository
 	mounts     JobMounts
 	src        snapv1.Source
@@ -113,11 +113,11 @@ func (f *Function) plan(ctx context.Context, s *snapv1.Snapshot) (*runPlan, *gat
 		return nil, nil, err
 	}
 	if repo.Spec.Mode == snapv1.ModeReadOnly {
-		return invalid("%s is ReadOnly; snapshots cannot be written to it", repo.key())
+		return invalid("%s is ReadOnly; snapshots cannot be written to it", repo.Key())
 	}
 	p := &runPlan{policy: &pol, repo: repo}
 	if p.repoWork, p.mounts, err = RepositoryWork(repo.Ref, repo.Spec); err != nil {
-		return invalid("%s: %v", repo.key(), err)
+		return invalid("%s: %v", repo.Key(), err)
 	}
 	if repo.Ref.Kind == snapv1.KindClusterRepository && (p.mounts.RepoClaim != "" || p.mounts.Credentials != "") {
 		// Volumes and Secrets of a ClusterRepository live in snapflow's
@@ -168,7 +168,7 @@ func (f *Function) plan(ctx context.Context, s *snapv1.Snapshot) (*runPlan, *gat
 }
 
 // poolKey identifies a repository's concurrency pool in a label value.
-func poolKey(r *repoObject) string { return PoolKey(r.Ref.Kind, r.Namespace, r.Ref.Name) }
+func poolKey(r *RepositoryObject) string { return PoolKey(r.Ref.Kind, r.Namespace, r.Ref.Name) }
 
 // PoolKey is the wellknown.LabelRepoPool value of a repository's mover Jobs.
 func PoolKey(kind snapv1.RepositoryKind, namespace, name string) string {
@@ -182,7 +182,7 @@ func PoolKey(kind snapv1.RepositoryKind, namespace, name string) string {
 
 // slotTaken counts live mover Jobs against the repository cap and the
 // cluster cap. Finished and suspended Jobs do not count.
-func (f *Function) slotTaken(ctx context.Context, r *repoObject) (bool, string, error) {
+func (f *Function) slotTaken(ctx context.Context, r *RepositoryObject) (bool, string, error) {
 	repoCap := 0
 	if c := r.Spec.Concurrency; c != nil && c.MaxConcurrentJobs != nil {
 		repoCap = int(*c.MaxConcurrentJobs)
@@ -206,7 +206,7 @@ func (f *Function) slotTaken(ctx context.Context, r *repoObject) (bool, string, 
 		}
 	}
 	if repoCap > 0 && repoLive >= repoCap {
-		return true, fmt.Sprintf("%s allows %d concurrent mover jobs (spec.concurrency.maxConcurrentJobs) and %d are running; this run starts when one finishes", r.key(), repoCap, repoLive), nil
+		return true, fmt.Sprintf("%s allows %d concurrent mover jobs (spec.concurrency.maxConcurrentJobs) and %d are running; this run starts when one finishes", r.Key(), repoCap, repoLive), nil
 	}
 	if f.MaxConcurrentJobs > 0 && allLive >= f.MaxConcurrentJobs {
 		return true, fmt.Sprintf("the cluster-wide cap of %d concurrent mover jobs is reached (%d running); this run starts when one finishes", f.MaxConcurrentJobs, allLive), nil

@@ -96,7 +96,7 @@ func (f *Function) start(ctx context.Context, s *snapv1.Snapshot) error {
 	}
 	// Gates, in order: repository ready, mover permitted, a slot free.
 	if plan.repo.Status.Phase != snapv1.RepositoryReady {
-		msg := fmt.Sprintf("waiting for %s to be Ready (phase %q)", plan.repo.key(), plan.repo.Status.Phase)
+		msg := fmt.Sprintf("waiting for %s to be Ready (phase %q)", plan.repo.Key(), plan.repo.Status.Phase)
 		if c := meta.FindStatusCondition(plan.repo.Status.Conditions, wellknown.ConditionReady); c != nil && c.Message != "" {
 			msg += ": " + c.Message
 		}

@@ -99,7 +99,7 @@ func finishTime(j *batchv1.Job) time.Time {
 	return t
 }
 
-func (f *Function) startBootstrap(ctx context.Context, r *repoObject, jobName string) error {
+func (f *Function) startBootstrap(ctx context.Context, r *RepositoryObject, jobName string) error {
 	work, mounts, err := RepositoryWork(r.Ref, r.Spec)
 	if err != nil {
 		return f.updateRepoStatus(ctx, r, func(st *snapv1.RepositoryStatus, gen int64) {
@@ -163,7 +163,7 @@ func (f *Function) startBootstrap(ctx context.Context, r *repoObject, jobName st
 	})
 }
 
-func (f *Function) updateRepoStatus(ctx context.Context, r *repoObject, mutate func(*snapv1.RepositoryStatus, int64)) error {
+func (f *Function) updateRepoStatus(ctx context.Context, r *RepositoryObject, mutate func(*snapv1.RepositoryStatus, int64)) error {
 	return client.IgnoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		live, err := f.getRepository(ctx, r.Ref, r.Obj.GetNamespace())
 		if err != nil {

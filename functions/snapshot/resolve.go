@@ -15,8 +15,8 @@ import (
 	"github.com/snapflow/snapflow/internal/validate"
 )
 
-// repoObject is a Repository or ClusterRepository, read as one.
-type repoObject struct {
+// RepositoryObject is a Repository or ClusterRepository, read as one.
+type RepositoryObject struct {
 	Ref       snapv1.RepositoryRef
 	Namespace string // where the repository's Secrets and volumes live
 	Obj       client.Object
@@ -25,7 +25,7 @@ type repoObject struct {
 	Allowed   *snapv1.AllowedNamespaces
 }
 
-func (r *repoObject) key() string {
+func (r *RepositoryObject) Key() string {
 	if r.Ref.Kind == snapv1.KindClusterRepository {
 		return "ClusterRepository/" + r.Ref.Name
 	}
@@ -33,23 +33,29 @@ func (r *repoObject) key() string {
 }
 
 // getRepository reads the repository ref points at, from consumer namespace ns.
-func (f *Function) getRepository(ctx context.Context, ref snapv1.RepositoryRef, ns string) (*repoObject, error) {
+func (f *Function) getRepository(ctx context.Context, ref snapv1.RepositoryRef, ns string) (*RepositoryObject, error) {
+	return GetRepository(ctx, f.Client, f.Namespace, ref, ns)
+}
+
+// GetRepository reads the repository ref points at, from consumer namespace
+// ns; installNS is where a ClusterRepository's Secrets and Jobs live.
+func GetRepository(ctx context.Context, c client.Client, installNS string, ref snapv1.RepositoryRef, ns string) (*RepositoryObject, error) {
 	if ref.Kind == snapv1.KindClusterRepository {
 		var cr snapv1.ClusterRepository
-		if err := f.Client.Get(ctx, client.ObjectKey{Name: ref.Name}, &cr); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Name: ref.Name}, &cr); err != nil {
 			return nil, err
 		}
-		return &repoObject{Ref: ref, Namespace: f.Namespace, Obj: &cr, Spec: &cr.Spec.RepositorySpec, Status: &cr.Status, Allowed: cr.Spec.AllowedNamespaces}, nil
+		return &RepositoryObject{Ref: ref, Namespace: installNS, Obj: &cr, Spec: &cr.Spec.RepositorySpec, Status: &cr.Status, Allowed: cr.Spec.AllowedNamespaces}, nil
 	}
 	if ref.Namespace != "" {
 		ns = ref.Namespace
 	}
 	var r snapv1.Repository
-	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &r); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &r); err != nil {
 		return nil, err
 	}
 	ref.Kind = snapv1.KindRepository
-	return &repoObject{Ref: ref, Namespace: ns, Obj: &r, Spec: &r.Spec, Status: &r.Status}, nil
+	return &RepositoryObject{Ref: ref, Namespace: ns, Obj: &r, Spec: &r.Spec, Status: &r.Status}, nil
 }
 
 // lookup adapts the client to the validator's Lookup port.
@@ -152,7 +158,7 @@ func RepositoryWork(ref snapv1.RepositoryRef, spec *snapv1.RepositorySpec) (move
 }
 
 // resolveIdentity is the kopia identity of policy p's source in repository r.
-func resolveIdentity(p *snapv1.SnapshotPolicy, r *repoObject, src snapv1.Source, pvc string) (kopia.Source, error) {
+func resolveIdentity(p *snapv1.SnapshotPolicy, r *RepositoryObject, src snapv1.Source, pvc string) (kopia.Source, error) {
 	id, err := identity.Resolve(p, r.Spec.IdentityDefaults)
 	if err != nil {
 		return kopia.Source{}, err
@@ -163,7 +169,12 @@ func resolveIdentity(p *snapv1.SnapshotPolicy, r *repoObject, src snapv1.Source,
 // tenancyProblem re-runs the webhook's tenancy rule (the webhook may have
 // been bypassed, or the ClusterRepository changed since admission).
 func (f *Function) tenancyProblem(ctx context.Context, ns string, ref snapv1.RepositoryRef) string {
-	res := validate.Tenancy(ctx, lookup{f.Client}, ns, &ref)
+	return TenancyProblem(ctx, f.Client, ns, ref)
+}
+
+// TenancyProblem says why namespace ns may not use ref, or "" when it may.
+func TenancyProblem(ctx context.Context, c client.Client, ns string, ref snapv1.RepositoryRef) string {
+	res := validate.Tenancy(ctx, lookup{c}, ns, &ref)
 	if res.OK() {
 		return ""
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/snapflow/snapflow/events/sources/kube"
 	"github.com/snapflow/snapflow/functions/cleanup"
+	"github.com/snapflow/snapflow/functions/restore"
 	"github.com/snapflow/snapflow/functions/retention"
 	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/functions/schedule"
@@ -120,6 +121,10 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 			fn := &cleanup.Function{Client: c, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,
 				Window: f.deleteWindow, Recorder: recorder("snapflow-cleanup")}
 			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
+		case "restore":
+			fn := &restore.Function{Client: c, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,
+				Emitter: emitter, Recorder: recorder("snapflow-restore")}
+			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
 		default:
 			return nil, fmt.Errorf("unknown function %q (available: %s)", n, strings.Join(functionNames, ", "))
 		}
@@ -127,7 +132,7 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 	return out, nil
 }
 
-var functionNames = []string{"snapshot", "cleanup", "retention", "schedule"}
+var functionNames = []string{"snapshot", "cleanup", "retention", "schedule", "restore"}
 
 func newFunctionCmd() *cobra.Command {
 	var f functionFlags

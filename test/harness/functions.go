@@ -18,6 +18,7 @@ import (
 
 	"github.com/snapflow/snapflow/events/sources/kube"
 	"github.com/snapflow/snapflow/functions/cleanup"
+	"github.com/snapflow/snapflow/functions/restore"
 	"github.com/snapflow/snapflow/functions/retention"
 	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/functions/schedule"
@@ -57,8 +58,21 @@ type Functions struct {
 
 // EventLog collects what the functions emit.
 type EventLog struct {
-	mu  sync.Mutex
-	All []string // "type subject id"
+	mu     sync.Mutex
+	All    []string // "type subject id"
+	events []event.Event
+}
+
+// Find returns the last emitted event of typ about subject.
+func (l *EventLog) Find(typ, subject string) (event.Event, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := len(l.events) - 1; i >= 0; i-- {
+		if e := l.events[i]; e.Type() == typ && e.Subject() == subject {
+			return e.Clone(), true
+		}
+	}
+	return event.Event{}, false
 }
 
 // Types lists the emitted events as "type subject".
@@ -73,6 +87,7 @@ func (l *EventLog) Emit(_ context.Context, e event.Event) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.All = append(l.All, e.Type()+" "+e.Subject()+" "+e.ID())
+	l.events = append(l.events, e.Clone())
 	return nil
 }
 
@@ -132,8 +147,10 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 		Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-cleanup"})}
 	retentionFn := &retention.Function{Client: cp.Client, Emitter: f.Emitted, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-retention"})}
 	scheduleFn := &schedule.Function{Client: cp.Client, Now: o.Clock, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-schedule"})}
+	restoreFn := &restore.Function{Client: cp.Client, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", Now: o.Clock,
+		Emitter: f.Emitted, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-restore"})}
 	fns := []runtime.Function{{Name: "snapshot", Handle: fn.Handle}, {Name: "cleanup", Handle: cleanupFn.Handle},
-		{Name: "retention", Handle: retentionFn.Handle}, {Name: "schedule", Handle: scheduleFn.Handle}}
+		{Name: "retention", Handle: retentionFn.Handle}, {Name: "schedule", Handle: scheduleFn.Handle}, {Name: "restore", Handle: restoreFn.Handle}}
 	listening := make(chan string, 1)
 	errc := make(chan error, 1)
 	f.wg.Add(1)

@@ -1,0 +1,198 @@
+// Package restore is the restore function: it drives each Restore from
+// Pending through Resolving and Restoring to Completed or Failed, through a
+// mover Job that writes the snapshot's files into the target PVC. It reacts
+// to ApiServerSource events for Restores, their mover Jobs and Snapshots (a
+// restore may wait for its source), to restore requested events, and to a
+// periodic resync. The resolution is pinned in status once and never made
+// again, so duplicate and reordered events restore the same data.
+package restore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/cloudevents/sdk-go/v2/event"
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/events"
+	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/internal/moverjob"
+	"github.com/snapflow/snapflow/internal/validate"
+)
+
+// Function is the restore function's configuration and ports.
+type Function struct {
+	Client client.Client
+	// Namespace is snapflow's install namespace (a ClusterRepository's home).
+	Namespace string
+	// MoverImage is the snapflow image mover Jobs run.
+	MoverImage string
+	// MoverServiceAccount is the ServiceAccount of mover pods.
+	MoverServiceAccount string
+	Emitter             runtime.Emitter
+	Recorder            record.EventRecorder
+	Now                 func() time.Time
+}
+
+func (f *Function) now() time.Time {
+	if f.Now != nil {
+		return f.Now()
+	}
+	return time.Now()
+}
+
+// Handle is the CloudEvents entry point.
+func (f *Function) Handle(ctx context.Context, e event.Event) error {
+	switch {
+	case e.Type() == events.Resync || e.Type() == events.Ping:
+		return f.Resync(ctx)
+	case e.Type() == events.RestoreRequested:
+		return f.handleRequest(ctx, e)
+	case events.IsAPIServer(e.Type()):
+		ref, _, err := events.DecodeAPIServer(e)
+		if err != nil {
+			return err
+		}
+		return f.handleRef(ctx, ref)
+	}
+	return fmt.Errorf("%w: the restore function handles ApiServerSource, %s, %s and %s events, not %q", events.ErrUnsupported, events.RestoreRequested, events.Resync, events.Ping, e.Type())
+}
+
+func (f *Function) handleRef(ctx context.Context, ref events.ObjectRef) error {
+	gk := ref.GroupKind()
+	switch {
+	case gk.Group == snapv1.GroupVersion.Group && gk.Kind == "Restore":
+		return f.Reconcile(ctx, ref.Namespace, ref.Name)
+	case gk.Group == snapv1.GroupVersion.Group && gk.Kind == "Snapshot":
+		// A restore may be waiting for this Snapshot (or any of its policy).
+		return f.resyncNamespace(ctx, ref.Namespace)
+	case gk.Group == "batch" && gk.Kind == "Job":
+		var j batchv1.Job
+		if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &j); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		if r := j.Labels[wellknown.LabelRestore]; r != "" {
+			return f.Reconcile(ctx, j.Namespace, r)
+		}
+	}
+	return nil
+}
+
+// Resync reconciles every Restore that is not finished and published.
+func (f *Function) Resync(ctx context.Context) error { return f.resyncNamespace(ctx, "") }
+
+func (f *Function) resyncNamespace(ctx context.Context, ns string) error {
+	var list snapv1.RestoreList
+	if err := f.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return fmt.Errorf("list restores: %w", err)
+	}
+	var errs []error
+	for _, rs := range list.Items {
+		if rs.Status.Phase.IsTerminal() && finalized(&rs) {
+			continue
+		}
+		errs = append(errs, f.Reconcile(ctx, rs.Namespace, rs.Name))
+	}
+	return errors.Join(errs...)
+}
+
+// handleRequest creates the Restore a restore requested event describes.
+// The same event delivered twice names the same Restore, so it creates one.
+func (f *Function) handleRequest(ctx context.Context, e event.Event) error {
+	var req events.RestoreRequest
+	if err := e.DataAs(&req); err != nil {
+		return events.Malformed("restore requested data: %v", err)
+	}
+	if req.Namespace == "" || len(req.Spec) == 0 {
+		return events.Malformed("restore requested data needs namespace and spec")
+	}
+	name := req.Name
+	if name == "" {
+		name = moverjob.Name("restore", e.ID())
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return events.Malformed("restore requested name %q: %v", name, errs)
+	}
+	rs := &snapv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: name,
+		Annotations: map[string]string{wellknown.SnapflowPrefix + "requested-by-event": e.ID()}}}
+	dec := json.NewDecoder(bytes.NewReader(req.Spec))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rs.Spec); err != nil {
+		return events.Malformed("restore requested spec: %v", err)
+	}
+	if res := validate.Restore(rs, validate.Options{}); !res.OK() {
+		return events.Malformed("restore requested spec is invalid: %v", res.Errs)
+	}
+	err := f.Client.Create(ctx, rs)
+	if apierrors.IsAlreadyExists(err) {
+		var live snapv1.Restore
+		if gerr := f.Client.Get(ctx, client.ObjectKeyFromObject(rs), &live); gerr != nil {
+			return gerr
+		}
+		if live.Annotations[wellknown.SnapflowPrefix+"requested-by-event"] != e.ID() {
+			return events.Malformed("restore %s/%s already exists and was not created by this event; choose another name", req.Namespace, name)
+		}
+		err = nil // a redelivery
+	}
+	if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) {
+		return events.Malformed("the API server refused the Restore: %v", err)
+	}
+	if err != nil {
+		return err
+	}
+	runtime.Log(ctx).Info("restore requested", "restore", req.Namespace+"/"+name, "event", e.ID())
+	return f.Reconcile(ctx, req.Namespace, name)
+}
+
+// emitResult sends the outcome as a CloudEvent with an id stable per Restore.
+func (f *Function) emitResult(ctx context.Context, rs *snapv1.Restore) error {
+	if f.Emitter == nil {
+		return nil
+	}
+	typ := events.RestoreCompleted
+	if rs.Status.Phase == snapv1.RestoreFailed {
+		typ = events.RestoreFailed
+	}
+	data := events.RestoreResult{Namespace: rs.Namespace, Name: rs.Name, UID: string(rs.UID), Phase: string(rs.Status.Phase), Source: rs.Status.SourceKind}
+	if r := rs.Status.Resolved; r != nil {
+		data.KopiaSnapshotID = r.KopiaSnapshotID
+		if r.Repository != nil {
+			data.Repository = string(r.Repository.Kind) + "/" + r.Repository.Name
+		}
+	}
+	if t := rs.Status.Target; t != nil {
+		data.TargetPVC = t.PVCRef
+	}
+	if p := rs.Status.Progress; p != nil {
+		if p.FilesRestored != nil {
+			data.FilesRestored = *p.FilesRestored
+		}
+		if p.BytesRestored != nil {
+			data.BytesRestored = *p.BytesRestored
+		}
+	}
+	if fl := rs.Status.Failure; fl != nil {
+		data.FailureClass, data.Message = fl.Class, fl.Message
+	}
+	e := cloudevents.NewEvent()
+	e.SetID(string(rs.UID) + "/" + string(rs.Status.Phase))
+	e.SetType(typ)
+	e.SetSource(events.Source)
+	e.SetSubject(rs.Namespace + "/" + rs.Name)
+	if err := e.SetData(cloudevents.ApplicationJSON, data); err != nil {
+		return err
+	}
+	return f.Emitter.Emit(ctx, e)
+}

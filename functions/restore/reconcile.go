@@ -1,0 +1,368 @@
+package restore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/snapshot"
+	"github.com/snapflow/snapflow/internal/jobwatch"
+	"github.com/snapflow/snapflow/internal/moverjob"
+	"github.com/snapflow/snapflow/internal/restoreplan"
+	"github.com/snapflow/snapflow/internal/statuspatch"
+	"github.com/snapflow/snapflow/internal/validate"
+)
+
+// Reasons on the Restore's conditions.
+const (
+	ReasonInvalidSpec          = "FailedValidation"
+	ReasonWaitingForSnapshot   = "WaitingForSnapshot"
+	ReasonWaitingForRepository = "WaitingForRepository"
+	ReasonTargetNotFound       = "TargetNotFound"
+	ReasonTargetConflict       = "TargetConflict"
+	ReasonNotPermitted         = "PrivilegedMoverNotPermitted"
+	ReasonMoverStarted         = "MoverStarted"
+	ReasonUnsupported          = "Unsupported"
+	ReasonSnapshotMissing      = "SnapshotMissing"
+)
+
+// Reconcile moves one Restore forward: resolve, prepare the target, start
+// the mover, observe its end, publish the result.
+func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
+	var rs snapv1.Restore
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &rs); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if rs.DeletionTimestamp != nil || !rs.Status.Phase.IsKnown() {
+		return nil
+	}
+	if rs.Status.Phase.IsTerminal() {
+		if finalized(&rs) {
+			return nil
+		}
+		return f.finalize(ctx, &rs)
+	}
+	jobName := moverjob.Name(rs.Name, string(rs.UID))
+	var job batchv1.Job
+	switch err := f.Client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: jobName}, &job); {
+	case err == nil:
+		return f.observe(ctx, &rs, &job)
+	case !apierrors.IsNotFound(err):
+		return err
+	}
+	return f.start(ctx, &rs, jobName)
+}
+
+func (f *Function) start(ctx context.Context, rs *snapv1.Restore, jobName string) error {
+	log := runtime.Log(ctx).WithValues("restore", rs.Namespace+"/"+rs.Name)
+	// The webhook's rules, again: it may have been bypassed.
+	if res := validate.Restore(rs, validate.Options{}); !res.OK() {
+		return f.fail(ctx, rs, ReasonInvalidSpec, fmt.Sprintf("the Restore is invalid: %v", res.Errs))
+	}
+	t := rs.Spec.Target
+	if t.PVC == nil && t.PVCRef == nil {
+		return f.fail(ctx, rs, ReasonUnsupported, "snapflow restores into a PVC: use spec.target.pvc (a new PVC) or spec.target.pvcRef (an existing one); target.populator and target.streamExec are not supported yet")
+	}
+	out, err := f.pinned(ctx, rs)
+	if err != nil {
+		return err
+	}
+	switch {
+	case out.invalid != "":
+		return f.fail(ctx, rs, ReasonInvalidSpec, out.invalid)
+	case out.wait != "":
+		return f.hold(ctx, rs, ReasonWaitingForSnapshot, out.wait)
+	}
+	res := out.res
+	if res.missing != "" && restoreplan.OnMissing(rs) != "Continue" {
+		return f.fail(ctx, rs, ReasonSnapshotMissing, res.missing+" (spec.policy.onMissingSnapshot is Fail; set it to Continue to complete with nothing restored)")
+	}
+	if res.repo.Kind == snapv1.KindClusterRepository {
+		if msg := snapshot.TenancyProblem(ctx, f.Client, rs.Namespace, res.repo); msg != "" {
+			return f.fail(ctx, rs, "RepositoryNotAllowed", msg)
+		}
+	}
+	pvc, reason, msg, err := f.target(ctx, rs)
+	if err != nil || reason != "" {
+		if err == nil {
+			if reason == ReasonTargetConflict {
+				return f.fail(ctx, rs, reason, msg)
+			}
+			err = f.hold(ctx, rs, reason, msg)
+		}
+		return err
+	}
+	if res.missing != "" {
+		return f.completeEmpty(ctx, rs, res, pvc)
+	}
+	repo, err := snapshot.GetRepository(ctx, f.Client, f.Namespace, res.repo, rs.Namespace)
+	if apierrors.IsNotFound(err) {
+		return f.hold(ctx, rs, ReasonWaitingForRepository, fmt.Sprintf("%s %s does not exist; the restore starts once it exists and is Ready", res.repo.Kind, res.repo.Name))
+	}
+	if err != nil {
+		return err
+	}
+	if repo.Status.Phase != snapv1.RepositoryReady {
+		return f.hold(ctx, rs, ReasonWaitingForRepository, fmt.Sprintf("waiting for %s to be Ready (phase %q)", repo.Key(), repo.Status.Phase))
+	}
+	job, cm, privileged, err := f.build(rs, res, repo, pvc, jobName)
+	if err != nil {
+		return f.fail(ctx, rs, ReasonInvalidSpec, err.Error())
+	}
+	if privileged {
+		var nsObj corev1.Namespace
+		if err := f.Client.Get(ctx, client.ObjectKey{Name: rs.Namespace}, &nsObj); err != nil {
+			return err
+		}
+		if nsObj.Annotations[wellknown.AnnotationPrivilegedMovers] != "true" {
+			return f.hold(ctx, rs, ReasonNotPermitted, fmt.Sprintf("the mover would run as root or privileged; annotate namespace %s with %s=\"true\" to allow it, or change the mover settings", rs.Namespace, wellknown.AnnotationPrivilegedMovers))
+		}
+	}
+	if err := f.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create the work spec ConfigMap: %w", err)
+	}
+	if err := f.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create the mover job: %w", err)
+	}
+	log.Info("restore mover job created", "job", jobName, "snapshot", res.snapshotID, "pvc", pvc)
+	return f.update(ctx, rs, func(st *snapv1.RestoreStatus, gen int64) {
+		if st.Phase.IsTerminal() {
+			return
+		}
+		pin(st, rs, res, f.now())
+		st.Phase = snapv1.RestoreRestoring
+		if res.snapshotID == "" {
+			st.Phase = snapv1.RestoreResolving
+		}
+		st.Target = &snapv1.RestoreTargetStatus{PVCRef: pvc}
+		st.ObservedGeneration = gen
+		msg := "restore in progress (job " + jobName + ")"
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonMoverStarted, Message: msg, ObservedGeneration: gen})
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReconciling, Status: metav1.ConditionTrue, Reason: ReasonMoverStarted, Message: msg, ObservedGeneration: gen})
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionStalled, Status: metav1.ConditionFalse, Reason: ReasonMoverStarted, ObservedGeneration: gen})
+	})
+}
+
+// pinned returns the pinned resolution when there is one: a Restore is
+// resolved once and never again, even if newer snapshots appear.
+func (f *Function) pinned(ctx context.Context, rs *snapv1.Restore) (outcome, error) {
+	r := rs.Status.Resolved
+	if r == nil || r.Repository == nil {
+		return f.resolve(ctx, rs)
+	}
+	res := &resolution{repo: *r.Repository, snapshotID: r.KopiaSnapshotID, snapshot: r.SnapshotRef, identity: r.Identity}
+	if res.snapshotID == "" {
+		// Pinned as a query for the mover (identity without snapshotID).
+		fresh, err := f.resolve(ctx, rs)
+		if err != nil || fresh.res == nil {
+			return fresh, err
+		}
+		res.query = fresh.res.query
+	}
+	if res.snapshot != nil {
+		var s snapv1.Snapshot
+		if err := f.Client.Get(ctx, client.ObjectKey{Namespace: res.snapshot.Namespace, Name: res.snapshot.Name}, &s); err == nil {
+			res.recorded = s.Status.Recorded
+		}
+	}
+	return outcome{res: res}, nil
+}
+
+// pin records the resolution in status, once.
+func pin(st *snapv1.RestoreStatus, rs *snapv1.Restore, res *resolution, now time.Time) {
+	st.SourceKind = restoreplan.SourceKind(rs)
+	if st.Resolved != nil && st.Resolved.Repository != nil {
+		return
+	}
+	repo := res.repo
+	at := metav1.NewTime(now)
+	st.Resolved = &snapv1.RestoreResolved{Repository: &repo, SnapshotRef: res.snapshot, Identity: res.identity, KopiaSnapshotID: res.snapshotID}
+	if res.snapshotID != "" {
+		st.Resolved.Resolution, st.Resolved.PinnedAt = "Snapshot", &at
+	}
+}
+
+// target makes sure the PVC to restore into exists and returns its name; a
+// reason says why the restore waits (or, for a conflict, fails).
+func (f *Function) target(ctx context.Context, rs *snapv1.Restore) (string, string, string, error) {
+	t := rs.Spec.Target
+	if t.PVCRef != nil {
+		var pvc corev1.PersistentVolumeClaim
+		if err := f.Client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: t.PVCRef.Name}, &pvc); err != nil {
+			if apierrors.IsNotFound(err) {
+				return "", ReasonTargetNotFound, fmt.Sprintf("PVC %s/%s (spec.target.pvcRef) does not exist; create it, or use spec.target.pvc to have the restore create one", rs.Namespace, t.PVCRef.Name), nil
+			}
+			return "", "", "", err
+		}
+		return pvc.Name, "", "", nil
+	}
+	want := t.PVC
+	var pvc corev1.PersistentVolumeClaim
+	err := f.Client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: want.Name}, &pvc)
+	switch {
+	case err == nil && pvc.Labels[wellknown.LabelRestoreUID] == string(rs.UID):
+		return pvc.Name, "", "", nil
+	case err == nil:
+		return "", ReasonTargetConflict, fmt.Sprintf("PVC %s/%s already exists and was not created by this Restore; restoring into it needs spec.target.pvcRef (which may overwrite its files), or pick another name in spec.target.pvc.name", rs.Namespace, want.Name), nil
+	case !apierrors.IsNotFound(err):
+		return "", "", "", err
+	}
+	modes := []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+	if len(want.AccessModes) > 0 {
+		modes = modes[:0]
+		for _, m := range want.AccessModes {
+			modes = append(modes, corev1.PersistentVolumeAccessMode(m))
+		}
+	}
+	pvc = corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: rs.Namespace, Name: want.Name, Labels: map[string]string{
+			wellknown.LabelManagedBy: wellknown.ManagedByValue, wellknown.LabelRestore: rs.Name, wellknown.LabelRestoreUID: string(rs.UID)}},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: modes, StorageClassName: want.StorageClassName,
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: *want.Capacity}},
+		},
+	}
+	// No owner reference: the restored data must outlive the Restore object.
+	if err := f.Client.Create(ctx, &pvc); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", "", "", fmt.Errorf("create PVC %s/%s: %w", rs.Namespace, want.Name, err)
+	}
+	return want.Name, "", "", nil
+}
+
+// observe settles a run whose mover ended without reporting, and fails
+// wedged pods. A mover that reported has made the Restore terminal already.
+func (f *Function) observe(ctx context.Context, rs *snapv1.Restore, j *batchv1.Job) error {
+	if c, done := jobwatch.Finished(j); done {
+		if c.Type == batchv1.JobFailed {
+			return f.failTail(ctx, rs, "Mover"+c.Reason, fmt.Sprintf("the mover job failed (%s): %s", c.Reason, c.Message), jobwatch.PodMessage(ctx, f.Client, j))
+		}
+		return f.failTail(ctx, rs, "MoverReportedNothing", "the mover job completed without writing a result to this Restore", jobwatch.PodMessage(ctx, f.Client, j))
+	}
+	if wedged, msg := jobwatch.Wedged(ctx, f.Client, j, f.now()); wedged {
+		_ = f.Client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		return f.fail(ctx, rs, "MoverPodWedged", msg)
+	}
+	return nil
+}
+
+// hold records why a restore waits.
+func (f *Function) hold(ctx context.Context, rs *snapv1.Restore, reason, msg string) error {
+	return f.update(ctx, rs, func(st *snapv1.RestoreStatus, gen int64) {
+		if st.Phase == "" {
+			st.Phase = snapv1.RestorePending
+		}
+		st.SourceKind = restoreplan.SourceKind(rs)
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: gen})
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReconciling, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: gen})
+	})
+}
+
+func (f *Function) fail(ctx context.Context, rs *snapv1.Restore, class, msg string) error {
+	return f.failTail(ctx, rs, class, msg, "")
+}
+
+func (f *Function) failTail(ctx context.Context, rs *snapv1.Restore, class, msg, tail string) error {
+	now := metav1.NewTime(f.now())
+	return f.update(ctx, rs, func(st *snapv1.RestoreStatus, gen int64) {
+		if st.Phase.IsTerminal() {
+			return // the mover reported after all
+		}
+		st.Phase = snapv1.RestoreFailed
+		st.SourceKind = restoreplan.SourceKind(rs)
+		st.ObservedGeneration = gen
+		st.Failure = &snapv1.Failure{Class: class, Message: msg, StderrTail: tail}
+		if tail != "" {
+			st.LogTail = tail
+		}
+		if st.Timing == nil {
+			st.Timing = &snapv1.Timing{}
+		}
+		st.Timing.EndTime = &now
+	})
+}
+
+// completeEmpty ends a restore that found nothing under onMissingSnapshot:
+// Continue. The target PVC exists (empty), so a workload can start fresh.
+func (f *Function) completeEmpty(ctx context.Context, rs *snapv1.Restore, res *resolution, pvc string) error {
+	now := metav1.NewTime(f.now())
+	return f.update(ctx, rs, func(st *snapv1.RestoreStatus, gen int64) {
+		if st.Phase.IsTerminal() {
+			return
+		}
+		repo := res.repo
+		st.Phase, st.SourceKind, st.ObservedGeneration = snapv1.RestoreCompleted, restoreplan.SourceKind(rs), gen
+		st.Resolved = &snapv1.RestoreResolved{Resolution: "NoSnapshot", Repository: &repo, PinnedAt: &now}
+		st.Target = &snapv1.RestoreTargetStatus{PVCRef: pvc}
+		st.Timing = &snapv1.Timing{StartTime: &now, EndTime: &now}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReconciling, Status: metav1.ConditionFalse, Reason: "NoSnapshot",
+			Message: "nothing restored: " + res.missing + " (onMissingSnapshot: Continue)", ObservedGeneration: gen})
+	})
+}
+
+// update re-reads the Restore and writes mutate's change; rs is refreshed.
+func (f *Function) update(ctx context.Context, rs *snapv1.Restore, mutate func(*snapv1.RestoreStatus, int64)) error {
+	return statuspatch.Update(ctx, f.Client, client.ObjectKeyFromObject(rs), func() *snapv1.Restore { return &snapv1.Restore{} },
+		func(live *snapv1.Restore) error {
+			if live.UID != rs.UID {
+				return statuspatch.Skip
+			}
+			mutate(&live.Status, live.Generation)
+			*rs = *live.DeepCopy()
+			return nil
+		})
+}
+
+// finalized says whether the function already published a terminal result.
+func finalized(rs *snapv1.Restore) bool {
+	c := meta.FindStatusCondition(rs.Status.Conditions, wellknown.ConditionReady)
+	return c != nil && c.ObservedGeneration == rs.Generation && c.Reason == string(rs.Status.Phase)
+}
+
+// finalize publishes a finished restore: the work spec goes, the CloudEvent
+// and a Kubernetes Event go out, and Ready tells the outcome.
+func (f *Function) finalize(ctx context.Context, rs *snapv1.Restore) error {
+	cm := &corev1.ConfigMap{}
+	cm.Namespace, cm.Name = rs.Namespace, moverjob.Name(rs.Name, string(rs.UID))
+	if err := f.Client.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err := f.emitResult(ctx, rs); err != nil {
+		return err
+	}
+	phase := rs.Status.Phase
+	status, evType, msg := metav1.ConditionTrue, corev1.EventTypeNormal, "restore completed"
+	if c := meta.FindStatusCondition(rs.Status.Conditions, wellknown.ConditionReconciling); c != nil && c.Message != "" && phase == snapv1.RestoreCompleted {
+		msg = c.Message
+	}
+	if phase == snapv1.RestoreFailed {
+		status, evType, msg = metav1.ConditionFalse, corev1.EventTypeWarning, "restore failed"
+		if fl := rs.Status.Failure; fl != nil {
+			msg = fmt.Sprintf("restore failed (%s): %s", fl.Class, fl.Message)
+			if fl.RetryHint != "" {
+				msg += "; " + fl.RetryHint
+			}
+		}
+	}
+	if f.Recorder != nil {
+		f.Recorder.Event(rs, evType, string(phase), msg)
+	}
+	return f.update(ctx, rs, func(st *snapv1.RestoreStatus, gen int64) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: status, Reason: string(phase), Message: msg, ObservedGeneration: gen})
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReconciling, Status: metav1.ConditionFalse, Reason: string(phase), Message: msg, ObservedGeneration: gen})
+		stalled := metav1.ConditionFalse
+		if phase == snapv1.RestoreFailed {
+			stalled = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionStalled, Status: stalled, Reason: string(phase), Message: msg, ObservedGeneration: gen})
+	})
+}
