@@ -90,6 +90,9 @@ func Restore(rs *snapv1.Restore, opts Options) Result {
 	r.Also(mover(sp.Mover, true).ViaField("spec.mover"))
 	r.Also(failurePolicy(sp.FailurePolicy).ViaField("spec.failurePolicy"))
 	if p := sp.Policy; p != nil {
+		if m := p.OnMissingSnapshot; m != "" && m != "Fail" && m != "Continue" {
+			r.Also(fieldErr("spec.policy.onMissingSnapshot", "%q is not a choice: use Fail (the restore fails when there is no snapshot) or Continue (it completes with nothing restored)", m))
+		}
 		wait, err := duration("spec.policy.waitTimeout", p.WaitTimeout)
 		r.Also(err)
 		if err == nil && wait > 0 && sp.FailurePolicy != nil && sp.FailurePolicy.ActiveDeadlineSeconds != nil {

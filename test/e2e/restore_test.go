@@ -329,3 +329,47 @@ func TestRestoreRequestedEventCreatesOneRestore(t *testing.T) {
 		t.Fatalf("an invalid request answered %d, want 400 (no retry)", code)
 	}
 }
+
+func TestRestoreCommand(t *testing.T) {
+	const ns = "restore-cli"
+	backupNamespace(t, ns, 4, "")
+	kubectl(t, policy(ns, "app", ""), 0, "apply", "-f", "-")
+	kubectl(t, snapshotOf(ns, "s1", "app"), 0, "apply", "-f", "-")
+	waitSnapshot(t, ns, "s1", snapv1.SnapshotSucceeded)
+	want := tree(t, env.Functions.Node.PVCDir(ns, "app-data"))
+
+	stdout, stderr, code := runSnapflow(t, "restore", "from-cli", "-n", ns, "--policy", "app", "--to-pvc", "cli-copy", "--capacity", "1Gi", "--skip-owners", "-o", "json")
+	if code != 0 {
+		t.Fatalf("restore exited %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "created Restore "+ns+"/from-cli") || !strings.Contains(stderr, "Completed") {
+		t.Errorf("progress on stderr should say what was created and how it ended:\n%s", stderr)
+	}
+	var row struct {
+		Phase, TargetPVC, KopiaSnapshotID string
+		FilesRestored                     int64
+	}
+	if err := json.Unmarshal([]byte(stdout), &row); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, stdout)
+	}
+	if row.Phase != "Completed" || row.TargetPVC != "cli-copy" || row.FilesRestored != 4 || row.KopiaSnapshotID == "" {
+		t.Errorf("row %+v", row)
+	}
+	sameFiles(t, want, tree(t, env.Functions.Node.PVCDir(ns, "cli-copy")), true)
+	var rs snapv1.Restore
+	if err := env.Client.Get(testContext(t), clientKey(ns, "from-cli"), &rs); err != nil {
+		t.Fatal(err)
+	}
+	if o := rs.Spec.Options; o == nil || o.SkipOwners == nil || !*o.SkipOwners || o.SkipTimes != nil {
+		t.Errorf("only the flags given become options: %+v", rs.Spec.Options)
+	}
+
+	_, stderr, code = runSnapflow(t, "restore", "-n", ns, "--snapshot", "gone", "--to-pvc", "never", "--capacity", "1Gi")
+	if code != 1 || !strings.Contains(stderr, "SnapshotMissing") || !strings.Contains(stderr, "gone does not exist") {
+		t.Errorf("a missing snapshot should fail the command with the reason; exit %d:\n%s", code, stderr)
+	}
+	_, stderr, code = runSnapflow(t, "restore", "-n", ns, "--policy", "app")
+	if code != 1 || !strings.Contains(stderr, "--to-pvc NAME --capacity SIZE") {
+		t.Errorf("a restore without a target should say how to name one; exit %d:\n%s", code, stderr)
+	}
+}
