@@ -474,6 +474,33 @@ type RepositoryVerification struct {
 	LastVerified *metav1.Time `json:"lastVerified,omitempty"`
 }
 
+// VerificationRun is the last verification of one tier in one repository
+// (a snapflow extension: it records failures and the slot served, which
+// lastVerified alone cannot).
+type VerificationRun struct {
+	// Tier is quick or deep.
+	Tier       string        `json:"tier"`
+	Repository RepositoryRef `json:"repository"`
+	// Slot is the schedule slot (or request time) this run served.
+	Slot metav1.Time `json:"slot"`
+	// Phase is Running, Passed or Failed.
+	Phase string `json:"phase"`
+	// +optional
+	Job string `json:"job,omitempty"`
+	// +optional
+	KopiaSnapshotID string `json:"kopiaSnapshotID,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+	// +optional
+	Files *int64 `json:"files,omitempty"`
+	// +optional
+	Bytes *int64 `json:"bytes,omitempty"`
+	// +optional
+	Errors *int64 `json:"errors,omitempty"`
+}
+
 // SnapshotPolicyStatus is written by snapflow.
 type SnapshotPolicyStatus struct {
 	// +optional
@@ -495,6 +522,9 @@ type SnapshotPolicyStatus struct {
 	// VerificationStamps maps a repository key to its RFC3339 verification time.
 	// +optional
 	VerificationStamps map[string]string `json:"verificationStamps,omitempty"`
+	// VerificationRuns is the last run per tier and repository.
+	// +optional
+	VerificationRuns []VerificationRun `json:"verificationRuns,omitempty"`
 	// RepositorySummary lists the repositories for the printer column.
 	// +optional
 	RepositorySummary string `json:"repositorySummary,omitempty"`

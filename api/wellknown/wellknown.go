@@ -41,7 +41,13 @@ const (
 	// own and not a user's PVC of the same name.
 	LabelRestore    = SnapflowPrefix + "restore"
 	LabelRestoreUID = SnapflowPrefix + "restore-uid"
+	// LabelVerify names the SnapshotPolicy a verification Job checks.
+	LabelVerify = SnapflowPrefix + "verify"
 )
+
+// AnnotationVerifyRequested on a SnapshotPolicy (an RFC3339 time) asks for
+// every configured verification tier to run now, outside its schedule.
+const AnnotationVerifyRequested = SnapflowPrefix + "verify-requested"
 
 // Pruned-by values of snapflow's own deletions.
 const (
@@ -85,6 +91,8 @@ const (
 	ConditionTimezoneDefaultAmbiguous = "TimezoneDefaultAmbiguous"
 	ConditionFanoutCapped             = "FanoutCapped"
 	ConditionReplacementHeld          = "ReplacementHeld"
+	// ConditionVerified on a SnapshotPolicy tells the last verification's outcome.
+	ConditionVerified = "Verified"
 )
 
 // Reserved kopia tag prefix: user tags may not start with it.

@@ -70,3 +70,12 @@ func (l *loggingReporter) RestoreDone(ctx context.Context, r mover.RestoreResult
 	fmt.Fprintf(l.w, "mover: %s\n", r.Message)
 	return l.Reporter.RestoreDone(ctx, r)
 }
+
+func (l *loggingReporter) VerifyDone(ctx context.Context, r mover.VerifyReport) error {
+	verdict := "passed"
+	if !r.Passed {
+		verdict = "FAILED"
+	}
+	fmt.Fprintf(l.w, "mover: verification %s: %s\n", verdict, r.Message)
+	return l.Reporter.VerifyDone(ctx, r)
+}

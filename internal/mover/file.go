@@ -22,6 +22,7 @@ type FileReport struct {
 	Resolved        *RestoreResolution  `json:"resolved,omitempty"`
 	Restored        *RestoreResult      `json:"restored,omitempty"`
 	RestoreProgress *kopia.RestoreStats `json:"restoreProgress,omitempty"`
+	Verified        *VerifyReport       `json:"verified,omitempty"`
 }
 
 // FileReporter writes reports to a JSON file instead of an object's status:
@@ -91,4 +92,13 @@ func (f *FileReporter) RestoreProgress(_ context.Context, st kopia.RestoreStats)
 
 func (f *FileReporter) RestoreDone(_ context.Context, res RestoreResult) error {
 	return f.write(func(r *FileReport) { r.Phase, r.Restored = "Completed", &res })
+}
+
+func (f *FileReporter) VerifyDone(_ context.Context, res VerifyReport) error {
+	return f.write(func(r *FileReport) {
+		r.Phase, r.Verified = "Passed", &res
+		if !res.Passed {
+			r.Phase = "Failed"
+		}
+	})
 }

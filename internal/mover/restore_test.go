@@ -27,6 +27,20 @@ func repoSection() Repository {
 		Create: &kopia.CreateOptions{}}
 }
 
+// newRepository bootstraps a filesystem repository and returns its root.
+func newRepository(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "repo"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	boot := &WorkSpec{Operation: OpBootstrap, Target: Target{Kind: "Repository", Name: "r"}, Repository: repoSection()}
+	if err := Run(context.Background(), Options{Spec: boot, RepositoryRoot: root, CacheDir: t.TempDir(), Getenv: env, Reporter: &FileReporter{Path: filepath.Join(t.TempDir(), "b.json")}}); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
 // backup snapshots dir into the repository under root and returns its id.
 func backup(t *testing.T, root, dir string, src kopia.Source) string {
 	t.Helper()
@@ -52,14 +66,7 @@ func restoreRun(t *testing.T, root, into string, w *RestoreWork, rep *FileReport
 }
 
 func TestRestoreRuns(t *testing.T) {
-	root, data := t.TempDir(), t.TempDir()
-	if err := os.MkdirAll(filepath.Join(root, "repo"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	boot := &WorkSpec{Operation: OpBootstrap, Target: Target{Kind: "Repository", Name: "r"}, Repository: repoSection()}
-	if err := Run(context.Background(), Options{Spec: boot, RepositoryRoot: root, CacheDir: t.TempDir(), Getenv: env, Reporter: &FileReporter{Path: filepath.Join(t.TempDir(), "b.json")}}); err != nil {
-		t.Fatal(err)
-	}
+	root, data := newRepository(t), t.TempDir()
 	src := kopia.Source{Username: "app", Hostname: "ns", Path: "/pvc/data"}
 	if err := os.WriteFile(filepath.Join(data, "a.txt"), []byte("first"), 0o640); err != nil {
 		t.Fatal(err)

@@ -77,6 +77,7 @@ type Reporter interface {
 	RestoreResolved(ctx context.Context, r RestoreResolution) (RestoreResolution, error)
 	RestoreProgress(ctx context.Context, st kopia.RestoreStats) error
 	RestoreDone(ctx context.Context, r RestoreResult) error
+	VerifyDone(ctx context.Context, r VerifyReport) error
 	Failed(ctx context.Context, f Failure, at time.Time) error
 }
 
@@ -97,7 +98,9 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("report start: %w", err)
 	}
 	summary, opErr := run(ctx, o, start)
-	if opErr != nil {
+	if opErr != nil && errors.Is(opErr, errReported) {
+		// The result already says why; the process still exits non-zero.
+	} else if opErr != nil {
 		f := failureOf(opErr)
 		summary = fmt.Sprintf("%s: %s", f.Class, f.Message)
 		if err := o.Reporter.Failed(ctx, f, o.Now()); err != nil {
@@ -175,6 +178,9 @@ func run(ctx context.Context, o Options, start time.Time) (string, error) {
 
 	case OpRestore:
 		return runRestore(ctx, o, start, open)
+
+	case OpVerify:
+		return runVerify(ctx, o, open)
 
 	case OpSnapshot:
 		s := w.Snapshot

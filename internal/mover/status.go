@@ -37,6 +37,8 @@ type KubeReporter struct {
 	// Delete is set for a delete run: its failures are recorded on the
 	// members, not on the repository.
 	Delete *DeleteWork
+	// Verify is set for a verification run: results go to the policy.
+	Verify *VerifyWork
 	// LogTail returns the last lines of the mover's log for status.logTail.
 	LogTail func() string
 }
@@ -131,6 +133,13 @@ func (k *KubeReporter) Started(ctx context.Context, at time.Time) error {
 	}
 	if k.isRestore() {
 		return k.restoreStarted(ctx, at)
+	}
+	if k.isPolicy() {
+		err := k.verifyStarted(ctx)
+		if err == errNoChange {
+			return nil
+		}
+		return err
 	}
 	if !k.isSnapshot() {
 		return k.updateRepository(ctx, func(st *snapv1.RepositoryStatus, _ int64) {
@@ -233,6 +242,9 @@ func (k *KubeReporter) Failed(ctx context.Context, f Failure, at time.Time) erro
 	}
 	if k.isRestore() {
 		return k.restoreFailed(ctx, f, at, tail)
+	}
+	if k.isPolicy() {
+		return k.verifyFailed(ctx, f, at)
 	}
 	if !k.isSnapshot() {
 		return k.updateRepository(ctx, func(st *snapv1.RepositoryStatus, gen int64) {

@@ -11,6 +11,7 @@ package mover
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/internal/restoreplan"
@@ -22,6 +23,7 @@ const (
 	OpBootstrap = "bootstrap"
 	OpDelete    = "delete"
 	OpRestore   = "restore"
+	OpVerify    = "verify"
 )
 
 // Environment variables the mover reads its secrets from.
@@ -94,6 +96,22 @@ type RestoreWork struct {
 	Options            kopia.RestoreOptions `json:"options"`
 }
 
+// VerifyWork is one verification of one snapshot in one repository.
+type VerifyWork struct {
+	// Tier is quick (kopia snapshot verify) or deep (restore into scratch).
+	Tier       string `json:"tier"`
+	SnapshotID string `json:"snapshotID"`
+	// RepositoryKind, RepositoryName and RepositoryNamespace name the
+	// repository in the policy's status.
+	RepositoryKind      string              `json:"repositoryKind"`
+	RepositoryName      string              `json:"repositoryName"`
+	RepositoryNamespace string              `json:"repositoryNamespace,omitempty"`
+	Slot                time.Time           `json:"slot"`
+	Quick               kopia.VerifyOptions `json:"quick"`
+	DeepParallel        int                 `json:"deepParallel,omitempty"`
+	SuccessExpr         string              `json:"successExpr,omitempty"`
+}
+
 // WorkSpec is one mover run.
 type WorkSpec struct {
 	Operation  string        `json:"operation"`
@@ -102,6 +120,7 @@ type WorkSpec struct {
 	Snapshot   *SnapshotWork `json:"snapshot,omitempty"`
 	Delete     *DeleteWork   `json:"delete,omitempty"`
 	Restore    *RestoreWork  `json:"restore,omitempty"`
+	Verify     *VerifyWork   `json:"verify,omitempty"`
 	// Cache sizes in MiB; 0 takes kopia's defaults.
 	ContentCacheMB  int64 `json:"contentCacheMb,omitempty"`
 	MetadataCacheMB int64 `json:"metadataCacheMb,omitempty"`
@@ -130,8 +149,12 @@ func Parse(b []byte) (*WorkSpec, error) {
 		if w.Restore == nil || (w.Restore.SnapshotID == "" && w.Restore.Query == nil) {
 			return nil, fmt.Errorf("work spec: operation restore needs a restore section with a snapshotID or a query")
 		}
+	case OpVerify:
+		if w.Verify == nil || w.Verify.SnapshotID == "" || (w.Verify.Tier != "quick" && w.Verify.Tier != "deep") {
+			return nil, fmt.Errorf("work spec: operation verify needs a verify section with a snapshotID and tier quick or deep")
+		}
 	default:
-		return nil, fmt.Errorf("work spec: unknown operation %q (want %s, %s, %s or %s)", w.Operation, OpSnapshot, OpBootstrap, OpDelete, OpRestore)
+		return nil, fmt.Errorf("work spec: unknown operation %q (want %s, %s, %s, %s or %s)", w.Operation, OpSnapshot, OpBootstrap, OpDelete, OpRestore, OpVerify)
 	}
 	if w.Repository.Backend.Kind() == "" {
 		return nil, fmt.Errorf("work spec: repository.backend names no supported backend")
