@@ -1,0 +1,211 @@
+package prune
+
+import (
+	"sort"
+	"strings"
+	"time"
+)
+
+// Object is one listing entry: a current object from ListObjectsV2, or one
+// version or delete marker from ListObjectVersions.
+type Object struct {
+	// Key is the raw key exactly as listed; deletes must use it verbatim.
+	Key          string    `json:"key"`
+	Size         int64     `json:"size"`
+	ETag         string    `json:"etag,omitempty"`
+	LastModified time.Time `json:"lastModified"`
+	VersionID    string    `json:"versionId,omitempty"`
+	// Generation is the GCS object generation, captured from plain listings.
+	Generation   string `json:"generation,omitempty"`
+	IsLatest     bool   `json:"isLatest,omitempty"`
+	DeleteMarker bool   `json:"deleteMarker,omitempty"`
+}
+
+// IsDirectoryMarker reports whether the object is a directory marker (2.8):
+// size 0 and a key ending in "/".
+func (o Object) IsDirectoryMarker() bool {
+	return o.Size == 0 && !o.DeleteMarker && strings.HasSuffix(strings.TrimSpace(o.Key), "/")
+}
+
+// ManifestBody is the result of reading one manifest object.
+type ManifestBody struct {
+	Data []byte
+	// Err is the read error, if any; it makes the candidate invalid-manifest.
+	Err error
+}
+
+// Listing is the object-store view the planner works from.
+type Listing struct {
+	Objects []Object
+	// Versioned says Objects come from ListObjectVersions (every version and
+	// delete marker, with IsLatest set); otherwise all objects are current.
+	Versioned bool
+	// Manifests holds the bodies of current manifest objects by raw key. A
+	// manifest object without an entry counts as unreadable.
+	Manifests map[string]ManifestBody
+}
+
+// ManifestKeys returns the raw keys of current objects named manifestName
+// ("" for the default), which is what an adapter must read into
+// Listing.Manifests.
+func ManifestKeys(l Listing, manifestName string) []string {
+	if manifestName == "" {
+		manifestName = DefaultManifestName
+	}
+	var out []string
+	for _, e := range newIndex(l).entries {
+		if e.current && !e.slash && baseName(e.key) == manifestName {
+			out = append(out, e.obj.Key)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// entry is an object placed by its normalised key.
+type entry struct {
+	obj     Object
+	key     string
+	slash   bool // the raw key ends in "/": it names its own directory level
+	marker  bool
+	current bool
+}
+
+// index sorts entries by normalised key so every prefix is a contiguous run.
+type index struct {
+	entries   []entry
+	manifests map[string]ManifestBody
+}
+
+func newIndex(l Listing) *index {
+	ix := &index{manifests: l.Manifests}
+	for _, o := range l.Objects {
+		k, ok := NormalizeKey(o.Key)
+		if !ok || k == "" {
+			// A key that climbs above the bucket or names nothing cannot be
+			// placed under any root, so it is outside the scan.
+			continue
+		}
+		cur := !l.Versioned || (o.IsLatest && !o.DeleteMarker)
+		ix.entries = append(ix.entries, entry{
+			obj: o, key: k, current: cur,
+			slash:  strings.HasSuffix(strings.TrimSpace(o.Key), "/"),
+			marker: o.IsDirectoryMarker(),
+		})
+	}
+	sort.SliceStable(ix.entries, func(i, j int) bool { return ix.entries[i].key < ix.entries[j].key })
+	return ix
+}
+
+// view filters an index to current objects, or to every version.
+type view struct {
+	ix      *index
+	all     bool // include noncurrent versions and delete markers
+	plainID bool // strip version identity (plain listing semantics)
+}
+
+// inside returns the entries that a listing of "p/" would return: keys below
+// p, plus entries whose raw key is "p/" itself.
+func (v view) inside(p string) []entry {
+	es := v.ix.entries
+	var out []entry
+	lo := 0
+	if p != "" {
+		lo = sort.Search(len(es), func(i int) bool { return es[i].key >= p })
+	}
+	for i := lo; i < len(es); i++ {
+		e := es[i]
+		if p != "" && !Contains(p, e.key) {
+			// Keys with the prefix "p/" form one sorted run; a key past "p/"
+			// that lacks it lies after the run.
+			if e.key > p+"/" {
+				break
+			}
+			continue
+		}
+		if e.key == p && !e.slash {
+			continue
+		}
+		if !v.all && !e.current {
+			continue
+		}
+		if v.plainID {
+			e.obj.VersionID, e.obj.IsLatest = "", false
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// level emulates a delimiter listing of "p/": the objects at that level and
+// the names of its subdirectories.
+func (v view) level(p string) (contents []entry, dirs []string) {
+	seen := map[string]bool{}
+	for _, e := range v.inside(p) {
+		if e.key == p {
+			contents = append(contents, e)
+			continue
+		}
+		segs := relSegments(p, e.key)
+		if len(segs) == 1 && !e.slash {
+			contents = append(contents, e)
+			continue
+		}
+		if !seen[segs[0]] {
+			seen[segs[0]] = true
+			dirs = append(dirs, segs[0])
+		}
+	}
+	sort.Strings(dirs)
+	return contents, dirs
+}
+
+func objectsOf(es []entry) []Object {
+	if len(es) == 0 {
+		return nil
+	}
+	out := make([]Object, len(es))
+	for i, e := range es {
+		out[i] = e.obj
+	}
+	return out
+}
+
+func withoutMarkers(es []entry) []entry {
+	var out []entry
+	for _, e := range es {
+		if !e.marker {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func onlyMarkers(es []entry) bool {
+	for _, e := range es {
+		if !e.marker {
+			return false
+		}
+	}
+	return true
+}
+
+func sumBytes(os []Object) int64 {
+	var n int64
+	for _, o := range os {
+		if !o.DeleteMarker {
+			n += o.Size
+		}
+	}
+	return n
+}
+
+func newest(os []Object) time.Time {
+	var t time.Time
+	for _, o := range os {
+		if o.LastModified.After(t) {
+			t = o.LastModified
+		}
+	}
+	return t
+}

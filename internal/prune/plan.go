@@ -1,0 +1,381 @@
+package prune
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// planner carries one planning run.
+type planner struct {
+	inv    *Inventory
+	refs   *refs
+	ix     *index
+	disc   view // top-level and shallow listings (3.3.2, 3.5.1)
+	scope  view // candidate scopes (6.2)
+	opts   Options
+	prefix string
+	cutoff time.Time
+	plan   *Plan
+	// counted de-duplicates the scanned counters across overlapping listings.
+	counted map[string]bool
+	mapped  map[string]bool // roots of the namespace mapping
+}
+
+// NewPlan classifies the listing against the inventory (§3) and returns the
+// plan with its summaries and execution blockers. An error is a fatal
+// condition of 4.4 that yields no plan.
+func NewPlan(inv Inventory, l Listing, opts Options, now time.Time) (Plan, error) {
+	p, err := newPlanner(&inv, l, opts, now)
+	if err != nil {
+		return Plan{}, err
+	}
+	if p.volumeMode() {
+		err = p.discover()
+	} else {
+		err = p.fallback()
+	}
+	if err != nil {
+		return Plan{}, err
+	}
+	p.finish()
+	return *p.plan, nil
+}
+
+func newPlanner(inv *Inventory, l Listing, opts Options, now time.Time) (*planner, error) {
+	if opts.Namespace != "" && !IsDNSLabel(opts.Namespace) {
+		return nil, fmt.Errorf("invalid --namespace %q: must be a DNS-1123 label", opts.Namespace)
+	}
+	if strings.Contains(opts.ManifestName, "/") {
+		return nil, fmt.Errorf("invalid --manifest-name %q: must be a bare file name", opts.ManifestName)
+	}
+	if opts.MinAge < 0 {
+		return nil, errors.New("invalid --min-age: must be >= 0")
+	}
+	prefix, ok := NormalizeKey(opts.Prefix)
+	if !ok {
+		return nil, fmt.Errorf("invalid --prefix %q", opts.Prefix)
+	}
+	if opts.Versioning == "" {
+		opts.Versioning = VersioningDisabled
+	}
+	if opts.PurgeVersions && !l.Versioned {
+		return nil, errors.New("--purge-versions needs a version listing")
+	}
+	ix := newIndex(l)
+	p := &planner{
+		inv: inv, refs: newRefs(inv), ix: ix, opts: opts, prefix: prefix,
+		cutoff:  opts.cutoff(now),
+		disc:    view{ix: ix, all: opts.PurgeVersions},
+		scope:   view{ix: ix, all: opts.versionedScopes(), plainID: !opts.versionedScopes()},
+		counted: map[string]bool{}, mapped: map[string]bool{},
+	}
+	for _, r := range inv.Mapping {
+		p.mapped[r] = true
+	}
+	minAge := opts.MinAge
+	if minAge == 0 && !opts.DisableMinAge {
+		minAge = DefaultMinAge
+	}
+	p.plan = &Plan{
+		GeneratedAt: now, Repository: inv.Repo.Name, RepositoryUID: inv.Repo.UID,
+		RepositoryGeneration: inv.Repo.Generation, Bucket: inv.Repo.Bucket,
+		Namespace: opts.Namespace, Prefix: prefix, ObjectPrefixes: copyMap(inv.Mapping),
+		Versioning: opts.Versioning, VersioningSource: opts.VersioningSource,
+		PurgeVersions: opts.PurgeVersions, IncludeRetained: opts.IncludeRetained,
+		MinAge: minAge, ManifestName: opts.manifestName(),
+		DeleteRepositoryStray: opts.DeleteRepositoryStray,
+		BlockingReasons:       append([]string(nil), inv.Blockers...),
+		opts:                  opts,
+	}
+	// Planner blockers (4.3).
+	for root, o := range inv.Owners {
+		if o.Kind == OwnerRepository && !IsCanonicalRoot(root) {
+			p.block("repository root %q is not a canonical pvc root", root)
+		}
+	}
+	for ns, root := range inv.Mapping {
+		if !IsCanonicalRoot(root) {
+			p.block("repository root %q of namespace %s is not a canonical pvc root", root, ns)
+		}
+	}
+	// Ambiguity (2.6): KubeBlocks puts spec.pathPrefix between the root and
+	// the namespace, the README layout has no such segment. Block until the
+	// segment is supported explicitly.
+	if inv.Repo.Mount && CleanKey(inv.Repo.PathPrefix) != "" {
+		p.block("backup repo spec.pathPrefix %q is not supported in Mount mode", inv.Repo.PathPrefix)
+	}
+	return p, nil
+}
+
+func copyMap(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func (p *planner) block(format string, args ...any) {
+	p.plan.BlockingReasons = append(p.plan.BlockingReasons, fmt.Sprintf(format, args...))
+}
+
+// young reports whether t is after the cutoff; a zero time is young.
+func (p *planner) young(t time.Time) bool { return isYoung(t, p.cutoff) }
+
+func isYoung(t, cutoff time.Time) bool { return t.IsZero() || t.After(cutoff) }
+
+// youngObject returns the first object that is young, if any.
+func youngObject(os []Object, cutoff time.Time) (Object, bool) {
+	for _, o := range os {
+		if isYoung(o.LastModified, cutoff) {
+			return o, true
+		}
+	}
+	return Object{}, false
+}
+
+func youngReason(o Object) string {
+	if o.LastModified.IsZero() {
+		return fmt.Sprintf("object %s has no timestamp", o.Key)
+	}
+	return fmt.Sprintf("object %s is younger than min-age", o.Key)
+}
+
+// list records a logical listing and counts what it returned.
+func (p *planner) list(prefix string, recursive bool, es []entry) {
+	p.plan.Listed = append(p.plan.Listed, ListCall{Prefix: prefix, Recursive: recursive})
+	for _, e := range es {
+		id := e.obj.Key + "\x00" + e.obj.VersionID
+		if p.counted[id] {
+			continue
+		}
+		p.counted[id] = true
+		p.plan.ScannedObjects++
+		if !e.obj.DeleteMarker {
+			p.plan.ScannedBytes += e.obj.Size
+		}
+	}
+}
+
+func (p *planner) add(c Candidate) {
+	if c.ScopePrefix == "" {
+		c.ScopePrefix = c.Prefix
+	}
+	c.ObjectCount = len(c.Objects)
+	c.Bytes = sumBytes(c.Objects)
+	p.plan.Candidates = append(p.plan.Candidates, c)
+}
+
+// volumeMode reports whether a canonical repository root exists (3.3.1).
+func (p *planner) volumeMode() bool {
+	for root, o := range p.inv.Owners {
+		if o.Kind == OwnerRepository && IsCanonicalRoot(root) {
+			return true
+		}
+	}
+	return false
+}
+
+// discover lists the bucket top level and classifies each canonical root
+// (3.3).
+func (p *planner) discover() error {
+	p.plan.VolumeDiscovery = true
+	_, dirs := p.disc.level("")
+	p.plan.Listed = append(p.plan.Listed, ListCall{})
+	var roots []string
+	for _, d := range dirs {
+		if IsCanonicalRoot(d) && Overlaps(p.prefix, d) {
+			roots = append(roots, d)
+		}
+	}
+	if p.prefix != "" && len(roots) == 0 {
+		return fmt.Errorf("--prefix %q does not overlap any discovered pvc root", p.prefix)
+	}
+	counts := &p.plan.VolumeRootCounts
+	for _, root := range roots {
+		o, owned := p.inv.Owners[root]
+		if !owned && p.inv.OwnershipIncomplete {
+			owned, o = true, VolumeOwner{Kind: OwnerUnknown, Resource: "ownership index incomplete"}
+		}
+		if owned && o.Kind == OwnerRepository && p.opts.Namespace != "" && o.Namespace != "" && o.Namespace != p.opts.Namespace {
+			continue // 3.3.3: another namespace's root is neither listed nor counted
+		}
+		counts.Total++
+		switch {
+		case !owned:
+			counts.Unowned++
+			p.volumeRoot(root)
+		case o.Kind == OwnerUser:
+			counts.ProtectedUser++
+			p.userVolume(root, o, fmt.Sprintf("owned by %s", o.Resource))
+		case o.Kind == OwnerRepository:
+			counts.Repository++
+			if o.Current || p.mapped[root] {
+				p.granular(root)
+			} else {
+				p.historical(root)
+			}
+		default:
+			counts.Other++
+			p.userVolume(root, o, "unknown owner: "+o.Resource)
+		}
+	}
+	return nil
+}
+
+// userVolume emits a hard-protected root that is never listed (3.3.4 b, e).
+func (p *planner) userVolume(root string, o VolumeOwner, reason string) {
+	p.add(Candidate{Type: TypeProtectedUserVolume, State: StateProtected, Reason: reason, Prefix: root, Root: root,
+		DeferredScan: true, Protection: &Protection{Prefix: root, Kind: "volume-owner", Resource: o.Resource}})
+}
+
+// volumeRoot classifies a canonical root without an owner (3.9).
+func (p *planner) volumeRoot(root string) {
+	c := Candidate{Type: TypeOrphanVolumeRoot, Prefix: root, Root: root}
+	switch {
+	case p.opts.Namespace != "":
+		c.State, c.DeletionConfigurable, c.DeferredScan = StateProtected, true, true
+		c.Reason = "unowned root: a --namespace filter never authorises deleting an unowned root"
+		p.add(c)
+		return
+	case StrictlyInside(root, p.prefix):
+		c.State, c.DeletionConfigurable, c.DeferredScan = StateProtected, true, true
+		c.Reason = "--prefix covers only part of the unowned root"
+		p.add(c)
+		return
+	}
+	es := p.scope.inside(root)
+	p.list(root, true, es)
+	c.Objects = objectsOf(es)
+	c.LastModified, c.CreatedAt = newest(c.Objects), newest(c.Objects)
+	p.rootState(&c, es)
+	p.add(c)
+}
+
+// rootState decides a listed whole-root candidate: protections first, then
+// emptiness and age.
+func (p *planner) rootState(c *Candidate, es []entry) {
+	if pr := p.refs.storage(c.Prefix); pr != nil {
+		c.State, c.Reason, c.Protection = StateProtected, "storage protection "+pr.Prefix, pr
+		return
+	}
+	if b, ok := p.refs.absolute(c.Prefix); ok {
+		c.State, c.Reason = StateProtected, fmt.Sprintf("a path of live Backup %s lies in the root", b.Key)
+		return
+	}
+	switch {
+	case len(es) == 0:
+		c.State, c.Reason = StateProtected, "no current objects"
+	case onlyMarkers(es):
+		// 2.8: markers never create a candidate on their own.
+		c.State, c.Reason = StateProtected, "only directory markers"
+	default:
+		if o, ok := youngObject(c.Objects, p.cutoff); ok {
+			c.State, c.Reason = StateTooYoung, youngReason(o)
+			return
+		}
+		c.State, c.Reason = StateOrphan, "unowned canonical pvc root"
+	}
+}
+
+// historical audits a repository root that is no longer current (3.5).
+func (p *planner) historical(root string) {
+	contents, nsDirs := p.disc.level(root)
+	p.list(root, false, contents)
+	topo := map[string][]clusterDir{}
+	for _, ns := range nsDirs {
+		if !IsDNSLabel(ns) {
+			continue
+		}
+		nsp := JoinKey(root, ns)
+		c2, cdirs := p.disc.level(nsp)
+		p.list(nsp, false, c2)
+		topo[ns] = []clusterDir{}
+		for _, cd := range cdirs {
+			if _, uid, ok := ParseClusterDir(cd); ok {
+				topo[ns] = append(topo[ns], clusterDir{name: cd, uid: uid})
+			}
+		}
+	}
+	if _, ok := p.refs.rootReferenced(root, topo); ok {
+		p.granular(root) // 3.5.5
+		return
+	}
+	c := Candidate{Type: TypeOrphanRepositoryRoot, Prefix: root, Root: root, DeferredScan: true,
+		State: StateOrphan, Reason: "historical repository root has no references"}
+	if StrictlyInside(root, p.prefix) {
+		c.State, c.DeletionConfigurable = StateProtected, true
+		c.Reason = "--prefix covers only part of the historical repository root"
+	}
+	p.add(c)
+}
+
+// finish runs the dependency fixed point and computes the summaries (5.3).
+func (p *planner) finish() {
+	applyDependencies(p.plan.Candidates, p.refs.liveDeps, p.plan.outsideDeps)
+	sort.SliceStable(p.plan.Candidates, func(i, j int) bool {
+		a, b := p.plan.Candidates[i], p.plan.Candidates[j]
+		return a.Prefix < b.Prefix || a.Prefix == b.Prefix && a.Type < b.Type
+	})
+	sort.Strings(p.plan.BlockingReasons)
+	p.plan.BlockingReasons = dedupe(p.plan.BlockingReasons)
+	summarize(p.plan)
+}
+
+// summarize recomputes state counts, eligible totals and orphan roots.
+func summarize(pl *Plan) {
+	pl.StateCounts = map[State]int{}
+	pl.DeleteObjects, pl.DeleteBytes, pl.OrphanVolumeRoots = 0, 0, nil
+	for _, c := range pl.Candidates {
+		pl.StateCounts[c.State]++
+		if c.State != StateOrphan {
+			continue
+		}
+		pl.DeleteObjects += int64(c.ObjectCount)
+		pl.DeleteBytes += c.Bytes
+		if c.Type == TypeOrphanVolumeRoot {
+			pl.OrphanVolumeRoots = append(pl.OrphanVolumeRoots, c.Prefix)
+		}
+	}
+}
+
+// applyDependencies runs the fixed point of 3.8.4: every key named as parent
+// or base by a live Backup or by a candidate that is not orphan is kept, and
+// any orphan holding such a key becomes dependency, until nothing changes.
+func applyDependencies(cs []Candidate, liveDeps map[BackupKey]bool, outside []BackupKey) {
+	keep := map[BackupKey]bool{}
+	for k := range liveDeps {
+		keep[k] = true
+	}
+	for _, k := range outside {
+		keep[k] = true
+	}
+	for {
+		for _, c := range cs {
+			if c.State != StateOrphan {
+				for _, d := range c.Dependencies {
+					keep[d] = true
+				}
+			}
+		}
+		changed := false
+		for i := range cs {
+			if cs[i].State != StateOrphan {
+				continue
+			}
+			for _, k := range cs[i].ContainedBackups {
+				if keep[k] {
+					cs[i].State, cs[i].Reason = StateDependency, fmt.Sprintf("%s is the parent or base of a backup that remains", k)
+					changed = true
+					break
+				}
+			}
+		}
+		if !changed {
+			return
+		}
+	}
+}
