@@ -24,6 +24,7 @@ import (
 	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/functions/schedule"
 	"github.com/snapflow/snapflow/functions/snapshot"
+	"github.com/snapflow/snapflow/functions/verify"
 	"github.com/snapflow/snapflow/internal/policysource"
 	"github.com/snapflow/snapflow/internal/scheme"
 	"github.com/snapflow/snapflow/internal/version"
@@ -121,6 +122,9 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 			fn := &cleanup.Function{Client: c, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,
 				Window: f.deleteWindow, Recorder: recorder("snapflow-cleanup")}
 			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
+		case "verify":
+			fn := &verify.Function{Client: c, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA, Recorder: recorder("snapflow-verify")}
+			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
 		case "restore":
 			fn := &restore.Function{Client: c, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,
 				Emitter: emitter, Recorder: recorder("snapflow-restore")}
@@ -132,7 +136,7 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 	return out, nil
 }
 
-var functionNames = []string{"snapshot", "cleanup", "retention", "schedule", "restore"}
+var functionNames = []string{"snapshot", "cleanup", "retention", "schedule", "restore", "verify"}
 
 func newFunctionCmd() *cobra.Command {
 	var f functionFlags

@@ -23,7 +23,7 @@ type VerifyReport struct {
 
 // errReported marks a failure the mover already wrote as a result, so Run
 // does not overwrite it with a bare failure.
-var errReported = errors.New("the failure is recorded in the result")
+var errReported = errors.New("verification failed")
 
 func runVerify(ctx context.Context, o Options, open kopia.OpenOptions) (string, error) {
 	w := o.Spec.Verify

@@ -55,6 +55,9 @@ type Params struct {
 	// SourceClaim is mounted at /data (read-only when SourceReadOnly).
 	SourceClaim    string
 	SourceReadOnly bool
+	// Scratch, when SourceClaim is empty, is a throwaway volume mounted at
+	// /data instead (deep verification restores into it).
+	Scratch *corev1.VolumeSource
 	// RepositoryClaim (or RepositoryNFS) is mounted at /repository for a
 	// filesystem repository; neither means a node path at the backend path.
 	RepositoryClaim string
@@ -102,6 +105,10 @@ func Build(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {
 	if p.SourceClaim != "" {
 		vols = append(vols, corev1.Volume{Name: "source", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: p.SourceClaim, ReadOnly: p.SourceReadOnly}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: "source", MountPath: SourceDir, ReadOnly: p.SourceReadOnly})
+		args = append(args, "--source", SourceDir)
+	} else if p.Scratch != nil {
+		vols = append(vols, corev1.Volume{Name: "scratch", VolumeSource: *p.Scratch})
+		mounts = append(mounts, corev1.VolumeMount{Name: "scratch", MountPath: SourceDir})
 		args = append(args, "--source", SourceDir)
 	}
 	if p.Work.Repository.Backend.Filesystem != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/functions/schedule"
 	"github.com/snapflow/snapflow/functions/snapshot"
+	"github.com/snapflow/snapflow/functions/verify"
 	"github.com/snapflow/snapflow/test/localnode"
 )
 
@@ -149,8 +150,11 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	scheduleFn := &schedule.Function{Client: cp.Client, Now: o.Clock, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-schedule"})}
 	restoreFn := &restore.Function{Client: cp.Client, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", Now: o.Clock,
 		Emitter: f.Emitted, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-restore"})}
+	verifyFn := &verify.Function{Client: cp.Client, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", Now: o.Clock,
+		Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-verify"})}
 	fns := []runtime.Function{{Name: "snapshot", Handle: fn.Handle}, {Name: "cleanup", Handle: cleanupFn.Handle},
-		{Name: "retention", Handle: retentionFn.Handle}, {Name: "schedule", Handle: scheduleFn.Handle}, {Name: "restore", Handle: restoreFn.Handle}}
+		{Name: "retention", Handle: retentionFn.Handle}, {Name: "schedule", Handle: scheduleFn.Handle}, {Name: "restore", Handle: restoreFn.Handle},
+		{Name: "verify", Handle: verifyFn.Handle}}
 	listening := make(chan string, 1)
 	errc := make(chan error, 1)
 	f.wg.Add(1)

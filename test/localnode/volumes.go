@@ -26,7 +26,10 @@ func (n *Node) volumes(ctx context.Context, ns string, vols []corev1.Volume, wor
 				return nil, err
 			}
 			out[v.Name] = dir
-		case v.EmptyDir != nil:
+		case v.EmptyDir != nil, v.Ephemeral != nil:
+			// A generic ephemeral volume lives and dies with the pod, as an
+			// emptyDir does; a kubelet would mount the PVC the ephemeral
+			// volume controller created.
 			dir := filepath.Join(work, "empty-"+v.Name)
 			if err := ensureDir(dir); err != nil {
 				return nil, err

@@ -1,0 +1,351 @@
+// Package verify is the verification function: on each tick it checks
+// every SnapshotPolicy with spec.verification and, per repository and tier,
+// starts a mover Job when the tier is due. A tier waits until the policy has
+// a finished backup in that repository, then catches up at once; an
+// annotation asks for a run outside the schedule. The mover writes the
+// outcome onto the policy's status; this function only starts runs and
+// settles those whose mover died without reporting.
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/events"
+	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/snapshot"
+	"github.com/snapflow/snapflow/internal/jobwatch"
+	"github.com/snapflow/snapflow/internal/schedule"
+	"github.com/snapflow/snapflow/internal/statuspatch"
+	"github.com/snapflow/snapflow/internal/validate"
+	kernel "github.com/snapflow/snapflow/internal/verify"
+)
+
+// Function is the verification function's configuration and ports.
+type Function struct {
+	Client              client.Client
+	Namespace           string
+	MoverImage          string
+	MoverServiceAccount string
+	Recorder            record.EventRecorder
+	Now                 func() time.Time
+}
+
+func (f *Function) now() time.Time {
+	if f.Now != nil {
+		return f.Now()
+	}
+	return time.Now()
+}
+
+// Handle is the CloudEvents entry point.
+func (f *Function) Handle(ctx context.Context, e event.Event) error {
+	switch {
+	case e.Type() == events.Resync || e.Type() == events.Ping:
+		return f.Resync(ctx)
+	case events.IsAPIServer(e.Type()):
+		ref, _, err := events.DecodeAPIServer(e)
+		if err != nil {
+			return err
+		}
+		gk := ref.GroupKind()
+		switch {
+		case gk.Group == snapv1.GroupVersion.Group && gk.Kind == "SnapshotPolicy":
+			return f.Reconcile(ctx, ref.Namespace, ref.Name)
+		case gk.Group == snapv1.GroupVersion.Group && gk.Kind == "Snapshot":
+			// A finished backup may open a tier's gate.
+			var s snapv1.Snapshot
+			if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &s); err != nil {
+				return client.IgnoreNotFound(err)
+			}
+			if p := s.Labels[wellknown.LabelConfig]; p != "" && s.Status.Phase.IsTerminal() {
+				return f.Reconcile(ctx, s.Namespace, p)
+			}
+		case gk.Group == "batch" && gk.Kind == "Job":
+			var j batchv1.Job
+			if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &j); err != nil {
+				return client.IgnoreNotFound(err)
+			}
+			if p := j.Labels[wellknown.LabelVerify]; p != "" {
+				return f.Reconcile(ctx, j.Namespace, p)
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: the verify function handles ApiServerSource, %s and %s events, not %q", events.ErrUnsupported, events.Resync, events.Ping, e.Type())
+}
+
+// Resync reconciles every policy that asks for verification.
+func (f *Function) Resync(ctx context.Context) error {
+	var list snapv1.SnapshotPolicyList
+	if err := f.Client.List(ctx, &list); err != nil {
+		return fmt.Errorf("list snapshot policies: %w", err)
+	}
+	var errs []error
+	for _, p := range list.Items {
+		if p.Spec.Verification != nil {
+			errs = append(errs, f.Reconcile(ctx, p.Namespace, p.Name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Reconcile checks one policy's tiers in each of its repositories.
+func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
+	var p snapv1.SnapshotPolicy
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	v := p.Spec.Verification
+	if v == nil || (v.Quick == nil && v.Deep == nil) || p.DeletionTimestamp != nil || p.Spec.Suspend {
+		return nil
+	}
+	requested, err := requestedAt(&p)
+	if err != nil {
+		if f.Recorder != nil {
+			f.Recorder.Event(&p, corev1.EventTypeWarning, "InvalidVerifyRequest", err.Error())
+		}
+		requested = nil
+	}
+	latest, err := f.latestBackups(ctx, &p)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, ref := range validate.PolicyRefs(&p) {
+		if ref.Kind == "" {
+			ref.Kind = snapv1.KindRepository
+		}
+		if ref.Kind == snapv1.KindRepository && ref.Namespace == "" {
+			ref.Namespace = p.Namespace
+		}
+		for _, tier := range []string{kernel.Quick, kernel.Deep} {
+			if (tier == kernel.Quick && v.Quick == nil) || (tier == kernel.Deep && v.Deep == nil) {
+				continue
+			}
+			errs = append(errs, f.tier(ctx, &p, ref, tier, latest[validate.RepoKey(ref, p.Namespace)], requested))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// tier starts or settles one tier's run in one repository.
+func (f *Function) tier(ctx context.Context, p *snapv1.SnapshotPolicy, ref snapv1.RepositoryRef, tier string, latest *snapv1.Snapshot, requested *time.Time) error {
+	log := runtime.Log(ctx).WithValues("policy", p.Namespace+"/"+p.Name, "tier", tier, "repository", validate.RepoKey(ref, p.Namespace))
+	run := findRun(p, ref, tier)
+	if run != nil && run.Phase == phaseRunning {
+		return f.observe(ctx, p, ref, tier, run)
+	}
+	if latest == nil {
+		return nil // gated: nothing to verify until a backup exists
+	}
+	repo, err := snapshot.GetRepository(ctx, f.Client, f.Namespace, ref, p.Namespace)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	spec, err := tierSchedule(p, tier, repo)
+	if err != nil {
+		return f.record(ctx, p, ref, tier, func(r *snapv1.VerificationRun) {
+			r.Phase, r.Message = phaseFailed, fmt.Sprintf("the %s verification schedule is invalid: %v", tier, err)
+		})
+	}
+	var last *time.Time
+	if run != nil {
+		last = &run.Slot.Time
+	}
+	d, err := kernel.Due(spec, last, requested, f.now())
+	if err != nil || !d.Due {
+		return err
+	}
+	if repo.Status.Phase != snapv1.RepositoryReady {
+		log.Info("verification due but the repository is not Ready; waiting", "phase", repo.Status.Phase)
+		return nil
+	}
+	job, cm, err := f.build(p, ref, tier, latest, repo, d.Slot)
+	if err != nil {
+		return f.record(ctx, p, ref, tier, func(r *snapv1.VerificationRun) {
+			r.Slot, r.Phase, r.Message = metav1.NewTime(d.Slot), phaseFailed, err.Error()
+		})
+	}
+	if err := f.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create the verify work spec: %w", err)
+	}
+	if err := f.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create the verify job: %w", err)
+	}
+	log.Info("verification started", "job", job.Name, "slot", d.Slot, "reason", d.Reason, "snapshot", latest.Status.Snapshot.KopiaSnapshotID)
+	return f.record(ctx, p, ref, tier, func(r *snapv1.VerificationRun) {
+		r.Slot, r.Phase, r.Job = metav1.NewTime(d.Slot), phaseRunning, job.Name
+		r.KopiaSnapshotID, r.CompletedAt, r.Files, r.Bytes, r.Errors = latest.Status.Snapshot.KopiaSnapshotID, nil, nil, nil, nil
+		r.Message = fmt.Sprintf("%s verification of kopia snapshot %s started (%s)", tier, latest.Status.Snapshot.KopiaSnapshotID, d.Reason)
+	})
+}
+
+// observe settles a run whose mover ended without reporting.
+func (f *Function) observe(ctx context.Context, p *snapv1.SnapshotPolicy, ref snapv1.RepositoryRef, tier string, run *snapv1.VerificationRun) error {
+	var j batchv1.Job
+	err := f.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: run.Job}, &j)
+	msg := ""
+	switch {
+	case apierrors.IsNotFound(err):
+		msg = fmt.Sprintf("the verify job %s disappeared before reporting", run.Job)
+	case err != nil:
+		return err
+	default:
+		if c, done := jobwatch.Finished(&j); done {
+			msg = fmt.Sprintf("the verify job %s ended (%s) without reporting: %s %s", j.Name, c.Reason, c.Message, jobwatch.PodMessage(ctx, f.Client, &j))
+		} else if wedged, why := jobwatch.Wedged(ctx, f.Client, &j, f.now()); wedged {
+			_ = f.Client.Delete(ctx, &j, client.PropagationPolicy(metav1.DeletePropagationBackground))
+			msg = why
+		}
+	}
+	if msg == "" {
+		return nil
+	}
+	// Re-read: the mover may have reported between our read and now.
+	return f.record(ctx, p, ref, tier, func(r *snapv1.VerificationRun) {
+		if r.Phase != phaseRunning || r.Job != run.Job {
+			return
+		}
+		now := metav1.NewTime(f.now())
+		r.Phase, r.Message, r.CompletedAt = phaseFailed, msg, &now
+	})
+}
+
+const (
+	phaseRunning = "Running"
+	phaseFailed  = "Failed"
+)
+
+func findRun(p *snapv1.SnapshotPolicy, ref snapv1.RepositoryRef, tier string) *snapv1.VerificationRun {
+	key := validate.RepoKey(ref, p.Namespace)
+	for i := range p.Status.VerificationRuns {
+		r := &p.Status.VerificationRuns[i]
+		if r.Tier == tier && validate.RepoKey(r.Repository, p.Namespace) == key {
+			return r
+		}
+	}
+	return nil
+}
+
+// record updates (or adds) one run entry and the Verified condition.
+func (f *Function) record(ctx context.Context, p *snapv1.SnapshotPolicy, ref snapv1.RepositoryRef, tier string, mutate func(*snapv1.VerificationRun)) error {
+	return statuspatch.Update(ctx, f.Client, client.ObjectKeyFromObject(p), func() *snapv1.SnapshotPolicy { return &snapv1.SnapshotPolicy{} },
+		func(live *snapv1.SnapshotPolicy) error {
+			if live.UID != p.UID {
+				return statuspatch.Skip
+			}
+			r := findRun(live, ref, tier)
+			if r == nil {
+				live.Status.VerificationRuns = append(live.Status.VerificationRuns, snapv1.VerificationRun{Tier: tier, Repository: ref})
+				r = &live.Status.VerificationRuns[len(live.Status.VerificationRuns)-1]
+			}
+			before := *r.DeepCopy()
+			mutate(r)
+			if r.Phase == phaseFailed && before.Phase != phaseFailed {
+				meta.SetStatusCondition(&live.Status.Conditions, metav1.Condition{Type: wellknown.ConditionVerified, Status: metav1.ConditionFalse,
+					Reason: "VerificationFailed", Message: r.Message, ObservedGeneration: live.Generation})
+				if f.Recorder != nil {
+					f.Recorder.Event(live, corev1.EventTypeWarning, "VerificationFailed", r.Message)
+				}
+			}
+			*p = *live.DeepCopy()
+			return nil
+		})
+}
+
+// requestedAt reads the verify-requested annotation.
+func requestedAt(p *snapv1.SnapshotPolicy) (*time.Time, error) {
+	v := p.Annotations[wellknown.AnnotationVerifyRequested]
+	if v == "" {
+		return nil, nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return nil, fmt.Errorf("annotation %s=%q is not an RFC3339 time (e.g. %s); the request is ignored", wellknown.AnnotationVerifyRequested, v, time.Now().UTC().Format(time.RFC3339))
+	}
+	return &t, nil
+}
+
+// latestBackups finds, per repository key, the newest finished Snapshot of
+// the policy that holds a kopia snapshot.
+func (f *Function) latestBackups(ctx context.Context, p *snapv1.SnapshotPolicy) (map[string]*snapv1.Snapshot, error) {
+	var list snapv1.SnapshotList
+	if err := f.Client.List(ctx, &list, client.InNamespace(p.Namespace), client.MatchingLabels{wellknown.LabelConfig: p.Name}); err != nil {
+		return nil, fmt.Errorf("list the Snapshots of %s: %w", p.Name, err)
+	}
+	out := map[string]*snapv1.Snapshot{}
+	taken := func(s *snapv1.Snapshot) time.Time {
+		if t := s.Status.Timing; t != nil && t.StartTime != nil {
+			return t.StartTime.Time
+		}
+		return s.CreationTimestamp.Time
+	}
+	for i := range list.Items {
+		s := &list.Items[i]
+		ph := s.Status.Phase
+		if s.DeletionTimestamp != nil || (ph != snapv1.SnapshotSucceeded && ph != snapv1.SnapshotUnchanged && ph != snapv1.SnapshotDiscovered) ||
+			s.Status.Snapshot == nil || s.Status.Snapshot.KopiaSnapshotID == "" || s.Status.Resolved == nil || s.Status.Resolved.Repository == nil {
+			continue
+		}
+		key := validate.RepoKey(*s.Status.Resolved.Repository, s.Namespace)
+		if cur := out[key]; cur == nil || taken(s).After(taken(cur)) || (taken(s).Equal(taken(cur)) && s.Name > cur.Name) {
+			out[key] = s
+		}
+	}
+	return out, nil
+}
+
+// tierSchedule resolves a tier's cron with the repository's timezone and
+// jitter defaults; nil when the tier has no schedule (request-only).
+func tierSchedule(p *snapv1.SnapshotPolicy, tier string, repo *snapshot.RepositoryObject) (*schedule.Spec, error) {
+	var cs snapv1.CronSpec
+	switch v := p.Spec.Verification; tier {
+	case kernel.Quick:
+		switch {
+		case v.Quick.Schedule != nil:
+			cs = *v.Quick.Schedule
+		case v.Quick.Cron != "":
+			cs = snapv1.CronSpec{Cron: v.Quick.Cron, Jitter: v.Quick.Jitter, Timezone: v.Quick.Timezone}
+		default:
+			return nil, nil
+		}
+	case kernel.Deep:
+		cs = v.Deep.Schedule
+	}
+	if cs.Cron == "" {
+		return nil, nil
+	}
+	var defaults []schedule.Defaults
+	if sd := repo.Spec.ScheduleDefaults; sd != nil {
+		defaults = append(defaults, schedule.Defaults{Timezone: sd.Timezone, Jitter: sd.Jitter})
+	}
+	tz, jitter, _ := schedule.Inherit(cs.Timezone, cs.Jitter, defaults)
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		return nil, fmt.Errorf("timezone %q: %w", tz, err)
+	}
+	var jit time.Duration
+	if jitter != "" {
+		if jit, err = time.ParseDuration(jitter); err != nil {
+			return nil, fmt.Errorf("jitter %q: %w", jitter, err)
+		}
+	}
+	return &schedule.Spec{Cron: cs.Cron, Location: loc, Jitter: jit, Seed: p.Namespace + "/" + p.Name + "/" + tier, UID: string(p.UID) + "/" + tier}, nil
+}
