@@ -126,6 +126,12 @@ func (v view) inside(p string) []entry {
 		if e.key == p && !e.slash {
 			continue
 		}
+		if p != "" && !strings.HasPrefix(e.obj.Key, p+"/") {
+			// S3 files a key by its raw bytes: "/p/x", " p/x" or
+			// "q/../p/x" is not under "p/", whatever its cleaned form says,
+			// so it never joins p's candidate (nor, by its raw form, any other).
+			continue
+		}
 		if !v.all && !e.current {
 			continue
 		}

@@ -84,6 +84,17 @@ func FinalSnapshot(pl Plan, inv Inventory, l Listing, now time.Time) (Plan, erro
 			}
 		default:
 			es := v.inside(c.Prefix)
+			if c.Type == TypeBackup {
+				// A non-empty object named "<backup>/" is a stray at plan
+				// time; it must not join the backup at execution time.
+				kept := es[:0:0]
+				for _, e := range es {
+					if e.key != c.Prefix || e.marker {
+						kept = append(kept, e)
+					}
+				}
+				es = kept
+			}
 			c.Objects = objectsOf(es)
 			p.finalCheck(c, es)
 		}

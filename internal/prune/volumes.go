@@ -231,10 +231,38 @@ func (b *invBuilder) storageProtections(pvByName map[string]PV, sc *StorageClass
 			}
 		}
 	}
-	sort.Slice(b.inv.StorageProtections, func(i, j int) bool {
-		x, y := b.inv.StorageProtections[i], b.inv.StorageProtections[j]
-		return x.Prefix < y.Prefix || x.Prefix == y.Prefix && x.Resource < y.Resource
+	// A PV on the class that is not the Backup PVC's (a user volume, maybe
+	// Released with its claim gone) still holds data at its handle: protect
+	// it whatever the handle's form, and block when it cannot be mapped.
+	for _, pv := range b.in.PVs {
+		if pv.StorageClassName != repo.StorageClass || (pv.ClaimName == repo.BackupPVCName && repo.BackupPVCName != "") {
+			continue
+		}
+		res := "PersistentVolume/" + pv.Name
+		raws := append([]string{pv.VolumeHandle}, csiPrefixes(pv)...)
+		for i, raw := range raws {
+			if i == 0 && raw == "" {
+				b.block("pv %s on the repository's StorageClass has no volume handle, so the prefix it uses is unknown", pv.Name)
+				continue
+			}
+			if p, ok := NormalizeVolumeHandle(raw, repo.Bucket); ok {
+				b.inv.StorageProtections = append(b.inv.StorageProtections, Protection{Prefix: p, Kind: "storage-class-pv", Resource: res})
+			} else {
+				b.block("pv %s: prefix %q cannot be mapped into bucket %s", pv.Name, raw, repo.Bucket)
+			}
+		}
+	}
+	sort.SliceStable(b.inv.StorageProtections, func(i, j int) bool {
+		return b.inv.StorageProtections[i].Prefix < b.inv.StorageProtections[j].Prefix
 	})
+	// A PVC and its PV often name the same prefix; one protection is enough.
+	uniq := b.inv.StorageProtections[:0]
+	for i, pr := range b.inv.StorageProtections {
+		if i == 0 || pr.Prefix != uniq[len(uniq)-1].Prefix {
+			uniq = append(uniq, pr)
+		}
+	}
+	b.inv.StorageProtections = uniq
 }
 
 // csiPrefixes returns the prefixes a csi-s3 volume may use besides its

@@ -1,0 +1,97 @@
+package prune
+
+import (
+	"strings"
+	"testing"
+)
+
+// deletedKeys is every raw key the final snapshot would delete.
+func deletedKeys(t *testing.T, f *fixture) []string {
+	t.Helper()
+	pl := f.plan(t)
+	fin, err := FinalSnapshot(pl, f.inv(), f.listing(), now)
+	if err != nil {
+		t.Fatalf("final snapshot: %v\n%s", err, dump(pl))
+	}
+	var out []string
+	for _, c := range fin.Candidates {
+		if c.State == StateOrphan {
+			for _, o := range c.Objects {
+				out = append(out, o.Key)
+			}
+		}
+	}
+	return out
+}
+
+// Keys are filed by S3 under their raw bytes; a key whose cleaned form
+// lands under an orphan but whose raw form does not must never be deleted
+// with it (2.5, 3.3.4, Conventions: "contains" on every listing result).
+func TestRawKeysNotInNormalFormNeverJoinACandidate(t *testing.T) {
+	f := newFixture()
+	f.put(O+"/app/x", 10, old) // an unowned root: orphan-volume-root
+	odd := []string{"unrelated/../" + O + "/a", "/" + O + "/b", " " + O + "/c", U + "/../" + O + "/d"}
+	for _, k := range odd {
+		f.put(k, 10, old)
+	}
+	// Inside a live backup's prefix, a key that cleans into an orphan sibling.
+	f.backup("b1", func(b *Backup) { b.Path = "/app/" + C + "/pg/b1" })
+	f.manifest(R, R+"/app/"+C+"/pg/b1", "Delete", old, nil)
+	f.put(R+"/app/"+C+"/pg/b1/data", 10, old)
+	f.manifest(R, R+"/app/"+C+"/pg/b2", "Delete", old, nil)
+	f.put(R+"/app/"+C+"/pg/b2/data", 10, old)
+	f.put(R+"/app/"+C+"/pg/b1/../b2/x", 10, old)
+
+	del := deletedKeys(t, f)
+	joined := strings.Join(del, "\n")
+	for _, k := range append(odd, R+"/app/"+C+"/pg/b1/../b2/x") {
+		if strings.Contains("\n"+joined+"\n", "\n"+k+"\n") {
+			t.Errorf("%q (not in normal form) would be deleted:\n%s", k, joined)
+		}
+	}
+	if !strings.Contains(joined, O+"/app/x") || !strings.Contains(joined, R+"/app/"+C+"/pg/b2/data") {
+		t.Errorf("the real orphans must still be deleted:\n%s", joined)
+	}
+}
+
+// A non-empty object named "<backup>/" is ordinary data (2.8): a stray at
+// plan time, it must not join the backup at execution (3.10.2, 5.5).
+func TestSlashNamedObjectStaysAStrayAtExecution(t *testing.T) {
+	f := newFixture()
+	dir := R + "/app/" + C + "/pg/b1"
+	f.manifest(R, dir, "Delete", old, nil)
+	f.put(dir+"/data", 10, old)
+	f.put(dir+"/", 42, old)
+	for _, k := range deletedKeys(t, f) {
+		if k == dir+"/" {
+			t.Fatalf("the non-empty %q object was deleted with its backup without --delete-repository-stray", k)
+		}
+	}
+}
+
+// A user PV on the repository StorageClass protects its handle even when
+// its claim is gone and the handle is not a canonical root (3.4.5, 2.11).
+func TestReleasedUserPVOnTheRepositoryClassProtectsItsHandle(t *testing.T) {
+	f := newFixture()
+	f.in.PVs = append(f.in.PVs, PV{Name: "pv-user", StorageClassName: "sc-repo", Phase: "Released", ClaimNamespace: "app", ClaimName: "user-data",
+		CSIDriver: CSIDriverS3, VolumeHandle: bkt + "/" + R + "/app/" + C})
+	dir := R + "/app/" + C + "/pg/b1"
+	f.manifest(R, dir, "Delete", old, nil)
+	f.put(dir+"/data", 10, old)
+	pl := f.plan(t)
+	for _, c := range pl.Candidates {
+		if c.State == StateOrphan && Overlaps(c.Prefix, dir) {
+			t.Fatalf("data under a user PV's handle is orphan:\n%s", dump(pl))
+		}
+	}
+	if len(pl.Candidates) == 0 {
+		t.Fatal("no candidates at all: the test layout is wrong")
+	}
+
+	// A handle that cannot be mapped blocks execution instead.
+	g := newFixture()
+	g.in.PVs = append(g.in.PVs, PV{Name: "pv-odd", StorageClassName: "sc-repo", Phase: "Released", CSIDriver: CSIDriverS3, VolumeHandle: "gs://elsewhere/x"})
+	if pl := g.plan(t); !pl.Blocked() {
+		t.Fatalf("an unmappable user PV handle must block:\n%s", dump(pl))
+	}
+}
