@@ -25,6 +25,8 @@ type manifestFacts struct {
 	nestedRetain  string
 	deps          []BackupKey
 	identityNames []BackupKey
+	// unreadable: a manifest could not be parsed, so what it names is unknown.
+	unreadable bool
 }
 
 // readManifests reads and validates the directory's manifest and, in volume
@@ -54,6 +56,7 @@ func (p *planner) readManifests(loc backupLoc, es []entry) manifestFacts {
 	if f.main != nil {
 		m, err := p.readManifest(*f.main)
 		f.m = m
+		f.unreadable = f.unreadable || err != nil
 		f.absorb(m, loc.key.Namespace)
 		if f.invalid == nil && err != nil {
 			f.invalid = err
@@ -64,6 +67,7 @@ func (p *planner) readManifests(loc backupLoc, es []entry) manifestFacts {
 	}
 	for _, e := range nested {
 		m, err := p.readManifest(e)
+		f.unreadable = f.unreadable || err != nil
 		f.absorb(m, loc.key.Namespace)
 		if err == nil {
 			err = validateManifest(m, place)
@@ -130,7 +134,7 @@ func (p *planner) evalBackup(loc backupLoc, es []entry) Candidate {
 			c.Backup = f.m.Key()
 		}
 	}
-	c.Dependencies = f.deps
+	c.Dependencies, c.depsUnknown = f.deps, f.unreadable
 	c.ContainedBackups = appendKeys([]BackupKey{c.Backup}, f.identityNames...)
 	c.State, c.Reason = p.backupRules(&c, loc, f)
 	return c

@@ -95,3 +95,19 @@ func TestReleasedUserPVOnTheRepositoryClassProtectsItsHandle(t *testing.T) {
 		t.Fatalf("an unmappable user PV handle must block:\n%s", dump(pl))
 	}
 }
+
+// An unreadable manifest may name any backup of its cluster as its parent
+// or base; unknown is not "none" (1.4), so its siblings stay.
+func TestUnreadableManifestProtectsItsClusterSiblings(t *testing.T) {
+	f := newFixture()
+	cluster := R + "/app/" + C
+	f.rawManifest(cluster+"/pg/broken/"+DefaultManifestName, []byte("{"), old)
+	f.put(cluster+"/pg/broken/data", 10, old)
+	f.manifest(R, cluster+"/pg/full", "Delete", old, nil)
+	f.put(cluster+"/pg/full/data", 10, old)
+	f.manifest(R, R+"/app/"+C2+"/pg/other", "Delete", old, nil)
+	f.put(R+"/app/"+C2+"/pg/other/data", 10, old)
+	pl := f.plan(t)
+	wantState(t, mustFind(t, pl, TypeBackup, cluster+"/pg/full"), StateDependency, "cannot be read")
+	wantState(t, mustFind(t, pl, TypeBackup, R+"/app/"+C2+"/pg/other"), StateOrphan, "")
+}

@@ -156,6 +156,9 @@ type Candidate struct {
 	// dependency fixed point (3.8.4).
 	ContainedBackups []BackupKey `json:"-"`
 	Dependencies     []BackupKey `json:"-"`
+	// depsUnknown: a manifest of this backup could not be parsed, so the
+	// parent or base it names is unknown.
+	depsUnknown bool
 }
 
 // Eligible reports whether the candidate is in the deletable state.
