@@ -179,6 +179,17 @@ spec:
 	}
 	defer r.Close(ctx)
 	sameRestore(t, r, s.Status.Snapshot.KopiaSnapshotID, src)
+
+	// A Restore reads it back from the bucket by identity, as a user who
+	// only knows the kopia identity would.
+	id := s.Status.Snapshot.Identity
+	kubectl(t, restoreOf(ns, "by-identity", fmt.Sprintf("{identity: {username: %s, hostname: %s, sourcePath: %s}}", id.Username, id.Hostname, id.SourcePath),
+		"{pvc: {name: from-s3, capacity: 1Gi}}\n  repository: {name: primary}"), 0, "apply", "-f", "-")
+	rs := waitRestore(t, ns, "by-identity", snapv1.RestoreCompleted)
+	if rs.Status.SourceKind != "identity" || rs.Status.Resolved == nil || rs.Status.Resolved.KopiaSnapshotID != s.Status.Snapshot.KopiaSnapshotID {
+		t.Errorf("identity restore resolved %+v", rs.Status.Resolved)
+	}
+	sameFiles(t, tree(t, src), tree(t, env.Functions.Node.PVCDir(ns, "from-s3")), true)
 }
 
 func TestUnchangedWithIgnoreIdenticalSnapshots(t *testing.T) {
