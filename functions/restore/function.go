@@ -18,6 +18,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/cloudevents/sdk-go/v2/event"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -78,6 +79,18 @@ func (f *Function) handleRef(ctx context.Context, ref events.ObjectRef) error {
 	case gk.Group == snapv1.GroupVersion.Group && gk.Kind == "Snapshot":
 		// A restore may be waiting for this Snapshot (or any of its policy).
 		return f.resyncNamespace(ctx, ref.Namespace)
+	case gk.Group == "" && gk.Kind == "PersistentVolumeClaim":
+		// A PVC naming a Restore in dataSourceRef asks to be populated.
+		var p corev1.PersistentVolumeClaim
+		if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &p); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		if ds := p.Spec.DataSourceRef; ds != nil && namesRestore(&p, ds.Name) {
+			return f.Reconcile(ctx, p.Namespace, ds.Name)
+		}
+		if r := p.Labels[wellknown.LabelRestore]; r != "" {
+			return f.Reconcile(ctx, p.Namespace, r) // a prime PVC bound
+		}
 	case gk.Group == "batch" && gk.Kind == "Job":
 		var j batchv1.Job
 		if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &j); err != nil {

@@ -32,7 +32,7 @@ func (f *Function) build(rs *snapv1.Restore, res *resolution, repo *snapshot.Rep
 		return nil, nil, false, err
 	}
 	rw := &mover.RestoreWork{SnapshotID: res.snapshotID, Query: res.query, OnMissing: string(restoreplan.OnMissing(rs)),
-		WaitTimeoutSeconds: int64(wait / time.Second), Options: restoreplan.Options(rs.Spec.Options)}
+		WaitTimeoutSeconds: int64(wait / time.Second), Options: restoreplan.Options(rs.Spec.Options), Nothing: res.missing}
 	spec := mover.WorkSpec{Operation: mover.OpRestore, Target: mover.Target{Kind: "Restore", Namespace: rs.Namespace, Name: rs.Name, UID: string(rs.UID)},
 		Repository: work, Restore: rw}
 	mv := inherit(rs.Spec.Mover, res.recorded)

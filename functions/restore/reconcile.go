@@ -69,9 +69,8 @@ func (f *Function) start(ctx context.Context, rs *snapv1.Restore, jobName string
 	if res := validate.Restore(rs, validate.Options{}); !res.OK() {
 		return f.fail(ctx, rs, ReasonInvalidSpec, fmt.Sprintf("the Restore is invalid: %v", res.Errs))
 	}
-	t := rs.Spec.Target
-	if t.PVC == nil && t.PVCRef == nil {
-		return f.fail(ctx, rs, ReasonUnsupported, "snapflow restores into a PVC: use spec.target.pvc (a new PVC) or spec.target.pvcRef (an existing one); target.populator and target.streamExec are not supported yet")
+	if rs.Spec.Target.StreamExec != nil {
+		return f.fail(ctx, rs, ReasonUnsupported, "snapflow restores into a PVC: use spec.target.pvc (a new PVC), spec.target.pvcRef (an existing one) or spec.target.populator (a PVC naming this Restore in dataSourceRef); target.streamExec is not supported yet")
 	}
 	out, err := f.pinned(ctx, rs)
 	if err != nil {
@@ -92,7 +91,7 @@ func (f *Function) start(ctx context.Context, rs *snapv1.Restore, jobName string
 			return f.fail(ctx, rs, "RepositoryNotAllowed", msg)
 		}
 	}
-	pvc, reason, msg, err := f.target(ctx, rs)
+	tgt, reason, msg, err := f.target(ctx, rs)
 	if err != nil || reason != "" {
 		if err == nil {
 			if reason == ReasonTargetConflict {
@@ -102,9 +101,12 @@ func (f *Function) start(ctx context.Context, rs *snapv1.Restore, jobName string
 		}
 		return err
 	}
-	if res.missing != "" {
+	pvc := tgt.mount
+	if res.missing != "" && rs.Spec.Target.Populator == nil {
 		return f.completeEmpty(ctx, rs, res, pvc)
 	}
+	// A populated PVC with nothing to restore still needs its volume: the
+	// mover runs, writes nothing, and the empty prime is handed over.
 	repo, err := snapshot.GetRepository(ctx, f.Client, f.Namespace, res.repo, rs.Namespace)
 	if apierrors.IsNotFound(err) {
 		return f.hold(ctx, rs, ReasonWaitingForRepository, fmt.Sprintf("%s %s does not exist; the restore starts once it exists and is Ready", res.repo.Kind, res.repo.Name))
@@ -144,7 +146,7 @@ func (f *Function) start(ctx context.Context, rs *snapv1.Restore, jobName string
 		if res.snapshotID == "" {
 			st.Phase = snapv1.RestoreResolving
 		}
-		st.Target = &snapv1.RestoreTargetStatus{PVCRef: pvc}
+		st.Target = tgt.status.DeepCopy()
 		st.ObservedGeneration = gen
 		msg := "restore in progress (job " + jobName + ")"
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonMoverStarted, Message: msg, ObservedGeneration: gen})
@@ -192,9 +194,36 @@ func pin(st *snapv1.RestoreStatus, rs *snapv1.Restore, res *resolution, now time
 	}
 }
 
-// target makes sure the PVC to restore into exists and returns its name; a
-// reason says why the restore waits (or, for a conflict, fails).
-func (f *Function) target(ctx context.Context, rs *snapv1.Restore) (string, string, string, error) {
+// targetPlan is the PVC the mover writes into and what status reports.
+type targetPlan struct {
+	mount  string
+	status snapv1.RestoreTargetStatus
+}
+
+// target makes sure the PVC to restore into exists; a reason says why the
+// restore waits (or, for a conflict, fails).
+func (f *Function) target(ctx context.Context, rs *snapv1.Restore) (*targetPlan, string, string, error) {
+	t := rs.Spec.Target
+	if t.Populator != nil {
+		user, reason, msg, err := f.populated(ctx, rs)
+		if err != nil || reason != "" {
+			return nil, reason, msg, err
+		}
+		prime, err := f.ensurePrime(ctx, rs, user)
+		if err != nil {
+			return nil, "", "", err
+		}
+		return &targetPlan{mount: prime, status: snapv1.RestoreTargetStatus{PVCPrime: prime, PVCRef: user.Name}}, "", "", nil
+	}
+	name, reason, msg, err := f.ownTarget(ctx, rs)
+	if err != nil || reason != "" {
+		return nil, reason, msg, err
+	}
+	return &targetPlan{mount: name, status: snapv1.RestoreTargetStatus{PVCRef: name}}, "", "", nil
+}
+
+// ownTarget is target.pvcRef (which must exist) or target.pvc (created).
+func (f *Function) ownTarget(ctx context.Context, rs *snapv1.Restore) (string, string, string, error) {
 	t := rs.Spec.Target
 	if t.PVCRef != nil {
 		var pvc corev1.PersistentVolumeClaim
@@ -331,6 +360,11 @@ func finalized(rs *snapv1.Restore) bool {
 // finalize publishes a finished restore: the work spec goes, the CloudEvent
 // and a Kubernetes Event go out, and Ready tells the outcome.
 func (f *Function) finalize(ctx context.Context, rs *snapv1.Restore) error {
+	if rs.Spec.Target.Populator != nil && rs.Status.Phase == snapv1.RestoreCompleted {
+		if done, err := f.handOver(ctx, rs); err != nil || !done {
+			return err
+		}
+	}
 	cm := &corev1.ConfigMap{}
 	cm.Namespace, cm.Name = rs.Namespace, moverjob.Name(rs.Name, string(rs.UID))
 	if err := f.Client.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {

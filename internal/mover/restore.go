@@ -32,6 +32,13 @@ const defaultPollInterval = 15 * time.Second
 
 func runRestore(ctx context.Context, o Options, start time.Time, open kopia.OpenOptions) (string, error) {
 	w := o.Spec.Restore
+	if w.Nothing != "" {
+		msg := "nothing restored: " + w.Nothing + " (onMissingSnapshot: Continue)"
+		if err := o.Reporter.RestoreDone(ctx, RestoreResult{Start: start, End: o.Now(), Message: msg}); err != nil {
+			return "", fmt.Errorf("report the result: %w", err)
+		}
+		return msg, nil
+	}
 	r, err := kopia.Open(ctx, open)
 	if err != nil {
 		return "", err

@@ -94,6 +94,10 @@ type RestoreWork struct {
 	// WaitTimeoutSeconds is how long to poll for a snapshot to appear.
 	WaitTimeoutSeconds int64                `json:"waitTimeoutSeconds,omitempty"`
 	Options            kopia.RestoreOptions `json:"options"`
+	// Nothing says the function found nothing to restore (onMissingSnapshot:
+	// Continue) and why; the mover only mounts the target, so a populated
+	// volume gets provisioned empty.
+	Nothing string `json:"nothing,omitempty"`
 }
 
 // VerifyWork is one verification of one snapshot in one repository.
@@ -146,7 +150,7 @@ func Parse(b []byte) (*WorkSpec, error) {
 			return nil, fmt.Errorf("work spec: operation delete needs at least one member")
 		}
 	case OpRestore:
-		if w.Restore == nil || (w.Restore.SnapshotID == "" && w.Restore.Query == nil) {
+		if w.Restore == nil || (w.Restore.SnapshotID == "" && w.Restore.Query == nil && w.Restore.Nothing == "") {
 			return nil, fmt.Errorf("work spec: operation restore needs a restore section with a snapshotID or a query")
 		}
 	case OpVerify:

@@ -373,3 +373,79 @@ func TestRestoreCommand(t *testing.T) {
 		t.Errorf("a restore without a target should say how to name one; exit %d:\n%s", code, stderr)
 	}
 }
+
+func TestRestorePopulatesAPVCThatNamesIt(t *testing.T) {
+	const ns = "restore-populator"
+	ctx := testContext(t)
+	backupNamespace(t, ns, 4, "")
+	kubectl(t, policy(ns, "app", ""), 0, "apply", "-f", "-")
+	kubectl(t, policy(ns, "never-ran", ""), 0, "apply", "-f", "-")
+	kubectl(t, snapshotOf(ns, "s1", "app"), 0, "apply", "-f", "-")
+	waitSnapshot(t, ns, "s1", snapv1.SnapshotSucceeded)
+	want := tree(t, env.Functions.Node.PVCDir(ns, "app-data"))
+
+	populated := func(pvc, restore string) []byte {
+		return []byte(fmt.Sprintf(`
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: %s, namespace: %s}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+  dataSourceRef: {apiGroup: kopiur.home-operations.com, kind: Restore, name: %s}
+`, pvc, ns, restore))
+	}
+	// The Restore first, then the PVC: the restore waits for it.
+	kubectl(t, restoreOf(ns, "populate", "{fromPolicy: {name: app}}", "{populator: {}}"), 0, "apply", "-f", "-")
+	eventually(t, func() error {
+		var rs snapv1.Restore
+		if err := env.Client.Get(ctx, clientKey(ns, "populate"), &rs); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(rs.Status.Conditions, wellknown.ConditionReady); c == nil || c.Reason != "TargetNotFound" || !strings.Contains(c.Message, "dataSourceRef") {
+			return fmt.Errorf("conditions %+v, want TargetNotFound naming dataSourceRef", rs.Status.Conditions)
+		}
+		return nil
+	})
+	kubectl(t, populated("app-clone", "populate"), 0, "apply", "-f", "-")
+	rs := waitRestore(t, ns, "populate", snapv1.RestoreCompleted)
+	if tg := rs.Status.Target; tg == nil || tg.PVCRef != "app-clone" || tg.PVCPrime == "" {
+		t.Fatalf("status.target %+v, want the prime and the populated PVC", rs.Status.Target)
+	}
+	var pvc corev1.PersistentVolumeClaim
+	if err := env.Client.Get(ctx, clientKey(ns, "app-clone"), &pvc); err != nil {
+		t.Fatal(err)
+	}
+	if pvc.Status.Phase != corev1.ClaimBound || pvc.Spec.VolumeName == "" {
+		t.Fatalf("the populated PVC is %s (volume %q), want Bound", pvc.Status.Phase, pvc.Spec.VolumeName)
+	}
+	dir, err := env.Functions.Node.VolumeDir(ctx, ns, "app-clone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameFiles(t, want, tree(t, dir), true)
+	eventually(t, func() error {
+		var prime corev1.PersistentVolumeClaim
+		if err := env.Client.Get(ctx, clientKey(ns, rs.Status.Target.PVCPrime), &prime); err == nil {
+			return fmt.Errorf("the prime PVC %s is still there", prime.Name)
+		}
+		return nil
+	})
+
+	// Nothing to restore (the policy never ran): the PVC still gets a volume, empty.
+	kubectl(t, restoreOf(ns, "fresh", "{fromPolicy: {name: never-ran}}", "{populator: {}}"), 0, "apply", "-f", "-")
+	kubectl(t, populated("fresh-data", "fresh"), 0, "apply", "-f", "-")
+	fresh := waitRestore(t, ns, "fresh", snapv1.RestoreCompleted)
+	if fresh.Status.Resolved == nil || fresh.Status.Resolved.Resolution != "NoSnapshot" {
+		t.Errorf("resolved %+v, want NoSnapshot", fresh.Status.Resolved)
+	}
+	eventually(t, func() error {
+		if err := env.Client.Get(ctx, clientKey(ns, "fresh-data"), &pvc); err != nil {
+			return err
+		}
+		if pvc.Status.Phase != corev1.ClaimBound {
+			return fmt.Errorf("fresh-data is %s", pvc.Status.Phase)
+		}
+		return nil
+	})
+}

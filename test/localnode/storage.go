@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -53,13 +54,28 @@ func (n *Node) syncStorage(ctx context.Context) {
 		}
 	}
 	n.freePVs(ctx, pvcs.Items)
+	// A volume's data lives as long as its claim or its PV: a PV handed to
+	// another claim (a populator's rebind) keeps the directory it was
+	// provisioned with.
+	var pvs corev1.PersistentVolumeList
+	if err := n.o.Client.List(ctx, &pvs); err != nil {
+		return
+	}
 	n.freeDeleted(filepath.Join(n.o.Root, "pvc"), func(ns, name string) bool {
 		for _, p := range pvcs.Items {
 			if p.Namespace == ns && p.Name == name {
 				return true
 			}
 		}
-		return false
+		for _, pv := range pvs.Items {
+			if pv.Spec.CSI != nil && pv.Spec.CSI.Driver == Driver && pv.Spec.CSI.VolumeHandle == ns+"/"+name {
+				return true
+			}
+		}
+		// The lists above may predate a PVC created since (and already
+		// written to by a test): ask again before removing anything.
+		var live corev1.PersistentVolumeClaim
+		return n.o.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &live) == nil
 	})
 }
 
@@ -131,7 +147,9 @@ func (n *Node) provision(ctx context.Context, p *corev1.PersistentVolumeClaim) e
 			return err
 		}
 	default:
-		return nil // a volume populator's job, not the driver's
+		// A volume populator's job, not the driver's. Once the populator
+		// hands over a PV claimed for this PVC, bind as the PV controller would.
+		return n.bindHandedOver(ctx, p)
 	}
 	// Bind as a dynamic provisioner would: a PV for the claim, so volume
 	// policies see the storage class, capacity and CSI driver on the PV.
@@ -170,6 +188,47 @@ func (n *Node) provision(ctx context.Context, p *corev1.PersistentVolumeClaim) e
 		return err
 	}
 	return nil
+}
+
+// bindHandedOver binds p to a PV whose claimRef names p's UID.
+func (n *Node) bindHandedOver(ctx context.Context, p *corev1.PersistentVolumeClaim) error {
+	var pvs corev1.PersistentVolumeList
+	if err := n.o.Client.List(ctx, &pvs); err != nil {
+		return err
+	}
+	for _, pv := range pvs.Items {
+		if pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID != p.UID {
+			continue
+		}
+		p.Spec.VolumeName = pv.Name
+		if err := n.o.Client.Update(ctx, p); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		p.Status.Phase, p.Status.AccessModes, p.Status.Capacity = corev1.ClaimBound, pv.Spec.AccessModes, pv.Spec.Capacity
+		if err := n.o.Client.Status().Update(ctx, p); err != nil && !apierrors.IsConflict(err) {
+			return err
+		}
+		return nil
+	}
+	return nil
+}
+
+// VolumeDir is the directory holding a bound PVC's data: its PV's, which
+// is where the PVC was provisioned unless a populator handed the PV over.
+func (n *Node) VolumeDir(ctx context.Context, namespace, name string) (string, error) {
+	var p corev1.PersistentVolumeClaim
+	if err := n.o.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &p); err != nil {
+		return "", err
+	}
+	if p.Spec.VolumeName != "" {
+		var pv corev1.PersistentVolume
+		if err := n.o.Client.Get(ctx, client.ObjectKey{Name: p.Spec.VolumeName}, &pv); err == nil && pv.Spec.CSI != nil && pv.Spec.CSI.Driver == Driver {
+			if ns, nm, ok := strings.Cut(pv.Spec.CSI.VolumeHandle, "/"); ok {
+				return n.PVCDir(ns, nm), nil
+			}
+		}
+	}
+	return n.PVCDir(namespace, name), nil
 }
 
 // Driver is the CSI driver name the local node's volumes carry.

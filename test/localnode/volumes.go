@@ -21,7 +21,10 @@ func (n *Node) volumes(ctx context.Context, ns string, vols []corev1.Volume, wor
 			if err := n.o.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: v.PersistentVolumeClaim.ClaimName}, &pvc); err != nil {
 				return nil, fmt.Errorf("volume %s: PVC %s: %w", v.Name, v.PersistentVolumeClaim.ClaimName, err)
 			}
-			dir := n.PVCDir(ns, pvc.Name)
+			dir, err := n.VolumeDir(ctx, ns, pvc.Name)
+			if err != nil {
+				return nil, fmt.Errorf("volume %s: %w", v.Name, err)
+			}
 			if err := ensureDir(dir); err != nil {
 				return nil, err
 			}

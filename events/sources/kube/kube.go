@@ -17,6 +17,7 @@ import (
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/go-logr/logr"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -35,7 +36,11 @@ var DefaultKinds = []schema.GroupVersionKind{
 	snapv1.GroupVersion.WithKind("Repository"),
 	snapv1.GroupVersion.WithKind("ClusterRepository"),
 	snapv1.GroupVersion.WithKind("SnapshotPolicy"),
+	snapv1.GroupVersion.WithKind("SnapshotSchedule"),
+	snapv1.GroupVersion.WithKind("Restore"),
 	batchv1.SchemeGroupVersion.WithKind("Job"),
+	// PVCs naming a Restore in dataSourceRef start a populator restore.
+	corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim"),
 }
 
 // Options configure the source.
