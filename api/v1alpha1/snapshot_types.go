@@ -104,6 +104,10 @@ type SnapshotRecord struct {
 	KopiaSnapshotID string `json:"kopiaSnapshotID,omitempty"`
 	// +optional
 	Identity *Identity `json:"identity,omitempty"`
+	// Pinned says whether the kopia snapshot carries snapflow's pin, so
+	// spec.pin and kopia agree (a snapflow extension).
+	// +optional
+	Pinned *bool `json:"pinned,omitempty"`
 }
 
 // SnapshotStats are kopia's upload statistics.

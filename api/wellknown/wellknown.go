@@ -91,6 +91,9 @@ const (
 	ConditionTimezoneDefaultAmbiguous = "TimezoneDefaultAmbiguous"
 	ConditionFanoutCapped             = "FanoutCapped"
 	ConditionReplacementHeld          = "ReplacementHeld"
+	// ConditionKopiaPinned is False on a Snapshot whose kopia pin could not be
+	// brought in line with spec.pin.
+	ConditionKopiaPinned = "KopiaPinned"
 	// ConditionVerified on a SnapshotPolicy tells the last verification's outcome.
 	ConditionVerified = "Verified"
 )

@@ -129,7 +129,7 @@ func (f *Function) Resync(ctx context.Context) error {
 		return fmt.Errorf("list snapshots: %w", err)
 	}
 	for _, s := range snaps.Items {
-		if s.Status.Phase.IsTerminal() && finalized(&s) {
+		if s.Status.Phase.IsTerminal() && finalized(&s) && pinInSync(&s) {
 			continue
 		}
 		errs = append(errs, f.ReconcileSnapshot(ctx, s.Namespace, s.Name))

@@ -48,7 +48,7 @@ func (f *Function) ReconcileSnapshot(ctx context.Context, ns, name string) error
 	}
 	if s.Status.Phase.IsTerminal() {
 		if s.Status.Phase == snapv1.SnapshotDiscovered || finalized(&s) {
-			return nil
+			return f.syncPin(ctx, &s)
 		}
 		return f.finalize(ctx, &s)
 	}

@@ -55,7 +55,7 @@ work spec. It exits non-zero when the operation fails, after recording why.`,
 				if err != nil {
 					return err
 				}
-				target = &mover.KubeReporter{Client: c, Target: spec.Target, Delete: spec.Delete, Verify: spec.Verify, LogTail: tail.String}
+				target = &mover.KubeReporter{Client: c, Target: spec.Target, Delete: spec.Delete, Verify: spec.Verify, Pin: spec.Pin, LogTail: tail.String}
 			}
 			rep := &loggingReporter{Reporter: target, w: logw}
 			err = mover.Run(cmd.Context(), mover.Options{

@@ -79,3 +79,8 @@ func (l *loggingReporter) VerifyDone(ctx context.Context, r mover.VerifyReport) 
 	fmt.Fprintf(l.w, "mover: verification %s: %s\n", verdict, r.Message)
 	return l.Reporter.VerifyDone(ctx, r)
 }
+
+func (l *loggingReporter) PinDone(ctx context.Context, oldID, newID string, pinned bool) error {
+	fmt.Fprintf(l.w, "mover: kopia snapshot %s is now %s (pinned=%v)\n", oldID, newID, pinned)
+	return l.Reporter.PinDone(ctx, oldID, newID, pinned)
+}

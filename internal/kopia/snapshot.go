@@ -100,6 +100,9 @@ type SnapshotResult struct {
 	Incomplete string
 	// IgnoredErrors counts file errors the policy chose to tolerate.
 	IgnoredErrors int64
+	// Pinned says whether the saved (or, when Unchanged, the previous)
+	// snapshot carries snapflow's pin.
+	Pinned bool
 }
 
 // Snapshot uploads req.Dir as a snapshot of req.Source.
@@ -159,6 +162,7 @@ func (r *Repo) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResul
 		if req.Pin {
 			man.UpdatePins([]string{pinSnapflow}, nil)
 		}
+		res.Pinned = req.Pin
 		res.Start, res.End = man.StartTime.ToTime(), man.EndTime.ToTime()
 		res.Incomplete = man.IncompleteReason
 		res.Stats = prog.stats(man)
@@ -172,6 +176,7 @@ func (r *Repo) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResul
 			res.Stats.FilesNew, res.Stats.FilesModified = splitNewModified(ctx, w, previous[0], prog.hashedPaths())
 			if req.Policy.IgnoreIdenticalSnapshots && previous[0].RootObjectID() == man.RootObjectID() {
 				res.Unchanged, res.ID = true, string(previous[0].ID)
+				res.Pinned = len(previous[0].Pins) > 0
 				return nil
 			}
 		}

@@ -23,6 +23,7 @@ type FileReport struct {
 	Restored        *RestoreResult      `json:"restored,omitempty"`
 	RestoreProgress *kopia.RestoreStats `json:"restoreProgress,omitempty"`
 	Verified        *VerifyReport       `json:"verified,omitempty"`
+	PinnedID        string              `json:"pinnedID,omitempty"`
 }
 
 // FileReporter writes reports to a JSON file instead of an object's status:
@@ -99,6 +100,15 @@ func (f *FileReporter) VerifyDone(_ context.Context, res VerifyReport) error {
 		r.Phase, r.Verified = "Passed", &res
 		if !res.Passed {
 			r.Phase = "Failed"
+		}
+	})
+}
+
+func (f *FileReporter) PinDone(_ context.Context, _, newID string, pinned bool) error {
+	return f.write(func(r *FileReport) {
+		r.Phase, r.PinnedID = "Unpinned", newID
+		if pinned {
+			r.Phase = "Pinned"
 		}
 	})
 }

@@ -78,6 +78,9 @@ type Reporter interface {
 	RestoreProgress(ctx context.Context, st kopia.RestoreStats) error
 	RestoreDone(ctx context.Context, r RestoreResult) error
 	VerifyDone(ctx context.Context, r VerifyReport) error
+	// PinDone records the kopia snapshot's new id (kopia rewrites the
+	// manifest) and whether it is pinned.
+	PinDone(ctx context.Context, oldID, newID string, pinned bool) error
 	Failed(ctx context.Context, f Failure, at time.Time) error
 }
 
@@ -181,6 +184,25 @@ func run(ctx context.Context, o Options, start time.Time) (string, error) {
 
 	case OpVerify:
 		return runVerify(ctx, o, open)
+
+	case OpPin:
+		r, err := kopia.Open(ctx, open)
+		if err != nil {
+			return "", err
+		}
+		defer r.Close(ctx)
+		id, err := r.SetPin(ctx, w.Pin.SnapshotID, w.Pin.Pin)
+		if err != nil {
+			return "", err
+		}
+		if err := o.Reporter.PinDone(ctx, w.Pin.SnapshotID, id, w.Pin.Pin); err != nil {
+			return "", fmt.Errorf("report the result: %w", err)
+		}
+		verb := "pinned"
+		if !w.Pin.Pin {
+			verb = "unpinned"
+		}
+		return fmt.Sprintf("%s kopia snapshot %s (now %s)", verb, w.Pin.SnapshotID, id), nil
 
 	case OpSnapshot:
 		s := w.Snapshot

@@ -39,6 +39,8 @@ type KubeReporter struct {
 	Delete *DeleteWork
 	// Verify is set for a verification run: results go to the policy.
 	Verify *VerifyWork
+	// Pin is set for a pin run, which works on a finished Snapshot.
+	Pin *PinWork
 	// LogTail returns the last lines of the mover's log for status.logTail.
 	LogTail func() string
 }
@@ -128,7 +130,7 @@ func (k *KubeReporter) DeleteDone(ctx context.Context, results []MemberResult) e
 
 // Started marks the run as Running, or refuses when it already finished.
 func (k *KubeReporter) Started(ctx context.Context, at time.Time) error {
-	if k.Delete != nil {
+	if k.Delete != nil || k.Pin != nil {
 		return nil
 	}
 	if k.isRestore() {
@@ -190,7 +192,7 @@ func (k *KubeReporter) SnapshotDone(ctx context.Context, r Result) error {
 			s.Status.Phase = snapv1.SnapshotUnchanged
 			reason, msg = "Unchanged", fmt.Sprintf("nothing changed since kopia snapshot %s, so no new snapshot was saved", res.ID)
 		}
-		s.Status.Snapshot = &snapv1.SnapshotRecord{KopiaSnapshotID: res.ID,
+		s.Status.Snapshot = &snapv1.SnapshotRecord{KopiaSnapshotID: res.ID, Pinned: ptr(res.Pinned),
 			Identity: &snapv1.Identity{Username: r.Source.Username, Hostname: r.Source.Hostname, SourcePath: r.Source.Path}}
 		st := res.Stats
 		s.Status.Stats = &snapv1.SnapshotStats{SizeBytes: &st.SizeBytes, BytesNew: &st.BytesNew, FilesNew: &st.FilesNew,
@@ -243,6 +245,9 @@ func (k *KubeReporter) Failed(ctx context.Context, f Failure, at time.Time) erro
 	if k.isRestore() {
 		return k.restoreFailed(ctx, f, at, tail)
 	}
+	if k.Pin != nil {
+		return k.pinFailed(ctx, f)
+	}
 	if k.isPolicy() {
 		return k.verifyFailed(ctx, f, at)
 	}
@@ -291,3 +296,24 @@ func setEnd(s *snapv1.Snapshot, end time.Time) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// PinDone moves the Snapshot to the rewritten kopia manifest.
+func (k *KubeReporter) PinDone(ctx context.Context, oldID, newID string, pinned bool) error {
+	return k.updateSnapshot(ctx, func(s *snapv1.Snapshot) error {
+		if s.Status.Snapshot == nil || s.Status.Snapshot.KopiaSnapshotID != oldID {
+			return nil // already moved by an earlier attempt
+		}
+		s.Status.Snapshot.KopiaSnapshotID, s.Status.Snapshot.Pinned = newID, ptr(pinned)
+		meta.RemoveStatusCondition(&s.Status.Conditions, wellknown.ConditionKopiaPinned)
+		return nil
+	})
+}
+
+func (k *KubeReporter) pinFailed(ctx context.Context, f Failure) error {
+	return k.updateSnapshot(ctx, func(s *snapv1.Snapshot) error {
+		msg := fmt.Sprintf("setting the kopia pin to %v failed (%s): %s", k.Pin.Pin, f.Class, f.Message)
+		meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: wellknown.ConditionKopiaPinned, Status: metav1.ConditionFalse,
+			Reason: f.Class, Message: msg, ObservedGeneration: s.Generation})
+		return nil
+	})
+}

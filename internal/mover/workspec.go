@@ -24,6 +24,7 @@ const (
 	OpDelete    = "delete"
 	OpRestore   = "restore"
 	OpVerify    = "verify"
+	OpPin       = "pin"
 )
 
 // Environment variables the mover reads its secrets from.
@@ -116,6 +117,12 @@ type VerifyWork struct {
 	SuccessExpr         string              `json:"successExpr,omitempty"`
 }
 
+// PinWork pins or unpins one kopia snapshot to match spec.pin.
+type PinWork struct {
+	SnapshotID string `json:"snapshotID"`
+	Pin        bool   `json:"pin"`
+}
+
 // WorkSpec is one mover run.
 type WorkSpec struct {
 	Operation  string        `json:"operation"`
@@ -125,6 +132,7 @@ type WorkSpec struct {
 	Delete     *DeleteWork   `json:"delete,omitempty"`
 	Restore    *RestoreWork  `json:"restore,omitempty"`
 	Verify     *VerifyWork   `json:"verify,omitempty"`
+	Pin        *PinWork      `json:"pin,omitempty"`
 	// Cache sizes in MiB; 0 takes kopia's defaults.
 	ContentCacheMB  int64 `json:"contentCacheMb,omitempty"`
 	MetadataCacheMB int64 `json:"metadataCacheMb,omitempty"`
@@ -157,8 +165,12 @@ func Parse(b []byte) (*WorkSpec, error) {
 		if w.Verify == nil || w.Verify.SnapshotID == "" || (w.Verify.Tier != "quick" && w.Verify.Tier != "deep") {
 			return nil, fmt.Errorf("work spec: operation verify needs a verify section with a snapshotID and tier quick or deep")
 		}
+	case OpPin:
+		if w.Pin == nil || w.Pin.SnapshotID == "" {
+			return nil, fmt.Errorf("work spec: operation pin needs a pin section with a snapshotID")
+		}
 	default:
-		return nil, fmt.Errorf("work spec: unknown operation %q (want %s, %s, %s, %s or %s)", w.Operation, OpSnapshot, OpBootstrap, OpDelete, OpRestore, OpVerify)
+		return nil, fmt.Errorf("work spec: unknown operation %q (want %s, %s, %s, %s, %s or %s)", w.Operation, OpSnapshot, OpBootstrap, OpDelete, OpRestore, OpVerify, OpPin)
 	}
 	if w.Repository.Backend.Kind() == "" {
 		return nil, fmt.Errorf("work spec: repository.backend names no supported backend")

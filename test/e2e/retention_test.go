@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
+	"github.com/snapflow/snapflow/internal/kopia"
 )
 
 // keepLatest 2 over four runs: after the fourth succeeds, retention prunes
@@ -70,5 +72,53 @@ func TestRetentionPrunesAndDeletesKopiaData(t *testing.T) {
 	ev := kubectl(t, nil, 0, "-n", ns, "get", "events", "--field-selector", "reason=RetentionPruned", "-o", "jsonpath={.items[*].message}").Stdout
 	if !strings.Contains(ev, "r2") {
 		t.Errorf("the policy should carry a RetentionPruned event naming r2: %q", ev)
+	}
+}
+
+func TestSpecPinPinsAndUnpinsInKopia(t *testing.T) {
+	const ns = "pin-kopia"
+	ctx := testContext(t)
+	backupNamespace(t, ns, 2, "")
+	kubectl(t, policy(ns, "app", ""), 0, "apply", "-f", "-")
+	kubectl(t, snapshotOf(ns, "s1", "app"), 0, "apply", "-f", "-")
+	s := waitSnapshot(t, ns, "s1", snapv1.SnapshotSucceeded)
+	if p := s.Status.Snapshot.Pinned; p == nil || *p {
+		t.Fatalf("status.snapshot.pinned = %v, want false", p)
+	}
+	kopiaPinned := func(id string) bool {
+		r, err := kopia.Open(ctx, kopia.OpenOptions{Backend: kopia.Backend{Filesystem: &kopia.FilesystemBackend{
+			Path: filepath.Join(env.Functions.Node.PVCDir(ns, "kopia-repo"), "repository")}}, Password: "correct-horse", ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close(ctx)
+		info, err := r.Get(ctx, id)
+		if err != nil {
+			t.Fatalf("kopia snapshot %s: %v", id, err)
+		}
+		return info.Pinned
+	}
+	waitPinned := func(want bool) string {
+		var id string
+		eventually(t, func() error {
+			var cur snapv1.Snapshot
+			if err := env.Client.Get(ctx, clientKey(ns, "s1"), &cur); err != nil {
+				return err
+			}
+			rec := cur.Status.Snapshot
+			if rec.Pinned == nil || *rec.Pinned != want {
+				return fmt.Errorf("status.snapshot %+v, want pinned=%v (conditions %+v)", rec, want, cur.Status.Conditions)
+			}
+			id = rec.KopiaSnapshotID
+			return nil
+		})
+		return id
+	}
+	for _, want := range []bool{true, false} {
+		kubectl(t, nil, 0, "patch", "snapshot", "s1", "-n", ns, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"pin":%v}}`, want))
+		id := waitPinned(want)
+		if got := kopiaPinned(id); got != want {
+			t.Fatalf("kopia snapshot %s pinned=%v after spec.pin=%v", id, got, want)
+		}
 	}
 }

@@ -1,0 +1,85 @@
+package snapshot
+
+import (
+	"context"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/internal/mover"
+	"github.com/snapflow/snapflow/internal/moverjob"
+)
+
+// syncPin brings the kopia pin of a finished Snapshot in line with
+// spec.pin, through a short mover Job (kopia rewrites the manifest, so the
+// mover records the new id). The Job's name carries the kopia id and the
+// wanted state, so duplicate events start it once.
+func (f *Function) syncPin(ctx context.Context, s *snapv1.Snapshot) error {
+	rec := s.Status.Snapshot
+	if s.DeletionTimestamp != nil || rec == nil || rec.KopiaSnapshotID == "" || s.Status.Resolved == nil || s.Status.Resolved.Repository == nil {
+		return nil
+	}
+	if pinInSync(s) {
+		return nil
+	}
+	name := moverjob.Name(s.Name+"-pin", fmt.Sprintf("%s/%s/%v", s.UID, rec.KopiaSnapshotID, s.Spec.Pin))
+	var existing batchv1.Job
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, &existing); err == nil {
+		return nil // running, or failed with the reason on the KopiaPinned condition
+	} else if !apierrors.IsNotFound(err) {
+		return err
+	}
+	repo, err := f.getRepository(ctx, *s.Status.Resolved.Repository, s.Namespace)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if repo.Status.Phase != snapv1.RepositoryReady {
+		return nil // the next event after it turns Ready retries
+	}
+	work, mounts, err := RepositoryWork(repo.Ref, repo.Spec)
+	if err != nil {
+		return nil
+	}
+	work.Create = nil
+	job, cm, err := moverjob.Build(moverjob.Params{
+		Name: name, Namespace: s.Namespace, Owner: ownerRef(s),
+		// Pinning is bookkeeping: it takes no repository slot.
+		Labels: map[string]string{wellknown.LabelSnapshot: s.Name, wellknown.LabelOp: mover.OpPin},
+		Image:  f.MoverImage, ServiceAccount: f.MoverServiceAccount,
+		Work: mover.WorkSpec{Operation: mover.OpPin, Target: mover.Target{Kind: "Snapshot", Namespace: s.Namespace, Name: s.Name, UID: string(s.UID)},
+			Repository: work, Pin: &mover.PinWork{SnapshotID: rec.KopiaSnapshotID, Pin: s.Spec.Pin}},
+		PasswordSecret: repo.Spec.Encryption.PasswordSecretRef.Name, PasswordKey: repo.Spec.Encryption.PasswordSecretRef.Key,
+		CredentialsSecret: mounts.Credentials, CABundle: mounts.CABundle,
+		RepositoryClaim: mounts.RepoClaim, RepositoryNFS: mounts.RepoNFS, RepositoryHost: mounts.HostPath,
+		Defaults: repo.Spec.MoverDefaults, ActiveDeadline: 600,
+	})
+	if err != nil {
+		return err
+	}
+	if err := f.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create the pin work spec: %w", err)
+	}
+	if err := f.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create the pin job: %w", err)
+	}
+	runtime.Log(ctx).Info("kopia pin job created", "snapshot", s.Namespace+"/"+s.Name, "pin", s.Spec.Pin, "kopiaSnapshot", rec.KopiaSnapshotID)
+	return nil
+}
+
+// pinInSync says whether kopia's pin already matches spec.pin (or there is
+// no kopia snapshot to pin).
+func pinInSync(s *snapv1.Snapshot) bool {
+	rec := s.Status.Snapshot
+	if rec == nil || rec.KopiaSnapshotID == "" {
+		return true
+	}
+	return (rec.Pinned != nil && *rec.Pinned) == s.Spec.Pin
+}
