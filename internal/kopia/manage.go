@@ -131,12 +131,19 @@ func (r *Repo) Delete(ctx context.Context, ids []string) (DeleteResult, error) {
 	res := DeleteResult{Failed: map[string]error{}}
 	err := repo.WriteSession(ctx, r.rep, repo.WriteSessionOptions{Purpose: "snapflow:delete"}, func(ctx context.Context, w repo.RepositoryWriter) error {
 		for _, id := range ids {
-			if _, err := w.GetManifest(ctx, manifest.ID(id), nil); err != nil {
+			md, err := w.GetManifest(ctx, manifest.ID(id), nil)
+			if err != nil {
 				if errors.Is(err, manifest.ErrNotFound) {
 					res.Missing = append(res.Missing, id)
 					continue
 				}
 				res.Failed[id] = classify(err)
+				continue
+			}
+			if t := md.Labels[manifest.TypeLabelKey]; t != snapshot.ManifestType {
+				// Only snapshots are ours to delete: an id that names a
+				// policy or other manifest is a wrong status, not a target.
+				res.Failed[id] = &Error{Class: ClassInvalidConfig, Err: fmt.Errorf("manifest %s is a %q manifest, not a snapshot; it was left in place", id, t)}
 				continue
 			}
 			if err := w.DeleteManifest(ctx, manifest.ID(id)); err != nil {
