@@ -1,0 +1,300 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/snapflow/snapflow/internal/prune"
+	"github.com/snapflow/snapflow/internal/prune/execute"
+	"github.com/snapflow/snapflow/internal/prune/kubeinv"
+	"github.com/snapflow/snapflow/internal/prune/s3store"
+)
+
+// Environment variables that supply flag defaults (spec 10.4); an explicit
+// flag wins and an empty variable counts as unset.
+const (
+	envPruneBackupRepo = "KBBACKUP_PRUNE_BACKUP_REPO"
+	envPruneNamespace  = "KBBACKUP_PRUNE_NAMESPACE"
+	envPrunePrefix     = "KBBACKUP_PRUNE_PREFIX"
+	envPruneBucket     = "KBBACKUP_PRUNE_BUCKET"
+	envPruneEndpoint   = "KBBACKUP_PRUNE_ENDPOINT"
+	envPruneKubeMode   = "KBBACKUP_PRUNE_KUBE_MODE"
+)
+
+// pruneOptions are the flags of `snapflow prune` (spec 10.2).
+type pruneOptions struct {
+	backupRepo, namespace, prefix          string
+	bucket, endpoint, region, caFile       string
+	pathStyle, insecureTLS, useRepoCreds   bool
+	kubeMode, kubeContext                  string
+	requestTimeout, timeout, minAge        time.Duration
+	manifestName, bucketVersioning, output string
+	includeRetained, deleteStray, purge    bool
+	showAll, debug, failOnOrphans, dryRun  bool
+	confirm                                string
+	concurrency                            int
+
+	// command is "plan" or "prune"; versioningMode is the parsed
+	// --bucket-versioning; progressEvery throttles the stderr progress line.
+	command        string
+	versioningMode prune.VersioningMode
+	progressEvery  time.Duration
+}
+
+const pruneLong = `Finds and deletes backup data in the bucket of one KubeBlocks BackupRepo
+that no KubeBlocks Backup accounts for any more: per-backup directories,
+historical repository volume roots, unowned pvc-<UUID>/ roots and, with
+--delete-repository-stray, stray objects.
+
+'plan' never writes. 'prune' is a dry run unless --dry-run=false and the
+confirmation word are both given: DELETE, DELETE-STRAY (with
+--delete-repository-stray), DELETE-RETAINED (with --include-retained) or
+DELETE-RETAINED-AND-STRAY (with both).
+
+The bucket must belong to this cluster alone: any canonical pvc-<UUID>/ root
+that no PVC or PV of this cluster owns is treated as an orphan. Give other
+clusters and applications their own buckets.
+
+A Backup, Restore or PVC created after the final inventory refresh and
+before the delete finishes is not seen; the tool narrows that window but
+cannot close it. On an unversioned bucket an object rewritten between the
+final listing and the delete is deleted too; --bucket-versioning=disabled is
+the operator's acceptance of that race. Versioned buckets delete exact
+versions instead (--purge-versions).
+
+--prefix narrows the scan to a full object prefix inside a discovered root.
+In a cluster directory that no Backup references, a --prefix below the
+cluster yields only a protected placeholder: prune a single backup there
+with --prefix at or above the cluster directory.
+
+Environment: KBBACKUP_PRUNE_BACKUP_REPO, _NAMESPACE, _PREFIX, _BUCKET,
+_ENDPOINT and _KUBE_MODE supply flag defaults. Exit codes: 0 success, 1 any
+error, 2 'plan --fail-on-orphans' found an orphan.`
+
+func newPruneCmd() *cobra.Command {
+	o := &pruneOptions{progressEvery: 5 * time.Second}
+	cmd := &cobra.Command{
+		Use:   "prune",
+		Short: "Find and delete orphaned KubeBlocks backup data in object storage",
+		Long:  pruneLong,
+	}
+	bindPruneFlags(cmd.PersistentFlags(), o)
+	plan := &cobra.Command{
+		Use:   "plan --backup-repo NAME",
+		Short: "Build a read-only plan of what could be cleaned up",
+		Long:  pruneLong,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.command = "plan"
+			return runPrune(cmd, o)
+		},
+	}
+	plan.Flags().BoolVar(&o.failOnOrphans, "fail-on-orphans", false, "exit 2 if any candidate is in state orphan")
+	run := &cobra.Command{
+		Use:   "prune --backup-repo NAME [--dry-run=false --confirm WORD]",
+		Short: "Preview (the default) or delete the orphaned data",
+		Long:  pruneLong,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.command = "prune"
+			return runPrune(cmd, o)
+		},
+	}
+	run.Flags().BoolVar(&o.dryRun, "dry-run", true, "preview only; --dry-run=false deletes")
+	run.Flags().StringVar(&o.confirm, "confirm", "", "confirmation word required with --dry-run=false")
+	run.Flags().IntVar(&o.concurrency, "concurrency", 4, "candidates processed in parallel (≥ 1; raise it for large jobs)")
+	cmd.AddCommand(plan, run)
+	return cmd
+}
+
+func bindPruneFlags(f *pflag.FlagSet, o *pruneOptions) {
+	f.StringVar(&o.backupRepo, "backup-repo", os.Getenv(envPruneBackupRepo), "BackupRepo name (required; env "+envPruneBackupRepo+")")
+	f.StringVarP(&o.namespace, "namespace", "n", os.Getenv(envPruneNamespace), "scan only this namespace's repository root (env "+envPruneNamespace+")")
+	f.StringVar(&o.prefix, "prefix", os.Getenv(envPrunePrefix), "narrow to a full object prefix inside a discovered root (env "+envPrunePrefix+")")
+	f.StringVar(&o.bucket, "bucket", os.Getenv(envPruneBucket), "fill in or assert the bucket; a mismatch is fatal (env "+envPruneBucket+")")
+	f.StringVar(&o.endpoint, "endpoint", os.Getenv(envPruneEndpoint), "override the S3 endpoint URL (env "+envPruneEndpoint+")")
+	f.StringVar(&o.region, "region", envOr("AWS_REGION", os.Getenv("AWS_DEFAULT_REGION")), "override the region (default AWS_REGION, then AWS_DEFAULT_REGION)")
+	f.BoolVar(&o.pathStyle, "path-style", false, "path-style addressing (MinIO, RustFS, private endpoints)")
+	f.StringVar(&o.caFile, "ca-file", "", "PEM CA bundle for a private S3 endpoint")
+	f.BoolVar(&o.insecureTLS, "insecure-skip-tls-verify", false, "skip S3 TLS verification")
+	f.BoolVar(&o.useRepoCreds, "use-backup-repo-credentials", true, "read the BackupRepo's credential Secret; false uses the AWS default chain")
+	f.StringVar(&o.kubeMode, "kube-mode", envOr(envPruneKubeMode, "auto"), "auto, kubeconfig or in-cluster (env "+envPruneKubeMode+")")
+	f.StringVar(&o.kubeContext, "context", "", "kubeconfig context")
+	f.DurationVar(&o.requestTimeout, "request-timeout", 30*time.Second, "timeout of each Kubernetes request (> 0)")
+	f.DurationVar(&o.timeout, "timeout", 30*time.Minute, "timeout of the whole command (> 0; raise it for large jobs, e.g. 2h)")
+	f.DurationVar(&o.minAge, "min-age", prune.DefaultMinAge, "minimum age of deletable data (≥ 0; 0 disables the age gate except for undated or future objects)")
+	f.StringVar(&o.manifestName, "manifest-name", prune.DefaultManifestName, "backup manifest file name")
+	f.BoolVar(&o.includeRetained, "include-retained", false, "treat Retain manifests as eligible")
+	f.BoolVar(&o.deleteStray, "delete-repository-stray", false, "make repository strays eligible")
+	f.StringVar(&o.bucketVersioning, "bucket-versioning", "auto", "auto, disabled, enabled or suspended")
+	f.BoolVar(&o.purge, "purge-versions", false, "list versions and permanently delete every version")
+	f.BoolVar(&o.showAll, "show-all", false, "also list live and hard-protected candidates")
+	f.StringVarP(&o.output, "output", "o", OutputTable, "table or json")
+	f.BoolVar(&o.debug, "debug", false, "redacted diagnostics on stderr")
+}
+
+// validate checks every flag before any network access (10.2, 10.3).
+func (o *pruneOptions) validate() error {
+	switch {
+	case strings.TrimSpace(o.backupRepo) == "":
+		return errors.New("--backup-repo is required (or set " + envPruneBackupRepo + ")")
+	case o.output != OutputTable && o.output != OutputJSON:
+		return fmt.Errorf("invalid --output %q: use table or json", o.output)
+	case o.timeout <= 0:
+		return errors.New("invalid --timeout: must be > 0")
+	case o.requestTimeout <= 0:
+		return errors.New("invalid --request-timeout: must be > 0")
+	case o.minAge < 0:
+		return errors.New("invalid --min-age: must be >= 0")
+	case o.namespace != "" && !prune.IsDNSLabel(o.namespace):
+		return fmt.Errorf("invalid --namespace %q: must be a DNS-1123 label", o.namespace)
+	case o.manifestName == "" || strings.Contains(o.manifestName, "/"):
+		return fmt.Errorf("invalid --manifest-name %q: must be a bare file name", o.manifestName)
+	case o.command == "prune" && o.concurrency < 1:
+		return errors.New("invalid --concurrency: must be >= 1")
+	}
+	if _, ok := prune.NormalizeKey(o.prefix); !ok {
+		return fmt.Errorf("invalid --prefix %q: it climbs above the bucket", o.prefix)
+	}
+	mode, err := prune.ParseVersioningMode(o.bucketVersioning)
+	if err != nil {
+		return err
+	}
+	o.versioningMode = mode
+	if _, err := kubeModeOf(o.kubeMode); err != nil {
+		return err
+	}
+	if o.endpoint != "" {
+		if err := s3store.ValidateEndpoint(o.endpoint); err != nil {
+			return err
+		}
+	}
+	if o.command == "prune" && !o.dryRun {
+		return prune.CheckConfirmation(o.plannerOptions(), o.confirm)
+	}
+	return nil
+}
+
+func (o *pruneOptions) plannerOptions() prune.Options {
+	return prune.Options{
+		Namespace: o.namespace, Prefix: o.prefix, ManifestName: o.manifestName,
+		MinAge: o.minAge, DisableMinAge: o.minAge == 0,
+		IncludeRetained: o.includeRetained, DeleteRepositoryStray: o.deleteStray, PurgeVersions: o.purge,
+	}
+}
+
+func (o *pruneOptions) mode() string {
+	switch {
+	case o.command == "plan":
+		return "plan"
+	case o.dryRun:
+		return "dry-run"
+	}
+	return "delete"
+}
+
+// runPrune is the §5 pipeline: inventory, S3 settings, versioning,
+// discovery, classification, then (prune only) the dry run or execution.
+func runPrune(cmd *cobra.Command, o *pruneOptions) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
+	defer cancel()
+	stderr := cmd.ErrOrStderr()
+	cfg, err := pruneRestConfig(o)
+	if err != nil {
+		return err
+	}
+	c, err := pruneKubeClient(cfg)
+	if err != nil {
+		return err
+	}
+	src := &kubeinv.Source{Client: c, Repo: o.backupRepo, Namespace: o.namespace}
+	// 9.6: repo, Secret, then the lists.
+	repo, err := src.GetRepo(ctx)
+	if err != nil {
+		return err
+	}
+	settings, err := src.ResolveS3(ctx, repo, kubeinv.S3Flags{Bucket: o.bucket, Endpoint: o.endpoint, Region: o.region,
+		PathStyle: o.pathStyle, CAFile: o.caFile, InsecureSkipTLSVerify: o.insecureTLS, UseRepoCredentials: o.useRepoCreds})
+	if err != nil {
+		return err
+	}
+	debug := newDebugWriter(stderr, o.debug, settings.Secrets())
+	in, err := src.Input(ctx, repo)
+	if err != nil {
+		return err
+	}
+	inv := prune.BuildInventory(in)
+	debugSettings(debug, o, settings, inv)
+	storeCfg := settings.StoreConfig()
+	if o.debug {
+		storeCfg.Debug = debug
+	}
+	store, err := s3store.New(storeCfg)
+	if err != nil {
+		return err
+	}
+	prog := newPruneProgress(stderr, o.progressEvery)
+	opts := o.plannerOptions()
+	detected := ""
+	if prune.NeedsVersioningQuery(o.versioningMode) {
+		if detected, err = store.BucketVersioning(ctx); err != nil {
+			return err
+		}
+	}
+	if opts.Versioning, opts.VersioningSource, err = prune.ResolveVersioning(o.versioningMode, detected); err != nil {
+		return err
+	}
+	pl, _, err := execute.BuildPlan(ctx, &progressStore{Store: store, p: prog}, execute.PlanInput{Inventory: inv, Options: opts, Now: time.Now()})
+	if err != nil {
+		return err
+	}
+	prog.done()
+	if o.debug {
+		fmt.Fprintf(debug, "debug: s3_requests %s\n", statsLine(store.Stats()))
+	}
+	out := cmd.OutOrStdout()
+	switch {
+	case o.command == "plan":
+		if err := printPrune(out, o, pl, nil); err != nil {
+			return err
+		}
+		return failOnOrphans(pl, o.failOnOrphans)
+	case o.dryRun:
+		ex := execute.DryRun(pl)
+		return printPrune(out, o, pl, &ex)
+	}
+	fin, ex, runErr := execute.Run(ctx, pl, inv, execute.Config{Store: store, Inventory: src, Concurrency: o.concurrency,
+		Now: time.Now, Progress: prog.candidates})
+	prog.done()
+	if o.debug {
+		fmt.Fprintf(debug, "debug: s3_requests %s\n", statsLine(store.Stats()))
+	}
+	if err := printPrune(out, o, fin, &ex); err != nil {
+		return err
+	}
+	return runErr
+}
+
+// failOnOrphans is exit code 2 of 10.5: every candidate counts, shown or
+// not, including a deferred orphan-repository-root.
+func failOnOrphans(pl prune.Plan, enabled bool) error {
+	if n := pl.StateCounts[prune.StateOrphan]; enabled && n > 0 {
+		return exitError{code: 2, msg: fmt.Sprintf("%d candidates are orphans (--fail-on-orphans)", n)}
+	}
+	return nil
+}
+
+func statsLine(s s3store.Stats) string {
+	return fmt.Sprintf("list_pages=%d version_list_pages=%d manifest_gets=%d versioning_queries=%d delete_requests=%d deleted_objects=%d",
+		s.ListPages, s.VersionListPages, s.ManifestGets, s.VersioningQueries, s.DeleteRequests, s.DeletedObjects)
+}
