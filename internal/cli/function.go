@@ -19,6 +19,7 @@ import (
 
 	"github.com/snapflow/snapflow/events/sources/kube"
 	"github.com/snapflow/snapflow/functions/cleanup"
+	prunefn "github.com/snapflow/snapflow/functions/prune"
 	"github.com/snapflow/snapflow/functions/restore"
 	"github.com/snapflow/snapflow/functions/retention"
 	"github.com/snapflow/snapflow/functions/runtime"
@@ -129,6 +130,14 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 			fn := &restore.Function{Client: c, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,
 				Emitter: emitter, Recorder: recorder("snapflow-restore")}
 			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
+		case "prune":
+			// Configured from KBBACKUP_PRUNE_* variables, like `snapflow prune`.
+			settings, err := prunefn.FromEnv(os.Getenv)
+			if err != nil {
+				return nil, fmt.Errorf("prune function settings: %w", err)
+			}
+			fn := &prunefn.Function{Client: c, Config: cfg, Settings: settings, Emitter: emitter, Recorder: recorder("snapflow-prune")}
+			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
 		default:
 			return nil, fmt.Errorf("unknown function %q (available: %s)", n, strings.Join(functionNames, ", "))
 		}
@@ -136,7 +145,7 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 	return out, nil
 }
 
-var functionNames = []string{"snapshot", "cleanup", "retention", "schedule", "restore", "verify"}
+var functionNames = []string{"snapshot", "cleanup", "retention", "schedule", "restore", "verify", "prune"}
 
 func newFunctionCmd() *cobra.Command {
 	var f functionFlags
@@ -244,7 +253,7 @@ func newSourceCmd() *cobra.Command {
 	kubeCmd.Flags().StringArrayVar(&sinks, "sink", nil, "URL to POST events to (repeatable)")
 	kubeCmd.Flags().DurationVar(&resync, "resync", 5*time.Minute, "how often to send a resync event (0: never)")
 	kubeCmd.Flags().BoolVar(&devLogs, "dev-logs", false, "human-readable logs instead of JSON")
-	cmd.AddCommand(kubeCmd)
+	cmd.AddCommand(kubeCmd, newSourceS3Cmd())
 	return cmd
 }
 

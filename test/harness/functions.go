@@ -18,6 +18,7 @@ import (
 
 	"github.com/snapflow/snapflow/events/sources/kube"
 	"github.com/snapflow/snapflow/functions/cleanup"
+	prunefn "github.com/snapflow/snapflow/functions/prune"
 	"github.com/snapflow/snapflow/functions/restore"
 	"github.com/snapflow/snapflow/functions/retention"
 	"github.com/snapflow/snapflow/functions/runtime"
@@ -152,9 +153,13 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 		Emitter: f.Emitted, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-restore"})}
 	verifyFn := &verify.Function{Client: cp.Client, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", Now: o.Clock,
 		Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-verify"})}
+	// The prune function serves no default BackupRepo: each test's prune
+	// requested event names its own; versitygw needs path-style requests.
+	pruneFn := &prunefn.Function{Client: cp.Client, Settings: prunefn.Settings{PathStyle: true},
+		Emitter: f.Emitted, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-prune"})}
 	fns := []runtime.Function{{Name: "snapshot", Handle: fn.Handle}, {Name: "cleanup", Handle: cleanupFn.Handle},
 		{Name: "retention", Handle: retentionFn.Handle}, {Name: "schedule", Handle: scheduleFn.Handle}, {Name: "restore", Handle: restoreFn.Handle},
-		{Name: "verify", Handle: verifyFn.Handle}}
+		{Name: "verify", Handle: verifyFn.Handle}, {Name: "prune", Handle: pruneFn.Handle}}
 	listening := make(chan string, 1)
 	errc := make(chan error, 1)
 	f.wg.Add(1)

@@ -1,0 +1,173 @@
+package prune
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	engine "github.com/snapflow/snapflow/internal/prune"
+	"github.com/snapflow/snapflow/internal/prune/execute"
+	"github.com/snapflow/snapflow/internal/prune/kubeinv"
+	"github.com/snapflow/snapflow/internal/prune/s3store"
+)
+
+// outcome is what one run produced. ex is nil for plan-only runs; runErr
+// is why a dry run or prune did not complete (blockers, a stale plan,
+// failed candidates).
+type outcome struct {
+	plan   engine.Plan
+	final  engine.Plan
+	ex     *execute.Execution
+	runErr error
+	// skipped says why an S3-triggered run planned nothing (the root is
+	// gone, or lies outside what this deployment scans).
+	skipped string
+}
+
+// errPrefixAbsent marks a run whose prefix names a pvc root that is not in
+// the bucket (any more): for a request the sender's mistake, for an S3
+// notification the echo of a deletion.
+var errPrefixAbsent = errors.New("prefix names no pvc root in the bucket")
+
+// run is `snapflow prune` for one set of parameters, on the same building
+// blocks as internal/cli: inventory (§9.6 order), S3 settings, versioning,
+// the discovery scan and classification, then the dry run or the
+// executor. Nothing survives the call: every run starts from the cluster
+// and the bucket as they are.
+func (f *Function) run(ctx context.Context, src *kubeinv.Source, repo *kubeinv.Repo, p params) (outcome, error) {
+	var out outcome
+	settings, err := src.ResolveS3(ctx, repo, f.Settings.s3Flags())
+	if err != nil {
+		return out, err
+	}
+	in, err := src.Input(ctx, repo)
+	if err != nil {
+		return out, err
+	}
+	inv := engine.BuildInventory(in)
+	if p.root != "" {
+		if why := outsideScan(inv, p); why != "" {
+			out.skipped = why
+			return out, nil
+		}
+	}
+	st, err := s3store.New(settings.StoreConfig())
+	if err != nil {
+		return out, err
+	}
+	opts := p.opts
+	mode, err := engine.ParseVersioningMode(p.versioning)
+	if err != nil {
+		return out, err
+	}
+	detected := ""
+	if engine.NeedsVersioningQuery(mode) {
+		if detected, err = st.BucketVersioning(ctx); err != nil {
+			return out, err
+		}
+	}
+	if opts.Versioning, opts.VersioningSource, err = engine.ResolveVersioning(mode, detected); err != nil {
+		return out, err
+	}
+	top := &topWatch{Store: st}
+	pl, _, err := execute.BuildPlan(ctx, top, execute.PlanInput{Inventory: inv, Options: opts, Now: f.now()})
+	if err != nil {
+		if seg := firstSegment(opts.Prefix); seg != "" && top.absent(seg) {
+			return out, fmt.Errorf("%w: %s", errPrefixAbsent, seg)
+		}
+		return out, err
+	}
+	out.plan, out.final = pl, pl
+	switch p.mode {
+	case modeDryRun:
+		ex := execute.DryRun(pl)
+		out.ex = &ex
+	case modeDelete:
+		fin, ex, runErr := execute.Run(ctx, pl, inv, execute.Config{Store: st, Inventory: src, Concurrency: p.concurrency, Now: f.now})
+		out.final, out.ex, out.runErr = fin, &ex, runErr
+	}
+	return out, nil
+}
+
+// outsideScan says why an S3-triggered re-plan of p.root would plan
+// nothing this deployment looks at, or "".
+func outsideScan(inv engine.Inventory, p params) string {
+	volume := false
+	for root, o := range inv.Owners {
+		if o.Kind == engine.OwnerRepository && engine.IsCanonicalRoot(root) {
+			volume = true
+		}
+	}
+	if volume {
+		return ""
+	}
+	// Manifest-driven mode (3.12) scans only the mapped object roots.
+	for _, r := range inv.Mapping {
+		if engine.Overlaps(r, p.root) {
+			return ""
+		}
+	}
+	return "no canonical repository root and " + p.root + " is not a mapped object root"
+}
+
+// scopeOf narrows the configured prefix to a notification's root: the root
+// itself, or the configured prefix when it lies inside the root. ok is
+// false when the configured prefix excludes the root.
+func scopeOf(configured, root string) (string, bool) {
+	prefix := engine.CleanKey(configured)
+	switch {
+	case prefix == "":
+		return root, true
+	case engine.Contains(root, prefix):
+		return prefix, true
+	case engine.Contains(prefix, root):
+		return root, true
+	}
+	return "", false
+}
+
+// rootOf is the canonical pvc root a key lies in ("" for any other key:
+// the planner never scans non-canonical top-level prefixes, 2.5).
+func rootOf(key string) string {
+	if seg := firstSegment(key); engine.IsCanonicalRoot(seg) {
+		return seg
+	}
+	return ""
+}
+
+func firstSegment(key string) string {
+	seg, _, _ := strings.Cut(engine.CleanKey(key), "/")
+	return seg
+}
+
+// topWatch remembers the top-level directories the discovery scan listed,
+// so a plan that failed because its prefix's root does not exist is told
+// apart from other failures without a second listing.
+type topWatch struct {
+	execute.Store
+	mu     sync.Mutex
+	listed bool
+	dirs   map[string]bool
+}
+
+func (t *topWatch) ListLevel(ctx context.Context, p string, versions bool) ([]engine.Object, []string, error) {
+	objs, dirs, err := t.Store.ListLevel(ctx, p, versions)
+	if err == nil && p == "" {
+		t.mu.Lock()
+		t.listed, t.dirs = true, map[string]bool{}
+		for _, d := range dirs {
+			t.dirs[d] = true
+		}
+		t.mu.Unlock()
+	}
+	return objs, dirs, err
+}
+
+// absent says whether the top level was listed and seg was not in it.
+func (t *topWatch) absent(seg string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.listed && !t.dirs[seg]
+}

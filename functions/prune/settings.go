@@ -1,0 +1,260 @@
+package prune
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/snapflow/snapflow/events"
+	engine "github.com/snapflow/snapflow/internal/prune"
+	"github.com/snapflow/snapflow/internal/prune/kubeinv"
+)
+
+// Settings configure one deployment of the prune function: the BackupRepo
+// it serves, the confirmation word that lets ticks delete, and the defaults
+// of the `snapflow prune` flags. The zero value is the CLI's defaults with
+// no repo and no word (plan only).
+type Settings struct {
+	// BackupRepo is the repo ticks and S3 notifications work on. Without
+	// one, ticks and notifications do nothing and requests must name a
+	// repo.
+	BackupRepo string
+	// Confirm is the confirmation word (DELETE, DELETE-STRAY, ...): with it
+	// a tick deletes what the plan finds eligible; empty, ticks only plan.
+	// Requests carry their own word and never use this one.
+	Confirm string
+
+	Namespace, Prefix string
+	// MinAge is --min-age (zero: the 168h default unless DisableMinAge).
+	MinAge        time.Duration
+	DisableMinAge bool
+	ManifestName  string
+
+	IncludeRetained, DeleteRepositoryStray, PurgeVersions bool
+	// BucketVersioning is auto (the default), disabled, enabled or suspended.
+	BucketVersioning string
+
+	Bucket, Endpoint, Region string
+	PathStyle                bool
+	CAFile                   string
+	InsecureSkipTLSVerify    bool
+	// DefaultCredentialChain is --use-backup-repo-credentials=false.
+	DefaultCredentialChain bool
+
+	// Concurrency is --concurrency (0: 4); Timeout bounds one run (0: 30m).
+	Concurrency int
+	Timeout     time.Duration
+}
+
+// Environment variables of FromEnv: KBBACKUP_PRUNE_ and the flag name,
+// which extends the CLI's six variables (spec 10.4) to every flag.
+const envPrefix = "KBBACKUP_PRUNE_"
+
+// FromEnv reads Settings from KBBACKUP_PRUNE_<FLAG> variables (for
+// example KBBACKUP_PRUNE_BACKUP_REPO, _CONFIRM, _MIN_AGE, _PATH_STYLE);
+// the region falls back to AWS_REGION and AWS_DEFAULT_REGION as the
+// CLI's does. An empty variable counts as unset.
+func FromEnv(getenv func(string) string) (Settings, error) {
+	get := func(name string) string { return strings.TrimSpace(getenv(envPrefix + name)) }
+	s := Settings{
+		BackupRepo: get("BACKUP_REPO"), Confirm: get("CONFIRM"), Namespace: get("NAMESPACE"), Prefix: get("PREFIX"),
+		ManifestName: get("MANIFEST_NAME"), BucketVersioning: get("BUCKET_VERSIONING"),
+		Bucket: get("BUCKET"), Endpoint: get("ENDPOINT"), Region: get("REGION"), CAFile: get("CA_FILE"),
+	}
+	for _, k := range []string{"AWS_REGION", "AWS_DEFAULT_REGION"} {
+		if s.Region == "" {
+			s.Region = strings.TrimSpace(getenv(k))
+		}
+	}
+	var errs []error
+	boolean := func(name string, dst *bool, invert bool) {
+		if v := get(name); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s%s=%q: want true or false", envPrefix, name, v))
+				return
+			}
+			*dst = b != invert
+		}
+	}
+	duration := func(name string, dst *time.Duration) {
+		if v := get(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s%s=%q: want a Go duration such as 168h: %w", envPrefix, name, v, err))
+				return
+			}
+			*dst = d
+		}
+	}
+	boolean("INCLUDE_RETAINED", &s.IncludeRetained, false)
+	boolean("DELETE_REPOSITORY_STRAY", &s.DeleteRepositoryStray, false)
+	boolean("PURGE_VERSIONS", &s.PurgeVersions, false)
+	boolean("PATH_STYLE", &s.PathStyle, false)
+	boolean("INSECURE_SKIP_TLS_VERIFY", &s.InsecureSkipTLSVerify, false)
+	boolean("USE_BACKUP_REPO_CREDENTIALS", &s.DefaultCredentialChain, true)
+	duration("MIN_AGE", &s.MinAge)
+	s.DisableMinAge = get("MIN_AGE") != "" && s.MinAge == 0
+	duration("TIMEOUT", &s.Timeout)
+	if v := get("CONCURRENCY"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			errs = append(errs, fmt.Errorf("%sCONCURRENCY=%q: want an integer >= 1", envPrefix, v))
+		}
+		s.Concurrency = n
+	}
+	if err := errors.Join(errs...); err != nil {
+		return s, err
+	}
+	return s, s.Validate()
+}
+
+// Validate checks the settings as `snapflow prune` checks its flags, so a
+// misconfigured deployment fails at start-up rather than at its first tick.
+func (s Settings) Validate() error {
+	p, err := s.params(events.PruneTriggerTick, "")
+	if err != nil {
+		return err
+	}
+	if s.BackupRepo == "" {
+		p.repo = "-" // a repo is only required once an event needs one
+	}
+	if s.Timeout < 0 {
+		return errors.New("invalid timeout: must be > 0")
+	}
+	return p.validate()
+}
+
+// Run modes, as `snapflow prune` prints them.
+const (
+	modePlan   = "plan"
+	modeDryRun = "dry-run"
+	modeDelete = "delete"
+)
+
+// params are the parameters of one run: the CLI's flags after defaults.
+type params struct {
+	trigger, cause string
+	repo           string
+	opts           engine.Options
+	versioning     string
+	mode           string
+	confirm        string
+	concurrency    int
+	// root is the pvc root an S3 notification touched ("" otherwise).
+	root string
+}
+
+// params are the settings' defaults for a run: a tick deletes only when
+// the deployment carries a confirmation word.
+func (s Settings) params(trigger, cause string) (params, error) {
+	p := params{
+		trigger: trigger, cause: cause, repo: s.BackupRepo, versioning: s.BucketVersioning, mode: modePlan, concurrency: s.Concurrency,
+		opts: engine.Options{Namespace: s.Namespace, Prefix: s.Prefix, ManifestName: s.ManifestName, MinAge: s.MinAge,
+			DisableMinAge: s.DisableMinAge, IncludeRetained: s.IncludeRetained, DeleteRepositoryStray: s.DeleteRepositoryStray,
+			PurgeVersions: s.PurgeVersions},
+	}
+	if p.concurrency == 0 {
+		p.concurrency = 4
+	}
+	if trigger == events.PruneTriggerTick && s.Confirm != "" {
+		p.mode, p.confirm = modeDelete, s.Confirm
+		if err := engine.CheckConfirmation(p.opts, s.Confirm); err != nil {
+			return p, fmt.Errorf("%sCONFIRM is %q but these settings need %s", envPrefix, s.Confirm,
+				engine.ConfirmationWord(p.opts.IncludeRetained, p.opts.DeleteRepositoryStray))
+		}
+	}
+	return p, nil
+}
+
+// request merges a prune requested event over the settings. Every error is
+// the sender's (events.ErrMalformed): a redelivery cannot fix it.
+func (s Settings) request(req events.PruneRequest, cause string) (params, error) {
+	p, err := s.params(events.PruneTriggerRequest, cause)
+	if err != nil {
+		return p, err
+	}
+	if req.BackupRepo != "" {
+		if s.BackupRepo != "" && req.BackupRepo != s.BackupRepo {
+			return p, events.Malformed("this prune function serves BackupRepo %s, not %s", s.BackupRepo, req.BackupRepo)
+		}
+		p.repo = req.BackupRepo
+	}
+	if p.repo == "" {
+		return p, events.Malformed("prune requested data needs backupRepo: this function has no default BackupRepo")
+	}
+	if req.Namespace != "" {
+		p.opts.Namespace = req.Namespace
+	}
+	if req.Prefix != "" {
+		p.opts.Prefix = req.Prefix
+	}
+	if req.MinAge != "" {
+		d, err := time.ParseDuration(req.MinAge)
+		if err != nil {
+			return p, events.Malformed("prune requested minAge %q: want a Go duration such as 168h", req.MinAge)
+		}
+		p.opts.MinAge, p.opts.DisableMinAge = d, d == 0
+	}
+	for _, b := range []struct {
+		v   *bool
+		dst *bool
+	}{{req.IncludeRetained, &p.opts.IncludeRetained}, {req.DeleteRepositoryStray, &p.opts.DeleteRepositoryStray}, {req.PurgeVersions, &p.opts.PurgeVersions}} {
+		if b.v != nil {
+			*b.dst = *b.v
+		}
+	}
+	if req.BucketVersioning != "" {
+		p.versioning = req.BucketVersioning
+	}
+	p.mode, p.confirm = modeDryRun, ""
+	if req.DryRun != nil && !*req.DryRun {
+		p.mode, p.confirm = modeDelete, req.Confirm
+		if err := engine.CheckConfirmation(p.opts, req.Confirm); err != nil {
+			word := engine.ConfirmationWord(p.opts.IncludeRetained, p.opts.DeleteRepositoryStray)
+			return p, events.Malformed("prune requested with dryRun false: live deletion requires \"confirm\": %q in the request", word)
+		}
+	}
+	if err := p.validate(); err != nil {
+		return p, events.Malformed("prune requested: %v", err)
+	}
+	return p, nil
+}
+
+// validate checks what `snapflow prune` checks before any network access.
+func (p params) validate() error {
+	switch {
+	case strings.TrimSpace(p.repo) == "":
+		return errors.New("no BackupRepo: set " + envPrefix + "BACKUP_REPO")
+	case p.opts.Namespace != "" && !engine.IsDNSLabel(p.opts.Namespace):
+		return fmt.Errorf("invalid namespace %q: must be a DNS-1123 label", p.opts.Namespace)
+	case strings.Contains(p.opts.ManifestName, "/"):
+		return fmt.Errorf("invalid manifest name %q: must be a bare file name", p.opts.ManifestName)
+	case p.opts.MinAge < 0:
+		return errors.New("invalid min age: must be >= 0")
+	case p.concurrency < 1:
+		return errors.New("invalid concurrency: must be >= 1")
+	}
+	if _, ok := engine.NormalizeKey(p.opts.Prefix); !ok {
+		return fmt.Errorf("invalid prefix %q: it climbs above the bucket", p.opts.Prefix)
+	}
+	if _, err := engine.ParseVersioningMode(p.versioning); err != nil {
+		return err
+	}
+	return nil
+}
+
+// s3Flags are the settings' S3 overrides in the form kubeinv resolves.
+func (s Settings) s3Flags() kubeinv.S3Flags {
+	return kubeinv.S3Flags{Bucket: s.Bucket, Endpoint: s.Endpoint, Region: s.Region, PathStyle: s.PathStyle,
+		CAFile: s.CAFile, InsecureSkipTLSVerify: s.InsecureSkipTLSVerify, UseRepoCredentials: !s.DefaultCredentialChain}
+}
+
+func (s Settings) timeout() time.Duration {
+	if s.Timeout <= 0 {
+		return 30 * time.Minute
+	}
+	return s.Timeout
+}
