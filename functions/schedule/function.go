@@ -57,8 +57,16 @@ func (f *Function) Handle(ctx context.Context, e event.Event) error {
 		if err := f.Client.List(ctx, &list); err != nil {
 			return err
 		}
+		now := f.now()
 		var errs []error
-		for _, s := range list.Items {
+		for i := range list.Items {
+			s := &list.Items[i]
+			// A tick comes every minute for every schedule; most are not
+			// due. The resync still reconciles everything, so a pin made
+			// stale by a repository's scheduleDefaults is caught there.
+			if e.Type() == events.Ping && quiet(s, now) {
+				continue
+			}
 			errs = append(errs, f.Reconcile(ctx, s.Namespace, s.Name))
 		}
 		return errors.Join(errs...)
@@ -78,6 +86,13 @@ func (f *Function) Handle(ctx context.Context, e event.Event) error {
 		return nil
 	}
 	return fmt.Errorf("%w: the schedule function handles %s, %s and ApiServerSource events, not %q", events.ErrUnsupported, events.Ping, events.Resync, e.Type())
+}
+
+// quiet says a tick has nothing to do for s: its pinned next slot is still
+// ahead. Spec changes arrive as SnapshotSchedule events and on resync.
+func quiet(s *snapv1.SnapshotSchedule, now time.Time) bool {
+	next := s.Status.NextSchedule
+	return s.DeletionTimestamp == nil && next != nil && next.At != nil && now.Before(next.At.Time)
 }
 
 // resolved is a schedule with its policies and inherited settings.
