@@ -6,6 +6,9 @@
 //	(b) 1 GiB in 4 files of 256 MiB
 //	(c) dataset (a) again with 1% of its files rewritten (incremental)
 //
+// and then the restore of (c) and (b) from those repositories into empty
+// directories, again by each tool from its own repository.
+//
 // The mover runs as the real `snapflow mover` binary with a work spec, as a
 // Job would run it, reporting to a file instead of an API server. Results go
 // into docs/benchmarks.md as ratios to the kopia CLI.
@@ -20,23 +23,19 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/snapflow/snapflow/bench/internal/proc"
 	"github.com/snapflow/snapflow/bench/internal/report"
 	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/internal/mover"
+	"github.com/snapflow/snapflow/internal/restoreplan"
 )
 
 const password = "benchmark-password"
 
-type measure struct {
-	wall  time.Duration
-	cpu   time.Duration
-	rssMB float64
-}
+type measure = proc.Measure
 
 type tool interface {
 	name() string
@@ -44,6 +43,8 @@ type tool interface {
 	init(repo string) error
 	// backup snapshots dir (timed).
 	backup(repo, dir string) (measure, error)
+	// restore writes the latest snapshot of dir into target (timed).
+	restore(repo, dir, target string) (measure, error)
 }
 
 func main() {
@@ -106,8 +107,9 @@ func run(bin, work string, reps int) error {
 	}
 	_ = exec.Command("sync").Run()
 	cases := []string{"(a) 10,000 × 100 KiB", "(b) 4 × 256 MiB", "(c) (a) with 1% changed"}
+	restoreCases := []string{"restore (c) 10,000 files", "restore (b) 4 × 256 MiB"}
 	results := map[string]map[string][]measure{}
-	for _, c := range cases {
+	for _, c := range append(cases, restoreCases...) {
 		results[c] = map[string][]measure{}
 	}
 	for rep := 0; rep < reps; rep++ {
@@ -126,7 +128,7 @@ func run(bin, work string, reps int) error {
 				return fmt.Errorf("%s (a): %w", t.name(), err)
 			}
 			results[cases[0]][t.name()] = append(results[cases[0]][t.name()], m)
-			fmt.Printf("  %-9s (a) %6.2fs wall %6.2fs cpu %4.0f MiB\n", t.name(), m.wall.Seconds(), m.cpu.Seconds(), m.rssMB)
+			fmt.Printf("  %-9s (a) %6.2fs wall %6.2fs cpu %4.0f MiB\n", t.name(), m.Wall.Seconds(), m.CPU.Seconds(), m.RSSMB)
 			if err := change(small, 100, uint64(rep)+10); err != nil {
 				return err
 			}
@@ -135,33 +137,83 @@ func run(bin, work string, reps int) error {
 				return fmt.Errorf("%s (c): %w", t.name(), err)
 			}
 			results[cases[2]][t.name()] = append(results[cases[2]][t.name()], m)
-			fmt.Printf("  %-9s (c) %6.2fs wall %6.2fs cpu %4.0f MiB\n", t.name(), m.wall.Seconds(), m.cpu.Seconds(), m.rssMB)
+			fmt.Printf("  %-9s (c) %6.2fs wall %6.2fs cpu %4.0f MiB\n", t.name(), m.Wall.Seconds(), m.CPU.Seconds(), m.RSSMB)
 			m, err = t.backup(repoB, large)
 			if err != nil {
 				return fmt.Errorf("%s (b): %w", t.name(), err)
 			}
 			results[cases[1]][t.name()] = append(results[cases[1]][t.name()], m)
-			fmt.Printf("  %-9s (b) %6.2fs wall %6.2fs cpu %4.0f MiB\n", t.name(), m.wall.Seconds(), m.cpu.Seconds(), m.rssMB)
+			fmt.Printf("  %-9s (b) %6.2fs wall %6.2fs cpu %4.0f MiB\n", t.name(), m.Wall.Seconds(), m.CPU.Seconds(), m.RSSMB)
+			for i, rc := range []struct{ repo, dir string }{{repoA, small}, {repoB, large}} {
+				target := filepath.Join(work, "restored-"+t.name())
+				m, err := t.restore(rc.repo, rc.dir, target)
+				if err != nil {
+					return fmt.Errorf("%s %s: %w", t.name(), restoreCases[i], err)
+				}
+				if err := sameSize(rc.dir, target); err != nil {
+					return fmt.Errorf("%s %s: %w", t.name(), restoreCases[i], err)
+				}
+				_ = os.RemoveAll(target)
+				results[restoreCases[i]][t.name()] = append(results[restoreCases[i]][t.name()], m)
+				fmt.Printf("  %-9s %s %6.2fs wall %6.2fs cpu %4.0f MiB\n", t.name(), restoreCases[i], m.Wall.Seconds(), m.CPU.Seconds(), m.RSSMB)
+			}
 			for _, r := range []string{repoA, repoB} {
 				_ = os.RemoveAll(r)
 			}
 			fmt.Printf("rep %d %-14s done\n", rep+1, t.name())
 		}
 	}
-	return write(cases, tools, results, reps)
+	if err := write(cases, tools, results, reps); err != nil {
+		return err
+	}
+	return writeRestore(restoreCases, results, reps)
 }
 
-func median(ms []measure) measure {
-	w := make([]measure, len(ms))
-	copy(w, ms)
-	sort.Slice(w, func(i, j int) bool { return w[i].wall < w[j].wall })
-	med := w[len(w)/2]
-	peak := 0.0
-	for _, m := range ms {
-		peak = max(peak, m.rssMB)
+// sameSize checks a restore wrote as many bytes in as many files as the source holds.
+func sameSize(src, dst string) error {
+	count := func(dir string) (n, size int64, err error) {
+		err = filepath.Walk(dir, func(_ string, info os.FileInfo, err error) error {
+			if err == nil && info.Mode().IsRegular() {
+				n++
+				size += info.Size()
+			}
+			return err
+		})
+		return
 	}
-	med.rssMB = peak
-	return med
+	n1, s1, err := count(src)
+	if err != nil {
+		return err
+	}
+	n2, s2, err := count(dst)
+	if err != nil {
+		return err
+	}
+	if n1 != n2 || s1 != s2 {
+		return fmt.Errorf("restored %d files / %d bytes, the source has %d / %d", n2, s2, n1, s1)
+	}
+	return nil
+}
+
+func writeRestore(cases []string, results map[string]map[string][]measure, reps int) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "## Restore throughput and memory\n\nSame run as the backup benchmark (%s, %d cores): each tool restores the latest snapshot of (c) and of (b) from its own repository into an empty directory on the same disk, with default settings (kopia and the mover: 8 parallel files, overwrite on; restic: defaults). The restored tree is checked for file count and bytes. Median wall time of %d runs; peak RSS is the maximum.\n\n",
+		time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), reps)
+	b.WriteString("| case | snapflow mover | kopia CLI | restic | snapflow / kopia | restic / snapflow |\n|---|---|---|---|---|---|\n")
+	var verdicts []string
+	for _, c := range cases {
+		s, k, r := proc.Median(results[c]["snapflow"]), proc.Median(results[c]["kopia"]), proc.Median(results[c]["restic"])
+		fmt.Fprintf(&b, "| %s | %.2f s (cpu %.1f s), %.0f MiB | %.2f s (cpu %.1f s), %.0f MiB | %.2f s (cpu %.1f s), %.0f MiB | %.2f× time, %.2f× memory | %.2f× |\n", c,
+			s.Wall.Seconds(), s.CPU.Seconds(), s.RSSMB, k.Wall.Seconds(), k.CPU.Seconds(), k.RSSMB, r.Wall.Seconds(), r.CPU.Seconds(), r.RSSMB,
+			s.Wall.Seconds()/k.Wall.Seconds(), s.RSSMB/k.RSSMB, r.Wall.Seconds()/s.Wall.Seconds())
+		verdicts = append(verdicts, fmt.Sprintf("%s: no slower than kopia restore — %s", c, report.Verdict(s.Wall.Seconds()/k.Wall.Seconds() <= 1.0)))
+	}
+	b.WriteString("\nTarget: snapflow's restore no slower than `kopia restore` of the same version (ratio ≤ 1.0).\n\n")
+	for _, v := range verdicts {
+		b.WriteString("- " + v + "\n")
+	}
+	fmt.Print(b.String())
+	return report.WriteSection("docs/benchmarks.md", "restore", b.String())
 }
 
 func write(cases []string, tools []tool, results map[string]map[string][]measure, reps int) error {
@@ -171,14 +223,14 @@ func write(cases []string, tools []tool, results map[string]map[string][]measure
 	b.WriteString("| case | snapflow mover | kopia CLI | restic | snapflow / kopia | restic / snapflow |\n|---|---|---|---|---|---|\n")
 	var verdicts []string
 	for _, c := range cases {
-		s, k, r := median(results[c]["snapflow"]), median(results[c]["kopia"]), median(results[c]["restic"])
+		s, k, r := proc.Median(results[c]["snapflow"]), proc.Median(results[c]["kopia"]), proc.Median(results[c]["restic"])
 		fmt.Fprintf(&b, "| %s | %.2f s (cpu %.1f s), %.0f MiB | %.2f s (cpu %.1f s), %.0f MiB | %.2f s (cpu %.1f s), %.0f MiB | %.2f× time, %.2f× memory | %.2f× |\n", c,
-			s.wall.Seconds(), s.cpu.Seconds(), s.rssMB, k.wall.Seconds(), k.cpu.Seconds(), k.rssMB, r.wall.Seconds(), r.cpu.Seconds(), r.rssMB,
-			s.wall.Seconds()/k.wall.Seconds(), s.rssMB/k.rssMB, r.wall.Seconds()/s.wall.Seconds())
-		ok := s.wall.Seconds()/k.wall.Seconds() <= 1.0
+			s.Wall.Seconds(), s.CPU.Seconds(), s.RSSMB, k.Wall.Seconds(), k.CPU.Seconds(), k.RSSMB, r.Wall.Seconds(), r.CPU.Seconds(), r.RSSMB,
+			s.Wall.Seconds()/k.Wall.Seconds(), s.RSSMB/k.RSSMB, r.Wall.Seconds()/s.Wall.Seconds())
+		ok := s.Wall.Seconds()/k.Wall.Seconds() <= 1.0
 		v := fmt.Sprintf("%s: no slower than kopia — %s", c[:3], report.Verdict(ok))
 		if c != cases[1] {
-			v += fmt.Sprintf("; ≥2× faster than restic — %s", report.Verdict(r.wall.Seconds()/s.wall.Seconds() >= 2))
+			v += fmt.Sprintf("; ≥2× faster than restic — %s", report.Verdict(r.Wall.Seconds()/s.Wall.Seconds() >= 2))
 		}
 		verdicts = append(verdicts, v)
 	}
@@ -235,32 +287,6 @@ func change(dir string, n int, seed uint64) error {
 	return nil
 }
 
-// timed runs cmd and returns its wall time and peak RSS.
-func timed(cmd *exec.Cmd) (measure, error) {
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	start := time.Now()
-	err := cmd.Run()
-	wall := time.Since(start)
-	if err != nil {
-		return measure{}, fmt.Errorf("%s: %w\n%s", strings.Join(cmd.Args, " "), err, tail(out.String()))
-	}
-	ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	m := measure{wall: wall}
-	if ru != nil {
-		m.rssMB = float64(ru.Maxrss) / 1024
-	}
-	m.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-	return m, nil
-}
-
-func tail(s string) string {
-	if len(s) > 2000 {
-		return s[len(s)-2000:]
-	}
-	return s
-}
-
 type snapflowMover struct{ bin, work string }
 
 func (s *snapflowMover) name() string { return "snapflow" }
@@ -292,7 +318,7 @@ func (s *snapflowMover) init(repo string) error {
 	if err != nil {
 		return err
 	}
-	_, err = timed(s.run(repo, spec, ""))
+	_, err = proc.Timed(s.run(repo, spec, ""))
 	return err
 }
 
@@ -301,7 +327,28 @@ func (s *snapflowMover) backup(repo, dir string) (measure, error) {
 	if err != nil {
 		return measure{}, err
 	}
-	return timed(s.run(repo, spec, dir))
+	return proc.Timed(s.run(repo, spec, dir))
+}
+
+func (s *snapflowMover) restore(repo, dir, target string) (measure, error) {
+	// The bench's status file of the last backup names its snapshot; the
+	// mover resolves "latest of the identity" the way a fromPolicy or
+	// identity restore does.
+	w := mover.WorkSpec{Operation: mover.OpRestore, Target: mover.Target{Kind: "Restore", Name: "bench"},
+		Repository: mover.Repository{Backend: kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: "/"}}},
+		Restore:    &mover.RestoreWork{Query: &restoreplan.Query{Username: "bench", Hostname: "bench", Path: "/data"}, OnMissing: "Fail", Options: restoreplan.Options(nil)}}
+	b, err := json.Marshal(w)
+	if err != nil {
+		return measure{}, err
+	}
+	spec := filepath.Join(s.work, fmt.Sprintf("work-%d.json", time.Now().UnixNano()))
+	if err := os.WriteFile(spec, b, 0o644); err != nil {
+		return measure{}, err
+	}
+	if err := os.MkdirAll(target, 0o755); err != nil {
+		return measure{}, err
+	}
+	return proc.Timed(s.run(repo, spec, target))
 }
 
 const kopiaVersion = "v0.22.3"
@@ -318,12 +365,17 @@ func (k *kopiaCLI) cmd(repo string, args ...string) *exec.Cmd {
 }
 
 func (k *kopiaCLI) init(repo string) error {
-	_, err := timed(k.cmd(repo, "repository", "create", "filesystem", "--path", repo, "--cache-directory", repo+"-cache"))
+	_, err := proc.Timed(k.cmd(repo, "repository", "create", "filesystem", "--path", repo, "--cache-directory", repo+"-cache"))
 	return err
 }
 
 func (k *kopiaCLI) backup(repo, dir string) (measure, error) {
-	return timed(k.cmd(repo, "snapshot", "create", dir, "--no-progress"))
+	return proc.Timed(k.cmd(repo, "snapshot", "create", dir, "--no-progress"))
+}
+
+func (k *kopiaCLI) restore(repo, dir, target string) (measure, error) {
+	// A source path restores that source's latest snapshot.
+	return proc.Timed(k.cmd(repo, "restore", dir, target, "--no-progress"))
 }
 
 type resticCLI struct{ bin string }
@@ -337,10 +389,28 @@ func (r *resticCLI) cmd(repo string, args ...string) *exec.Cmd {
 }
 
 func (r *resticCLI) init(repo string) error {
-	_, err := timed(r.cmd(repo, "init"))
+	_, err := proc.Timed(r.cmd(repo, "init"))
 	return err
 }
 
 func (r *resticCLI) backup(repo, dir string) (measure, error) {
-	return timed(r.cmd(repo, "backup", dir))
+	return proc.Timed(r.cmd(repo, "backup", dir))
+}
+
+func (r *resticCLI) restore(repo, dir, target string) (measure, error) {
+	m, err := proc.Timed(r.cmd(repo, "restore", "latest", "--target", target))
+	if err != nil {
+		return m, err
+	}
+	// restic recreates the absolute source path under the target; move it
+	// up so every tool's tree compares the same way.
+	inner := filepath.Join(target, dir)
+	tmp := target + "-restic"
+	if err := os.Rename(inner, tmp); err != nil {
+		return m, err
+	}
+	if err := os.RemoveAll(target); err != nil {
+		return m, err
+	}
+	return m, os.Rename(tmp, target)
 }

@@ -1,0 +1,55 @@
+// Package proc runs a benchmark peer as a child process and measures it:
+// wall time, CPU time and peak resident memory from the kernel's rusage.
+package proc
+
+import (
+	"fmt"
+	"os/exec"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Measure is one timed run.
+type Measure struct {
+	Wall  time.Duration
+	CPU   time.Duration
+	RSSMB float64
+}
+
+// Timed runs cmd and returns its wall time, CPU time and peak RSS.
+func Timed(cmd *exec.Cmd) (Measure, error) {
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	wall := time.Since(start)
+	if err != nil {
+		return Measure{}, fmt.Errorf("%s: %w\n%s", strings.Join(cmd.Args, " "), err, Tail(out.String()))
+	}
+	m := Measure{Wall: wall, CPU: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
+	if ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage); ru != nil {
+		m.RSSMB = float64(ru.Maxrss) / 1024
+	}
+	return m, nil
+}
+
+// Median is the run with the median wall time, carrying the peak RSS of all runs.
+func Median(ms []Measure) Measure {
+	w := append([]Measure(nil), ms...)
+	sort.Slice(w, func(i, j int) bool { return w[i].Wall < w[j].Wall })
+	med := w[len(w)/2]
+	for _, m := range ms {
+		med.RSSMB = max(med.RSSMB, m.RSSMB)
+	}
+	return med
+}
+
+// Tail keeps the end of a long output for an error message.
+func Tail(s string) string {
+	if len(s) > 2000 {
+		return s[len(s)-2000:]
+	}
+	return s
+}
