@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	prunefn "github.com/snapflow/snapflow/functions/prune"
+	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/test/harness"
 )
 
@@ -21,7 +23,7 @@ func TestMain(m *testing.M) {
 		Webhook: &harness.WebhookOptions{GlobalVolumePolicies: globalPolicies, Velero: true},
 		// Backups run for real: local node, functions and the kube source.
 		Functions: &harness.FunctionsOptions{RepositoryRetry: 2 * time.Second, GlobalVolumePoliciesConfigMap: harness.GlobalVolumePoliciesConfigMap,
-			Clock: clock.Now},
+			Clock: clock.Now, Extra: pruneFunction},
 	}, func(e *harness.Env) { env = e })
 }
 
@@ -54,4 +56,11 @@ func (c *testClock) Set(t time.Time) {
 	c.mu.Lock()
 	c.set = t
 	c.mu.Unlock()
+}
+
+// pruneFunction serves the prune function with no default BackupRepo (each
+// test's prune requested event names its own); versitygw needs path-style.
+func pruneFunction(d harness.Deps) []runtime.Function {
+	fn := &prunefn.Function{Client: d.Client, Settings: prunefn.Settings{PathStyle: true}, Emitter: d.Emitter, Recorder: d.Recorder("snapflow-prune")}
+	return []runtime.Function{{Name: "prune", Handle: fn.Handle}}
 }

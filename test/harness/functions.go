@@ -15,10 +15,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/snapflow/snapflow/events/sources/kube"
 	"github.com/snapflow/snapflow/functions/cleanup"
-	prunefn "github.com/snapflow/snapflow/functions/prune"
 	"github.com/snapflow/snapflow/functions/restore"
 	"github.com/snapflow/snapflow/functions/retention"
 	"github.com/snapflow/snapflow/functions/runtime"
@@ -42,6 +42,15 @@ type FunctionsOptions struct {
 	DeleteWindow time.Duration
 	// Clock is the schedule function's clock (time.Now when nil).
 	Clock func() time.Time
+	// Extra adds functions served next to the built-in ones, on /<name>.
+	Extra func(Deps) []runtime.Function
+}
+
+// Deps are what an Extra function gets from the harness.
+type Deps struct {
+	Client   client.Client
+	Emitter  runtime.Emitter
+	Recorder func(component string) record.EventRecorder
 }
 
 // Functions is the local stack behind a backup: the local node (standing in
@@ -153,13 +162,17 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 		Emitter: f.Emitted, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-restore"})}
 	verifyFn := &verify.Function{Client: cp.Client, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", Now: o.Clock,
 		Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-verify"})}
-	// The prune function serves no default BackupRepo: each test's prune
-	// requested event names its own; versitygw needs path-style requests.
-	pruneFn := &prunefn.Function{Client: cp.Client, Settings: prunefn.Settings{PathStyle: true},
-		Emitter: f.Emitted, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-prune"})}
 	fns := []runtime.Function{{Name: "snapshot", Handle: fn.Handle}, {Name: "cleanup", Handle: cleanupFn.Handle},
 		{Name: "retention", Handle: retentionFn.Handle}, {Name: "schedule", Handle: scheduleFn.Handle}, {Name: "restore", Handle: restoreFn.Handle},
-		{Name: "verify", Handle: verifyFn.Handle}, {Name: "prune", Handle: pruneFn.Handle}}
+		{Name: "verify", Handle: verifyFn.Handle}}
+	if o.Extra != nil {
+		// Functions the harness cannot import (they import packages whose
+		// own tests use the harness) are built by the test binary.
+		fns = append(fns, o.Extra(Deps{Client: cp.Client, Emitter: f.Emitted,
+			Recorder: func(component string) record.EventRecorder {
+				return b.NewRecorder(cp.Scheme, corev1.EventSource{Component: component})
+			}})...)
+	}
 	listening := make(chan string, 1)
 	errc := make(chan error, 1)
 	f.wg.Add(1)

@@ -346,6 +346,18 @@ func TestReferencedHistoricalRootIsListedInFull_3_5(t *testing.T) {
 	if len(st.callsWith("all:"+H)) != 1 {
 		t.Fatalf("calls %v", st.calls)
 	}
+	// The re-plan after listing H in full reads no manifest a second time.
+	gets := st.callsWith("get:")
+	seen := map[string]bool{}
+	for _, g := range gets {
+		if seen[g] {
+			t.Fatalf("manifest read twice (%s); reads: %v", g, gets)
+		}
+		seen[g] = true
+	}
+	if len(gets) == 0 {
+		t.Fatal("no manifest was read: the layout is wrong")
+	}
 	for _, c := range pl.Candidates {
 		for _, o := range c.Objects {
 			if o.ETag == "" {

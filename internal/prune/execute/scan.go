@@ -110,6 +110,9 @@ type scanner struct {
 	roots    []string
 	mode     map[string]rootMode
 	cache    map[string][]prune.Object
+	// read keeps manifest bodies across planning rounds, keyed by the
+	// object's identity, so a re-plan reads only what changed.
+	read map[string]prune.ManifestBody
 }
 
 // top lists the bucket top level and decides how far to list each root.
@@ -183,9 +186,53 @@ func (s *scanner) listing(ctx context.Context) (prune.Listing, error) {
 		}
 		l.Objects = append(l.Objects, objs...)
 	}
+	if s.read == nil {
+		s.read = map[string]prune.ManifestBody{}
+	}
 	var err error
-	l.Manifests, err = readManifests(ctx, s.st, l, s.opts.ManifestName, nil)
+	l.Manifests, err = readManifestsCached(ctx, s.st, l, s.opts.ManifestName, s.read)
 	return l, err
+}
+
+// readManifestsCached is readManifests for a scan that plans more than once:
+// a manifest whose key, ETag and version are unchanged is not read again.
+func readManifestsCached(ctx context.Context, st Store, l prune.Listing, name string, read map[string]prune.ManifestBody) (map[string]prune.ManifestBody, error) {
+	keys := prune.ManifestKeys(l, name)
+	want := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		want[k] = true
+	}
+	ident := map[string]string{}
+	byKey := map[string][]prune.Object{}
+	for _, o := range l.Objects {
+		if !want[o.Key] {
+			continue
+		}
+		byKey[o.Key] = append(byKey[o.Key], o)
+		if !l.Versioned || (o.IsLatest && !o.DeleteMarker) {
+			ident[o.Key] = o.Key + "\x00" + o.ETag + "\x00" + o.VersionID
+		}
+	}
+	out := map[string]prune.ManifestBody{}
+	var missing []prune.Object
+	for _, k := range keys {
+		if b, ok := read[ident[k]]; ok && b.Err == nil {
+			out[k] = b
+			continue
+		}
+		missing = append(missing, byKey[k]...)
+	}
+	if len(missing) > 0 {
+		fresh, err := readManifests(ctx, st, prune.Listing{Objects: missing, Versioned: l.Versioned}, name, nil)
+		if err != nil {
+			return nil, err
+		}
+		for k, b := range fresh {
+			out[k] = b
+			read[ident[k]] = b
+		}
+	}
+	return out, nil
 }
 
 func (s *scanner) rootObjects(ctx context.Context, root string) ([]prune.Object, error) {
