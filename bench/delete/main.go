@@ -31,7 +31,29 @@ func main() {
 	bin := flag.String("bin", "bin", "directory holding snapflow and kopia")
 	n := flag.Int("n", 1000, "snapshots to delete")
 	reps := flag.Int("reps", 3, "repetitions (the median is reported)")
+	seedDir := flag.String("seed", "", "internal: write the repository into this directory and its ids to stdout, then exit")
+	countDir := flag.String("count", "", "internal: print how many snapshots the repository in this directory holds, then exit")
 	flag.Parse()
+	if *countDir != "" {
+		n, err := remaining(*countDir)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Print(n)
+		return
+	}
+	if *seedDir != "" {
+		// In a child process, so the parent's memory high-water mark (which
+		// survives into the peers it starts) stays small.
+		ids, err := seed(filepath.Join(*seedDir, "base"), filepath.Join(*seedDir, "data"), *n)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		_ = json.NewEncoder(os.Stdout).Encode(ids)
+		return
+	}
 	if err := run(*bin, *n, *reps); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -54,9 +76,17 @@ func run(bin string, n, reps int) error {
 
 	fmt.Printf("writing %d snapshots…\n", n)
 	base := filepath.Join(work, "base")
-	ids, err := seed(base, filepath.Join(work, "data"), n)
+	self, err := os.Executable()
 	if err != nil {
 		return err
+	}
+	out, err := exec.Command(self, "-seed", work, "-n", fmt.Sprint(n)).Output()
+	if err != nil {
+		return fmt.Errorf("seed: %w", err)
+	}
+	var ids []string
+	if err := json.Unmarshal(out, &ids); err != nil || len(ids) != n {
+		return fmt.Errorf("seed wrote %d ids (%v)", len(ids), err)
 	}
 	var sf, kc []proc.Measure
 	for rep := 0; rep < reps; rep++ {
@@ -74,8 +104,11 @@ func run(bin string, n, reps int) error {
 			if err != nil {
 				return fmt.Errorf("%s: %w", tool, err)
 			}
-			if left, err := remaining(repoDir); err != nil || left != 0 {
-				return fmt.Errorf("%s left %d snapshots (%v)", tool, left, err)
+			// Counted in a child too: opening the repository here would
+			// raise this process's memory high-water mark, which the next
+			// peer it starts would inherit in its rusage.
+			if out, err := exec.Command(self, "-count", repoDir).Output(); err != nil || string(out) != "0" {
+				return fmt.Errorf("%s left %q snapshots (%v)", tool, out, err)
 			}
 			fmt.Printf("  %-8s %6.2fs wall %6.2fs cpu %4.0f MiB\n", tool, m.Wall.Seconds(), m.CPU.Seconds(), m.RSSMB)
 			if tool == "snapflow" {
@@ -87,7 +120,7 @@ func run(bin string, n, reps int) error {
 		}
 	}
 	s, k := proc.Median(sf), proc.Median(kc)
-	body := fmt.Sprintf("## Batch delete\n\n`go run ./bench/delete` on %s, %d cores, %s: deleting %d kopia snapshots from a local filesystem repository, each tool from an identical copy. snapflow is the real `snapflow mover` binary running a delete work spec with %d members (one kopia session, as the cleanup function's batch Job does); the peer is kopia %s's CLI deleting the same ids in one `kopia snapshot delete --delete` call. Median of %d runs.\n\n"+
+	body := fmt.Sprintf("## Batch delete\n\n`go run ./bench/delete` on %s, %d cores, %s: deleting %d kopia snapshots from a local filesystem repository, each tool from an identical copy. snapflow is the real `snapflow mover` binary running a delete work spec with %d members (one kopia session, as the cleanup function's batch Job does); the peer is kopia %s's CLI deleting the same ids in one `kopia snapshot delete --delete` call, connected beforehand (untimed) and with its cache emptied, as a mover Job's is. Median of %d runs.\n\n"+
 		"| | wall | cpu | peak RSS |\n|---|---|---|---|\n| snapflow mover | %.2f s | %.2f s | %.0f MiB |\n| kopia CLI | %.2f s | %.2f s | %.0f MiB |\n| snapflow / kopia | %.2f× | | %.2f× |\n\n"+
 		"Target: the batch no slower than the kopia CLI — %s.\n",
 		time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.Version(), n, n, kopiaVersion, reps,
@@ -165,7 +198,13 @@ func cliDelete(bin, repoDir string, ids []string) (proc.Measure, error) {
 		cmd.Env = append(os.Environ(), "KOPIA_PASSWORD="+password, "KOPIA_CHECK_FOR_UPDATES=false")
 		return cmd
 	}
-	if _, err := proc.Timed(kopia("repository", "connect", "filesystem", "--path", repoDir, "--cache-directory", repoDir+"-cli-cache")); err != nil {
+	cache := repoDir + "-cli-cache"
+	if _, err := proc.Timed(kopia("repository", "connect", "filesystem", "--path", repoDir, "--cache-directory", cache)); err != nil {
+		return proc.Measure{}, err
+	}
+	// connect already read the index into the cache; a mover Job starts
+	// with an empty one, so the peer does too.
+	if err := os.RemoveAll(cache); err != nil {
 		return proc.Measure{}, err
 	}
 	return proc.Timed(kopia(append([]string{"snapshot", "delete", "--delete"}, ids...)...))
