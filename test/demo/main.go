@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/test/harness"
 )
@@ -39,9 +40,9 @@ func run(ctx context.Context, keep bool) error {
 	if err != nil {
 		return err
 	}
-	step("starting the control plane (kube-apiserver and etcd from bin/) with snapflow's and the CSI snapshot CRDs")
+	step("starting the control plane (kube-apiserver and etcd from bin/) with snapflow's, the CSI snapshot and KubeBlocks CRDs")
 	start := time.Now()
-	cp, err := harness.StartControlPlane(harness.Options{ExternalCRDs: []harness.ExternalCRDs{harness.SnapshotterCRDs}})
+	cp, err := harness.StartControlPlane(harness.Options{ExternalCRDs: []harness.ExternalCRDs{harness.SnapshotterCRDs, harness.KubeBlocksCRDs}})
 	if err != nil {
 		return err
 	}
@@ -63,7 +64,8 @@ func run(ctx context.Context, keep bool) error {
 	step("starting the functions, the kube source and the local node")
 	fmt.Println("    (the local node stands in for a kubelet and a CSI driver: it runs each Job's")
 	fmt.Println("     real container command as a local process, PVCs mapped to directories)")
-	fns, err := cp.StartFunctions(harness.FunctionsOptions{})
+	clock := &demoClock{}
+	fns, err := cp.StartFunctions(harness.FunctionsOptions{Clock: clock.Now})
 	if err != nil {
 		return err
 	}
@@ -128,6 +130,89 @@ func run(ctx context.Context, keep bool) error {
 
 	step("reading the snapshot back from the repository with the kopia library")
 	if err := showSnapshot(ctx, fns, name); err != nil {
+		return err
+	}
+
+	step("restoring it into a new PVC: a Restore, applied as a user would")
+	fmt.Print(indent(restoreManifest))
+	if res, err := cp.Kubectl(ctx, []byte(restoreManifest), "apply", "-f", "-"); err != nil || res.ExitCode != 0 {
+		return fmt.Errorf("apply the Restore: %v %s", err, res.Stderr)
+	}
+	if _, err := kubectl(true, "-n", "kopiur-tryit", "wait", "--for=jsonpath={.status.phase}=Completed", "--timeout=120s", "kopiarestore/app-data-back"); err != nil {
+		fmt.Print(indent(lastLines(fns.Log(), 30)))
+		return err
+	}
+	if _, err := kubectl(true, "-n", "kopiur-tryit", "get", "kopiarestore", "app-data-back", "-o",
+		"custom-columns=NAME:.metadata.name,PHASE:.status.phase,SOURCE:.status.sourceKind,SNAPSHOT:.status.resolved.snapshotRef.name,KOPIA-SNAPSHOT:.status.resolved.kopiaSnapshotID,FILES:.status.progress.filesRestored,BYTES:.status.progress.bytesRestored"); err != nil {
+		return err
+	}
+	same, err := sameFiles(fns.Node.PVCDir("kopiur-tryit", "app-data"), fns.Node.PVCDir("kopiur-tryit", "app-data-restored"))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("    the app-data-restored PVC holds %d files, each identical to app-data\n", same)
+
+	step("a nightly schedule fires (the functions' clock jumps to its slot) and retention prunes")
+	fmt.Print(indent(scheduleManifest))
+	if res, err := cp.Kubectl(ctx, []byte(scheduleManifest), "apply", "-f", "-"); err != nil || res.ExitCode != 0 {
+		return fmt.Errorf("apply the schedule: %v %s", err, res.Stderr)
+	}
+	if _, err := kubectl(true, "-n", "kopiur-tryit", "wait", "--for=jsonpath={.status.nextSchedule.at}", "--timeout=60s", "snapshotschedule/nightly"); err != nil {
+		return err
+	}
+	next, err := cp.Kubectl(ctx, nil, "-n", "kopiur-tryit", "get", "snapshotschedule", "nightly", "-o", "jsonpath={.status.nextSchedule.at}")
+	if err != nil {
+		return err
+	}
+	slot, err := time.Parse(time.RFC3339, strings.TrimSpace(next.Stdout))
+	if err != nil {
+		return fmt.Errorf("read the pinned next slot: %w", err)
+	}
+	fmt.Printf("    next slot pinned in status: %s; moving the clock there and sending a PingSource tick\n", slot.Format(time.RFC3339))
+	clock.Set(slot.Add(time.Second))
+	if err := tick(ctx, fns); err != nil {
+		return err
+	}
+	clock.Set(time.Time{})
+	if _, err := kubectl(true, "-n", "kopiur-tryit", "wait", "--for=jsonpath={.status.phase}=Succeeded", "--timeout=120s", "snapshot", "-l", wellknown.LabelSchedule+"=nightly"); err != nil {
+		fmt.Print(indent(lastLines(fns.Log(), 30)))
+		return err
+	}
+	// Both backups are from today; keepDaily keeps the newest of a day, so
+	// retention prunes the manual one (its kopia data follows through the
+	// cleanup function).
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		res, err := cp.Kubectl(ctx, nil, "-n", "kopiur-tryit", "get", "snapshot", name, "--ignore-not-found", "-o", "name")
+		if err != nil {
+			return err
+		}
+		if strings.TrimSpace(res.Stdout) == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			fmt.Print(indent(lastLines(fns.Log(), 30)))
+			return fmt.Errorf("retention did not prune %s", name)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	fmt.Printf("    %s was pruned by retention (keepDaily keeps the newest backup of a day)\n", name)
+	if _, err := kubectl(true, "-n", "kopiur-tryit", "get", "snapshotschedules,snapshots"); err != nil {
+		return err
+	}
+
+	step("orphan pruning: a KubeBlocks BackupRepo whose bucket (on versitygw) holds data no Backup owns")
+	gw, err := harness.StartS3(harness.S3Options{})
+	if err != nil {
+		return err
+	}
+	defer gw.Stop()
+	if err := seedKubeBlocks(ctx, cp, gw); err != nil {
+		return fmt.Errorf("seed the KubeBlocks bucket: %w", err)
+	}
+	fmt.Println("    seeded: a live backup (its Backup CR exists), an orphaned one (no CR), one written today,")
+	fmt.Println("    and a volume root no PVC or PV of this cluster owns; plan only lists, it never deletes")
+	if err := prunePlan(ctx, cp); err != nil {
 		return err
 	}
 
