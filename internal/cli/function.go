@@ -18,6 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/snapflow/snapflow/events/sources/kube"
+	"github.com/snapflow/snapflow/events/sources/sink"
+	"github.com/snapflow/snapflow/events/sources/tick"
 	"github.com/snapflow/snapflow/functions/cleanup"
 	prunefn "github.com/snapflow/snapflow/functions/prune"
 	"github.com/snapflow/snapflow/functions/restore"
@@ -253,7 +255,28 @@ func newSourceCmd() *cobra.Command {
 	kubeCmd.Flags().StringArrayVar(&sinks, "sink", nil, "URL to POST events to (repeatable)")
 	kubeCmd.Flags().DurationVar(&resync, "resync", 5*time.Minute, "how often to send a resync event (0: never)")
 	kubeCmd.Flags().BoolVar(&devLogs, "dev-logs", false, "human-readable logs instead of JSON")
-	cmd.AddCommand(kubeCmd, newSourceS3Cmd())
+	var schedule, data string
+	tickCmd := &cobra.Command{
+		Use:   "tick",
+		Short: "POST a PingSource-shaped tick to the sinks on a cron schedule (every minute by default)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(sinks) == 0 {
+				return fmt.Errorf("--sink is required: the URL of a function or broker (repeat for several)")
+			}
+			log := zap.New(zap.UseDevMode(devLogs)).WithName("tick-source")
+			to, err := sink.New(sinks, log)
+			if err != nil {
+				return err
+			}
+			return tick.Run(cmd.Context(), tick.Options{Schedule: schedule, Data: data, Log: log}, to)
+		},
+	}
+	tickCmd.Flags().StringArrayVar(&sinks, "sink", nil, "URL to POST ticks to (repeatable)")
+	tickCmd.Flags().StringVar(&schedule, "schedule", "* * * * *", "5-field cron (UTC) of the ticks")
+	tickCmd.Flags().StringVar(&data, "data", "", "JSON payload of each tick")
+	tickCmd.Flags().BoolVar(&devLogs, "dev-logs", false, "human-readable logs instead of JSON")
+	cmd.AddCommand(kubeCmd, tickCmd, newSourceS3Cmd())
 	return cmd
 }
 

@@ -7,14 +7,11 @@ package kube
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/cloudevents/sdk-go/v2/event"
-	"github.com/cloudevents/sdk-go/v2/protocol"
-	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/go-logr/logr"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +24,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/events"
+	"github.com/snapflow/snapflow/events/sources/sink"
 )
 
 // DefaultKinds are what the snapshot, schedule, retention, cleanup and
@@ -65,35 +63,11 @@ func Run(ctx context.Context, o Options) error {
 	if o.Source == "" {
 		o.Source = o.Config.Host
 	}
-	var clients []cloudevents.Client
-	for _, s := range o.Sinks {
-		c, err := cloudevents.NewClientHTTP(cloudevents.WithTarget(s))
-		if err != nil {
-			return fmt.Errorf("client for %s: %w", s, err)
-		}
-		clients = append(clients, c)
+	sinks, err := sink.New(o.Sinks, o.Log)
+	if err != nil {
+		return err
 	}
-	send := func(e event.Event) {
-		for i, c := range clients {
-			// Retry like ApiServerSource's adapter: a few times, backing off.
-			delay := 50 * time.Millisecond
-			for attempt := 0; attempt < 6; attempt++ {
-				res := c.Send(ctx, e)
-				if protocol.IsACK(res) {
-					break
-				}
-				if ctx.Err() != nil {
-					return
-				}
-				o.Log.V(1).Info("delivery failed", "sink", o.Sinks[i], "type", e.Type(), "id", e.ID(), "attempt", attempt+1, "result", fmt.Sprint(res))
-				if isRefused(res) {
-					break // a 4xx will not get better by resending
-				}
-				time.Sleep(delay)
-				delay *= 2
-			}
-		}
-	}
+	send := func(e event.Event) { _ = sinks.Send(ctx, e) }
 	ca, err := cache.New(o.Config, cache.Options{Scheme: o.Scheme})
 	if err != nil {
 		return fmt.Errorf("watch cache: %w", err)
@@ -168,10 +142,3 @@ func isSnapflowJob(u *unstructured.Unstructured) bool {
 }
 
 // isRefused says whether the sink refused the event for good (4xx).
-func isRefused(res protocol.Result) bool {
-	var hr *cehttp.Result
-	if errors.As(res, &hr) {
-		return hr.StatusCode >= 400 && hr.StatusCode < 500
-	}
-	return false
-}

@@ -1,0 +1,74 @@
+// Package sink delivers a source's CloudEvents to one or more URLs the way
+// Knative's adapters do: each sink in turn, a few retries with backoff, and
+// no retry of a 4xx (the receiver refused the event; resending cannot help).
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/cloudevents/sdk-go/v2/protocol"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/go-logr/logr"
+)
+
+// Sinks are the URLs a source posts to.
+type Sinks struct {
+	urls    []string
+	clients []cloudevents.Client
+	log     logr.Logger
+}
+
+// New prepares a client per URL.
+func New(urls []string, log logr.Logger) (*Sinks, error) {
+	s := &Sinks{urls: urls, log: log}
+	for _, u := range urls {
+		c, err := cloudevents.NewClientHTTP(cloudevents.WithTarget(u))
+		if err != nil {
+			return nil, fmt.Errorf("client for %s: %w", u, err)
+		}
+		s.clients = append(s.clients, c)
+	}
+	return s, nil
+}
+
+// Send posts e to every sink and reports the sinks that never accepted it.
+func (s *Sinks) Send(ctx context.Context, e event.Event) error {
+	var errs []error
+	for i, c := range s.clients {
+		delay := 50 * time.Millisecond
+		var last protocol.Result
+		for attempt := 0; attempt < 6; attempt++ {
+			last = c.Send(ctx, e)
+			if protocol.IsACK(last) {
+				last = nil
+				break
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			s.log.V(1).Info("delivery failed", "sink", s.urls[i], "type", e.Type(), "id", e.ID(), "attempt", attempt+1, "result", fmt.Sprint(last))
+			if refused(last) {
+				break
+			}
+			time.Sleep(delay)
+			delay *= 2
+		}
+		if last != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s.urls[i], last))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func refused(res protocol.Result) bool {
+	var hr *cehttp.Result
+	if errors.As(res, &hr) {
+		return hr.StatusCode >= 400 && hr.StatusCode < 500
+	}
+	return false
+}
