@@ -52,7 +52,7 @@ func (f *functionFlags) register(cmd *cobra.Command) {
 	}
 	fl.StringVar(&f.addr, "addr", ":"+port, "listen address (Knative sets $PORT)")
 	fl.StringVar(&f.namespace, "namespace", envOr("POD_NAMESPACE", "snapflow-system"), "snapflow's install namespace")
-	fl.StringVar(&f.moverImage, "mover-image", "ghcr.io/snapflow/snapflow:"+version.Version, "image of mover Jobs")
+	fl.StringVar(&f.moverImage, "mover-image", "snapflow/snapflow:"+version.Version, "image of mover Jobs (point it at your registry's copy of the snapflow image)")
 	fl.StringVar(&f.moverSA, "mover-service-account", "", "ServiceAccount of mover pods (needs status write on snapflow kinds)")
 	fl.IntVar(&f.maxJobs, "max-concurrent-jobs", 0, "cluster-wide cap on concurrent mover Jobs (0: unlimited)")
 	fl.StringVar(&f.sink, "sink", os.Getenv("K_SINK"), "where emitted events go (Knative SinkBinding sets $K_SINK)")
