@@ -1,0 +1,248 @@
+{{/* Names ------------------------------------------------------------- */}}
+
+{{- define "snapflow.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The prefix of every resource name: the release name, unless it lacks the chart name. */}}
+{{- define "snapflow.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "snapflow.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels: call with (dict "root" $ "component" "webhook"). */}}
+{{- define "snapflow.labels" -}}
+helm.sh/chart: {{ include "snapflow.chart" .root }}
+{{ include "snapflow.selectorLabels" . }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/part-of: snapflow
+{{- with .root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "snapflow.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "snapflow.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* Images ------------------------------------------------------------ */}}
+
+{{- define "snapflow.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "snapflow.moverImage" -}}
+{{- $repo := default .Values.image.repository .Values.mover.image.repository -}}
+{{- $tag := default (default .Chart.AppVersion .Values.image.tag) .Values.mover.image.tag -}}
+{{- printf "%s:%s" $repo $tag -}}
+{{- end -}}
+
+{{- define "snapflow.moverServiceAccount" -}}
+{{- default (printf "%s-mover" (include "snapflow.fullname" .)) .Values.mover.serviceAccount.name -}}
+{{- end -}}
+
+{{/* Webhook ----------------------------------------------------------- */}}
+
+{{- define "snapflow.webhook.service" -}}
+{{- printf "%s-webhook" (include "snapflow.fullname" .) -}}
+{{- end -}}
+
+{{- define "snapflow.webhook.mutating" -}}
+{{- printf "%s-mutating" (include "snapflow.fullname" .) -}}
+{{- end -}}
+
+{{- define "snapflow.webhook.validating" -}}
+{{- printf "%s-validating" (include "snapflow.fullname" .) -}}
+{{- end -}}
+
+{{- define "snapflow.webhook.velero" -}}
+{{- printf "%s-velero" (include "snapflow.fullname" .) -}}
+{{- end -}}
+
+{{/* The Secret the webhook serves from: self-managed, cert-manager's, or the manual one. */}}
+{{- define "snapflow.webhook.tlsSecret" -}}
+{{- if and (eq .Values.webhook.tls.mode "manual") .Values.webhook.tls.manual.existingSecret -}}
+{{- .Values.webhook.tls.manual.existingSecret -}}
+{{- else -}}
+{{- printf "%s-webhook-tls" (include "snapflow.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Annotations of the webhook configurations: cert-manager injects the caBundle. */}}
+{{- define "snapflow.webhook.annotations" -}}
+{{- if eq .Values.webhook.tls.mode "cert-manager" }}
+annotations:
+  cert-manager.io/inject-ca-from: {{ printf "%s/%s-webhook" .Release.Namespace (include "snapflow.fullname" .) }}
+{{- end }}
+{{- end -}}
+
+{{/* clientConfig of one webhook: call with (dict "root" $ "path" "/mutate/snapshot"). */}}
+{{- define "snapflow.webhook.clientConfig" -}}
+clientConfig:
+  service:
+    name: {{ include "snapflow.webhook.service" .root }}
+    namespace: {{ .root.Release.Namespace }}
+    path: {{ .path }}
+    port: 443
+  {{- if eq .root.Values.webhook.tls.mode "manual" }}
+  caBundle: {{ .root.Values.webhook.tls.manual.ca | b64enc }}
+  {{- end }}
+{{- end -}}
+
+{{/* Functions --------------------------------------------------------- */}}
+
+{{/* Every function the chart knows, in a stable order. */}}
+{{- define "snapflow.functionNames" -}}
+snapshot cleanup retention schedule restore verify prune
+{{- end -}}
+
+{{/* Whether function NAME runs: call with (dict "root" $ "name" "snapshot"); prints "true" or nothing. */}}
+{{- define "snapflow.functionEnabled" -}}
+{{- if eq .name "prune" -}}
+{{- if .root.Values.prune.function.enabled }}true{{ end -}}
+{{- else -}}
+{{- if (index .root.Values.functions .name).enabled }}true{{ end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "snapflow.functionServiceAccount" -}}
+{{- if eq .name "prune" -}}
+{{- printf "%s-prune" (include "snapflow.fullname" .root) -}}
+{{- else -}}
+{{- printf "%s-%s" (include "snapflow.fullname" .root) .name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* In-cluster URL of a function (a Knative Service or the Deployment's Service). */}}
+{{- define "snapflow.functionURL" -}}
+{{- printf "http://%s-%s.%s.svc" (include "snapflow.fullname" .root) .name .root.Release.Namespace -}}
+{{- end -}}
+
+{{- define "snapflow.brokerName" -}}
+{{- default (include "snapflow.fullname" .) .Values.knative.broker.name -}}
+{{- end -}}
+
+{{/* The sink of function NAME's emitted events, or nothing (it then only logs them). */}}
+{{- define "snapflow.functionSink" -}}
+{{- $v := .root.Values -}}
+{{- if $v.functions.eventSink -}}
+{{- $v.functions.eventSink -}}
+{{- else if and (not $v.knative.enabled) (eq .name "snapshot") $v.functions.retention.enabled -}}
+{{- include "snapflow.functionURL" (dict "root" .root "name" "retention") -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Arguments of `snapflow function NAME`. */}}
+{{- define "snapflow.functionArgs" -}}
+{{- $v := .root.Values -}}
+- function
+- {{ .name }}
+- --namespace={{ .root.Release.Namespace }}
+- --addr=:{{ $v.functions.port }}
+{{- if ne .name "prune" }}
+- --mover-image={{ include "snapflow.moverImage" .root }}
+- --mover-service-account={{ include "snapflow.moverServiceAccount" .root }}
+{{- end }}
+{{- if and (eq .name "snapshot") $v.functions.maxConcurrentJobs }}
+- --max-concurrent-jobs={{ $v.functions.maxConcurrentJobs }}
+{{- end }}
+{{- if and (eq .name "snapshot") $v.globalVolumePolicies.name }}
+- --global-backup-volume-policies-configmap={{ $v.globalVolumePolicies.name }}
+{{- end }}
+{{- if eq .name "cleanup" }}
+- --delete-window={{ $v.functions.cleanup.deleteWindow }}
+{{- end }}
+{{- if $v.devLogs }}
+- --dev-logs
+{{- end }}
+{{- end -}}
+
+{{/* Environment of function NAME: its sink and, for prune, the KBBACKUP_PRUNE_* settings. */}}
+{{- define "snapflow.functionEnv" -}}
+{{- $sink := include "snapflow.functionSink" . -}}
+{{- if $sink }}
+- name: K_SINK
+  value: {{ $sink | quote }}
+{{- end }}
+{{- if eq .name "prune" }}
+{{ include "snapflow.pruneEnv" .root }}
+- name: KBBACKUP_PRUNE_CONFIRM
+  value: {{ .root.Values.prune.function.confirm | quote }}
+{{- with .root.Values.prune.minAge }}
+- name: KBBACKUP_PRUNE_MIN_AGE
+  value: {{ . | quote }}
+{{- end }}
+- name: KBBACKUP_PRUNE_INCLUDE_RETAINED
+  value: {{ .root.Values.prune.includeRetained | quote }}
+- name: KBBACKUP_PRUNE_DELETE_REPOSITORY_STRAY
+  value: {{ .root.Values.prune.deleteRepositoryStray | quote }}
+- name: KBBACKUP_PRUNE_BUCKET_VERSIONING
+  value: {{ .root.Values.prune.bucketVersioning | quote }}
+- name: KBBACKUP_PRUNE_PURGE_VERSIONS
+  value: {{ .root.Values.prune.purgeVersions | quote }}
+- name: KBBACKUP_PRUNE_PATH_STYLE
+  value: {{ .root.Values.prune.pathStyle | quote }}
+- name: KBBACKUP_PRUNE_USE_BACKUP_REPO_CREDENTIALS
+  value: {{ .root.Values.prune.useBackupRepoCredentials | quote }}
+- name: KBBACKUP_PRUNE_CONCURRENCY
+  value: {{ .root.Values.prune.concurrency | quote }}
+- name: KBBACKUP_PRUNE_TIMEOUT
+  value: {{ .root.Values.prune.timeout | quote }}
+{{- with .root.Values.prune.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* Prune ------------------------------------------------------------- */}}
+
+{{/* KBBACKUP_PRUNE_* variables shared by the CLI and the function. */}}
+{{- define "snapflow.pruneEnv" -}}
+{{- $p := .Values.prune -}}
+- name: KBBACKUP_PRUNE_BACKUP_REPO
+  value: {{ $p.backupRepo | quote }}
+{{- with $p.namespace }}
+- name: KBBACKUP_PRUNE_NAMESPACE
+  value: {{ . | quote }}
+{{- end }}
+{{- with $p.prefix }}
+- name: KBBACKUP_PRUNE_PREFIX
+  value: {{ . | quote }}
+{{- end }}
+{{- with $p.bucket }}
+- name: KBBACKUP_PRUNE_BUCKET
+  value: {{ . | quote }}
+{{- end }}
+{{- with $p.endpoint }}
+- name: KBBACKUP_PRUNE_ENDPOINT
+  value: {{ . | quote }}
+{{- end }}
+{{- with $p.region }}
+- name: AWS_REGION
+  value: {{ . | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* The word `snapflow prune` demands for the flags (internal/prune/confirm.go). */}}
+{{- define "snapflow.pruneWord" -}}
+{{- if and .includeRetained .deleteRepositoryStray -}}DELETE-RETAINED-AND-STRAY
+{{- else if .includeRetained -}}DELETE-RETAINED
+{{- else if .deleteRepositoryStray -}}DELETE-STRAY
+{{- else -}}DELETE
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,219 @@
+{{- /*
+Least-privilege rules of each function, derived from what its code does
+(functions/<name>/*.go and the internal packages it calls). Cluster-wide,
+because the functions act on snapflow objects in every namespace. Notes:
+- "<kind>/finalizers: update" is needed where the function creates objects
+  with an ownerReference that sets blockOwnerDeletion (mover Jobs, their
+  ConfigMaps, staged PVCs), as the OwnerReferencesPermissionEnforcement
+  admission plugin demands.
+- status writes go through statuspatch (get the object, patch /status).
+- "events: create, patch" is the Kubernetes Event recorder.
+*/ -}}
+
+{{- define "snapflow.rules.events" -}}
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end -}}
+
+{{- define "snapflow.rules.snapshot" -}}
+# Snapshots: reconcile, mint on snapshot.requested, status.
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["snapshots"]
+  verbs: ["get", "list", "create"]
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["snapshots/status", "repositories/status", "clusterrepositories/status"]
+  verbs: ["get", "patch"]
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["snapshots/finalizers"]
+  verbs: ["update"]
+# Repositories are bootstrapped; policies read (and listed by the tenancy check).
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["repositories", "clusterrepositories", "snapshotpolicies"]
+  verbs: ["get", "list"]
+# Namespaces: tenancy and the privileged-movers annotation.
+- apiGroups: [""]
+  resources: ["namespaces"]
+  verbs: ["get"]
+# Mover, bootstrap, pin and hook Jobs; their pods for failure messages;
+# pods/exec for workloadExec hooks.
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["get", "list", "create", "delete"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list"]
+- apiGroups: [""]
+  resources: ["pods/exec"]
+  verbs: ["create"]
+# Work-spec ConfigMaps (bootstrap ones are updated), recipe and global volume policies.
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get", "create", "update", "delete"]
+# Source PVCs (read, selected by pvcSelector), staged PVCs (created, deleted), PVs for volume policies.
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["get", "list", "create", "delete"]
+- apiGroups: [""]
+  resources: ["persistentvolumes"]
+  verbs: ["get"]
+# copyMethod Snapshot stages through a VolumeSnapshot.
+- apiGroups: ["snapshot.storage.k8s.io"]
+  resources: ["volumesnapshots"]
+  verbs: ["get", "create", "delete"]
+{{ include "snapflow.rules.events" . }}
+{{- end -}}
+
+{{- define "snapflow.rules.cleanup" -}}
+# Snapshots: cleanup finalizer removal (update), policy cascade (patch + delete), status.
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["snapshots"]
+  verbs: ["get", "list", "update", "patch", "delete"]
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["snapshots/status", "repositories/status", "clusterrepositories/status"]
+  verbs: ["get", "patch"]
+# Policies carry the cascade finalizer.
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["snapshotpolicies"]
+  verbs: ["get", "list", "update"]
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["repositories", "clusterrepositories", "snapshotschedules"]
+  verbs: ["get"]
+# One deletion Job per repository at a time, guarded by a Lease.
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["get", "create", "delete"]
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["create", "delete"]
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["get", "create", "update"]
+{{ include "snapflow.rules.events" . }}
+{{- end -}}
+
+{{- define "snapflow.rules.retention" -}}
+# GFS retention: read a policy's Snapshots, prune (patch the pruned-by mark, delete).
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["snapshots"]
+  verbs: ["get", "list", "patch", "delete"]
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["snapshotpolicies"]
+  verbs: ["get", "list"]
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["snapshotpolicies/status"]
+  verbs: ["get", "patch"]
+{{ include "snapflow.rules.events" . }}
+{{- end -}}
+
+{{- define "snapflow.rules.schedule" -}}
+# Schedules fire by minting Snapshots; replaced and failed runs are pruned.
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["snapshotschedules"]
+  verbs: ["get", "list"]
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["snapshotschedules/status"]
+  verbs: ["get", "patch"]
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["snapshots"]
+  verbs: ["get", "list", "create", "patch", "delete"]
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["snapshotpolicies"]
+  verbs: ["get", "list"]
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["repositories", "clusterrepositories"]
+  verbs: ["get"]
+# pvcSelector sources expand to one Snapshot per PVC.
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["list"]
+# The mover Job of a replaced run is deleted.
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["get", "delete"]
+{{ include "snapflow.rules.events" . }}
+{{- end -}}
+
+{{- define "snapflow.rules.restore" -}}
+# Restores: reconcile, create on restore.requested, status.
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["restores"]
+  verbs: ["get", "list", "create"]
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["restores/status"]
+  verbs: ["get", "patch"]
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["restores/finalizers"]
+  verbs: ["update"]
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["snapshots", "snapshotpolicies"]
+  verbs: ["get", "list"]
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["repositories", "clusterrepositories"]
+  verbs: ["get"]
+- apiGroups: [""]
+  resources: ["namespaces"]
+  verbs: ["get"]
+# Target and prime PVCs; the prime's PV is handed to the user's PVC (claimRef).
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["get", "list", "create", "delete"]
+- apiGroups: [""]
+  resources: ["persistentvolumes"]
+  verbs: ["get", "update"]
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["get", "create", "delete"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list"]
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["create", "delete"]
+{{ include "snapflow.rules.events" . }}
+{{- end -}}
+
+{{- define "snapflow.rules.verify" -}}
+# Verification tiers of SnapshotPolicies: run Jobs, record runs in status.
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["snapshotpolicies"]
+  verbs: ["get", "list"]
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["snapshotpolicies/status"]
+  verbs: ["get", "patch"]
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["snapshotpolicies/finalizers"]
+  verbs: ["update"]
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["snapshots"]
+  verbs: ["get", "list"]
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["repositories", "clusterrepositories"]
+  verbs: ["get"]
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["get", "create", "delete"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list"]
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["create"]
+{{ include "snapflow.rules.events" . }}
+{{- end -}}
+
+{{- define "snapflow.rules.prune" -}}
+# Read-only inventory of `snapflow prune` (internal/prune/kubeinv): the
+# BackupRepo, every Backup and Restore, and the PVCs, PVs and StorageClass
+# that own pvc-<uuid> roots. The credential Secret is read through the
+# resource-scoped secretReader Roles only.
+- apiGroups: ["dataprotection.kubeblocks.io"]
+  resources: ["backuprepos", "backups", "restores"]
+  verbs: ["get", "list"]
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims", "persistentvolumes"]
+  verbs: ["get", "list"]
+- apiGroups: ["storage.k8s.io"]
+  resources: ["storageclasses"]
+  verbs: ["get", "list"]
+{{- end -}}
