@@ -20,6 +20,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
+	"github.com/snapflow/snapflow/functions/runtime"
 )
 
 // Defaults of the batching.
@@ -44,12 +45,7 @@ type Function struct {
 	Now      func() time.Time
 }
 
-func (f *Function) now() time.Time {
-	if f.Now != nil {
-		return f.Now()
-	}
-	return time.Now()
-}
+func (f *Function) now() time.Time { return runtime.Now(f.Now) }
 
 func (f *Function) window() time.Duration {
 	if f.Window > 0 {

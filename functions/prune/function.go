@@ -56,12 +56,7 @@ type Function struct {
 	logNoRep sync.Once
 }
 
-func (f *Function) now() time.Time {
-	if f.Now != nil {
-		return f.Now()
-	}
-	return time.Now()
-}
+func (f *Function) now() time.Time { return runtime.Now(f.Now) }
 
 func (f *Function) kube() (client.Reader, error) {
 	if f.Config == nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/functions/snapshot"
+	"github.com/snapflow/snapflow/internal/conditions"
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/moverjob"
 	"github.com/snapflow/snapflow/internal/restoreplan"
@@ -391,12 +392,6 @@ func (f *Function) finalize(ctx context.Context, rs *snapv1.Restore) error {
 		f.Recorder.Event(rs, evType, string(phase), msg)
 	}
 	return f.update(ctx, rs, func(st *snapv1.RestoreStatus, gen int64) {
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: status, Reason: string(phase), Message: msg, ObservedGeneration: gen})
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReconciling, Status: metav1.ConditionFalse, Reason: string(phase), Message: msg, ObservedGeneration: gen})
-		stalled := metav1.ConditionFalse
-		if phase == snapv1.RestoreFailed {
-			stalled = metav1.ConditionTrue
-		}
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionStalled, Status: stalled, Reason: string(phase), Message: msg, ObservedGeneration: gen})
+		conditions.Settled(&st.Conditions, string(phase), status == metav1.ConditionTrue, msg, gen)
 	})
 }

@@ -170,3 +170,12 @@ func Log(ctx context.Context) logr.Logger {
 	}
 	return l
 }
+
+// Now reads a function's clock: the injected one (tests, the demo) or the
+// wall clock.
+func Now(clock func() time.Time) time.Time {
+	if clock != nil {
+		return clock()
+	}
+	return time.Now()
+}

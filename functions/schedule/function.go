@@ -26,6 +26,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
+	"github.com/snapflow/snapflow/functions/runtime"
 	kernel "github.com/snapflow/snapflow/internal/schedule"
 	"github.com/snapflow/snapflow/internal/statuspatch"
 	"github.com/snapflow/snapflow/internal/validate"
@@ -42,12 +43,7 @@ type Function struct {
 	Now func() time.Time
 }
 
-func (f *Function) now() time.Time {
-	if f.Now != nil {
-		return f.Now()
-	}
-	return time.Now()
-}
+func (f *Function) now() time.Time { return runtime.Now(f.Now) }
 
 // Handle is the CloudEvents entry point.
 func (f *Function) Handle(ctx context.Context, e event.Event) error {

@@ -55,12 +55,7 @@ func (f *Function) clientset() (*kubernetes.Clientset, error) {
 	return kubernetes.NewForConfig(f.Config)
 }
 
-func (f *Function) now() time.Time {
-	if f.Now != nil {
-		return f.Now()
-	}
-	return time.Now()
-}
+func (f *Function) now() time.Time { return runtime.Now(f.Now) }
 
 // Handle is the CloudEvents entry point.
 func (f *Function) Handle(ctx context.Context, e event.Event) error {

@@ -15,6 +15,7 @@ import (
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/internal/conditions"
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/internal/mover"
@@ -377,13 +378,7 @@ func (f *Function) finalize(ctx context.Context, s *snapv1.Snapshot) error {
 		f.Recorder.Event(s, evType, string(phase), msg)
 	}
 	return f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: status, Reason: string(phase), Message: msg, ObservedGeneration: gen})
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReconciling, Status: metav1.ConditionFalse, Reason: string(phase), Message: msg, ObservedGeneration: gen})
-		stalled := metav1.ConditionFalse
-		if phase == snapv1.SnapshotFailed {
-			stalled = metav1.ConditionTrue
-		}
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionStalled, Status: stalled, Reason: string(phase), Message: msg, ObservedGeneration: gen})
+		conditions.Settled(&st.Conditions, string(phase), status == metav1.ConditionTrue, msg, gen)
 	})
 }
 

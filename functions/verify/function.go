@@ -44,12 +44,7 @@ type Function struct {
 	Now                 func() time.Time
 }
 
-func (f *Function) now() time.Time {
-	if f.Now != nil {
-		return f.Now()
-	}
-	return time.Now()
-}
+func (f *Function) now() time.Time { return runtime.Now(f.Now) }
 
 // Handle is the CloudEvents entry point.
 func (f *Function) Handle(ctx context.Context, e event.Event) error {

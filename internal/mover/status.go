@@ -49,38 +49,11 @@ func (k *KubeReporter) key() types.NamespacedName {
 	return types.NamespacedName{Namespace: k.Target.Namespace, Name: k.Target.Name}
 }
 
-// updateSnapshot applies mutate to the live Snapshot and writes its status.
-func (k *KubeReporter) updateSnapshot(ctx context.Context, mutate func(*snapv1.Snapshot) error) error {
+// update applies mutate to the live target and writes its status with a
+// merge patch, re-reading on conflict. A missing or replaced target is an
+// error: the mover must not report into the void.
+func update[T client.Object](ctx context.Context, k *KubeReporter, obj T, mutate func(T) error) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var s snapv1.Snapshot
-		if err := k.Client.Get(ctx, k.key(), &s); err != nil {
-			return fmt.Errorf("read Snapshot %s: %w", k.key(), err)
-		}
-		if k.Target.UID != "" && string(s.UID) != k.Target.UID {
-			return ErrTargetReplaced
-		}
-		orig := s.DeepCopy()
-		if err := mutate(&s); err != nil {
-			return err
-		}
-		// A merge patch carries only what the mover changed, so status fields
-		// a different snapflow version knows and this one does not survive.
-		return k.Client.Status().Patch(ctx, &s, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
-	})
-}
-
-func (k *KubeReporter) updateRepository(ctx context.Context, mutate func(*snapv1.RepositoryStatus, int64)) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var obj client.Object
-		var st *snapv1.RepositoryStatus
-		switch k.Target.Kind {
-		case string(snapv1.KindClusterRepository):
-			r := &snapv1.ClusterRepository{}
-			obj, st = r, &r.Status
-		default:
-			r := &snapv1.Repository{}
-			obj, st = r, &r.Status
-		}
 		if err := k.Client.Get(ctx, k.key(), obj); err != nil {
 			return fmt.Errorf("read %s %s: %w", k.Target.Kind, k.key(), err)
 		}
@@ -88,8 +61,30 @@ func (k *KubeReporter) updateRepository(ctx context.Context, mutate func(*snapv1
 			return ErrTargetReplaced
 		}
 		orig := obj.DeepCopyObject().(client.Object)
-		mutate(st, obj.GetGeneration())
+		if err := mutate(obj); err != nil {
+			return err
+		}
+		// A merge patch carries only what the mover changed, so status fields
+		// a different snapflow version knows and this one does not survive.
 		return k.Client.Status().Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	})
+}
+
+// updateSnapshot applies mutate to the live Snapshot and writes its status.
+func (k *KubeReporter) updateSnapshot(ctx context.Context, mutate func(*snapv1.Snapshot) error) error {
+	return update(ctx, k, &snapv1.Snapshot{}, mutate)
+}
+
+func (k *KubeReporter) updateRepository(ctx context.Context, mutate func(*snapv1.RepositoryStatus, int64)) error {
+	if k.Target.Kind == string(snapv1.KindClusterRepository) {
+		return update(ctx, k, &snapv1.ClusterRepository{}, func(r *snapv1.ClusterRepository) error {
+			mutate(&r.Status, r.Generation)
+			return nil
+		})
+	}
+	return update(ctx, k, &snapv1.Repository{}, func(r *snapv1.Repository) error {
+		mutate(&r.Status, r.Generation)
+		return nil
 	})
 }
 
@@ -197,7 +192,7 @@ func (k *KubeReporter) SnapshotDone(ctx context.Context, r Result) error {
 		st := res.Stats
 		s.Status.Stats = &snapv1.SnapshotStats{SizeBytes: &st.SizeBytes, BytesNew: &st.BytesNew, FilesNew: &st.FilesNew,
 			FilesModified: &st.FilesModified, FilesUnchanged: &st.FilesUnchanged, FilesFailed: &st.FilesFailed}
-		setEnd(s, r.End)
+		endTiming(&s.Status.Timing, r.End)
 		s.Status.Failure = nil
 		s.Status.LogTail = ""
 		if res.Unchanged {
@@ -276,22 +271,24 @@ func (k *KubeReporter) Failed(ctx context.Context, f Failure, at time.Time) erro
 		s.Status.Phase = snapv1.SnapshotFailed
 		s.Status.Failure = &snapv1.Failure{Class: f.Class, Message: f.Message, Retryable: f.Retryable, RetryHint: f.Hint, StderrTail: tail}
 		s.Status.LogTail = tail
-		setEnd(s, at)
+		endTiming(&s.Status.Timing, at)
 		meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: wellknown.ConditionReconciling, Status: metav1.ConditionFalse,
 			Reason: f.Class, Message: f.Message, ObservedGeneration: s.Generation})
 		return nil
 	})
 }
 
-func setEnd(s *snapv1.Snapshot, end time.Time) {
-	if s.Status.Timing == nil {
-		s.Status.Timing = &snapv1.Timing{}
+// endTiming records end on t (created when nil) and the whole-second
+// duration since its start.
+func endTiming(t **snapv1.Timing, end time.Time) {
+	if *t == nil {
+		*t = &snapv1.Timing{}
 	}
 	e := metav1.NewTime(end)
-	s.Status.Timing.EndTime = &e
-	if s.Status.Timing.StartTime != nil {
-		d := int64(end.Sub(s.Status.Timing.StartTime.Time).Round(time.Second) / time.Second)
-		s.Status.Timing.DurationSeconds = &d
+	(*t).EndTime = &e
+	if (*t).StartTime != nil {
+		d := int64(end.Sub((*t).StartTime.Time).Round(time.Second) / time.Second)
+		(*t).DurationSeconds = &d
 	}
 }
 

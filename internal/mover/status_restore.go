@@ -7,8 +7,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
@@ -19,20 +17,7 @@ func (k *KubeReporter) isRestore() bool { return k.Target.Kind == "Restore" }
 
 // updateRestore applies mutate to the live Restore and writes its status.
 func (k *KubeReporter) updateRestore(ctx context.Context, mutate func(*snapv1.Restore) error) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var rs snapv1.Restore
-		if err := k.Client.Get(ctx, k.key(), &rs); err != nil {
-			return fmt.Errorf("read Restore %s: %w", k.key(), err)
-		}
-		if k.Target.UID != "" && string(rs.UID) != k.Target.UID {
-			return ErrTargetReplaced
-		}
-		orig := rs.DeepCopy()
-		if err := mutate(&rs); err != nil {
-			return err
-		}
-		return k.Client.Status().Patch(ctx, &rs, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
-	})
+	return update(ctx, k, &snapv1.Restore{}, mutate)
 }
 
 func (k *KubeReporter) restoreStarted(ctx context.Context, at time.Time) error {
@@ -113,7 +98,7 @@ func (k *KubeReporter) RestoreDone(ctx context.Context, r RestoreResult) error {
 			rs.Status.Resolved.Resolution = "NoSnapshot"
 		}
 		rs.Status.Progress = &snapv1.RestoreProgress{BytesRestored: ptr(r.Stats.Bytes), FilesRestored: ptr(r.Stats.Files)}
-		setRestoreEnd(rs, r.End)
+		endTiming(&rs.Status.Timing, r.End)
 		rs.Status.Failure, rs.Status.LogTail = nil, ""
 		meta.SetStatusCondition(&rs.Status.Conditions, metav1.Condition{Type: wellknown.ConditionReconciling, Status: metav1.ConditionFalse,
 			Reason: string(snapv1.RestoreCompleted), Message: r.Message, ObservedGeneration: rs.Generation})
@@ -129,21 +114,9 @@ func (k *KubeReporter) restoreFailed(ctx context.Context, f Failure, at time.Tim
 		rs.Status.Phase = snapv1.RestoreFailed
 		rs.Status.Failure = &snapv1.Failure{Class: f.Class, Message: f.Message, Retryable: f.Retryable, RetryHint: f.Hint, StderrTail: tail}
 		rs.Status.LogTail = tail
-		setRestoreEnd(rs, at)
+		endTiming(&rs.Status.Timing, at)
 		meta.SetStatusCondition(&rs.Status.Conditions, metav1.Condition{Type: wellknown.ConditionReconciling, Status: metav1.ConditionFalse,
 			Reason: f.Class, Message: f.Message, ObservedGeneration: rs.Generation})
 		return nil
 	})
-}
-
-func setRestoreEnd(rs *snapv1.Restore, end time.Time) {
-	if rs.Status.Timing == nil {
-		rs.Status.Timing = &snapv1.Timing{}
-	}
-	e := metav1.NewTime(end)
-	rs.Status.Timing.EndTime = &e
-	if rs.Status.Timing.StartTime != nil {
-		d := int64(end.Sub(rs.Status.Timing.StartTime.Time).Round(time.Second) / time.Second)
-		rs.Status.Timing.DurationSeconds = &d
-	}
 }

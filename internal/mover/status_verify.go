@@ -7,8 +7,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
@@ -19,20 +17,7 @@ func (k *KubeReporter) isPolicy() bool { return k.Target.Kind == "SnapshotPolicy
 
 // updatePolicy applies mutate to the live SnapshotPolicy and writes its status.
 func (k *KubeReporter) updatePolicy(ctx context.Context, mutate func(*snapv1.SnapshotPolicy) error) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var p snapv1.SnapshotPolicy
-		if err := k.Client.Get(ctx, k.key(), &p); err != nil {
-			return fmt.Errorf("read SnapshotPolicy %s: %w", k.key(), err)
-		}
-		if k.Target.UID != "" && string(p.UID) != k.Target.UID {
-			return ErrTargetReplaced
-		}
-		orig := p.DeepCopy()
-		if err := mutate(&p); err != nil {
-			return err
-		}
-		return k.Client.Status().Patch(ctx, &p, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
-	})
+	return update(ctx, k, &snapv1.SnapshotPolicy{}, mutate)
 }
 
 func (w *VerifyWork) repository() snapv1.RepositoryRef {

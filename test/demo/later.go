@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
@@ -13,28 +12,6 @@ import (
 	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/test/harness"
 )
-
-// demoClock is the functions' clock: real time until the demo moves it to a
-// schedule's slot, so a nightly schedule fires now instead of tonight.
-type demoClock struct {
-	mu  sync.Mutex
-	set time.Time
-}
-
-func (c *demoClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.set.IsZero() {
-		return time.Now()
-	}
-	return c.set
-}
-
-func (c *demoClock) Set(t time.Time) {
-	c.mu.Lock()
-	c.set = t
-	c.mu.Unlock()
-}
 
 // tick posts what a PingSource posts every minute to the schedule function.
 func tick(ctx context.Context, fns *harness.Functions) error {

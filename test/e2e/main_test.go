@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"sync"
 	"testing"
 	"time"
 
@@ -35,28 +34,8 @@ volumePolicies:
     action: {type: fs-backup}
 `
 
-// clock is the schedule function's clock: real time until a test sets it.
-var clock = &testClock{}
-
-type testClock struct {
-	mu  sync.Mutex
-	set time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.set.IsZero() {
-		return time.Now()
-	}
-	return c.set
-}
-
-func (c *testClock) Set(t time.Time) {
-	c.mu.Lock()
-	c.set = t
-	c.mu.Unlock()
-}
+// clock is the functions' clock: real time until a test sets it.
+var clock = &harness.Clock{}
 
 // pruneFunction serves the prune function with no default BackupRepo (each
 // test's prune requested event names its own); versitygw needs path-style.
