@@ -63,7 +63,8 @@ func PodMessage(ctx context.Context, c client.Client, j *batchv1.Job) string {
 // and if so, a message saying what to check.
 func Wedged(ctx context.Context, c client.Client, j *batchv1.Job, now time.Time) (bool, string) {
 	deadline := moverjob.PodStartupDeadline(j)
-	if now.Sub(j.CreationTimestamp.Time) < deadline {
+	if j.CreationTimestamp.IsZero() || now.Sub(j.CreationTimestamp.Time) < deadline {
+		// Without a creation time the Job's age is unknown: never call it wedged.
 		return false, ""
 	}
 	var pods corev1.PodList
