@@ -36,7 +36,8 @@ func (f *Function) build(rs *snapv1.Restore, res *resolution, repo *snapshot.Rep
 	spec := mover.WorkSpec{Operation: mover.OpRestore, Target: mover.Target{Kind: "Restore", Namespace: rs.Namespace, Name: rs.Name, UID: string(rs.UID)},
 		Repository: work, Restore: rw}
 	mv := inherit(rs.Spec.Mover, res.recorded)
-	if c := cache(mv, repo.Spec.MoverDefaults); c != nil {
+	c := cache(mv, repo.Spec.MoverDefaults)
+	if c != nil {
 		if c.ContentCacheSizeMb != nil {
 			spec.ContentCacheMB = *c.ContentCacheSizeMb
 		}
@@ -52,7 +53,8 @@ func (f *Function) build(rs *snapv1.Restore, res *resolution, repo *snapshot.Rep
 		Image:  f.MoverImage, ServiceAccount: f.MoverServiceAccount, Work: spec,
 		PasswordSecret: repo.Spec.Encryption.PasswordSecretRef.Name, PasswordKey: repo.Spec.Encryption.PasswordSecretRef.Key,
 		CredentialsSecret: mounts.Credentials, CABundle: mounts.CABundle,
-		SourceClaim: pvc, SourceReadOnly: false,
+		// A restore's cache is its own (never a backup's Persistent one).
+		SourceClaim: pvc, SourceReadOnly: false, Cache: c,
 		RepositoryClaim: mounts.RepoClaim, RepositoryNFS: mounts.RepoNFS, RepositoryHost: mounts.HostPath,
 		Mover: mv, Defaults: repo.Spec.MoverDefaults, FailurePolicy: rs.Spec.FailurePolicy,
 	})

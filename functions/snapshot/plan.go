@@ -227,8 +227,26 @@ func (f *Function) createJob(ctx context.Context, s *snapv1.Snapshot, p *runPlan
 	} else if p.src.ReadOnly != nil && !*p.src.ReadOnly {
 		readOnly = false
 	}
+	cache := p.cache()
+	cacheClaim := ""
+	if cache != nil && cache.Mode == snapv1.CachePersistent {
+		// The cache outlives the run (the next one starts warm) and goes
+		// with its policy when the policy is deleted.
+		ref := p.repo.Ref
+		if ref.Kind == snapv1.KindRepository && ref.Namespace == "" {
+			ref.Namespace = p.repo.Namespace
+		}
+		cacheClaim = moverjob.CacheClaimName(p.policy.Name, p.pvc, ref)
+		pvc := moverjob.CacheClaim(cacheClaim, s.Namespace, cache, map[string]string{wellknown.LabelConfig: p.policy.Name})
+		if p.policy.Namespace == s.Namespace {
+			pvc.OwnerReferences = []metav1.OwnerReference{{APIVersion: snapv1.GroupVersion.String(), Kind: "SnapshotPolicy", Name: p.policy.Name, UID: p.policy.UID}}
+		}
+		if err := f.Client.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create the persistent cache PVC %s: %w", cacheClaim, err)
+		}
+	}
 	params := moverjob.Params{
-		Name: name, Namespace: s.Namespace, Owner: ownerRef(s),
+		Name: name, Namespace: s.Namespace, Owner: ownerRef(s), Cache: cache, CacheClaim: cacheClaim,
 		Labels: map[string]string{wellknown.LabelSnapshot: s.Name, wellknown.LabelOp: mover.OpSnapshot, wellknown.LabelRepoPool: poolKey(p.repo)},
 		Image:  f.MoverImage, ServiceAccount: f.MoverServiceAccount,
 		Work:           p.workSpec(s),

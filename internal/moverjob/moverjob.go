@@ -12,6 +12,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
@@ -58,6 +59,10 @@ type Params struct {
 	// Scratch, when SourceClaim is empty, is a throwaway volume mounted at
 	// /data instead (deep verification restores into it).
 	Scratch *corev1.VolumeSource
+	// Cache shapes the kopia cache volume; CacheClaim is the PVC of a
+	// Persistent cache (the function creates it before the Job).
+	Cache      *snapv1.MoverCache
+	CacheClaim string
 	// RepositoryClaim (or RepositoryNFS) is mounted at /repository for a
 	// filesystem repository; neither means a node path at the backend path.
 	RepositoryClaim string
@@ -99,7 +104,7 @@ func Build(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {
 	args := []string{"mover", "--work", WorkDir + "/" + mover.WorkSpecKey, "--cache-dir", CacheDir}
 	vols := []corev1.Volume{
 		{Name: "work", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: p.Name}}}},
-		{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "cache", VolumeSource: CacheVolume(p.Cache, p.CacheClaim)},
 	}
 	mounts := []corev1.VolumeMount{{Name: "work", MountPath: WorkDir, ReadOnly: true}, {Name: "cache", MountPath: CacheDir}}
 	if p.SourceClaim != "" {
@@ -200,6 +205,58 @@ func Build(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {
 	}
 	return job, cm, nil
 }
+
+// CacheVolume is where kopia keeps its cache: an emptyDir (capped at the
+// capacity when one is given), a generic ephemeral PVC when a storage class
+// is named too, or the claim of a Persistent cache, which outlives the Job
+// so the next run starts warm.
+func CacheVolume(c *snapv1.MoverCache, claim string) corev1.VolumeSource {
+	switch {
+	case c == nil:
+		return corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+	case c.Mode == snapv1.CachePersistent && claim != "":
+		return corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}
+	case c.Capacity != nil && c.StorageClassName != nil:
+		return corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: c.StorageClassName,
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: *c.Capacity}},
+			}}}}
+	case c.Capacity != nil:
+		q := c.Capacity.DeepCopy()
+		return corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &q}}
+	}
+	return corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+}
+
+// CacheClaimName is the PVC of a Persistent cache: one per source and
+// repository, so runs of different sources never share (or contend for) it.
+func CacheClaimName(policy, pvc string, repo snapv1.RepositoryRef) string {
+	return Name("kopia-cache-"+pvc, policy+"/"+string(repo.Kind)+"/"+repo.Namespace+"/"+repo.Name)
+}
+
+// CacheClaim is the PVC a Persistent cache lives on.
+func CacheClaim(name, namespace string, c *snapv1.MoverCache, labels map[string]string) *corev1.PersistentVolumeClaim {
+	size := resource.MustParse(DefaultCacheCapacity)
+	if c.Capacity != nil {
+		size = c.Capacity.DeepCopy()
+	}
+	l := map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue}
+	for k, v := range labels {
+		l[k] = v
+	}
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: l},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: c.StorageClassName,
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+		},
+	}
+}
+
+// DefaultCacheCapacity sizes a Persistent cache without a capacity: kopia's
+// default caches are 5,000 MB each, bounded further by the size limits.
+const DefaultCacheCapacity = "10Gi"
 
 func failurePolicy(fp *snapv1.FailurePolicy, activeDeadline int64) snapv1.FailurePolicy {
 	out := snapv1.FailurePolicy{}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
@@ -133,5 +134,43 @@ func TestName(t *testing.T) {
 		if Name(base, "uid-1") != n || Name(base, "uid-2") == n {
 			t.Errorf("Name must be stable per uid and differ across uids")
 		}
+	}
+}
+
+func TestCacheVolume(t *testing.T) {
+	q := resource.MustParse("5Gi")
+	class := "fast"
+	tests := []struct {
+		name  string
+		c     *snapv1.MoverCache
+		claim string
+		check func(corev1.VolumeSource) bool
+	}{
+		{"none: emptyDir", nil, "", func(v corev1.VolumeSource) bool { return v.EmptyDir != nil && v.EmptyDir.SizeLimit == nil }},
+		{"capacity: capped emptyDir", &snapv1.MoverCache{Capacity: &q}, "", func(v corev1.VolumeSource) bool {
+			return v.EmptyDir != nil && v.EmptyDir.SizeLimit != nil && v.EmptyDir.SizeLimit.Cmp(q) == 0
+		}},
+		{"capacity and class: ephemeral PVC", &snapv1.MoverCache{Capacity: &q, StorageClassName: &class}, "", func(v corev1.VolumeSource) bool {
+			e := v.Ephemeral
+			return e != nil && *e.VolumeClaimTemplate.Spec.StorageClassName == "fast" && e.VolumeClaimTemplate.Spec.Resources.Requests.Storage().Cmp(q) == 0
+		}},
+		{"persistent: the claim", &snapv1.MoverCache{Mode: snapv1.CachePersistent, Capacity: &q}, "kopia-cache-x", func(v corev1.VolumeSource) bool {
+			return v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == "kopia-cache-x"
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if v := CacheVolume(tt.c, tt.claim); !tt.check(v) {
+				t.Fatalf("volume %+v", v)
+			}
+		})
+	}
+	a := CacheClaimName("app", "data", snapv1.RepositoryRef{Kind: snapv1.KindRepository, Namespace: "ns", Name: "primary"})
+	b := CacheClaimName("app", "data", snapv1.RepositoryRef{Kind: snapv1.KindRepository, Namespace: "ns", Name: "offsite"})
+	if a == b || len(a) > 63 {
+		t.Fatalf("cache claims per repository must differ and fit a name: %q %q", a, b)
+	}
+	if pvc := CacheClaim(a, "ns", &snapv1.MoverCache{Mode: snapv1.CachePersistent}, nil); pvc.Spec.Resources.Requests.Storage().String() != DefaultCacheCapacity {
+		t.Fatalf("default capacity %v", pvc.Spec.Resources.Requests.Storage())
 	}
 }
