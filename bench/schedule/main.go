@@ -107,15 +107,18 @@ func run() error {
 	if err := c.List(ctx, &snaps); err != nil {
 		return err
 	}
-	if got, want := len(snaps.Items)-len(before.Items), minutely*7; got != want {
-		return fmt.Errorf("the busy ticks minted %d Snapshots, want %d", got, want)
+	// Every busy tick fires each minutely schedule at least once (a
+	// schedule whose pinned slot lagged may catch up more than one slot).
+	minted := len(snaps.Items) - len(before.Items)
+	if minted < minutely*7 {
+		return fmt.Errorf("the busy ticks minted %d Snapshots, want at least %d", minted, minutely*7)
 	}
 	q, b := median(quiet), median(busy)
 	body := fmt.Sprintf("## Schedule tick\n\n`go run ./bench/schedule` on %s, %d cores, %s: the schedule function handles a PingSource tick over %d SnapshotSchedules on a real kube-apiserver (envtest, in process, no network in between). Median of 7 ticks.\n\n"+
-		"| tick | median |\n|---|---|\n| none due (steady state) | %s |\n| %d due, each minting its Snapshot | %s |\n\n"+
+		"| tick | median |\n|---|---|\n| none due (steady state) | %s |\n| %d due, each minting its Snapshot (%d minted over 7 ticks) | %s |\n\n"+
 		"Target: one tick over 10,000 schedules under 1 s — none due: %s; %d due: %s. A tick lists the schedules once and reconciles only those whose pinned next slot has come (the resync still reconciles all of them).\n",
 		time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.Version(), total,
-		q.Round(time.Millisecond), minutely, b.Round(time.Millisecond),
+		q.Round(time.Millisecond), minutely, minted, b.Round(time.Millisecond),
 		report.Verdict(q < time.Second), minutely, report.Verdict(b < time.Second))
 	fmt.Print(body)
 	return report.WriteSection("docs/benchmarks.md", "schedule", body)

@@ -50,7 +50,15 @@ func (f *Function) Handle(ctx context.Context, e event.Event) error {
 	switch {
 	case e.Type() == events.Ping || e.Type() == events.Resync:
 		var list snapv1.SnapshotScheduleList
-		if err := f.Client.List(ctx, &list); err != nil {
+		var opts []client.ListOption
+		if e.Type() == events.Ping {
+			// A tick may read the API server's watch cache: every schedule
+			// it acts on is re-read by Reconcile, and one created a moment
+			// ago and missing here is picked up by its own event or the
+			// next tick. The resync reads from etcd.
+			opts = append(opts, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}})
+		}
+		if err := f.Client.List(ctx, &list, opts...); err != nil {
 			return err
 		}
 		now := f.now()
