@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/cloudevents/sdk-go/v2/event"
 )
 
 // Types snapflow consumes from Knative sources (or snapflow's own sources,
@@ -113,4 +115,16 @@ type RestoreResult struct {
 	BytesRestored   int64  `json:"bytesRestored,omitempty"`
 	FailureClass    string `json:"failureClass,omitempty"`
 	Message         string `json:"message,omitempty"`
+}
+
+// New builds an event snapflow emits: its id is stable per outcome (so a
+// redelivery is recognisable), its source is Source, and data goes out as
+// JSON.
+func New(id, typ, subject string, data any) (event.Event, error) {
+	e := cloudevents.NewEvent()
+	e.SetID(id)
+	e.SetType(typ)
+	e.SetSource(Source)
+	e.SetSubject(subject)
+	return e, e.SetData(cloudevents.ApplicationJSON, data)
 }

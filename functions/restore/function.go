@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/cloudevents/sdk-go/v2/event"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -194,12 +193,8 @@ func (f *Function) emitResult(ctx context.Context, rs *snapv1.Restore) error {
 	if fl := rs.Status.Failure; fl != nil {
 		data.FailureClass, data.Message = fl.Class, fl.Message
 	}
-	e := cloudevents.NewEvent()
-	e.SetID(string(rs.UID) + "/" + string(rs.Status.Phase))
-	e.SetType(typ)
-	e.SetSource(events.Source)
-	e.SetSubject(rs.Namespace + "/" + rs.Name)
-	if err := e.SetData(cloudevents.ApplicationJSON, data); err != nil {
+	e, err := events.New(string(rs.UID)+"/"+string(rs.Status.Phase), typ, rs.Namespace+"/"+rs.Name, data)
+	if err != nil {
 		return err
 	}
 	return f.Emitter.Emit(ctx, e)

@@ -14,7 +14,6 @@ import (
 	"sort"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/cloudevents/sdk-go/v2/event"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -215,12 +214,9 @@ func (f *Function) emit(ctx context.Context, p *snapv1.SnapshotPolicy, names []s
 	if f.Emitter == nil {
 		return nil
 	}
-	e := cloudevents.NewEvent()
-	e.SetType(events.RetentionPruned)
-	e.SetSource(events.Source)
-	e.SetSubject(p.Namespace + "/" + p.Name)
-	e.SetID(fmt.Sprintf("%s/%s", p.UID, names[0]))
-	if err := e.SetData(cloudevents.ApplicationJSON, RetentionPruned{Namespace: p.Namespace, Policy: p.Name, Pruned: names}); err != nil {
+	e, err := events.New(fmt.Sprintf("%s/%s", p.UID, names[0]), events.RetentionPruned, p.Namespace+"/"+p.Name,
+		RetentionPruned{Namespace: p.Namespace, Policy: p.Name, Pruned: names})
+	if err != nil {
 		return err
 	}
 	return f.Emitter.Emit(ctx, e)

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -303,12 +302,8 @@ func (f *Function) emitResult(ctx context.Context, s *snapv1.Snapshot) error {
 	if fl := s.Status.Failure; fl != nil {
 		data.FailureClass, data.Message = fl.Class, fl.Message
 	}
-	e := cloudevents.NewEvent()
-	e.SetID(string(s.UID) + "/" + string(s.Status.Phase))
-	e.SetType(typ)
-	e.SetSource(events.Source)
-	e.SetSubject(s.Namespace + "/" + s.Name)
-	if err := e.SetData(cloudevents.ApplicationJSON, data); err != nil {
+	e, err := events.New(string(s.UID)+"/"+string(s.Status.Phase), typ, s.Namespace+"/"+s.Name, data)
+	if err != nil {
 		return err
 	}
 	return f.Emitter.Emit(ctx, e)
