@@ -157,18 +157,11 @@ func (f *Function) resolve(ctx context.Context, s *snapv1.SnapshotSchedule) (*re
 			defaults = append(defaults, d)
 		}
 	}
-	r.tz, r.jitter, r.notes = kernel.Inherit(s.Spec.Schedule.Timezone, s.Spec.Schedule.Jitter, defaults)
-	loc, err := time.LoadLocation(r.tz)
+	res, err := kernel.Resolve(s.Spec.Schedule.Cron, s.Spec.Schedule.Timezone, s.Spec.Schedule.Jitter, defaults, s.Namespace+"/"+s.Name, string(s.UID))
 	if err != nil {
-		return nil, fmt.Errorf("timezone %q: %w", r.tz, err)
+		return nil, err
 	}
-	var jit time.Duration
-	if r.jitter != "" {
-		if jit, err = time.ParseDuration(r.jitter); err != nil {
-			return nil, fmt.Errorf("jitter %q: %w", r.jitter, err)
-		}
-	}
-	r.spec = kernel.Spec{Cron: s.Spec.Schedule.Cron, Location: loc, Jitter: jit, Seed: s.Namespace + "/" + s.Name, UID: string(s.UID)}
+	r.spec, r.tz, r.jitter, r.notes = res.Spec, res.Timezone, res.Jitter, res.Notes
 	return r, nil
 }
 

@@ -331,16 +331,9 @@ func tierSchedule(p *snapv1.SnapshotPolicy, tier string, repo *snapshot.Reposito
 	if sd := repo.Spec.ScheduleDefaults; sd != nil {
 		defaults = append(defaults, schedule.Defaults{Timezone: sd.Timezone, Jitter: sd.Jitter})
 	}
-	tz, jitter, _ := schedule.Inherit(cs.Timezone, cs.Jitter, defaults)
-	loc, err := time.LoadLocation(tz)
+	res, err := schedule.Resolve(cs.Cron, cs.Timezone, cs.Jitter, defaults, p.Namespace+"/"+p.Name+"/"+tier, string(p.UID)+"/"+tier)
 	if err != nil {
-		return nil, fmt.Errorf("timezone %q: %w", tz, err)
+		return nil, err
 	}
-	var jit time.Duration
-	if jitter != "" {
-		if jit, err = time.ParseDuration(jitter); err != nil {
-			return nil, fmt.Errorf("jitter %q: %w", jitter, err)
-		}
-	}
-	return &schedule.Spec{Cron: cs.Cron, Location: loc, Jitter: jit, Seed: p.Namespace + "/" + p.Name + "/" + tier, UID: string(p.UID) + "/" + tier}, nil
+	return &res.Spec, nil
 }

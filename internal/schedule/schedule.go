@@ -112,3 +112,30 @@ func describe(v string) string {
 	}
 	return v
 }
+
+// Resolved is a cron with its inherited timezone and jitter applied.
+type Resolved struct {
+	Spec             Spec
+	Timezone, Jitter string
+	// Notes say why a repository default was not inherited.
+	Notes []string
+}
+
+// Resolve inherits timezone and jitter (see Inherit) and parses them into
+// a Spec; seed resolves H and uid seeds the jitter.
+func Resolve(cron, tz, jitter string, defaults []Defaults, seed, uid string) (Resolved, error) {
+	r := Resolved{}
+	r.Timezone, r.Jitter, r.Notes = Inherit(tz, jitter, defaults)
+	loc, err := time.LoadLocation(r.Timezone)
+	if err != nil {
+		return r, fmt.Errorf("timezone %q: %w", r.Timezone, err)
+	}
+	var jit time.Duration
+	if r.Jitter != "" {
+		if jit, err = time.ParseDuration(r.Jitter); err != nil {
+			return r, fmt.Errorf("jitter %q: %w", r.Jitter, err)
+		}
+	}
+	r.Spec = Spec{Cron: cron, Location: loc, Jitter: jit, Seed: seed, UID: uid}
+	return r, nil
+}
