@@ -13,6 +13,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/restoreplan"
 	"github.com/snapflow/snapflow/internal/validate"
 )
@@ -177,16 +178,10 @@ func (f *Function) fromPolicy(ctx context.Context, rs *snapv1.Restore) (outcome,
 	paths := map[string]bool{}
 	for i := range list.Items {
 		s := &list.Items[i]
-		ph := s.Status.Phase
-		if s.DeletionTimestamp != nil || (ph != snapv1.SnapshotSucceeded && ph != snapv1.SnapshotUnchanged && ph != snapv1.SnapshotDiscovered) ||
-			s.Status.Snapshot == nil || s.Status.Snapshot.KopiaSnapshotID == "" || !sameRepo(s, repo) {
+		if !snapshot.HasData(s) || !sameRepo(s, repo) {
 			continue
 		}
-		taken := s.CreationTimestamp.Time
-		if t := s.Status.Timing; t != nil && t.StartTime != nil {
-			taken = t.StartTime.Time
-		}
-		cands = append(cands, restoreplan.Candidate{Name: s.Name, ID: s.Status.Snapshot.KopiaSnapshotID, Taken: taken, Recorded: s.Status.Recorded})
+		cands = append(cands, restoreplan.Candidate{Name: s.Name, ID: s.Status.Snapshot.KopiaSnapshotID, Taken: snapshot.TakenAt(s), Recorded: s.Status.Recorded})
 		if id := s.Status.Snapshot.Identity; id != nil {
 			idents[s.Name] = id
 			paths[id.SourcePath] = true

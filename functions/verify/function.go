@@ -286,17 +286,10 @@ func (f *Function) latestBackups(ctx context.Context, p *snapv1.SnapshotPolicy) 
 		return nil, fmt.Errorf("list the Snapshots of %s: %w", p.Name, err)
 	}
 	out := map[string]*snapv1.Snapshot{}
-	taken := func(s *snapv1.Snapshot) time.Time {
-		if t := s.Status.Timing; t != nil && t.StartTime != nil {
-			return t.StartTime.Time
-		}
-		return s.CreationTimestamp.Time
-	}
+	taken := snapshot.TakenAt
 	for i := range list.Items {
 		s := &list.Items[i]
-		ph := s.Status.Phase
-		if s.DeletionTimestamp != nil || (ph != snapv1.SnapshotSucceeded && ph != snapv1.SnapshotUnchanged && ph != snapv1.SnapshotDiscovered) ||
-			s.Status.Snapshot == nil || s.Status.Snapshot.KopiaSnapshotID == "" || s.Status.Resolved == nil || s.Status.Resolved.Repository == nil {
+		if !snapshot.HasData(s) || s.Status.Resolved == nil || s.Status.Resolved.Repository == nil {
 			continue
 		}
 		key := validate.RepoKey(*s.Status.Resolved.Repository, s.Namespace)
