@@ -36,7 +36,7 @@ func (f *Function) build(rs *snapv1.Restore, res *resolution, repo *snapshot.Rep
 	spec := mover.WorkSpec{Operation: mover.OpRestore, Target: mover.Target{Kind: "Restore", Namespace: rs.Namespace, Name: rs.Name, UID: string(rs.UID)},
 		Repository: work, Restore: rw}
 	mv := inherit(rs.Spec.Mover, res.recorded)
-	c := cache(mv, repo.Spec.MoverDefaults)
+	c := moverjob.EffectiveCache(mv, repo.Spec.MoverDefaults)
 	if c != nil {
 		if c.ContentCacheSizeMb != nil {
 			spec.ContentCacheMB = *c.ContentCacheSizeMb
@@ -88,16 +88,6 @@ func inherit(m *snapv1.MoverSpec, rec *snapv1.RecordedIdentity) *snapv1.MoverSpe
 	}
 	out.PodSecurityContext = pod
 	return out
-}
-
-func cache(m *snapv1.MoverSpec, d *snapv1.MoverDefaults) *snapv1.MoverCache {
-	if m != nil && m.Cache != nil {
-		return m.Cache
-	}
-	if d != nil {
-		return d.Cache
-	}
-	return nil
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -50,13 +50,7 @@ func (p *runPlan) resolved() *snapv1.SnapshotResolved {
 }
 
 func (p *runPlan) cache() *snapv1.MoverCache {
-	if p.policy.Spec.Mover != nil && p.policy.Spec.Mover.Cache != nil {
-		return p.policy.Spec.Mover.Cache
-	}
-	if d := p.repo.Spec.MoverDefaults; d != nil {
-		return d.Cache
-	}
-	return nil
+	return moverjob.EffectiveCache(p.policy.Spec.Mover, p.repo.Spec.MoverDefaults)
 }
 
 // plan resolves policy, repository, source and identity. A problem the user

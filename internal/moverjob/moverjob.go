@@ -206,6 +206,18 @@ func Build(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {
 	return job, cm, nil
 }
 
+// EffectiveCache is the cache settings a run uses: its own mover's, else
+// the repository's moverDefaults.
+func EffectiveCache(m *snapv1.MoverSpec, d *snapv1.MoverDefaults) *snapv1.MoverCache {
+	if m != nil && m.Cache != nil {
+		return m.Cache
+	}
+	if d != nil {
+		return d.Cache
+	}
+	return nil
+}
+
 // CacheVolume is where kopia keeps its cache: an emptyDir (capped at the
 // capacity when one is given), a generic ephemeral PVC when a storage class
 // is named too, or the claim of a Persistent cache, which outlives the Job
