@@ -123,12 +123,12 @@ func (f *Function) start(ctx context.Context, rs *snapv1.Restore, jobName string
 		return f.fail(ctx, rs, ReasonInvalidSpec, err.Error())
 	}
 	if privileged {
-		var nsObj corev1.Namespace
-		if err := f.Client.Get(ctx, client.ObjectKey{Name: rs.Namespace}, &nsObj); err != nil {
+		msg, err := snapshot.MoverNotPermitted(ctx, f.Client, rs.Namespace, "change the mover settings")
+		if err != nil {
 			return err
 		}
-		if nsObj.Annotations[wellknown.AnnotationPrivilegedMovers] != "true" {
-			return f.hold(ctx, rs, ReasonNotPermitted, fmt.Sprintf("the mover would run as root or privileged; annotate namespace %s with %s=\"true\" to allow it, or change the mover settings", rs.Namespace, wellknown.AnnotationPrivilegedMovers))
+		if msg != "" {
+			return f.hold(ctx, rs, ReasonNotPermitted, msg)
 		}
 	}
 	if err := f.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -104,13 +104,12 @@ func (f *Function) start(ctx context.Context, s *snapv1.Snapshot) error {
 		return f.hold(ctx, s, gate{cond: wellknown.ConditionReady, reason: ReasonWaitingForRepository, message: msg})
 	}
 	if plan.privileged {
-		var nsObj corev1.Namespace
-		if err := f.Client.Get(ctx, client.ObjectKey{Name: s.Namespace}, &nsObj); err != nil {
+		msg, err := MoverNotPermitted(ctx, f.Client, s.Namespace, "drop privilegedMode/root from the mover settings")
+		if err != nil {
 			return err
 		}
-		if nsObj.Annotations[wellknown.AnnotationPrivilegedMovers] != "true" {
-			return f.hold(ctx, s, gate{cond: wellknown.ConditionMoverPermitted, reason: ReasonNotPermitted,
-				message: fmt.Sprintf("the mover would run as root or privileged; annotate namespace %s with %s=\"true\" to allow it, or drop privilegedMode/root from the mover settings", s.Namespace, wellknown.AnnotationPrivilegedMovers)})
+		if msg != "" {
+			return f.hold(ctx, s, gate{cond: wellknown.ConditionMoverPermitted, reason: ReasonNotPermitted, message: msg})
 		}
 	}
 	jobName := moverjob.Name(s.Name, string(s.UID))
