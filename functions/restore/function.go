@@ -72,7 +72,11 @@ func (f *Function) handleRef(ctx context.Context, ref events.ObjectRef) error {
 		return f.Reconcile(ctx, ref.Namespace, ref.Name)
 	case gk.Group == snapv1.GroupVersion.Group && gk.Kind == "Snapshot":
 		// A restore may be waiting for this Snapshot (or any of its policy).
-		return f.resyncNamespace(ctx, ref.Namespace)
+		// Only waiting ones: a Snapshot changes on every status write, and
+		// running restores are driven by their Jobs.
+		return f.reconcileAll(ctx, ref.Namespace, func(rs *snapv1.Restore) bool {
+			return rs.Status.Phase == "" || rs.Status.Phase == snapv1.RestorePending
+		})
 	case gk.Group == "" && gk.Kind == "PersistentVolumeClaim":
 		// A PVC naming a Restore in dataSourceRef asks to be populated.
 		var p corev1.PersistentVolumeClaim
@@ -98,19 +102,22 @@ func (f *Function) handleRef(ctx context.Context, ref events.ObjectRef) error {
 }
 
 // Resync reconciles every Restore that is not finished and published.
-func (f *Function) Resync(ctx context.Context) error { return f.resyncNamespace(ctx, "") }
+func (f *Function) Resync(ctx context.Context) error {
+	return f.reconcileAll(ctx, "", func(rs *snapv1.Restore) bool { return !rs.Status.Phase.IsTerminal() || !finalized(rs) })
+}
 
-func (f *Function) resyncNamespace(ctx context.Context, ns string) error {
+// reconcileAll reconciles the Restores of ns ("" for all) that want says
+// may have work.
+func (f *Function) reconcileAll(ctx context.Context, ns string, want func(*snapv1.Restore) bool) error {
 	var list snapv1.RestoreList
 	if err := f.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		return fmt.Errorf("list restores: %w", err)
 	}
 	var errs []error
-	for _, rs := range list.Items {
-		if rs.Status.Phase.IsTerminal() && finalized(&rs) {
-			continue
+	for i := range list.Items {
+		if rs := &list.Items[i]; want(rs) {
+			errs = append(errs, f.Reconcile(ctx, rs.Namespace, rs.Name))
 		}
-		errs = append(errs, f.Reconcile(ctx, rs.Namespace, rs.Name))
 	}
 	return errors.Join(errs...)
 }
