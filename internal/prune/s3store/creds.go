@@ -1,22 +1,19 @@
 package s3store
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/credentials/endpointcreds"
 	"github.com/aws/smithy-go/logging"
 )
 
@@ -25,43 +22,80 @@ func Static(accessKey, secretKey, sessionToken string) aws.CredentialsProvider {
 	return credentials.NewStaticCredentialsProvider(accessKey, secretKey, sessionToken)
 }
 
-// DefaultChain is the credential chain used with
-// --use-backup-repo-credentials=false (9.2): the standard environment
-// variables, then the shared credentials file (AWS_PROFILE), then the
-// container credentials endpoint (ECS tasks, EKS Pod Identity).
+// DefaultChain is the AWS SDK's own default credential chain, used with
+// --use-backup-repo-credentials=false (9.2). In the SDK's order: keys in the
+// environment, the shared config and credentials profile (static keys,
+// role_arn with source_profile or credential_source, sso, credential_process,
+// web_identity_token_file), web identity from the environment (IRSA: STS
+// AssumeRoleWithWebIdentity), the container endpoint (ECS tasks, EKS Pod
+// Identity), then the EC2 instance role from IMDS.
 //
-// The module set of this repository has no STS client and no IMDS client,
-// so Web Identity (IRSA) and EC2 instance roles are not part of the chain;
-// such deployments export keys or use Pod Identity instead.
-func DefaultChain() aws.CredentialsProvider {
-	return chain{envProvider{}, sharedFileProvider{}, containerProvider{}}
+// Only credentials come from the chain: the S3 client keeps the region that
+// the BackupRepo or the flags name. region merely seeds the chain's own STS
+// and SSO clients when neither AWS_REGION nor the profile sets one. The
+// files are read now so a broken profile fails before the run starts; no
+// request is sent until the first credentials are needed.
+func DefaultChain(ctx context.Context, region string, optFns ...func(*config.LoadOptions) error) (aws.CredentialsProvider, error) {
+	opts := []func(*config.LoadOptions) error{
+		config.WithDefaultRegion(region),
+		// STS, SSO and IMDS answers carry secrets; none of their logging
+		// may reach the terminal, whatever the environment asks for.
+		config.WithLogger(logging.Nop{}),
+		config.WithClientLogMode(0),
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, append(opts, optFns...)...)
+	if err != nil {
+		return nil, fmt.Errorf("load the AWS default credential chain from the environment and the %s: %w", profileSource(), err)
+	}
+	if cfg.Credentials == nil {
+		return nil, fmt.Errorf("the AWS default credential chain resolved no provider (%s)", chainSources())
+	}
+	return chainProvider{next: cfg.Credentials}, nil
 }
 
-type chain []aws.CredentialsProvider
+// chainProvider names the places the chain looked when it comes back
+// empty: the SDK's own error mentions only the last one (usually IMDS).
+type chainProvider struct{ next aws.CredentialsProvider }
 
-func (c chain) Retrieve(ctx context.Context) (aws.Credentials, error) {
-	var errs []error
-	for _, p := range c {
-		cr, err := p.Retrieve(ctx)
-		if err == nil && cr.HasKeys() {
-			return cr, nil
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
+func (p chainProvider) Retrieve(ctx context.Context) (aws.Credentials, error) {
+	cr, err := p.next.Retrieve(ctx)
+	if err != nil {
+		return aws.Credentials{}, fmt.Errorf("no usable credentials from the AWS default chain: %w; it looks, in order, at %s: configure one of them, or read the keys from the BackupRepo credential Secret with --use-backup-repo-credentials=true", err, chainSources())
 	}
-	return aws.Credentials{}, fmt.Errorf("no AWS credentials found (environment, shared credentials file or container endpoint): %w", errors.Join(errs...))
+	return cr, nil
 }
 
-type envProvider struct{}
-
-func (envProvider) Retrieve(context.Context) (aws.Credentials, error) {
-	id := firstEnv("AWS_ACCESS_KEY_ID", "AWS_ACCESS_KEY")
-	secret := firstEnv("AWS_SECRET_ACCESS_KEY", "AWS_SECRET_KEY")
-	if id == "" || secret == "" {
-		return aws.Credentials{}, errors.New("environment: AWS_ACCESS_KEY_ID or AWS_SECRET_ACCESS_KEY is unset")
+// chainSources describes the default chain's search order with the
+// environment it sees, so an operator knows what to set.
+func chainSources() string {
+	imds := "the EC2 instance role from the instance metadata service"
+	if strings.EqualFold(os.Getenv("AWS_EC2_METADATA_DISABLED"), "true") {
+		imds += " (disabled by AWS_EC2_METADATA_DISABLED)"
 	}
-	return aws.Credentials{AccessKeyID: id, SecretAccessKey: secret, SessionToken: os.Getenv("AWS_SESSION_TOKEN"), Source: "environment"}, nil
+	return strings.Join([]string{
+		"AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+		profileSource(),
+		"AWS_ROLE_ARN with AWS_WEB_IDENTITY_TOKEN_FILE (IRSA)",
+		"AWS_CONTAINER_CREDENTIALS_FULL_URI or AWS_CONTAINER_CREDENTIALS_RELATIVE_URI (ECS, EKS Pod Identity)",
+		imds,
+	}, ", ")
+}
+
+// profileSource names the shared profile and files the chain reads.
+func profileSource() string {
+	profile := firstEnv("AWS_PROFILE", "AWS_DEFAULT_PROFILE")
+	if profile == "" {
+		profile = "default"
+	}
+	configFile := firstEnv("AWS_CONFIG_FILE")
+	if configFile == "" {
+		configFile = config.DefaultSharedConfigFilename()
+	}
+	credsFile := firstEnv("AWS_SHARED_CREDENTIALS_FILE")
+	if credsFile == "" {
+		credsFile = config.DefaultSharedCredentialsFilename()
+	}
+	return fmt.Sprintf("profile %q in %s and %s", profile, configFile, credsFile)
 }
 
 func firstEnv(names ...string) string {
@@ -71,83 +105,6 @@ func firstEnv(names ...string) string {
 		}
 	}
 	return ""
-}
-
-type sharedFileProvider struct{}
-
-func (sharedFileProvider) Retrieve(context.Context) (aws.Credentials, error) {
-	path := os.Getenv("AWS_SHARED_CREDENTIALS_FILE")
-	if path == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return aws.Credentials{}, errors.New("shared credentials file: no home directory")
-		}
-		path = filepath.Join(home, ".aws", "credentials")
-	}
-	profile := firstEnv("AWS_PROFILE", "AWS_DEFAULT_PROFILE")
-	if profile == "" {
-		profile = "default"
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return aws.Credentials{}, fmt.Errorf("shared credentials file: %w", err)
-	}
-	defer f.Close()
-	vals, err := iniSection(f, profile)
-	if err != nil {
-		return aws.Credentials{}, fmt.Errorf("shared credentials file %s: %w", path, err)
-	}
-	cr := aws.Credentials{AccessKeyID: vals["aws_access_key_id"], SecretAccessKey: vals["aws_secret_access_key"],
-		SessionToken: vals["aws_session_token"], Source: "shared-credentials-file"}
-	if !cr.HasKeys() {
-		return aws.Credentials{}, fmt.Errorf("shared credentials file %s: profile %q has no keys", path, profile)
-	}
-	return cr, nil
-}
-
-// iniSection reads the key = value pairs of one [section].
-func iniSection(r io.Reader, section string) (map[string]string, error) {
-	out := map[string]string{}
-	in := false
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		switch {
-		case line == "" || line[0] == '#' || line[0] == ';':
-		case line[0] == '[':
-			name := strings.TrimSpace(strings.Trim(line, "[]"))
-			in = name == section
-		case in:
-			if k, v, ok := strings.Cut(line, "="); ok {
-				out[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
-			}
-		}
-	}
-	return out, sc.Err()
-}
-
-type containerProvider struct{}
-
-func (containerProvider) Retrieve(ctx context.Context) (aws.Credentials, error) {
-	endpoint := os.Getenv("AWS_CONTAINER_CREDENTIALS_FULL_URI")
-	if rel := os.Getenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"); endpoint == "" && rel != "" {
-		endpoint = "http://169.254.170.2" + rel
-	}
-	if endpoint == "" {
-		return aws.Credentials{}, errors.New("container endpoint: AWS_CONTAINER_CREDENTIALS_FULL_URI is unset")
-	}
-	p := endpointcreds.New(endpoint, func(o *endpointcreds.Options) {
-		if tok := os.Getenv("AWS_CONTAINER_AUTHORIZATION_TOKEN"); tok != "" {
-			o.AuthorizationToken = tok
-		}
-		if file := os.Getenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"); file != "" {
-			o.AuthorizationTokenProvider = endpointcreds.TokenProviderFunc(func() (string, error) {
-				b, err := os.ReadFile(file)
-				return strings.TrimSpace(string(b)), err
-			})
-		}
-	})
-	return p.Retrieve(ctx)
 }
 
 // Mask shows the first and last 4 characters of a key id (10.9); values of

@@ -8,6 +8,7 @@
 package s3store
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -39,7 +40,7 @@ type Config struct {
 	// CAFile is a PEM bundle added to the system pool.
 	CAFile                string
 	InsecureSkipTLSVerify bool
-	// Credentials signs every request; nil means DefaultChain().
+	// Credentials signs every request; nil means DefaultChain.
 	Credentials aws.CredentialsProvider
 	// Debug receives the SDK's canonical requests and strings-to-sign with
 	// every credential value redacted; nil disables signing diagnostics.
@@ -79,7 +80,8 @@ type Store struct {
 	n       counters
 }
 
-// New validates cfg and builds the client. It sends no request.
+// New validates cfg and builds the client. It sends no request; without
+// Credentials it reads the AWS config files of the default chain.
 func New(cfg Config) (*Store, error) {
 	if strings.TrimSpace(cfg.Bucket) == "" {
 		return nil, errors.New("no bucket: set spec.config.bucket on the BackupRepo or pass --bucket")
@@ -104,7 +106,10 @@ func New(cfg Config) (*Store, error) {
 	}
 	creds := cfg.Credentials
 	if creds == nil {
-		creds = DefaultChain()
+		var err error
+		if creds, err = DefaultChain(context.Background(), region); err != nil {
+			return nil, err
+		}
 	}
 	var red *redactor
 	if cfg.Debug != nil {
