@@ -2,6 +2,7 @@ package events
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -68,12 +69,37 @@ var versitygwConfigurations = map[string]bool{"webhook-global": true, "kafka-glo
 // (Notification or SubscriptionConfirmation), an SQS message or Lambda
 // batch wrapping either, and EventBridge's "Object Created"/"Object
 // Deleted" events. Anything else is ErrMalformed.
+//
+// It does not verify SNS signatures: bodies from the network go through
+// an S3Decoder with an SNSVerifier.
 func DecodeS3Notification(body []byte) (S3Notification, error) {
+	return S3Decoder{}.Decode(context.Background(), body)
+}
+
+// S3Decoder decodes notifications like DecodeS3Notification. With SNS set,
+// every SNS envelope met at any depth (an HTTP delivery, an SQS body, a
+// Lambda record) must carry a valid signature, or decoding fails with
+// ErrSNSSignature. Formats that SNS did not wrap carry no signature and
+// are decoded as before.
+type S3Decoder struct {
+	SNS *SNSVerifier
+}
+
+// Decode reads one notification body; ctx bounds certificate downloads.
+func (d S3Decoder) Decode(ctx context.Context, body []byte) (S3Notification, error) {
 	var n S3Notification
-	if err := decodeS3(body, &n, 0); err != nil {
+	if err := d.decodeS3(ctx, body, &n, 0); err != nil {
 		return S3Notification{}, err
 	}
 	return n, nil
+}
+
+// verifySNS checks an SNS envelope when the decoder verifies.
+func (d S3Decoder) verifySNS(ctx context.Context, p probe) error {
+	if d.SNS == nil {
+		return nil
+	}
+	return d.SNS.verify(ctx, p)
 }
 
 // probe holds an object's top-level fields by lower-cased name, so one
@@ -110,7 +136,7 @@ func (p probe) str(k string) string {
 	return s
 }
 
-func decodeS3(body []byte, n *S3Notification, depth int) error {
+func (d S3Decoder) decodeS3(ctx context.Context, body []byte, n *S3Notification, depth int) error {
 	if depth >= maxEnvelopes {
 		return Malformed("s3 notification nests more than %d envelopes", maxEnvelopes)
 	}
@@ -123,7 +149,7 @@ func decodeS3(body []byte, n *S3Notification, depth int) error {
 		if err := json.Unmarshal(body, &items); err != nil {
 			return Malformed("s3 notification: %v", err)
 		}
-		return decodeItems(items, n, depth)
+		return d.decodeItems(ctx, items, n, depth)
 	}
 	p, err := newProbe(body)
 	if err != nil {
@@ -138,21 +164,25 @@ func decodeS3(body []byte, n *S3Notification, depth int) error {
 		if err := json.Unmarshal(p["records"], &items); err != nil {
 			return Malformed("s3 notification Records: %v", err)
 		}
-		return decodeItems(items, n, depth)
+		return d.decodeItems(ctx, items, n, depth)
 	case typ == "SubscriptionConfirmation":
 		if n.SubscribeURL = p.str("subscribeurl"); n.SubscribeURL == "" {
 			return Malformed("sns SubscriptionConfirmation without SubscribeURL")
 		}
 		n.TopicARN = p.str("topicarn")
-		return nil
+		return d.verifySNS(ctx, p)
 	case typ == "UnsubscribeConfirmation":
 		n.TopicARN = p.str("topicarn")
-		return nil
+		return d.verifySNS(ctx, p)
 	case typ == "Notification" && p.has("message"):
+		// Verify before reading the message: it is what the signature covers.
+		if err := d.verifySNS(ctx, p); err != nil {
+			return err
+		}
 		n.TopicARN = p.str("topicarn")
-		return decodeS3([]byte(p.str("message")), n, depth+1)
+		return d.decodeS3(ctx, []byte(p.str("message")), n, depth+1)
 	case p.has("body"):
-		return decodeS3([]byte(p.str("body")), n, depth+1)
+		return d.decodeS3(ctx, []byte(p.str("body")), n, depth+1)
 	case p.has("detail-type") && p.str("source") == "aws.s3":
 		r, ok, err := eventBridgeRecord(body, p.str("detail-type"))
 		if err != nil || !ok {
@@ -173,7 +203,7 @@ func decodeS3(body []byte, n *S3Notification, depth int) error {
 
 // decodeItems reads the elements of a Records array: S3 records, or the
 // SQS and SNS records of a Lambda batch that wrap S3 messages.
-func decodeItems(items []json.RawMessage, n *S3Notification, depth int) error {
+func (d S3Decoder) decodeItems(ctx context.Context, items []json.RawMessage, n *S3Notification, depth int) error {
 	for i, it := range items {
 		p, err := newProbe(it)
 		if err != nil {
@@ -187,11 +217,11 @@ func decodeItems(items []json.RawMessage, n *S3Notification, depth int) error {
 			}
 			n.Records = append(n.Records, r)
 		case p.has("body"):
-			if err := decodeS3([]byte(p.str("body")), n, depth+1); err != nil {
+			if err := d.decodeS3(ctx, []byte(p.str("body")), n, depth+1); err != nil {
 				return err
 			}
 		case p.has("sns"):
-			if err := decodeS3(p["sns"], n, depth+1); err != nil {
+			if err := d.decodeS3(ctx, p["sns"], n, depth+1); err != nil {
 				return err
 			}
 		default:
@@ -354,8 +384,16 @@ func deref(s *string) string {
 // DecodeS3Event reads the S3 notification a CloudEvent carries: the
 // S3Record `snapflow source s3` sends, or, for the AWS and TriggerMesh
 // adapter types, the S3 message or record in any DecodeS3Notification
-// format.
+// format. Like DecodeS3Notification it verifies no SNS signature.
 func DecodeS3Event(e event.Event) (S3Notification, error) {
+	return S3Decoder{}.DecodeEvent(context.Background(), e)
+}
+
+// DecodeEvent is DecodeS3Event with the decoder's SNS verification for
+// the adapter types, whose data may be an SNS envelope (SNS to SQS
+// without raw delivery). The S3Record of `snapflow source s3` has none: the
+// source verified it.
+func (d S3Decoder) DecodeEvent(ctx context.Context, e event.Event) (S3Notification, error) {
 	if !IsS3Notification(e.Type()) {
 		return S3Notification{}, Malformed("type %q is not an s3 notification type", e.Type())
 	}
@@ -366,7 +404,7 @@ func DecodeS3Event(e event.Event) (S3Notification, error) {
 		return S3Notification{}, Malformed("%s event %s has no data", e.Type(), e.ID())
 	}
 	if e.Type() != S3ObjectNotification {
-		n, err := DecodeS3Notification(e.Data())
+		n, err := d.Decode(ctx, e.Data())
 		if err != nil {
 			return S3Notification{}, fmt.Errorf("%s event %s: %w", e.Type(), e.ID(), err)
 		}

@@ -65,9 +65,10 @@ func Malformed(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
 }
 
-// IsClientError says whether err is the sender's fault (4xx, no retry).
+// IsClientError says whether err is the sender's fault (4xx, no retry):
+// ErrMalformed, ErrUnsupported or ErrSNSSignature.
 func IsClientError(err error) bool {
-	return errors.Is(err, ErrMalformed) || errors.Is(err, ErrUnsupported)
+	return errors.Is(err, ErrMalformed) || errors.Is(err, ErrUnsupported) || errors.Is(err, ErrSNSSignature)
 }
 
 // SnapshotResult is the data of the snapshot succeeded/failed/unchanged events.
