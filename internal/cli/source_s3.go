@@ -37,11 +37,19 @@ HTTP(S) subscription (Notification, and SubscriptionConfirmation: with
 it logs the URL for you to visit), SQS-wrapped messages and EventBridge
 S3 events. s3:TestEvent is acknowledged without forwarding.
 
+SNS envelopes must carry a valid SNS signature (--sns-verify, on by
+default): the signing certificate is fetched over HTTPS from
+sns.<region>.amazonaws.com only. An unsigned or forged envelope, an unknown
+SignatureVersion or a certificate on another host gets 403 naming why.
+Other formats (webhooks, SNS raw message delivery) carry no signature, and
+the endpoint does not authenticate their senders: expose it only to the
+S3 server and SNS.
+
 A body that is not a notification gets 400. When a sink cannot be reached
-after a few retries the request gets 502, so a sender that retries (SNS)
-delivers again; versitygw does not retry, and the functions' periodic
-resync catches up with what was lost. The endpoint does not authenticate
-senders or verify SNS signatures: expose it only to the S3 server.`
+after a few retries, or the SNS certificate cannot be downloaded, the
+request gets 502, so a sender that retries (SNS) delivers again; versitygw
+does not retry, and the functions' periodic resync catches up with what
+was lost.`
 
 // maxNotificationBody bounds a request: AWS messages are at most 256 KiB
 // (SNS), MinIO batches stay well below this.
@@ -50,7 +58,7 @@ const maxNotificationBody = 4 << 20
 func newSourceS3Cmd() *cobra.Command {
 	var addr string
 	var sinks, buckets []string
-	var confirmSNS, devLogs bool
+	var confirmSNS, snsVerify, devLogs bool
 	cmd := &cobra.Command{
 		Use:   "s3 --sink URL [--sink URL...]",
 		Short: "Receive S3 bucket notifications over HTTP and POST one CloudEvent per object record to the sinks",
@@ -62,7 +70,10 @@ func newSourceS3Cmd() *cobra.Command {
 			}
 			log := zap.New(zap.UseDevMode(devLogs)).WithName("s3-source")
 			ctrl.SetLogger(log)
-			src, err := newS3Source(sinks, buckets, confirmSNS, log)
+			if !snsVerify {
+				log.Info("SNS signature verification is off (--sns-verify=false): forged SNS envelopes are accepted")
+			}
+			src, err := newS3Source(sinks, buckets, confirmSNS, snsVerify, log)
 			if err != nil {
 				return err
 			}
@@ -73,6 +84,7 @@ func newSourceS3Cmd() *cobra.Command {
 	cmd.Flags().StringArrayVar(&sinks, "sink", nil, "URL to POST CloudEvents to (repeatable)")
 	cmd.Flags().StringArrayVar(&buckets, "bucket", nil, "forward only records of this bucket (repeatable; default all)")
 	cmd.Flags().BoolVar(&confirmSNS, "confirm-sns-subscriptions", false, "confirm SNS subscriptions by visiting their SubscribeURL (SNS hosts only)")
+	cmd.Flags().BoolVar(&snsVerify, "sns-verify", true, "refuse SNS envelopes without a valid SNS signature (certificates from sns.<region>.amazonaws.com over HTTPS)")
 	cmd.Flags().BoolVar(&devLogs, "dev-logs", false, "human-readable logs instead of JSON")
 	return cmd
 }
@@ -84,13 +96,18 @@ type s3Source struct {
 	clients    []cloudevents.Client
 	buckets    map[string]bool
 	confirmSNS bool
+	// decoder verifies SNS signatures unless --sns-verify=false.
+	decoder events.S3Decoder
 	// confirm fetches a SubscribeURL; a plain client with a timeout.
 	confirm *http.Client
 	log     logr.Logger
 }
 
-func newS3Source(sinks, buckets []string, confirmSNS bool, log logr.Logger) (*s3Source, error) {
+func newS3Source(sinks, buckets []string, confirmSNS, snsVerify bool, log logr.Logger) (*s3Source, error) {
 	s := &s3Source{sinks: sinks, confirmSNS: confirmSNS, log: log, confirm: &http.Client{Timeout: 10 * time.Second}}
+	if snsVerify {
+		s.decoder.SNS = events.NewSNSVerifier()
+	}
 	for _, u := range sinks {
 		if p, err := url.Parse(u); err != nil || p.Scheme == "" || p.Host == "" {
 			return nil, fmt.Errorf("invalid --sink %q: want an absolute http(s) URL", u)
@@ -149,10 +166,20 @@ func (s *s3Source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("notification larger than %d bytes", maxNotificationBody), http.StatusRequestEntityTooLarge)
 		return
 	}
-	n, err := events.DecodeS3Notification(body)
-	if err != nil {
+	n, err := s.decoder.Decode(r.Context(), body)
+	switch {
+	case errors.Is(err, events.ErrSNSSignature):
+		s.log.Info("refused an SNS message whose signature does not verify", "reason", err.Error())
+		http.Error(w, err.Error(), http.StatusForbidden)
+		return
+	case events.IsClientError(err):
 		s.log.Info("refused a body that is not an s3 notification", "reason", err.Error())
 		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	case err != nil:
+		// The signing certificate could not be downloaded: SNS retries.
+		s.log.Error(err, "could not verify an SNS message")
+		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
 	switch {

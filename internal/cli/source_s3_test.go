@@ -1,0 +1,101 @@
+package cli
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/go-logr/logr"
+
+	"github.com/snapflow/snapflow/events"
+	"github.com/snapflow/snapflow/events/snstest"
+)
+
+// An SNS delivery reaches the sink only when its signature verifies; the
+// sender learns why it was refused.
+func TestSourceS3VerifiesSNS(t *testing.T) {
+	var mu sync.Mutex
+	var forwarded []string
+	sinkSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		forwarded = append(forwarded, r.Header.Get("Ce-Subject"))
+		mu.Unlock()
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer sinkSrv.Close()
+
+	signer := snstest.NewSigner(t)
+	const message = `{"Records":[{"eventName":"ObjectCreated:Put","s3":{"bucket":{"name":"kb-backups"},"object":{"key":"pvc-x/a+b"}}}]}`
+	signed := signer.Notification(t, message, "2")
+	tampered := strings.Replace(string(signed), `pvc-x`, `pvc-y`, 1)
+	otherHost := strings.Replace(string(signed), "sns.us-east-1.amazonaws.com", "sns.attacker.example", 1)
+
+	tests := []struct {
+		name      string
+		verify    bool
+		body      string
+		status    int
+		reason    string
+		forwarded bool
+	}{
+		{name: "signed notification", verify: true, body: string(signed), status: http.StatusOK, forwarded: true},
+		{name: "tampered message", verify: true, body: tampered, status: http.StatusForbidden, reason: "signature mismatch"},
+		{name: "certificate host not allowed", verify: true, body: otherHost, status: http.StatusForbidden, reason: "is not allowed"},
+		{name: "unsigned envelope", verify: true, body: `{"Type":"Notification","TopicArn":"t","Message":` + jsonString(message) + `}`, status: http.StatusForbidden, reason: "unsigned"},
+		{name: "not sns: nothing to verify", verify: true, body: message, status: http.StatusOK, forwarded: true},
+		{name: "--sns-verify=false accepts the tampered message", verify: false, body: tampered, status: http.StatusOK, forwarded: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mu.Lock()
+			forwarded = nil
+			mu.Unlock()
+			src, err := newS3Source([]string{sinkSrv.URL}, nil, false, tt.verify, logr.Discard())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.verify {
+				if src.decoder.SNS == nil {
+					t.Fatal("verification is not on")
+				}
+				src.decoder.SNS = &events.SNSVerifier{Fetcher: signer.Fetcher()}
+			} else if src.decoder.SNS != nil {
+				t.Fatal("--sns-verify=false left verification on")
+			}
+			srv := httptest.NewServer(src)
+			defer srv.Close()
+			resp, err := http.Post(srv.URL, "text/plain; charset=UTF-8", strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.status || !strings.Contains(string(b), tt.reason) {
+				t.Fatalf("%d %s, want %d naming %q", resp.StatusCode, b, tt.status, tt.reason)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if tt.forwarded != (len(forwarded) == 1) {
+				t.Fatalf("forwarded %v", forwarded)
+			}
+			if tt.forwarded && !strings.HasPrefix(forwarded[0], "pvc-") {
+				t.Fatalf("subject %q", forwarded[0])
+			}
+		})
+	}
+}
+
+func TestSourceS3VerifyFlagDefaultsOn(t *testing.T) {
+	f := newSourceS3Cmd().Flags().Lookup("sns-verify")
+	if f == nil || f.DefValue != "true" {
+		t.Fatalf("--sns-verify flag %+v, want default true", f)
+	}
+}
+
+func jsonString(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+	return `"` + r.Replace(s) + `"`
+}
