@@ -47,6 +47,10 @@ type Function struct {
 	// Recorder records Kubernetes Events on the BackupRepo.
 	Recorder record.EventRecorder
 	Now      func() time.Time
+	// SNS verifies SNS envelopes inside S3 notification events (SNS to
+	// SQS without raw delivery); nil is events.NewSNSVerifier(). Unused
+	// when Settings.SkipSNSVerify is set.
+	SNS *events.SNSVerifier
 
 	// once builds the client from Config: a connection, not state about
 	// any event.
@@ -54,6 +58,23 @@ type Function struct {
 	kc       client.Reader
 	kubeErr  error
 	logNoRep sync.Once
+	// snsOnce builds the default verifier; its certificate cache is not
+	// state about any event.
+	snsOnce sync.Once
+}
+
+// snsDecoder decodes S3 notifications, verifying SNS signatures unless
+// the deployment turned that off.
+func (f *Function) snsDecoder() events.S3Decoder {
+	if f.Settings.SkipSNSVerify {
+		return events.S3Decoder{}
+	}
+	f.snsOnce.Do(func() {
+		if f.SNS == nil {
+			f.SNS = events.NewSNSVerifier()
+		}
+	})
+	return events.S3Decoder{SNS: f.SNS}
 }
 
 func (f *Function) now() time.Time { return runtime.Now(f.Now) }
@@ -145,7 +166,7 @@ func (f *Function) handleRequest(ctx context.Context, e event.Event) error {
 // deletes. Other buckets, non-canonical keys and the test event need no
 // work.
 func (f *Function) handleS3(ctx context.Context, e event.Event) error {
-	n, err := events.DecodeS3Event(e)
+	n, err := f.snsDecoder().DecodeEvent(ctx, e)
 	if err != nil {
 		return err
 	}

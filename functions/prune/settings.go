@@ -42,6 +42,9 @@ type Settings struct {
 	InsecureSkipTLSVerify    bool
 	// DefaultCredentialChain is --use-backup-repo-credentials=false.
 	DefaultCredentialChain bool
+	// SkipSNSVerify accepts SNS envelopes inside S3 notification events
+	// without checking their signature (KBBACKUP_PRUNE_SNS_VERIFY=false).
+	SkipSNSVerify bool
 
 	// Concurrency is --concurrency (0: 4); Timeout bounds one run (0: 30m).
 	Concurrency int
@@ -95,6 +98,7 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 	boolean("PATH_STYLE", &s.PathStyle, false)
 	boolean("INSECURE_SKIP_TLS_VERIFY", &s.InsecureSkipTLSVerify, false)
 	boolean("USE_BACKUP_REPO_CREDENTIALS", &s.DefaultCredentialChain, true)
+	boolean("SNS_VERIFY", &s.SkipSNSVerify, true)
 	duration("MIN_AGE", &s.MinAge)
 	s.DisableMinAge = get("MIN_AGE") != "" && s.MinAge == 0
 	duration("TIMEOUT", &s.Timeout)
