@@ -50,6 +50,12 @@ type OpenOptions struct {
 	ContentCacheMB, MetadataCacheMB int64
 	// ReadOnly opens the repository without write access.
 	ReadOnly bool
+	// NoCache opens without a local cache directory: indexes are held in
+	// memory and contents are read straight from storage. A one-pass read
+	// (a restore) touches each content once, and kopia's cache would write
+	// every byte read a second time to local disk. kopia cannot skip only
+	// the data cache (a zero data size with a cache directory crashes it).
+	NoCache bool
 }
 
 // Repo is an open kopia repository.
@@ -103,6 +109,9 @@ func Open(ctx context.Context, o OpenOptions) (*Repo, error) {
 			MetadataCacheSizeBytes: o.MetadataCacheMB << 20,
 		},
 	}
+	if o.NoCache {
+		copts.CachingOptions = content.CachingOptions{}
+	}
 	if copts.Username == "" {
 		copts.Username = "snapflow"
 	}
@@ -144,6 +153,9 @@ func writeConfig(ctx context.Context, path string, st blob.Storage, o *repo.Conn
 	b, err := json.Marshal(lc)
 	if err != nil {
 		return fmt.Errorf("encode the kopia connection config: %w", err)
+	}
+	if caching.CacheDirectory == "" { // NoCache
+		return os.WriteFile(path, b, 0o600)
 	}
 	if err := os.MkdirAll(caching.CacheDirectory, 0o700); err != nil {
 		return fmt.Errorf("create the kopia cache directory: %w", err)

@@ -39,6 +39,9 @@ func runRestore(ctx context.Context, o Options, start time.Time, open kopia.Open
 		}
 		return msg, nil
 	}
+	// A restore only reads, and reads each content once.
+	open.ReadOnly = true
+	open.NoCache = true
 	r, err := kopia.Open(ctx, open)
 	if err != nil {
 		return "", err

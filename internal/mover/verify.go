@@ -28,6 +28,9 @@ var errReported = errors.New("verification failed")
 func runVerify(ctx context.Context, o Options, open kopia.OpenOptions) (string, error) {
 	w := o.Spec.Verify
 	open.ReadOnly = true
+	// Read what storage holds: a content served from a persistent cache
+	// would hide a blob corrupted in the repository since it was cached.
+	open.NoCache = true
 	r, err := kopia.Open(ctx, open)
 	if err != nil {
 		return "", err
