@@ -14,6 +14,9 @@ import (
 // leading and trailing "/". ok is false when ".." would climb above the bucket
 // root: such a key cannot be placed, so callers must not trust it.
 func NormalizeKey(s string) (key string, ok bool) {
+	if k, clean := normalFast(s); clean {
+		return k, true
+	}
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return "", true
@@ -25,6 +28,37 @@ func NormalizeKey(s string) (key string, ok bool) {
 		return "", false
 	}
 	return strings.Trim(c, "/"), true
+}
+
+// normalFast returns NormalizeKey(s) without allocating when s is already
+// in normal form, save at most one trailing "/": listings are almost all
+// such keys, and path.Clean allocates for every one.
+func normalFast(s string) (string, bool) {
+	if s == "" {
+		return "", true
+	}
+	if c := s[0]; c == '/' || c <= ' ' || c >= 0x80 {
+		return "", false
+	}
+	end := len(s)
+	if s[end-1] == '/' {
+		end--
+	}
+	if c := s[end-1]; c <= ' ' || c >= 0x80 || c == '/' {
+		return "", false
+	}
+	start := 0
+	for i := 0; i <= end; i++ {
+		if i < end && s[i] != '/' {
+			continue
+		}
+		switch s[start:i] {
+		case "", ".", "..":
+			return "", false
+		}
+		start = i + 1
+	}
+	return s[:end], true
 }
 
 // CleanKey is NormalizeKey for callers that treat an unplaceable key as empty.
