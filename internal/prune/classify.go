@@ -224,8 +224,9 @@ func backupProtections(r *refs, c Candidate) (State, string, *Protection) {
 
 // clusterInUse reports whether a live Backup of ns belongs to cluster d.
 func (r *refs) clusterInUse(root, ns, d, uid string) bool {
-	for _, b := range r.byNS[ns] {
-		if uid != "" && b.ClusterUID == uid || inCluster(append(b.statusPaths(root), b.kopiaPaths(root)...), d) {
+	both := r.paths(root).both
+	for _, i := range r.byNS[ns] {
+		if uid != "" && r.all[i].ClusterUID == uid || inCluster(both[i], d) {
 			return true
 		}
 	}

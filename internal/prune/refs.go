@@ -6,28 +6,78 @@ import (
 )
 
 // refs answers the reference questions of §3 against the in-memory
-// inventory only.
+// inventory only. Backup paths are normalised once and placed once per
+// root: the questions are asked for every candidate.
 type refs struct {
 	inv *Inventory
-	// byNS lists live Backups per namespace, sorted by name for stable
-	// reasons.
-	byNS     map[string][]LiveBackup
+	// all lists the live Backups sorted by key, for stable reasons; byNS
+	// holds their indices per namespace.
 	all      []LiveBackup
+	byNS     map[string][]int
 	liveDeps map[BackupKey]bool
+	// abs are each Backup's paths placed without a root (absolutePaths).
+	abs [][]string
+	// status and kopia are the normalised raw paths.
+	status, kopia []rawPath
+	placed        map[string]*rootPaths
+	// restoreIn and depIn hold the first Restore-protected key and the
+	// first live dependency of each namespace (nsActivity).
+	restoreIn, depIn map[string]BackupKey
+}
+
+// rawPath is a Backup path normalised for resolveUnder.
+type rawPath struct {
+	set bool   // the raw path is not empty
+	key string // the normalised path; "" resolves to the root itself
+	abs bool   // it starts with a canonical pvc root
+}
+
+func newRawPath(raw string) rawPath {
+	if raw == "" {
+		return rawPath{}
+	}
+	k, ok := NormalizeKey(raw)
+	if !ok {
+		k = ""
+	}
+	return rawPath{set: true, key: k, abs: k != "" && IsCanonicalRoot(firstSegment(k))}
+}
+
+// under is resolveUnder(root, raw) for the path rp was made from.
+func (rp rawPath) under(root string) (string, bool) {
+	switch {
+	case !rp.set:
+		return "", false
+	case rp.key == "":
+		return root, true
+	case rp.abs:
+		return rp.key, true
+	}
+	return JoinKey(root, rp.key), true
+}
+
+// rootPaths are the live Backups' paths placed under one root, by index
+// into refs.all. Each slice is capped so that appending copies it.
+type rootPaths struct {
+	status, kopia, both [][]string
 }
 
 func newRefs(inv *Inventory) *refs {
-	r := &refs{inv: inv, byNS: map[string][]LiveBackup{}, liveDeps: map[BackupKey]bool{}}
+	r := &refs{inv: inv, byNS: map[string][]int{}, liveDeps: map[BackupKey]bool{}, placed: map[string]*rootPaths{}}
 	for _, b := range inv.Backups {
 		r.all = append(r.all, b)
 	}
 	sort.Slice(r.all, func(i, j int) bool { return r.all[i].Key.String() < r.all[j].Key.String() })
-	for _, b := range r.all {
-		r.byNS[b.Key.Namespace] = append(r.byNS[b.Key.Namespace], b)
+	for i, b := range r.all {
+		r.byNS[b.Key.Namespace] = append(r.byNS[b.Key.Namespace], i)
 		for _, d := range b.deps() {
 			r.liveDeps[d] = true
 		}
+		r.abs = append(r.abs, b.absolutePaths())
+		r.status = append(r.status, newRawPath(b.Path))
+		r.kopia = append(r.kopia, newRawPath(b.KopiaPath))
 	}
+	r.restoreIn, r.depIn = firstPerNS(inv.RestoreProtected), firstPerNS(r.liveDeps)
 	return r
 }
 
@@ -43,18 +93,28 @@ func (b LiveBackup) deps() []BackupKey {
 	return out
 }
 
-// statusPaths returns the Backup's status.path placed in the bucket: raw
-// (resolved under root) and qualified.
-func (b LiveBackup) statusPaths(root string) []string { return placed(root, b.Path, b.PathQualified) }
-
-// kopiaPaths is statusPaths for kopiaRepoPath.
-func (b LiveBackup) kopiaPaths(root string) []string {
-	return placed(root, b.KopiaPath, b.KopiaPathQualified)
+// paths returns every live Backup's status.path and kopiaRepoPath placed
+// under root: raw (resolved under root) and qualified.
+func (r *refs) paths(root string) *rootPaths {
+	if rp, ok := r.placed[root]; ok {
+		return rp
+	}
+	rp := &rootPaths{}
+	for i, b := range r.all {
+		st := placed(root, r.status[i], b.PathQualified)
+		ko := placed(root, r.kopia[i], b.KopiaPathQualified)
+		both := append(append(make([]string, 0, len(st)+len(ko)), st...), ko...)
+		rp.status = append(rp.status, st[:len(st):len(st)])
+		rp.kopia = append(rp.kopia, ko[:len(ko):len(ko)])
+		rp.both = append(rp.both, both)
+	}
+	r.placed[root] = rp
+	return rp
 }
 
-func placed(root, raw, qualified string) []string {
+func placed(root string, raw rawPath, qualified string) []string {
 	var out []string
-	if k, ok := resolveUnder(root, raw); ok {
+	if k, ok := raw.under(root); ok {
 		out = append(out, k)
 	}
 	if qualified != "" {
@@ -85,8 +145,8 @@ func (b LiveBackup) absolutePaths() []string {
 // Relative paths are not resolved here: they belong to the root of the
 // Backup PVC, which an unowned root never is.
 func (r *refs) absolute(prefix string) (LiveBackup, bool) {
-	for _, b := range r.all {
-		for _, p := range b.absolutePaths() {
+	for i, b := range r.all {
+		for _, p := range r.abs[i] {
 			if Overlaps(p, prefix) {
 				return b, true
 			}
@@ -107,22 +167,19 @@ func (r *refs) storage(prefix string) *Protection {
 
 // liveStatus returns a live Backup whose status.path overlaps prefix.
 func (r *refs) liveStatus(root, prefix string) (LiveBackup, bool) {
-	for _, b := range r.all {
-		for _, p := range b.statusPaths(root) {
-			if Overlaps(p, prefix) {
-				return b, true
-			}
-		}
-	}
-	return LiveBackup{}, false
+	return r.overlapping(r.paths(root).status, prefix)
 }
 
 // liveKopia returns a live Backup whose kopiaRepoPath overlaps prefix.
 func (r *refs) liveKopia(root, prefix string) (LiveBackup, bool) {
-	for _, b := range r.all {
-		for _, p := range b.kopiaPaths(root) {
+	return r.overlapping(r.paths(root).kopia, prefix)
+}
+
+func (r *refs) overlapping(paths [][]string, prefix string) (LiveBackup, bool) {
+	for i, ps := range paths {
+		for _, p := range ps {
 			if Overlaps(p, prefix) {
-				return b, true
+				return r.all[i], true
 			}
 		}
 	}
@@ -139,15 +196,15 @@ func inCluster(paths []string, d string) bool {
 	return false
 }
 
-// usableLocator reports whether the Backup can be pinned to one cluster
+// usableLocator reports whether live Backup i can be pinned to one cluster
 // directory under root and ns: a canonical cluster-uid label, or a path
 // resolving to a well-formed cluster directory there (3.5.2 c-iii).
-func (b LiveBackup) usableLocator(root, ns string) bool {
-	if IsCanonicalUUID(b.ClusterUID) {
+func (r *refs) usableLocator(i int, root, ns string) bool {
+	if IsCanonicalUUID(r.all[i].ClusterUID) {
 		return true
 	}
 	nsp := JoinKey(root, ns)
-	for _, p := range append(b.statusPaths(root), b.kopiaPaths(root)...) {
+	for _, p := range r.paths(root).both[i] {
 		if segs := relSegments(nsp, p); len(segs) >= 1 {
 			if _, _, ok := ParseClusterDir(segs[0]); ok {
 				return true
@@ -157,31 +214,41 @@ func (b LiveBackup) usableLocator(root, ns string) bool {
 	return false
 }
 
-// nsActivity reports a Restore or live dependency naming a key in ns.
+// nsActivity reports a Restore or live dependency naming a key in ns,
+// naming the first such key so that the reason is stable.
 func (r *refs) nsActivity(ns string) (string, bool) {
-	for k := range r.inv.RestoreProtected {
-		if k.Namespace == ns {
-			return fmt.Sprintf("an active Restore references %s", k), true
-		}
+	if k, ok := r.restoreIn[ns]; ok {
+		return fmt.Sprintf("an active Restore references %s", k), true
 	}
-	for k := range r.liveDeps {
-		if k.Namespace == ns {
-			return fmt.Sprintf("a live Backup depends on %s", k), true
-		}
+	if k, ok := r.depIn[ns]; ok {
+		return fmt.Sprintf("a live Backup depends on %s", k), true
 	}
 	return "", false
+}
+
+// firstPerNS returns the smallest key of each namespace in a key set.
+func firstPerNS(set map[BackupKey]bool) map[string]BackupKey {
+	out := map[string]BackupKey{}
+	for k := range set {
+		if old, ok := out[k.Namespace]; !ok || k.Name < old.Name {
+			out[k.Namespace] = k
+		}
+	}
+	return out
 }
 
 // clusterReferenced implements 3.7.1 for cluster directory d (UUID uid) of
 // namespace ns under root.
 func (r *refs) clusterReferenced(root, ns, d, uid string) (string, bool) {
-	for _, b := range r.byNS[ns] {
+	rp := r.paths(root)
+	for _, i := range r.byNS[ns] {
+		b := r.all[i]
 		switch {
 		case uid != "" && b.ClusterUID == uid:
 			return fmt.Sprintf("live Backup %s carries the cluster uid", b.Key), true
-		case inCluster(append(b.statusPaths(root), b.kopiaPaths(root)...), d):
+		case inCluster(rp.both[i], d):
 			return fmt.Sprintf("a path of live Backup %s resolves into the cluster", b.Key), true
-		case !b.usableLocator(root, ns):
+		case !r.usableLocator(i, root, ns):
 			return fmt.Sprintf("live Backup %s has no usable locator", b.Key), true
 		}
 	}
@@ -193,12 +260,14 @@ func (r *refs) clusterReferenced(root, ns, d, uid string) (string, bool) {
 // cluster without a matching status.path, one with no usable locator, or a
 // Restore or live dependency in the namespace.
 func (r *refs) uncertain(root, ns, d, uid string) (string, bool) {
-	for _, b := range r.byNS[ns] {
-		points := uid != "" && b.ClusterUID == uid || inCluster(b.kopiaPaths(root), d)
-		if points && !inCluster(b.statusPaths(root), d) {
+	rp := r.paths(root)
+	for _, i := range r.byNS[ns] {
+		b := r.all[i]
+		points := uid != "" && b.ClusterUID == uid || inCluster(rp.kopia[i], d)
+		if points && !inCluster(rp.status[i], d) {
 			return fmt.Sprintf("live Backup %s points at the cluster without a matching status.path", b.Key), true
 		}
-		if !b.usableLocator(root, ns) {
+		if !r.usableLocator(i, root, ns) {
 			return fmt.Sprintf("live Backup %s has no usable locator", b.Key), true
 		}
 	}
@@ -214,8 +283,8 @@ func (r *refs) rootReferenced(root string, topo map[string][]clusterDir) (string
 	if p := r.storage(root); p != nil {
 		return fmt.Sprintf("storage protection %s (%s)", p.Prefix, p.Resource), true
 	}
-	for _, b := range r.all {
-		for _, p := range b.absolutePaths() {
+	for i, b := range r.all {
+		for _, p := range r.abs[i] {
 			if IsCanonicalRoot(firstSegment(p)) && Overlaps(p, root) {
 				return fmt.Sprintf("a path of live Backup %s lies in the root", b.Key), true
 			}
@@ -226,9 +295,10 @@ func (r *refs) rootReferenced(root string, topo map[string][]clusterDir) (string
 		nss = append(nss, ns)
 	}
 	sort.Strings(nss)
+	rp := r.paths(root)
 	for _, ns := range nss {
-		for _, b := range r.byNS[ns] {
-			paths := append(b.statusPaths(root), b.kopiaPaths(root)...)
+		for _, i := range r.byNS[ns] {
+			b, paths := r.all[i], rp.both[i]
 			for _, cd := range topo[ns] {
 				if IsCanonicalUUID(b.ClusterUID) && b.ClusterUID == cd.uid {
 					return fmt.Sprintf("live Backup %s carries the uid of cluster %s", b.Key, cd.name), true
@@ -237,7 +307,7 @@ func (r *refs) rootReferenced(root string, topo map[string][]clusterDir) (string
 					return fmt.Sprintf("a path of live Backup %s resolves into cluster %s", b.Key, cd.name), true
 				}
 			}
-			if !b.usableLocator(root, ns) {
+			if !r.usableLocator(i, root, ns) {
 				return fmt.Sprintf("live Backup %s has no usable locator", b.Key), true
 			}
 		}
