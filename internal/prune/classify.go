@@ -3,7 +3,6 @@ package prune
 import (
 	"errors"
 	"fmt"
-	"sort"
 )
 
 // backupLoc is where a backup directory sits.
@@ -30,7 +29,8 @@ type manifestFacts struct {
 }
 
 // readManifests reads and validates the directory's manifest and, in volume
-// mode, the nested target/pod manifests. Ambiguity (3.8.5): nested
+// mode, the nested target/pod manifests, from the directory's objects named
+// like the manifest (objAgg.mans) in index order. Ambiguity (3.8.5): nested
 // manifests are read and validated against the enclosing directory; a
 // failure makes the candidate invalid-manifest and Retain makes it retained.
 func (p *planner) readManifests(loc backupLoc, es []entry) manifestFacts {
@@ -103,7 +103,7 @@ func (p *planner) readManifest(e entry) (Manifest, error) {
 	if k, ok := NormalizeKey(e.obj.Key); !ok || k != e.obj.Key {
 		return Manifest{}, fmt.Errorf("manifest key %q is not normalised", e.obj.Key)
 	}
-	body, ok := p.ix.manifests[e.obj.Key]
+	body, ok := p.manifests[e.obj.Key]
 	switch {
 	case !ok:
 		return Manifest{}, errors.New("manifest was not read")
@@ -113,14 +113,16 @@ func (p *planner) readManifest(e entry) (Manifest, error) {
 	return ParseManifest(body.Data)
 }
 
-// evalBackup classifies one backup directory (3.8). The first matching rule
-// of 3.8.2 sets state and reason; the dependency rule runs later.
-func (p *planner) evalBackup(loc backupLoc, es []entry) Candidate {
+// evalBackup classifies one backup directory (3.8) from the summary of its
+// objects. The first matching rule of 3.8.2 sets state and reason; the
+// dependency rule runs later.
+func (p *planner) evalBackup(loc backupLoc, a *objAgg) Candidate {
 	c := Candidate{Type: TypeBackup, Prefix: loc.dir, Backup: loc.key, Root: loc.root,
-		ClusterPrefix: loc.cluster, ClusterUID: loc.clusterUID, Objects: objectsOf(es)}
-	c.LastModified = newest(c.Objects)
+		ClusterPrefix: loc.cluster, ClusterUID: loc.clusterUID, Objects: objectsOf(sortedEntries(a.objs)),
+		ObjectCount: a.n, Bytes: a.bytes}
+	c.LastModified = a.newest
 	c.CreatedAt = c.LastModified
-	f := p.readManifests(loc, es)
+	f := p.readManifests(loc, sortedEntries(a.mans))
 	if f.main != nil {
 		mo := f.main.obj
 		c.ManifestKey, c.ManifestETag, c.ManifestVersionID, c.ManifestGeneration = mo.Key, mo.ETag, mo.VersionID, mo.Generation
@@ -136,7 +138,7 @@ func (p *planner) evalBackup(loc backupLoc, es []entry) Candidate {
 	}
 	c.Dependencies, c.depsUnknown = f.deps, f.unreadable
 	c.ContainedBackups = appendKeys([]BackupKey{c.Backup}, f.identityNames...)
-	c.State, c.Reason = p.backupRules(&c, loc, f)
+	c.State, c.Reason = p.backupRules(&c, loc, f, a)
 	return c
 }
 
@@ -154,7 +156,7 @@ func appendKeys(ks []BackupKey, more ...BackupKey) []BackupKey {
 }
 
 // backupRules applies 3.8.2 items 1–11 and 13.
-func (p *planner) backupRules(c *Candidate, loc backupLoc, f manifestFacts) (State, string) {
+func (p *planner) backupRules(c *Candidate, loc backupLoc, f manifestFacts, a *objAgg) (State, string) {
 	if f.invalid != nil {
 		return StateInvalidManifest, "invalid manifest: " + f.invalid.Error()
 	}
@@ -183,8 +185,8 @@ func (p *planner) backupRules(c *Candidate, loc backupLoc, f manifestFacts) (Sta
 	if loc.nested {
 		return StateProtected, "another backup directory is nested inside"
 	}
-	if o, ok := youngObject(c.Objects, p.cutoff); ok {
-		return StateTooYoung, youngReason(o)
+	if a.hasYoung {
+		return StateTooYoung, youngReason(a.young.obj)
 	}
 	return StateOrphan, "no Backup CR references the directory"
 }
@@ -231,14 +233,4 @@ func (r *refs) clusterInUse(root, ns, d, uid string) bool {
 		}
 	}
 	return false
-}
-
-// sortedKeys returns the keys of a set in order.
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -94,7 +94,7 @@ func (p *planner) fallbackPrefix(s fallbackScan) {
 		}
 		loc := backupLoc{root: s.root, dir: dir, key: BackupKey{Namespace: s.ns, Name: baseName(dir)},
 			fallback: true, nested: nested}
-		p.add(p.evalBackup(loc, mine))
+		p.add(p.evalBackup(loc, aggOf(mine, p.cutoff, name, true)))
 	}
 	for i, e := range es {
 		if !claimed[i] {

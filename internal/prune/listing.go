@@ -1,6 +1,8 @@
 package prune
 
 import (
+	"cmp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -53,9 +55,9 @@ func ManifestKeys(l Listing, manifestName string) []string {
 		manifestName = DefaultManifestName
 	}
 	var out []string
-	for _, e := range newIndex(l).entries {
-		if e.current && !e.slash && baseName(e.key) == manifestName {
-			out = append(out, e.obj.Key)
+	for _, o := range l.Objects {
+		if e, ok := newEntry(o, l.Versioned); ok && e.current && !e.slash && baseName(e.key) == manifestName {
+			out = append(out, o.Key)
 		}
 	}
 	sort.Strings(out)
@@ -71,6 +73,19 @@ type entry struct {
 	current bool
 }
 
+// newEntry places o; ok is false for a key that climbs above the bucket or
+// names nothing, which cannot be placed under any root and so lies outside
+// the scan.
+func newEntry(o Object, versioned bool) (entry, bool) {
+	k, ok := NormalizeKey(o.Key)
+	if !ok || k == "" {
+		return entry{}, false
+	}
+	slash := strings.HasSuffix(strings.TrimSpace(o.Key), "/")
+	return entry{obj: o, key: k, slash: slash, current: !versioned || (o.IsLatest && !o.DeleteMarker),
+		marker: slash && o.Size == 0 && !o.DeleteMarker}, true
+}
+
 // index sorts entries by normalised key so every prefix is a contiguous run.
 type index struct {
 	entries   []entry
@@ -80,18 +95,9 @@ type index struct {
 func newIndex(l Listing) *index {
 	ix := &index{manifests: l.Manifests}
 	for _, o := range l.Objects {
-		k, ok := NormalizeKey(o.Key)
-		if !ok || k == "" {
-			// A key that climbs above the bucket or names nothing cannot be
-			// placed under any root, so it is outside the scan.
-			continue
+		if e, ok := newEntry(o, l.Versioned); ok {
+			ix.entries = append(ix.entries, e)
 		}
-		cur := !l.Versioned || (o.IsLatest && !o.DeleteMarker)
-		ix.entries = append(ix.entries, entry{
-			obj: o, key: k, current: cur,
-			slash:  strings.HasSuffix(strings.TrimSpace(o.Key), "/"),
-			marker: o.IsDirectoryMarker(),
-		})
 	}
 	sort.SliceStable(ix.entries, func(i, j int) bool { return ix.entries[i].key < ix.entries[j].key })
 	return ix
@@ -214,4 +220,86 @@ func newest(os []Object) time.Time {
 		}
 	}
 	return t
+}
+
+// seqEntry is an entry with its position in the listing, which orders
+// entries whose keys normalise alike the way the index does.
+type seqEntry struct {
+	entry
+	seq int
+}
+
+// sortedEntries returns es in index order: by normalised key, then by
+// position in the listing.
+func sortedEntries(es []seqEntry) []entry {
+	if len(es) == 0 {
+		return nil
+	}
+	slices.SortFunc(es, func(a, b seqEntry) int {
+		if c := strings.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
+	out := make([]entry, len(es))
+	for i := range es {
+		out[i] = es[i].entry
+	}
+	return out
+}
+
+// objAgg summarises the objects of one candidate as they are listed: what
+// classification needs, and the objects themselves only when kept. Every
+// field is independent of the order the objects arrive in.
+type objAgg struct {
+	n, markers int
+	bytes      int64
+	newest     time.Time
+	// young is the first object, in index order, that is young.
+	young    seqEntry
+	hasYoung bool
+	// objs is every object when kept; mans every current object named like
+	// the manifest, which is all readManifests looks at.
+	objs []seqEntry
+	mans []seqEntry
+}
+
+func (a *objAgg) add(e entry, seq int, cutoff time.Time, manifestName string, keep bool) {
+	a.n++
+	if e.marker {
+		a.markers++
+	}
+	if !e.obj.DeleteMarker {
+		a.bytes += e.obj.Size
+	}
+	if e.obj.LastModified.After(a.newest) {
+		a.newest = e.obj.LastModified
+	}
+	if isYoung(e.obj.LastModified, cutoff) && (!a.hasYoung || e.key < a.young.key || e.key == a.young.key && seq < a.young.seq) {
+		a.young, a.hasYoung = seqEntry{e, seq}, true
+	}
+	if keep {
+		a.objs = append(a.objs, seqEntry{e, seq})
+	}
+	if isManifestEntry(e, manifestName) {
+		a.mans = append(a.mans, seqEntry{e, seq})
+	}
+}
+
+// onlyMarkers reports whether every object is a directory marker (2.8).
+func (a *objAgg) onlyMarkers() bool { return a.markers == a.n }
+
+// aggOf summarises entries that are already in index order.
+func aggOf(es []entry, cutoff time.Time, manifestName string, keep bool) *objAgg {
+	a := &objAgg{}
+	for i, e := range es {
+		a.add(e, i, cutoff, manifestName, keep)
+	}
+	return a
+}
+
+// isManifestEntry reports whether e is a current object named like the
+// manifest, at any depth.
+func isManifestEntry(e entry, name string) bool {
+	return e.current && !e.slash && !e.obj.DeleteMarker && baseName(e.key) == name
 }

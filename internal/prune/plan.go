@@ -10,16 +10,19 @@ import (
 
 // planner carries one planning run.
 type planner struct {
-	inv    *Inventory
-	refs   *refs
-	ix     *index
-	disc   view // top-level and shallow listings (3.3.2, 3.5.1)
-	scope  view // candidate scopes (6.2)
-	opts   Options
-	prefix string
-	cutoff time.Time
-	plan   *Plan
-	// counted de-duplicates the scanned counters across overlapping listings.
+	inv       *Inventory
+	refs      *refs
+	ix        *index // NewPlan's whole listing; nil for a Scan
+	manifests map[string]ManifestBody
+	versioned bool // the listing is a version listing
+	disc      view // top-level and shallow listings (3.3.2, 3.5.1)
+	scope     view // candidate scopes (6.2)
+	opts      Options
+	prefix    string
+	cutoff    time.Time
+	plan      *Plan
+	// counted de-duplicates the scanned counters across the overlapping
+	// listings of manifest-driven mode; a rootScan counts its own root.
 	counted map[string]bool
 	mapped  map[string]bool // roots of the namespace mapping
 }
@@ -28,10 +31,15 @@ type planner struct {
 // plan with its summaries and execution blockers. An error is a fatal
 // condition of 4.4 that yields no plan.
 func NewPlan(inv Inventory, l Listing, opts Options, now time.Time) (Plan, error) {
-	p, err := newPlanner(&inv, l, opts, now)
+	p, err := newPlanner(&inv, opts, now)
 	if err != nil {
 		return Plan{}, err
 	}
+	if opts.PurgeVersions && !l.Versioned {
+		return Plan{}, errors.New("--purge-versions needs a version listing")
+	}
+	p.ix, p.manifests, p.versioned = newIndex(l), l.Manifests, l.Versioned
+	p.disc.ix, p.scope.ix = p.ix, p.ix
 	if p.volumeMode() {
 		err = p.discover()
 	} else {
@@ -44,7 +52,7 @@ func NewPlan(inv Inventory, l Listing, opts Options, now time.Time) (Plan, error
 	return *p.plan, nil
 }
 
-func newPlanner(inv *Inventory, l Listing, opts Options, now time.Time) (*planner, error) {
+func newPlanner(inv *Inventory, opts Options, now time.Time) (*planner, error) {
 	if opts.Namespace != "" && !IsDNSLabel(opts.Namespace) {
 		return nil, fmt.Errorf("invalid --namespace %q: must be a DNS-1123 label", opts.Namespace)
 	}
@@ -61,15 +69,11 @@ func newPlanner(inv *Inventory, l Listing, opts Options, now time.Time) (*planne
 	if opts.Versioning == "" {
 		opts.Versioning = VersioningDisabled
 	}
-	if opts.PurgeVersions && !l.Versioned {
-		return nil, errors.New("--purge-versions needs a version listing")
-	}
-	ix := newIndex(l)
 	p := &planner{
-		inv: inv, refs: newRefs(inv), ix: ix, opts: opts, prefix: prefix,
+		inv: inv, refs: newRefs(inv), opts: opts, prefix: prefix,
 		cutoff:  opts.cutoff(now),
-		disc:    view{ix: ix, all: opts.PurgeVersions},
-		scope:   view{ix: ix, all: opts.versionedScopes(), plainID: !opts.versionedScopes()},
+		disc:    view{all: opts.PurgeVersions},
+		scope:   view{all: opts.versionedScopes(), plainID: !opts.versionedScopes()},
 		counted: map[string]bool{}, mapped: map[string]bool{},
 	}
 	for _, r := range inv.Mapping {
@@ -144,173 +148,41 @@ func youngReason(o Object) string {
 	return fmt.Sprintf("object %s is younger than min-age", o.Key)
 }
 
-// list records a logical listing and counts what it returned.
+// list records a logical listing and counts what it returned, once per
+// identity (manifest-driven mode).
 func (p *planner) list(prefix string, recursive bool, es []entry) {
-	p.plan.Listed = append(p.plan.Listed, ListCall{Prefix: prefix, Recursive: recursive})
+	p.listed(prefix, recursive)
 	for _, e := range es {
 		id := e.obj.Key + "\x00" + e.obj.VersionID
 		if p.counted[id] {
 			continue
 		}
 		p.counted[id] = true
-		p.plan.ScannedObjects++
-		if !e.obj.DeleteMarker {
-			p.plan.ScannedBytes += e.obj.Size
+		size := e.obj.Size
+		if e.obj.DeleteMarker {
+			size = 0
 		}
+		p.scanned(1, size)
 	}
 }
 
+// listed records a logical listing the plan relied on.
+func (p *planner) listed(prefix string, recursive bool) {
+	p.plan.Listed = append(p.plan.Listed, ListCall{Prefix: prefix, Recursive: recursive})
+}
+
+// scanned adds to the scanned counters (5.2).
+func (p *planner) scanned(objects, bytes int64) {
+	p.plan.ScannedObjects += objects
+	p.plan.ScannedBytes += bytes
+}
+
+// add appends a candidate; whoever built it has set its counts.
 func (p *planner) add(c Candidate) {
 	if c.ScopePrefix == "" {
 		c.ScopePrefix = c.Prefix
 	}
-	c.ObjectCount = len(c.Objects)
-	c.Bytes = sumBytes(c.Objects)
 	p.plan.Candidates = append(p.plan.Candidates, c)
-}
-
-// volumeMode reports whether a canonical repository root exists (3.3.1).
-func (p *planner) volumeMode() bool {
-	for root, o := range p.inv.Owners {
-		if o.Kind == OwnerRepository && IsCanonicalRoot(root) {
-			return true
-		}
-	}
-	return false
-}
-
-// discover lists the bucket top level and classifies each canonical root
-// (3.3).
-func (p *planner) discover() error {
-	p.plan.VolumeDiscovery = true
-	_, dirs := p.disc.level("")
-	p.plan.Listed = append(p.plan.Listed, ListCall{})
-	var roots []string
-	for _, d := range dirs {
-		if IsCanonicalRoot(d) && Overlaps(p.prefix, d) {
-			roots = append(roots, d)
-		}
-	}
-	if p.prefix != "" && len(roots) == 0 {
-		return fmt.Errorf("--prefix %q does not overlap any discovered pvc root", p.prefix)
-	}
-	counts := &p.plan.VolumeRootCounts
-	for _, root := range roots {
-		o, owned := p.inv.Owners[root]
-		if !owned && p.inv.OwnershipIncomplete {
-			owned, o = true, VolumeOwner{Kind: OwnerUnknown, Resource: "ownership index incomplete"}
-		}
-		if owned && o.Kind == OwnerRepository && p.opts.Namespace != "" && o.Namespace != "" && o.Namespace != p.opts.Namespace {
-			continue // 3.3.3: another namespace's root is neither listed nor counted
-		}
-		counts.Total++
-		switch {
-		case !owned:
-			counts.Unowned++
-			p.volumeRoot(root)
-		case o.Kind == OwnerUser:
-			counts.ProtectedUser++
-			p.userVolume(root, o, fmt.Sprintf("owned by %s", o.Resource))
-		case o.Kind == OwnerRepository:
-			counts.Repository++
-			if o.Current || p.mapped[root] {
-				p.granular(root)
-			} else {
-				p.historical(root)
-			}
-		default:
-			counts.Other++
-			p.userVolume(root, o, "unknown owner: "+o.Resource)
-		}
-	}
-	return nil
-}
-
-// userVolume emits a hard-protected root that is never listed (3.3.4 b, e).
-func (p *planner) userVolume(root string, o VolumeOwner, reason string) {
-	p.add(Candidate{Type: TypeProtectedUserVolume, State: StateProtected, Reason: reason, Prefix: root, Root: root,
-		DeferredScan: true, Protection: &Protection{Prefix: root, Kind: "volume-owner", Resource: o.Resource}})
-}
-
-// volumeRoot classifies a canonical root without an owner (3.9).
-func (p *planner) volumeRoot(root string) {
-	c := Candidate{Type: TypeOrphanVolumeRoot, Prefix: root, Root: root}
-	switch {
-	case p.opts.Namespace != "":
-		c.State, c.DeletionConfigurable, c.DeferredScan = StateProtected, true, true
-		c.Reason = "unowned root: a --namespace filter never authorises deleting an unowned root"
-		p.add(c)
-		return
-	case StrictlyInside(root, p.prefix):
-		c.State, c.DeletionConfigurable, c.DeferredScan = StateProtected, true, true
-		c.Reason = "--prefix covers only part of the unowned root"
-		p.add(c)
-		return
-	}
-	es := p.scope.inside(root)
-	p.list(root, true, es)
-	c.Objects = objectsOf(es)
-	c.LastModified, c.CreatedAt = newest(c.Objects), newest(c.Objects)
-	p.rootState(&c, es)
-	p.add(c)
-}
-
-// rootState decides a listed whole-root candidate: protections first, then
-// emptiness and age.
-func (p *planner) rootState(c *Candidate, es []entry) {
-	if pr := p.refs.storage(c.Prefix); pr != nil {
-		c.State, c.Reason, c.Protection = StateProtected, "storage protection "+pr.Prefix, pr
-		return
-	}
-	if b, ok := p.refs.absolute(c.Prefix); ok {
-		c.State, c.Reason = StateProtected, fmt.Sprintf("a path of live Backup %s lies in the root", b.Key)
-		return
-	}
-	switch {
-	case len(es) == 0:
-		c.State, c.Reason = StateProtected, "no current objects"
-	case onlyMarkers(es):
-		// 2.8: markers never create a candidate on their own.
-		c.State, c.Reason = StateProtected, "only directory markers"
-	default:
-		if o, ok := youngObject(c.Objects, p.cutoff); ok {
-			c.State, c.Reason = StateTooYoung, youngReason(o)
-			return
-		}
-		c.State, c.Reason = StateOrphan, "unowned canonical pvc root"
-	}
-}
-
-// historical audits a repository root that is no longer current (3.5).
-func (p *planner) historical(root string) {
-	contents, nsDirs := p.disc.level(root)
-	p.list(root, false, contents)
-	topo := map[string][]clusterDir{}
-	for _, ns := range nsDirs {
-		if !IsDNSLabel(ns) {
-			continue
-		}
-		nsp := JoinKey(root, ns)
-		c2, cdirs := p.disc.level(nsp)
-		p.list(nsp, false, c2)
-		topo[ns] = []clusterDir{}
-		for _, cd := range cdirs {
-			if _, uid, ok := ParseClusterDir(cd); ok {
-				topo[ns] = append(topo[ns], clusterDir{name: cd, uid: uid})
-			}
-		}
-	}
-	if _, ok := p.refs.rootReferenced(root, topo); ok {
-		p.granular(root) // 3.5.5
-		return
-	}
-	c := Candidate{Type: TypeOrphanRepositoryRoot, Prefix: root, Root: root, DeferredScan: true,
-		State: StateOrphan, Reason: "historical repository root has no references"}
-	if StrictlyInside(root, p.prefix) {
-		c.State, c.DeletionConfigurable = StateProtected, true
-		c.Reason = "--prefix covers only part of the historical repository root"
-	}
-	p.add(c)
 }
 
 // finish runs the dependency fixed point and computes the summaries (5.3).

@@ -55,7 +55,7 @@ func FinalSnapshot(pl Plan, inv Inventory, l Listing, now time.Time) (Plan, erro
 	if err != nil {
 		return pl, err
 	}
-	p := &planner{inv: &inv, refs: newRefs(&inv), ix: ix, scope: v, opts: pl.opts, prefix: pl.Prefix,
+	p := &planner{inv: &inv, refs: newRefs(&inv), ix: ix, manifests: l.Manifests, scope: v, opts: pl.opts, prefix: pl.Prefix,
 		cutoff: pl.opts.cutoff(now), plan: &Plan{}, counted: map[string]bool{}}
 	out := pl
 	out.Candidates = append([]Candidate(nil), pl.Candidates...)
@@ -186,7 +186,7 @@ func (p *planner) finalRoot(c *Candidate) {
 	for _, dir := range sortedLocKeys(locs) {
 		// Manifest-less directories are judged too: rules 2–6 only add
 		// protection.
-		b := p.evalBackup(locs[dir], dirs[dir])
+		b := p.evalBackup(locs[dir], aggOf(dirs[dir], p.cutoff, name, false))
 		keys = appendKeys(keys, b.ContainedBackups...)
 		deps = appendKeys(deps, b.Dependencies...)
 		if b.State != StateOrphan && state == StateOrphan {

@@ -5,95 +5,137 @@ import (
 	"sort"
 )
 
-// granular scans a current or referenced repository root (3.6).
-func (p *planner) granular(root string) {
-	contents, nsDirs := p.scope.level(root)
-	p.list(root, false, contents)
-	p.strayLevel(root, "", root, contents)
-	for _, ns := range nsDirs {
-		nsp := JoinKey(root, ns)
-		if !Overlaps(p.prefix, nsp) || p.opts.Namespace != "" && ns != p.opts.Namespace {
+// finish classifies the root from what its listing showed and adds the
+// results to the plan.
+func (s *rootScan) finish() {
+	p := s.p
+	switch s.kind {
+	case scanVolume:
+		s.finishVolume()
+		return
+	case scanGranular:
+		p.scanned(s.counts.allN, s.counts.allB)
+		s.finishGranular()
+		return
+	}
+	referenced, calls := s.auditReferenced()
+	p.plan.Listed = append(p.plan.Listed, calls...)
+	if referenced {
+		p.scanned(s.counts.allN, s.counts.allB)
+		s.finishGranular() // 3.5.5
+		return
+	}
+	p.scanned(s.counts.auditN, s.counts.auditB)
+	p.historical(s.root)
+}
+
+// auditReferenced reports whether the root is referenced (3.5.2), from the
+// topology its two levels show (3.5.1), and the listings that took.
+func (s *rootScan) auditReferenced() (bool, []ListCall) {
+	calls := []ListCall{{Prefix: s.root}}
+	topo := map[string][]clusterDir{}
+	for _, ns := range sortedKeys(s.audited) {
+		cds := s.audited[ns]
+		if cds == nil {
 			continue
 		}
-		if !IsDNSLabel(ns) {
-			p.strayDir(root, "", nsp)
-			continue
-		}
-		c2, cdirs := p.scope.level(nsp)
-		p.list(nsp, false, c2)
-		p.strayLevel(root, ns, nsp, c2)
-		for _, cd := range cdirs {
-			d := JoinKey(nsp, cd)
-			if !Overlaps(p.prefix, d) {
-				continue
-			}
+		calls = append(calls, ListCall{Prefix: JoinKey(s.root, ns)})
+		topo[ns] = []clusterDir{}
+		for _, cd := range sortedKeys(cds) {
 			if _, uid, ok := ParseClusterDir(cd); ok {
-				p.cluster(root, ns, d, uid)
-			} else {
-				p.strayDir(root, ns, d)
+				topo[ns] = append(topo[ns], clusterDir{name: cd, uid: uid})
+			}
+		}
+	}
+	_, ok := s.p.refs.rootReferenced(s.root, topo)
+	return ok, calls
+}
+
+// finishVolume classifies an unowned root listed whole (3.9.3).
+func (s *rootScan) finishVolume() {
+	p, a := s.p, &s.vol
+	p.scanned(s.counts.allN, s.counts.allB)
+	p.listed(s.root, true)
+	c := Candidate{Type: TypeOrphanVolumeRoot, Prefix: s.root, Root: s.root, Objects: objectsOf(sortedEntries(a.objs)),
+		ObjectCount: a.n, Bytes: a.bytes, LastModified: a.newest, CreatedAt: a.newest}
+	p.rootState(&c, a)
+	p.add(c)
+}
+
+// finishGranular classifies a current or referenced repository root (3.6).
+func (s *rootScan) finishGranular() {
+	p, root := s.p, s.root
+	p.listed(root, false)
+	p.strayLevel(root, "", root, sortedEntries(s.loose))
+	for _, ns := range sortedKeys(s.nss) {
+		n := s.nss[ns]
+		switch {
+		case n.skip:
+			continue
+		case n.stray != nil:
+			p.strayDir(root, "", n.stray)
+			continue
+		}
+		p.listed(n.nsp, false)
+		p.strayLevel(root, ns, n.nsp, sortedEntries(n.loose))
+		for _, cd := range sortedKeys(n.clusters) {
+			switch c := n.clusters[cd]; {
+			case c.skip:
+			case c.stray != nil:
+				p.strayDir(root, ns, c.stray)
+			case c.hold != nil:
+				p.add(*c.hold)
+			default:
+				s.finishCluster(ns, c)
 			}
 		}
 	}
 }
 
-// cluster applies the cluster directory logic of 3.7.
-func (p *planner) cluster(root, ns, d, uid string) {
-	_, referenced := p.refs.clusterReferenced(root, ns, d, uid)
-	if !referenced {
-		base := Candidate{Type: TypeOrphanClusterRoot, State: StateProtected, Prefix: d, Root: root,
-			ClusterPrefix: d, ClusterUID: uid, DeferredScan: true}
-		if pr := p.refs.storage(d); pr != nil {
-			base.Reason, base.Protection = fmt.Sprintf("unreferenced cluster overlaps storage protection %s (%s)", pr.Prefix, pr.Resource), pr
-			p.add(base)
-			return
-		}
-		if StrictlyInside(d, p.prefix) {
-			base.Reason, base.DeletionConfigurable = "--prefix covers only part of an unreferenced cluster directory", true
-			p.add(base)
-			return
-		}
-	}
-	all := p.scope.inside(d)
-	p.list(d, true, all)
-	dirs := map[string][]entry{}
-	var stray []entry
-	for _, e := range all {
-		segs := relSegments(d, e.key)
-		if len(segs) >= 3 && IsDNSLabel(segs[0]) && IsDNSSubdomain(segs[1]) {
-			k := JoinKey(d, segs[0], segs[1])
-			dirs[k] = append(dirs[k], e)
+// finishCluster is the cluster scan of 3.7.5: a candidate per backup
+// directory and one for the objects in none.
+func (s *rootScan) finishCluster(ns string, c *clusterScan) {
+	p, d := s.p, c.d
+	p.listed(d, true)
+	for _, dir := range sortedKeys(c.groups) {
+		g := c.groups[dir]
+		if g.onlyMarkers() {
 			continue
 		}
-		stray = append(stray, e)
-	}
-	names := make([]string, 0, len(dirs))
-	for k := range dirs {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, dir := range names {
-		es := dirs[dir]
-		if onlyMarkers(es) {
-			continue
-		}
-		loc := backupLoc{root: root, ns: ns, cluster: d, clusterUID: uid, dir: dir,
+		loc := backupLoc{root: s.root, ns: ns, cluster: d, clusterUID: c.uid, dir: dir,
 			key: BackupKey{Namespace: ns, Name: baseName(dir)}}
-		if !Overlaps(p.prefix, dir) {
+		if g.outside {
 			// Left out of the plan, so it remains: whatever it names as
 			// parent or base must remain too. Without this, --prefix naming
 			// one backup of an incremental chain would delete the parent of
 			// a retained sibling (1.4).
-			p.plan.outsideDeps = append(p.plan.outsideDeps, p.readManifests(loc, es).deps...)
+			p.plan.outsideDeps = append(p.plan.outsideDeps, p.readManifests(loc, sortedEntries(g.mans)).deps...)
 			continue
 		}
-		p.add(p.evalBackup(loc, es))
+		p.add(p.evalBackup(loc, &g.objAgg))
 	}
-	if planned := p.inPrefix(withoutMarkers(stray)); len(planned) > 0 {
-		c := Candidate{Type: TypeRepositoryStray, Prefix: d, Root: root, ClusterPrefix: d, ClusterUID: uid,
-			Objects: objectsOf(planned), FullScope: objectsOf(all)}
-		p.strayState(&c, ns)
-		p.add(c)
+	if planned := p.inPrefix(sortedEntries(c.loose)); len(planned) > 0 {
+		// A streamed plan holds no listing of the directory; the final
+		// snapshot lists it before anything is compared or deleted (5.5).
+		full := []Object{}
+		if s.keep {
+			full = objectsOf(sortedEntries(c.all))
+		}
+		st := Candidate{Type: TypeRepositoryStray, Prefix: d, Root: s.root, ClusterPrefix: d, ClusterUID: c.uid,
+			Objects: objectsOf(planned), FullScope: full}
+		p.strayState(&st, ns)
+		p.add(st)
 	}
+}
+
+// sortedKeys returns the keys of a map in order.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // inPrefix keeps the entries inside --prefix (3.10.5).
@@ -119,15 +161,12 @@ func (p *planner) strayLevel(root, ns, prefix string, contents []entry) {
 }
 
 // strayDir handles an invalid namespace or cluster directory (3.10.3).
-func (p *planner) strayDir(root, ns, dir string) {
-	c := Candidate{Type: TypeRepositoryStray, Prefix: dir, ScopePrefix: dir, Root: root}
+func (p *planner) strayDir(root, ns string, t *strayScan) {
+	c := Candidate{Type: TypeRepositoryStray, Prefix: t.dir, ScopePrefix: t.scope, Root: root}
 	if ns != "" {
-		c.ClusterPrefix = dir // a malformed cluster directory still belongs to ns
+		c.ClusterPrefix = t.dir // a malformed cluster directory still belongs to ns
 	}
-	if StrictlyInside(dir, p.prefix) {
-		c.ScopePrefix = p.prefix
-	}
-	if !p.opts.DeleteRepositoryStray {
+	if !t.listed {
 		c.DeferredScan = true
 		p.strayState(&c, ns)
 		if c.DeletionConfigurable {
@@ -136,18 +175,18 @@ func (p *planner) strayDir(root, ns, dir string) {
 		p.add(c)
 		return
 	}
-	es := withoutMarkers(p.scope.inside(c.ScopePrefix))
-	p.list(c.ScopePrefix, true, es)
-	if len(es) == 0 {
+	p.listed(t.scope, true)
+	if len(t.objs) == 0 {
 		return
 	}
-	c.Objects = objectsOf(es)
+	c.Objects = objectsOf(sortedEntries(t.objs))
 	p.strayState(&c, ns)
 	p.add(c)
 }
 
 // strayState decides a stray (3.10.2, 3.10.4).
 func (p *planner) strayState(c *Candidate, ns string) {
+	c.ObjectCount, c.Bytes = len(c.Objects), sumBytes(c.Objects)
 	c.LastModified, c.CreatedAt = newest(c.Objects), newest(c.Objects)
 	if why, pr, hard := strayProtection(p.refs, *c, ns); hard {
 		c.State, c.Reason, c.Protection = StateProtected, why, pr
