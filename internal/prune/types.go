@@ -132,12 +132,17 @@ type Candidate struct {
 	BaseBackupName   string    `json:"baseBackupName,omitempty"`
 
 	// Objects is the snapshot this candidate would delete. For strays these
-	// are the planned keys only.
+	// are the planned keys only. A plan from a Scan keeps them for strays
+	// alone (ObjectCount and Bytes still count every object): FinalSnapshot
+	// lists every orphan's scope again before anything is compared or
+	// deleted (5.5).
 	Objects     []Object `json:"-"`
 	ObjectCount int      `json:"objectCount"`
 	Bytes       int64    `json:"bytes"`
 	// FullScope is the whole listing of a cluster-level stray's directory; the
-	// executor requires it to be unchanged (3.7.5, 5.11).
+	// executor requires it to be unchanged (3.7.5, 5.11). In a plan from a
+	// Scan it is empty but not nil, marking the stray, until FinalSnapshot
+	// fills it.
 	FullScope []Object `json:"-"`
 
 	DeletionConfigurable bool        `json:"deletionConfigurable"`
