@@ -37,36 +37,15 @@ func inside(p, key string) bool {
 // merged over every page, de-duplicated and sorted. versions lists every
 // version and delete marker instead of the current objects.
 func (s *Store) ListLevel(ctx context.Context, p string, versions bool) ([]prune.Object, []string, error) {
-	return s.list(ctx, p, "/", versions)
-}
-
-// ListAll lists every object below "p/" recursively.
-func (s *Store) ListAll(ctx context.Context, p string, versions bool) ([]prune.Object, error) {
-	objs, _, err := s.list(ctx, p, "", versions)
-	return objs, err
-}
-
-func (s *Store) list(ctx context.Context, p, delim string, versions bool) ([]prune.Object, []string, error) {
 	var objs []prune.Object
 	var prefixes []string
-	var err error
-	if versions {
-		objs, prefixes, err = s.listVersions(ctx, p, delim)
-	} else {
-		objs, prefixes, err = s.listCurrent(ctx, p, delim)
-	}
+	err := s.pages(ctx, p, "/", versions, func(page []prune.Object, cps []string) error {
+		objs = append(objs, keepInside(p, page)...)
+		prefixes = append(prefixes, cps...)
+		return nil
+	})
 	if err != nil {
-		where := p
-		if where == "" {
-			where = "the bucket top level"
-		}
-		return nil, nil, fmt.Errorf("list %s in bucket %s: %w", where, s.bucket, err)
-	}
-	kept := objs[:0]
-	for _, o := range objs {
-		if inside(p, o.Key) {
-			kept = append(kept, o)
-		}
+		return nil, nil, err
 	}
 	seen := map[string]bool{}
 	var dirs []string
@@ -80,7 +59,66 @@ func (s *Store) list(ctx context.Context, p, delim string, versions bool) ([]pru
 		dirs = append(dirs, name)
 	}
 	sort.Strings(dirs)
-	return kept, dirs, nil
+	return objs, dirs, nil
+}
+
+// ListAll lists every object below "p/" recursively.
+func (s *Store) ListAll(ctx context.Context, p string, versions bool) ([]prune.Object, error) {
+	var objs []prune.Object
+	err := s.WalkAll(ctx, p, versions, func(page []prune.Object) error {
+		objs = append(objs, page...)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return objs, nil
+}
+
+// WalkAll is ListAll a page at a time: fn gets each page's objects in
+// listing (key) order as it arrives, so a caller need not hold them all.
+// An error from fn ends the listing and is returned as is.
+func (s *Store) WalkAll(ctx context.Context, p string, versions bool, fn func([]prune.Object) error) error {
+	return s.pages(ctx, p, "", versions, func(page []prune.Object, _ []string) error {
+		return fn(keepInside(p, page))
+	})
+}
+
+// keepInside filters a page in place to the keys inside p.
+func keepInside(p string, objs []prune.Object) []prune.Object {
+	kept := objs[:0]
+	for _, o := range objs {
+		if inside(p, o.Key) {
+			kept = append(kept, o)
+		}
+	}
+	return kept
+}
+
+// pages runs one listing, handing each page's objects and common prefixes
+// to page. A listing error is wrapped with the place; page's error is
+// returned as is.
+func (s *Store) pages(ctx context.Context, p, delim string, versions bool, page func([]prune.Object, []string) error) error {
+	list := s.listCurrent
+	if versions {
+		list = s.listVersions
+	}
+	var pageErr error
+	err := list(ctx, p, delim, func(objs []prune.Object, cps []string) bool {
+		pageErr = page(objs, cps)
+		return pageErr == nil
+	})
+	switch {
+	case pageErr != nil:
+		return pageErr
+	case err != nil:
+		where := p
+		if where == "" {
+			where = "the bucket top level"
+		}
+		return fmt.Errorf("list %s in bucket %s: %w", where, s.bucket, err)
+	}
+	return nil
 }
 
 func (s *Store) maxKeysPtr() *int32 {
@@ -90,20 +128,22 @@ func (s *Store) maxKeysPtr() *int32 {
 	return aws.Int32(s.maxKeys)
 }
 
-func (s *Store) listCurrent(ctx context.Context, p, delim string) ([]prune.Object, []string, error) {
+// pageFunc takes one page; false stops the listing.
+type pageFunc func(objs []prune.Object, prefixes []string) bool
+
+func (s *Store) listCurrent(ctx context.Context, p, delim string, page pageFunc) error {
 	in := &s3.ListObjectsV2Input{Bucket: aws.String(s.bucket), Prefix: aws.String(listPrefix(p)), MaxKeys: s.maxKeysPtr()}
 	if delim != "" {
 		in.Delimiter = aws.String(delim)
 	}
-	var objs []prune.Object
-	var prefixes []string
 	for {
 		pageCtx, gens := withGenerations(ctx, s.gcs)
 		out, err := s.cli.ListObjectsV2(pageCtx, in)
 		s.n.listPages.Add(1)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
+		objs := make([]prune.Object, 0, len(out.Contents))
 		for _, o := range out.Contents {
 			key := aws.ToString(o.Key)
 			obj := prune.Object{Key: key, Size: aws.ToInt64(o.Size), ETag: aws.ToString(o.ETag), LastModified: aws.ToTime(o.LastModified)}
@@ -112,33 +152,41 @@ func (s *Store) listCurrent(ctx context.Context, p, delim string) ([]prune.Objec
 			}
 			objs = append(objs, obj)
 		}
-		for _, cp := range out.CommonPrefixes {
-			prefixes = append(prefixes, aws.ToString(cp.Prefix))
+		if !page(objs, commonPrefixes(out.CommonPrefixes)) {
+			return nil
 		}
 		if !aws.ToBool(out.IsTruncated) {
-			return objs, prefixes, nil
+			return nil
 		}
 		if aws.ToString(out.NextContinuationToken) == "" {
-			return nil, nil, errors.New("truncated listing without a continuation token")
+			return errors.New("truncated listing without a continuation token")
 		}
 		in.ContinuationToken = out.NextContinuationToken
 	}
 }
 
-func (s *Store) listVersions(ctx context.Context, p, delim string) ([]prune.Object, []string, error) {
+func commonPrefixes(cps []types.CommonPrefix) []string {
+	out := make([]string, 0, len(cps))
+	for _, cp := range cps {
+		out = append(out, aws.ToString(cp.Prefix))
+	}
+	return out
+}
+
+func (s *Store) listVersions(ctx context.Context, p, delim string, page pageFunc) error {
 	in := &s3.ListObjectVersionsInput{Bucket: aws.String(s.bucket), Prefix: aws.String(listPrefix(p)), MaxKeys: s.maxKeysPtr()}
 	if delim != "" {
 		in.Delimiter = aws.String(delim)
 	}
-	var objs []prune.Object
-	var prefixes []string
 	for {
 		out, err := s.cli.ListObjectVersions(ctx, in)
 		s.n.versionPages.Add(1)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
-		for _, o := range versionObjects(out.Versions, out.DeleteMarkers) {
+		all := versionObjects(out.Versions, out.DeleteMarkers)
+		objs := all[:0]
+		for _, o := range all {
 			// S3 resumes after the marker version; some compatible servers
 			// (versitygw) repeat it on the next page, which would list one
 			// identity twice and fail every snapshot comparison.
@@ -147,14 +195,14 @@ func (s *Store) listVersions(ctx context.Context, p, delim string) ([]prune.Obje
 			}
 			objs = append(objs, o)
 		}
-		for _, cp := range out.CommonPrefixes {
-			prefixes = append(prefixes, aws.ToString(cp.Prefix))
+		if !page(objs, commonPrefixes(out.CommonPrefixes)) {
+			return nil
 		}
 		if !aws.ToBool(out.IsTruncated) {
-			return objs, prefixes, nil
+			return nil
 		}
 		if out.NextKeyMarker == nil && out.NextVersionIdMarker == nil {
-			return nil, nil, errors.New("truncated version listing without a next marker")
+			return errors.New("truncated version listing without a next marker")
 		}
 		in.KeyMarker, in.VersionIdMarker = out.NextKeyMarker, out.NextVersionIdMarker
 	}
