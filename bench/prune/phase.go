@@ -56,7 +56,6 @@ type phaseResult struct {
 	Scanned        int64               `json:"scanned"`
 	Eligible       int64               `json:"eligible"`
 	EligibleBytes  int64               `json:"eligibleBytes"`
-	ListingObjects int                 `json:"listingObjects"`
 	Blockers       []string            `json:"blockers"`
 }
 
@@ -141,6 +140,14 @@ func (s *countingStore) ListAll(ctx context.Context, p string, versions bool) ([
 	return objs, err
 }
 
+func (s *countingStore) WalkAll(ctx context.Context, p string, versions bool, fn func([]prune.Object) error) error {
+	err := s.Store.WalkAll(ctx, p, versions, fn)
+	s.mu.Lock()
+	s.listAll++
+	s.mu.Unlock()
+	return err
+}
+
 func (s *countingStore) ReadManifest(ctx context.Context, key, versionID string) ([]byte, error) {
 	data, err := s.Store.ReadManifest(ctx, key, versionID)
 	s.mu.Lock()
@@ -177,7 +184,7 @@ func planPhase(ctx context.Context, p params, endpoint string) (phaseResult, err
 	if opts.Versioning, opts.VersioningSource, err = prune.ResolveVersioning(prune.ModeAuto, detected); err != nil {
 		return r, err
 	}
-	pl, listing, err := execute.BuildPlan(ctx, store, execute.PlanInput{Inventory: inv, Options: opts, Now: p.Now})
+	pl, err := execute.BuildPlan(ctx, store, execute.PlanInput{Inventory: inv, Options: opts, Now: p.Now})
 	if err != nil {
 		return r, err
 	}
@@ -202,11 +209,9 @@ func planPhase(ctx context.Context, p params, endpoint string) (phaseResult, err
 	}
 	r.ExpectStates = expect
 	r.Scanned, r.Eligible, r.EligibleBytes = pl.ScannedObjects, pl.DeleteObjects, pl.DeleteBytes
-	r.ListingObjects = len(listing.Objects)
 	r.Blockers = pl.BlockingReasons
 	r.VmHWM = vmHWM()
 	runtime.KeepAlive(pl)
-	runtime.KeepAlive(listing)
 	return r, nil
 }
 

@@ -72,7 +72,7 @@ func (f *Function) run(ctx context.Context, src *kubeinv.Source, repo *kubeinv.R
 		return out, err
 	}
 	top := &topWatch{Store: st}
-	pl, _, err := execute.BuildPlan(ctx, top, execute.PlanInput{Inventory: inv, Options: opts, Now: f.now()})
+	pl, err := execute.BuildPlan(ctx, top, execute.PlanInput{Inventory: inv, Options: opts, Now: f.now()})
 	if err != nil {
 		if seg := firstSegment(opts.Prefix); seg != "" && top.absent(seg) {
 			return out, fmt.Errorf("%w: %s", errPrefixAbsent, seg)

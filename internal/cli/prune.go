@@ -254,7 +254,7 @@ func runPrune(cmd *cobra.Command, o *pruneOptions) error {
 	if opts.Versioning, opts.VersioningSource, err = prune.ResolveVersioning(o.versioningMode, detected); err != nil {
 		return err
 	}
-	pl, _, err := execute.BuildPlan(ctx, &progressStore{Store: store, p: prog}, execute.PlanInput{Inventory: inv, Options: opts, Now: time.Now()})
+	pl, err := execute.BuildPlan(ctx, &progressStore{Store: store, p: prog}, execute.PlanInput{Inventory: inv, Options: opts, Now: time.Now()})
 	if err != nil {
 		return err
 	}

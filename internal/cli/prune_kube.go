@@ -205,6 +205,16 @@ func (s *progressStore) ListLevel(ctx context.Context, p string, versions bool) 
 	return objs, dirs, err
 }
 
+func (s *progressStore) WalkAll(ctx context.Context, p string, versions bool, fn func([]prune.Object) error) error {
+	n := 0
+	err := s.Store.WalkAll(ctx, p, versions, func(objs []prune.Object) error {
+		n += len(objs)
+		return fn(objs)
+	})
+	s.p.listed(n)
+	return err
+}
+
 func (s *progressStore) ListAll(ctx context.Context, p string, versions bool) ([]prune.Object, error) {
 	objs, err := s.Store.ListAll(ctx, p, versions)
 	s.p.listed(len(objs))

@@ -36,7 +36,7 @@ func defaultOpts() prune.Options {
 func plan(t *testing.T, st *memStore, cl *cluster, opts prune.Options) (prune.Plan, prune.Inventory) {
 	t.Helper()
 	inv := cl.inventory()
-	pl, _, err := BuildPlan(context.Background(), st, PlanInput{Inventory: inv, Options: opts, Now: now})
+	pl, err := BuildPlan(context.Background(), st, PlanInput{Inventory: inv, Options: opts, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +60,15 @@ func cand(t *testing.T, pl prune.Plan, typ prune.CandidateType, prefix string) p
 		t.Fatalf("no %s %s in:\n%s", typ, prefix, strings.Join(have, "\n"))
 	}
 	return pl.Candidates[i]
+}
+
+func find(pl prune.Plan, typ prune.CandidateType, prefix string) int {
+	for i, c := range pl.Candidates {
+		if c.Type == typ && c.Prefix == prefix {
+			return i
+		}
+	}
+	return -1
 }
 
 func resultFor(ex Execution, prefix string) *Result {

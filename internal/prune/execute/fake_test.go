@@ -155,6 +155,22 @@ func (m *memStore) ListAll(_ context.Context, p string, versions bool) ([]prune.
 	return m.view(p, versions), nil
 }
 
+func (m *memStore) WalkAll(ctx context.Context, p string, versions bool, fn func([]prune.Object) error) error {
+	objs, err := m.ListAll(ctx, p, versions)
+	if err != nil {
+		return err
+	}
+	// Small pages exercise the planner's paging.
+	for len(objs) > 0 {
+		n := min(3, len(objs))
+		if err := fn(objs[:n:n]); err != nil {
+			return err
+		}
+		objs = objs[n:]
+	}
+	return nil
+}
+
 func (m *memStore) ReadManifest(_ context.Context, key, _ string) ([]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -94,7 +94,7 @@ func TestVersitygwPrune(t *testing.T) {
 		cl.in.PVs[0].VolumeHandle = "plain/" + R
 		inv := cl.inventory()
 		opts := prune.Options{MinAge: time.Minute, Versioning: prune.VersioningDisabled, VersioningSource: prune.SourceOperatorOverride}
-		pl, _, err := BuildPlan(ctx, st, PlanInput{Inventory: inv, Options: opts, Now: later})
+		pl, err := BuildPlan(ctx, st, PlanInput{Inventory: inv, Options: opts, Now: later})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,7 +128,7 @@ func TestVersitygwPrune(t *testing.T) {
 			t.Fatalf("%s %v", state, err)
 		}
 		opts := prune.Options{MinAge: time.Minute, Versioning: state, VersioningSource: source, PurgeVersions: true}
-		pl, _, err := BuildPlan(ctx, st, PlanInput{Inventory: inv, Options: opts, Now: later})
+		pl, err := BuildPlan(ctx, st, PlanInput{Inventory: inv, Options: opts, Now: later})
 		if err != nil {
 			t.Fatal(err)
 		}
