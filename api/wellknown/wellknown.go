@@ -43,6 +43,9 @@ const (
 	LabelRestoreUID = SnapflowPrefix + "restore-uid"
 	// LabelVerify names the SnapshotPolicy a verification Job checks.
 	LabelVerify = SnapflowPrefix + "verify"
+	// LabelProjectedFor names the mover Job a projected credential Secret
+	// or CA ConfigMap serves; its value is the Job's name.
+	LabelProjectedFor = SnapflowPrefix + "projected-for"
 )
 
 // AnnotationVerifyRequested on a SnapshotPolicy (an RFC3339 time) asks for

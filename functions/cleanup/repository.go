@@ -27,6 +27,7 @@ import (
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
+	"github.com/snapflow/snapflow/internal/projection"
 	"github.com/snapflow/snapflow/internal/statuspatch"
 )
 
@@ -378,6 +379,9 @@ func (f *Function) settleBatch(ctx context.Context, repo *repoState) (*batchv1.J
 		if err := f.Client.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
 			return nil, err
 		}
+		if err := projection.Reap(ctx, f.Client, job.Namespace, job.Name); err != nil {
+			return nil, err
+		}
 	}
 	// Free the Lease (optimistic: a concurrent holder change wins).
 	lease.Spec.HolderIdentity = nil
@@ -453,6 +457,12 @@ func (f *Function) startBatch(ctx context.Context, repo *repoState, ready []*sna
 	// Deletion Jobs are reaped by this function, not by TTL: their outcome is read first.
 	job.Spec.TTLSecondsAfterFinished = nil
 	job.OwnerReferences, cm.OwnerReferences = nil, nil
+	// A ClusterRepository may name Secrets outside snapflow's namespace;
+	// its owner gave them to snapflow, so they are copied without asking.
+	ro := snapshot.RepositoryObject{Ref: repo.ref, Namespace: repo.homeNS, Spec: repo.spec}
+	if err := projection.Apply(ctx, f.Client, job, ro.Homes(), true, ""); err != nil {
+		return err
+	}
 	if err := f.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}

@@ -2,6 +2,7 @@ package restore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/snapflow/snapflow/internal/conditions"
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/moverjob"
+	"github.com/snapflow/snapflow/internal/projection"
 	"github.com/snapflow/snapflow/internal/restoreplan"
 	"github.com/snapflow/snapflow/internal/statuspatch"
 	"github.com/snapflow/snapflow/internal/validate"
@@ -118,6 +120,9 @@ func (f *Function) start(ctx context.Context, rs *snapv1.Restore, jobName string
 	if repo.Status.Phase != snapv1.RepositoryReady {
 		return f.hold(ctx, rs, ReasonWaitingForRepository, fmt.Sprintf("waiting for %s to be Ready (phase %q)", repo.Key(), repo.Status.Phase))
 	}
+	if msg := snapshot.ProjectionRefused(repo, rs.Namespace, snapshot.ProjectionEnabled(rs.Spec.CredentialProjection), "Restore "+rs.Name); msg != "" {
+		return f.fail(ctx, rs, ReasonInvalidSpec, msg)
+	}
 	job, cm, privileged, err := f.build(rs, res, repo, pvc, jobName)
 	if err != nil {
 		return f.fail(ctx, rs, ReasonInvalidSpec, err.Error())
@@ -130,6 +135,11 @@ func (f *Function) start(ctx context.Context, rs *snapv1.Restore, jobName string
 		if msg != "" {
 			return f.hold(ctx, rs, ReasonNotPermitted, msg)
 		}
+	}
+	if err := projection.Apply(ctx, f.Client, job, repo.Homes(), true, ""); errors.Is(err, projection.ErrSource) {
+		return f.fail(ctx, rs, ReasonInvalidSpec, err.Error())
+	} else if err != nil {
+		return err
 	}
 	if err := f.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create the work spec ConfigMap: %w", err)
@@ -369,6 +379,9 @@ func (f *Function) finalize(ctx context.Context, rs *snapv1.Restore) error {
 	cm := &corev1.ConfigMap{}
 	cm.Namespace, cm.Name = rs.Namespace, moverjob.Name(rs.Name, string(rs.UID))
 	if err := f.Client.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err := projection.Reap(ctx, f.Client, rs.Namespace, cm.Name); err != nil {
 		return err
 	}
 	if err := f.emitResult(ctx, rs); err != nil {

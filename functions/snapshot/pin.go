@@ -2,9 +2,11 @@ package snapshot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
+	"github.com/snapflow/snapflow/internal/projection"
 )
 
 // syncPin brings the kopia pin of a finished Snapshot in line with
@@ -24,7 +27,12 @@ func (f *Function) syncPin(ctx context.Context, s *snapv1.Snapshot) error {
 	if s.DeletionTimestamp != nil || rec == nil || rec.KopiaSnapshotID == "" || s.Status.Resolved == nil || s.Status.Resolved.Repository == nil {
 		return nil
 	}
+	projected := ProjectionEnabled(s.Status.Resolved.CredentialProjection)
 	if pinInSync(s) {
+		if projected {
+			// A finished pin Job's credential copies go with the next event.
+			return projection.Sweep(ctx, f.Client, s.Namespace, f.now())
+		}
 		return nil
 	}
 	name := moverjob.Name(s.Name+"-pin", fmt.Sprintf("%s/%s/%v", s.UID, rec.KopiaSnapshotID, s.Spec.Pin))
@@ -62,6 +70,14 @@ func (f *Function) syncPin(ctx context.Context, s *snapv1.Snapshot) error {
 		Defaults: repo.Spec.MoverDefaults, ActiveDeadline: 600,
 	})
 	if err != nil {
+		return err
+	}
+	if err := projection.Apply(ctx, f.Client, job, repo.Homes(), projected, "the run was resolved without spec.credentialProjection.enabled; enable it on the SnapshotPolicy and pin a newer Snapshot"); errors.Is(err, projection.ErrDisabled) || errors.Is(err, projection.ErrSource) {
+		if f.Recorder != nil {
+			f.Recorder.Event(s, corev1.EventTypeWarning, "PinNotPossible", err.Error())
+		}
+		return nil // nothing changes until the credentials do
+	} else if err != nil {
 		return err
 	}
 	if err := f.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +20,7 @@ import (
 	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
+	"github.com/snapflow/snapflow/internal/projection"
 	"github.com/snapflow/snapflow/internal/validate"
 )
 
@@ -42,11 +44,32 @@ type runPlan struct {
 	snapshotClass *string
 	custom        map[string]any
 	decision      snapv1.VolumePolicyDecision
+	// project copies the repository's credentials into the run's namespace.
+	project bool
 }
 
 func (p *runPlan) resolved() *snapv1.SnapshotResolved {
 	ref := p.repo.Ref
-	return &snapv1.SnapshotResolved{Repository: &ref, Sources: []snapv1.ResolvedSource{{PVC: p.pvc, SourcePath: p.source.Path}}}
+	r := &snapv1.SnapshotResolved{Repository: &ref, Sources: []snapv1.ResolvedSource{{PVC: p.pvc, SourcePath: p.source.Path}}}
+	if p.project {
+		r.CredentialProjection = &snapv1.CredentialProjection{Enabled: true}
+	}
+	return r
+}
+
+// ProjectionEnabled reads a spec.credentialProjection.
+func ProjectionEnabled(c *snapv1.CredentialProjection) bool { return c != nil && c.Enabled }
+
+// ProjectionRefused explains a run that needs the repository's credentials
+// copied into its namespace without the owner's consent; empty when none is
+// needed or consent is given. fix names the field to set.
+func ProjectionRefused(repo *RepositoryObject, ns string, enabled bool, fix string) string {
+	away := repo.Homes().Elsewhere(ns)
+	if len(away) == 0 || enabled {
+		return ""
+	}
+	return fmt.Sprintf("%s keeps its credentials in namespace %s, which a mover in namespace %s cannot read; set spec.credentialProjection.enabled: true on %s to copy them into %s for each run (the copies are deleted when the run ends)",
+		repo.Key(), strings.Join(away, ", "), ns, fix, ns)
 }
 
 func (p *runPlan) cache() *snapv1.MoverCache {
@@ -119,6 +142,11 @@ func (f *Function) plan(ctx context.Context, s *snapv1.Snapshot) (*runPlan, *gat
 			return invalid("ClusterRepository %s keeps its repository on a PVC, which a mover in namespace %s cannot mount; use an S3 or NFS backend for a shared repository", ref.Name, s.Namespace)
 		}
 	}
+	// Consent is checked before any side effect (hooks, staging).
+	if msg := ProjectionRefused(repo, s.Namespace, ProjectionEnabled(pol.Spec.CredentialProjection), "SnapshotPolicy "+pol.Name); msg != "" {
+		return invalid("%s", msg)
+	}
+	p.project = repo.Homes().Needed(s.Namespace)
 
 	// The source: a selector child pins its PVC; otherwise the policy's single PVC source.
 	switch {
@@ -251,6 +279,9 @@ func (f *Function) createJob(ctx context.Context, s *snapv1.Snapshot, p *runPlan
 	}
 	job, cm, err := moverjob.Build(params)
 	if err != nil {
+		return err
+	}
+	if err := projection.Apply(ctx, f.Client, job, p.repo.Homes(), p.project, ""); err != nil {
 		return err
 	}
 	if err := f.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {

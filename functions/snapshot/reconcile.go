@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -20,6 +21,7 @@ import (
 	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
+	"github.com/snapflow/snapflow/internal/projection"
 	"github.com/snapflow/snapflow/internal/statuspatch"
 	"github.com/snapflow/snapflow/internal/validate"
 	"github.com/snapflow/snapflow/internal/volumepolicy"
@@ -158,7 +160,9 @@ func (f *Function) start(ctx context.Context, s *snapv1.Snapshot) error {
 	if err != nil || !ready {
 		return err
 	}
-	if err := f.createJob(ctx, s, plan, jobName); err != nil {
+	if err := f.createJob(ctx, s, plan, jobName); errors.Is(err, projection.ErrSource) {
+		return f.failRun(ctx, s, kopia.ClassInvalidConfig, err.Error(), "")
+	} else if err != nil {
 		return err
 	}
 	log.Info("mover job created", "job", jobName)
@@ -351,6 +355,9 @@ func (f *Function) finalize(ctx context.Context, s *snapv1.Snapshot) error {
 		if err := f.Client.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
+		if err := f.reapProjection(ctx, s); err != nil {
+			return err
+		}
 	}
 	if err := f.emitResult(ctx, s); err != nil {
 		return err
@@ -378,6 +385,25 @@ func (f *Function) finalize(ctx context.Context, s *snapv1.Snapshot) error {
 	}
 	return f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
 		conditions.Settled(&st.Conditions, string(phase), status == metav1.ConditionTrue, msg, gen)
+	})
+}
+
+// reapProjection deletes the credentials copied for the run's mover and
+// stamps status.cleanup.credsReapedAt.
+func (f *Function) reapProjection(ctx context.Context, s *snapv1.Snapshot) error {
+	r := s.Status.Resolved
+	if r == nil || !ProjectionEnabled(r.CredentialProjection) || (s.Status.Cleanup != nil && s.Status.Cleanup.CredsReapedAt != nil) {
+		return nil
+	}
+	if err := projection.Reap(ctx, f.Client, s.Namespace, s.Status.Job.Name); err != nil {
+		return err
+	}
+	now := metav1.NewTime(f.now())
+	return f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, _ int64) {
+		if st.Cleanup == nil {
+			st.Cleanup = &snapv1.CleanupStatus{}
+		}
+		st.Cleanup.CredsReapedAt = &now
 	})
 }
 

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
+	"github.com/snapflow/snapflow/internal/projection"
 )
 
 const (
@@ -55,6 +57,11 @@ func (f *Function) ReconcileRepository(ctx context.Context, kind snapv1.Reposito
 	}
 	if !jobwatch.Done(&job) {
 		return nil
+	}
+	if r.Ref.Kind == snapv1.KindClusterRepository {
+		if err := projection.Reap(ctx, f.Client, jobNS, job.Name); err != nil {
+			return err
+		}
 	}
 	failedJob := false
 	for _, c := range job.Status.Conditions {
@@ -140,6 +147,21 @@ func (f *Function) startBootstrap(ctx context.Context, r *RepositoryObject, jobN
 	if r.Ref.Kind == snapv1.KindClusterRepository {
 		// A namespaced Job cannot be owned by a cluster-scoped object here.
 		job.OwnerReferences, cm.OwnerReferences = nil, nil
+		// Its references may name other namespaces; the owner of the
+		// ClusterRepository gave them to snapflow. Copies of finished
+		// bootstrap runs go first.
+		if err := projection.Sweep(ctx, f.Client, r.Namespace, f.now()); err != nil {
+			return err
+		}
+		if err := projection.Apply(ctx, f.Client, job, r.Homes(), true, ""); errors.Is(err, projection.ErrSource) {
+			return f.updateRepoStatus(ctx, r, func(st *snapv1.RepositoryStatus, gen int64) {
+				st.Phase = snapv1.RepositoryFailed
+				st.ObservedGeneration = gen
+				meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: "CredentialsMissing", Message: err.Error(), ObservedGeneration: gen})
+			})
+		} else if err != nil {
+			return err
+		}
 	}
 	if err := f.Client.Create(ctx, cm); err != nil {
 		if !apierrors.IsAlreadyExists(err) {

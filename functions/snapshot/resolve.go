@@ -12,6 +12,7 @@ import (
 	"github.com/snapflow/snapflow/internal/identity"
 	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/internal/mover"
+	"github.com/snapflow/snapflow/internal/projection"
 	"github.com/snapflow/snapflow/internal/validate"
 )
 
@@ -30,6 +31,28 @@ func (r *RepositoryObject) Key() string {
 		return "ClusterRepository/" + r.Ref.Name
 	}
 	return "Repository/" + r.Namespace + "/" + r.Ref.Name
+}
+
+// Homes says where each Secret and ConfigMap of the repository lives: a
+// ClusterRepository's references name their namespace, a Repository's live
+// beside it.
+func (r *RepositoryObject) Homes() projection.Homes {
+	h := projection.Homes{Default: r.Namespace, Secrets: map[string]string{}, ConfigMaps: map[string]string{}}
+	if r.Ref.Kind != snapv1.KindClusterRepository {
+		return h
+	}
+	if pw := r.Spec.Encryption.PasswordSecretRef; pw.Namespace != "" {
+		h.Secrets[pw.Name] = pw.Namespace
+	}
+	if s3 := r.Spec.Backend.S3; s3 != nil {
+		if a := s3.Auth; a != nil && a.SecretRef != nil && a.SecretRef.Namespace != "" {
+			h.Secrets[a.SecretRef.Name] = a.SecretRef.Namespace
+		}
+		if t := s3.TLS; t != nil && t.CABundleRef != nil && t.CABundleRef.Namespace != "" {
+			h.ConfigMaps[t.CABundleRef.Name] = t.CABundleRef.Namespace
+		}
+	}
+	return h
 }
 
 // getRepository reads the repository ref points at, from consumer namespace ns.

@@ -28,6 +28,7 @@ import (
 	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/jobwatch"
+	"github.com/snapflow/snapflow/internal/projection"
 	"github.com/snapflow/snapflow/internal/schedule"
 	"github.com/snapflow/snapflow/internal/statuspatch"
 	"github.com/snapflow/snapflow/internal/validate"
@@ -120,6 +121,10 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 		return err
 	}
 	var errs []error
+	if snapshot.ProjectionEnabled(p.Spec.CredentialProjection) {
+		// Credentials copied for finished verify Jobs go now.
+		errs = append(errs, projection.Sweep(ctx, f.Client, p.Namespace, f.now()))
+	}
 	for _, ref := range validate.PolicyRefs(&p) {
 		if ref.Kind == "" {
 			ref.Kind = snapv1.KindRepository
@@ -173,6 +178,14 @@ func (f *Function) tier(ctx context.Context, p *snapv1.SnapshotPolicy, ref snapv
 		return nil
 	}
 	job, cm, err := f.build(p, ref, tier, latest, repo, d.Slot)
+	if msg := snapshot.ProjectionRefused(repo, p.Namespace, snapshot.ProjectionEnabled(p.Spec.CredentialProjection), "SnapshotPolicy "+p.Name); err == nil && msg != "" {
+		err = errors.New(msg)
+	}
+	if err == nil {
+		if err = projection.Apply(ctx, f.Client, job, repo.Homes(), true, ""); err != nil && !errors.Is(err, projection.ErrSource) {
+			return err // transient: the next event retries
+		}
+	}
 	if err != nil {
 		return f.record(ctx, p, ref, tier, func(r *snapv1.VerificationRun) {
 			r.Slot, r.Phase, r.Message = metav1.NewTime(d.Slot), phaseFailed, err.Error()
