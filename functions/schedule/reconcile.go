@@ -26,6 +26,7 @@ const (
 	reasonSkipExpired  = "SkipExpiredSlot"
 	reasonSkipForbid   = "SkippedConcurrentRun"
 	reasonFired        = "Fired"
+	reasonFiringFailed = "FiringFailed"
 	reasonNoPolicy     = "PolicyNotFound"
 	reasonInvalid      = "InvalidSchedule"
 	reasonSuspended    = "Suspended"
@@ -157,7 +158,7 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 			})
 		}
 	}
-	var minted []string
+	var minted, failed []string
 	for i := range r.policies {
 		p := &r.policies[i]
 		base := expand.Base(s.Name, slot)
@@ -173,7 +174,8 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 			Labels: map[string]string{wellknown.LabelSchedule: s.Name, wellknown.LabelScheduleUID: string(s.UID)},
 		})
 		if err != nil {
-			f.event(s, true, "FiringFailed", "policy %s: %v", p.Name, err)
+			f.event(s, true, reasonFiringFailed, "policy %s: %v", p.Name, err)
+			failed = append(failed, fmt.Sprintf("policy %s: %v", p.Name, err))
 			continue
 		}
 		minted = append(minted, names...)
@@ -188,7 +190,14 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 			ref.SnapshotRef = &snapv1.LocalObjectRef{Name: minted[0]}
 		}
 		st.LastSchedule = ref
-		setCond(&st.Conditions, condScheduled, true, reasonFired, fmt.Sprintf("slot %s created %d Snapshot(s)", slot.UTC().Format(time.RFC3339), len(minted)), gen)
+		msg := fmt.Sprintf("slot %s created %d Snapshot(s)", slot.UTC().Format(time.RFC3339), len(minted))
+		if len(failed) > 0 {
+			// The slot is spent either way; the condition keeps why it
+			// created nothing until the next slot fires.
+			setCond(&st.Conditions, condScheduled, false, reasonFiringFailed, msg+"; "+strings.Join(failed, "; "), gen)
+		} else {
+			setCond(&st.Conditions, condScheduled, true, reasonFired, msg, gen)
+		}
 		meta.RemoveStatusCondition(&st.Conditions, wellknown.ConditionReplacementHeld)
 		setCond(&st.Conditions, wellknown.ConditionReady, true, reasonFired, "the schedule fires on time", gen)
 	})

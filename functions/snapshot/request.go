@@ -10,6 +10,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/internal/expand"
+	"github.com/snapflow/snapflow/internal/statuspatch"
 	"github.com/snapflow/snapflow/internal/validate"
 )
 
@@ -55,6 +57,32 @@ func Selected(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy) (m
 	return out, nil
 }
 
+// noteFanout records on the policy whether its last firing was refused for
+// expanding past the cap, so the refusal is visible where users look and
+// clears once a firing fits. It writes only when the condition changes.
+func noteFanout(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy, expandErr error) error {
+	var tooMany expand.ErrTooMany
+	capped := errors.As(expandErr, &tooMany)
+	have := meta.FindStatusCondition(p.Status.Conditions, wellknown.ConditionFanoutCapped)
+	if !capped && (have == nil || have.Status == metav1.ConditionFalse) {
+		return nil
+	}
+	want := metav1.Condition{Type: wellknown.ConditionFanoutCapped, Status: metav1.ConditionFalse, Reason: "WithinCap",
+		Message: fmt.Sprintf("the last firing expanded within the cap of %d Snapshots", expand.MaxChildren), ObservedGeneration: p.Generation}
+	if capped {
+		want.Status, want.Reason, want.Message = metav1.ConditionTrue, "TooManyChildren", tooMany.Error()
+	}
+	if have != nil && have.Status == want.Status && have.Message == want.Message {
+		return nil
+	}
+	return statuspatch.Update(ctx, c, client.ObjectKeyFromObject(p), func() *snapv1.SnapshotPolicy { return &snapv1.SnapshotPolicy{} },
+		func(live *snapv1.SnapshotPolicy) error {
+			meta.SetStatusCondition(&live.Status.Conditions, want)
+			p.Status.Conditions = live.Status.Conditions
+			return nil
+		})
+}
+
 // Minted is what every Snapshot of one firing carries besides its pins.
 type Minted struct {
 	Origin snapv1.Origin
@@ -72,6 +100,9 @@ func Mint(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy, base s
 		return nil, err
 	}
 	children, err := expand.Children(p, base, selected)
+	if capErr := noteFanout(ctx, c, p, err); capErr != nil {
+		return nil, capErr
+	}
 	if err != nil {
 		return nil, err
 	}
