@@ -135,6 +135,10 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	}
 	f.Node = localnode.New(localnode.Options{Client: cp.Client, Root: nodeRoot, Kubeconfig: cp.Kubeconfig,
 		Binaries: map[string]string{"snapflow": snapflowBin}, Log: log.WithName("node")})
+	if err := f.Node.ServeExec(ctx); err != nil {
+		stop()
+		return nil, err
+	}
 	f.wg.Add(1)
 	go func() { defer f.wg.Done(); f.Node.Run(ctx) }()
 

@@ -120,7 +120,7 @@ func (n *Node) runPod(ctx context.Context, j *batchv1.Job, log interface{ Info(s
 		},
 		Spec: *spec.DeepCopy(),
 	}
-	pod.Spec.NodeName = "localnode"
+	pod.Spec.NodeName = NodeName
 	if err := n.o.Client.Create(ctx, pod); err != nil {
 		return false, "create pod: " + err.Error()
 	}
