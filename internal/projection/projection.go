@@ -246,7 +246,9 @@ func Apply(ctx context.Context, c client.Client, job *batchv1.Job, homes Homes, 
 	if err != nil {
 		return err
 	}
-	if err := upsert(ctx, c, sec, func(have *corev1.Secret) { have.Data = sec.Data }); err != nil {
+	if err := upsert(ctx, c, sec, func(have *corev1.Secret) { have.Data = sec.Data }); apierrors.IsForbidden(err) {
+		return forbidden(err)
+	} else if err != nil {
 		return fmt.Errorf("project the repository credentials into %s: %w", job.Namespace, err)
 	}
 	if cm != nil {
@@ -270,10 +272,19 @@ func Reap(ctx context.Context, c client.Client, ns, job string) error {
 	return nil
 }
 
+// forbidden explains a projection the function's RBAC does not allow: the
+// chart grants Secret access for copying only when asked to.
+func forbidden(err error) error {
+	return fmt.Errorf("%w: snapflow's function may not copy credentials (%v); install the chart with credentialProjection.enabled=true, which grants the functions Secret access for copying", ErrSource, err)
+}
+
 func get(ctx context.Context, c client.Client, ns, name string, o client.Object, kind string) error {
 	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, o)
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("%w: %s %s/%s, named by the repository, does not exist", ErrSource, kind, ns, name)
+	}
+	if apierrors.IsForbidden(err) {
+		return forbidden(err)
 	}
 	if err != nil {
 		return fmt.Errorf("read %s %s/%s: %w", kind, ns, name, err)

@@ -263,6 +263,9 @@ type chartCase struct {
 	tls        string // self, cert-manager, manual
 	pruneCron  bool   // prune as a CronJob (live deletion, confirmed) instead of a plan Job
 	monitoring bool
+	// projection grants the functions cluster-wide Secret access for
+	// credential projection (an opt-in ClusterRole of its own).
+	projection bool
 }
 
 func (c chartCase) name() string {
@@ -313,6 +316,7 @@ func (c chartCase) values(t *testing.T, ns string) map[string]any {
 		"mover":                map[string]any{"namespaces": []any{ns + "-apps"}},
 		"functions":            map[string]any{"maxConcurrentJobs": 4},
 		"globalVolumePolicies": map[string]any{"name": "global-volume-policies", "create": true},
+		"credentialProjection": map[string]any{"enabled": c.projection},
 		"monitoring": map[string]any{
 			"serviceMonitor":   map[string]any{"enabled": c.monitoring},
 			"prometheusRule":   map[string]any{"enabled": c.monitoring},
@@ -337,7 +341,7 @@ func TestChartRenderMatrix(t *testing.T) {
 	for _, knative := range []bool{false, true} {
 		for _, tls := range []string{"self", "cert-manager", "manual"} {
 			for _, cron := range []bool{false, true} {
-				c := chartCase{knative: knative, tls: tls, pruneCron: cron, monitoring: i%2 == 0}
+				c := chartCase{knative: knative, tls: tls, pruneCron: cron, monitoring: i%2 == 0, projection: i%3 == 0}
 				i++
 				ns := fmt.Sprintf("chart-%d", i)
 				t.Run(c.name(), func(t *testing.T) {
@@ -492,6 +496,21 @@ func checkCase(t *testing.T, c chartCase, ns string, objs []chartObject) {
 	if !strings.Contains(rules, "kb-repo-credential") || !strings.Contains(rules, "kb-repo-generated") || strings.Contains(rules, "list") {
 		t.Errorf("secret reader rules: %s", rules)
 	}
+	// Cluster-wide Secret access exists only as the opt-in projection role,
+	// bound to the functions that copy credentials.
+	const projection = "rel-snapflow-credential-projection"
+	if c.projection {
+		b := want("ClusterRoleBinding/" + projection)
+		var subjects []string
+		for _, s := range b["subjects"].([]any) {
+			subjects = append(subjects, fmt.Sprint(s.(map[string]any)["name"]))
+		}
+		if got := strings.Join(subjects, ","); got != "rel-snapflow-snapshot,rel-snapflow-restore,rel-snapflow-verify,rel-snapflow-cleanup" {
+			t.Errorf("%s binds %s", projection, got)
+		}
+	} else {
+		absent("ClusterRole/" + projection)
+	}
 	for _, o := range objs {
 		if o.kind() != "ClusterRole" {
 			continue
@@ -499,7 +518,7 @@ func checkCase(t *testing.T, c chartCase, ns string, objs []chartObject) {
 		for _, r := range o["rules"].([]any) {
 			rule := r.(map[string]any)
 			for _, res := range rule["resources"].([]any) {
-				if res == "secrets" || res == "*" {
+				if (res == "secrets" && !(c.projection && o.name() == projection)) || res == "*" {
 					t.Errorf("ClusterRole %s grants %v on %v: Secrets are read through named Roles only", o.name(), rule["verbs"], res)
 				}
 			}

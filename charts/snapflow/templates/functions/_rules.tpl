@@ -61,6 +61,10 @@ because the functions act on snapflow objects in every namespace. Notes:
 - apiGroups: ["snapshot.storage.k8s.io"]
   resources: ["volumesnapshots"]
   verbs: ["get", "create", "delete"]
+# A firing refused over the fan-out cap is recorded on the policy.
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["snapshotpolicies/status"]
+  verbs: ["get", "patch"]
 {{ include "snapflow.rules.events" . }}
 {{- end -}}
 
@@ -112,7 +116,7 @@ because the functions act on snapflow objects in every namespace. Notes:
   resources: ["snapshotschedules"]
   verbs: ["get", "list"]
 - apiGroups: ["kopiur.home-operations.com"]
-  resources: ["snapshotschedules/status"]
+  resources: ["snapshotschedules/status", "snapshotpolicies/status"]
   verbs: ["get", "patch"]
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["snapshots"]
