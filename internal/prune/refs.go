@@ -60,6 +60,72 @@ func (rp rawPath) under(root string) (string, bool) {
 // into refs.all. Each slice is capped so that appending copies it.
 type rootPaths struct {
 	status, kopia, both [][]string
+	// statusIx and kopiaIx find the overlapping Backup per candidate without
+	// a pass over every live Backup.
+	statusIx, kopiaIx *pathIndex
+}
+
+// pathIndex finds the first live Backup (by index into refs.all) with a
+// path overlapping a prefix: an overlapping path is either the prefix or
+// one of its ancestors, looked up by name, or lies below it, in one run of
+// the sorted paths.
+type pathIndex struct {
+	first  map[string]int
+	sorted []indexedPath
+}
+
+type indexedPath struct {
+	path string
+	i    int
+}
+
+func newPathIndex(paths [][]string) *pathIndex {
+	x := &pathIndex{first: map[string]int{}}
+	for i, ps := range paths {
+		for _, p := range ps {
+			if _, ok := x.first[p]; !ok {
+				x.first[p] = i
+			}
+			x.sorted = append(x.sorted, indexedPath{p, i})
+		}
+	}
+	sort.Slice(x.sorted, func(a, b int) bool { return x.sorted[a].path < x.sorted[b].path })
+	return x
+}
+
+// overlapping returns the smallest index whose path overlaps prefix.
+func (x *pathIndex) overlapping(prefix string) (int, bool) {
+	best := -1
+	take := func(i int) {
+		if best < 0 || i < best {
+			best = i
+		}
+	}
+	if i, ok := x.first[""]; ok {
+		take(i)
+	}
+	for j := 1; j <= len(prefix); j++ {
+		if j == len(prefix) || prefix[j] == '/' {
+			if i, ok := x.first[prefix[:j]]; ok {
+				take(i)
+			}
+		}
+	}
+	below := x.sorted
+	if prefix != "" {
+		lo := sort.Search(len(below), func(k int) bool { return below[k].path > prefix })
+		below = below[lo:]
+	}
+	for _, ip := range below {
+		if prefix != "" && !hasDirPrefix(ip.path, prefix) {
+			if ip.path > prefix+"/" {
+				break // past the run of keys below prefix
+			}
+			continue
+		}
+		take(ip.i)
+	}
+	return best, best >= 0
 }
 
 func newRefs(inv *Inventory) *refs {
@@ -108,6 +174,7 @@ func (r *refs) paths(root string) *rootPaths {
 		rp.kopia = append(rp.kopia, ko[:len(ko):len(ko)])
 		rp.both = append(rp.both, both)
 	}
+	rp.statusIx, rp.kopiaIx = newPathIndex(rp.status), newPathIndex(rp.kopia)
 	r.placed[root] = rp
 	return rp
 }
@@ -165,25 +232,23 @@ func (r *refs) storage(prefix string) *Protection {
 	return nil
 }
 
-// liveStatus returns a live Backup whose status.path overlaps prefix.
+// liveStatus returns the first live Backup whose status.path overlaps
+// prefix.
 func (r *refs) liveStatus(root, prefix string) (LiveBackup, bool) {
-	return r.overlapping(r.paths(root).status, prefix)
+	return r.backup(r.paths(root).statusIx.overlapping(prefix))
 }
 
-// liveKopia returns a live Backup whose kopiaRepoPath overlaps prefix.
+// liveKopia returns the first live Backup whose kopiaRepoPath overlaps
+// prefix.
 func (r *refs) liveKopia(root, prefix string) (LiveBackup, bool) {
-	return r.overlapping(r.paths(root).kopia, prefix)
+	return r.backup(r.paths(root).kopiaIx.overlapping(prefix))
 }
 
-func (r *refs) overlapping(paths [][]string, prefix string) (LiveBackup, bool) {
-	for i, ps := range paths {
-		for _, p := range ps {
-			if Overlaps(p, prefix) {
-				return r.all[i], true
-			}
-		}
+func (r *refs) backup(i int, ok bool) (LiveBackup, bool) {
+	if !ok {
+		return LiveBackup{}, false
 	}
-	return LiveBackup{}, false
+	return r.all[i], true
 }
 
 // inCluster reports whether a path resolves into cluster directory d.
