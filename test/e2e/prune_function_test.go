@@ -154,7 +154,7 @@ func servePruneFunction(t *testing.T, fn *prunefn.Function) string {
 }
 
 // startS3Source runs `snapflow source s3` forwarding to sink.
-func startS3Source(t *testing.T, sink string) string {
+func startS3Source(t *testing.T, sink string, extra ...string) string {
 	t.Helper()
 	bin, err := harness.Tool("snapflow")
 	if err != nil {
@@ -165,7 +165,7 @@ func startS3Source(t *testing.T, sink string) string {
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	cmd := exec.Command(bin, "source", "s3", "--addr", addr, "--sink", sink, "--dev-logs")
+	cmd := exec.Command(bin, append([]string{"source", "s3", "--addr", addr, "--sink", sink, "--dev-logs"}, extra...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -573,8 +573,13 @@ func TestPruneFunctionConvergesAfterGatewayRestart(t *testing.T) {
 // sink turns into 502 so that a retrying sender delivers again.
 func TestPruneFunctionS3SourceBodies(t *testing.T) {
 	// A function without a BackupRepo acknowledges every notification.
-	fnURL := servePruneFunction(t, &prunefn.Function{Client: env.Client})
-	src := startS3Source(t, fnURL)
+	fnURL := servePruneFunction(t, &prunefn.Function{Client: env.Client, Settings: prunefn.Settings{SkipSNSVerify: true}})
+	// The recorded SNS bodies carry their original signatures over edited
+	// fields, and no test may fetch AWS's certificates: decoding is checked
+	// with verification off here; a signed envelope is checked in
+	// internal/cli and functions/prune with a certificate of their own.
+	src := startS3Source(t, fnURL, "--sns-verify=false")
+	verifying := startS3Source(t, fnURL)
 	post := func(url string, body []byte) int {
 		resp, err := http.Post(url, "application/json", bytes.NewReader(body))
 		if err != nil {
@@ -605,6 +610,10 @@ func TestPruneFunctionS3SourceBodies(t *testing.T) {
 		if code := post(src, []byte(body)); code != http.StatusBadRequest {
 			t.Errorf("%s: status %d, want 400", name, code)
 		}
+	}
+	// With verification on (the default), an unsigned SNS envelope is refused.
+	if code := post(verifying, []byte(`{"Type":"Notification","TopicArn":"arn:aws:sns:eu-west-1:1:t","Message":"{}"}`)); code != http.StatusForbidden {
+		t.Errorf("unsigned SNS envelope: status %d, want 403", code)
 	}
 	port, err := harness.FreePort()
 	if err != nil {
