@@ -232,12 +232,52 @@ func firstError(ds *fs.DirectorySummary) string {
 // that the previous snapshot did not have (new) from those it had (modified).
 // It looks up only the read files, so an incremental run stays cheap.
 func splitNewModified(ctx context.Context, rep repo.Repository, prev *snapshot.Manifest, hashed []string) (created, modified int64) {
-	root, err := snapshotfs.SnapshotRoot(rep, prev)
+	entry, err := snapshotfs.SnapshotRoot(rep, prev)
 	if err != nil {
 		return int64(len(hashed)), 0
 	}
+	root, ok := entry.(fs.Directory)
+	if !ok {
+		return int64(len(hashed)), 0
+	}
+	// Each directory of the previous snapshot is read at most once: changed
+	// files cluster in few directories, and a lookup from the root per file
+	// decoded the same directory objects over and over.
+	listings := map[string]map[string]fs.Entry{}
+	var children func(dir string) map[string]fs.Entry
+	children = func(dir string) map[string]fs.Entry {
+		if l, ok := listings[dir]; ok {
+			return l
+		}
+		var d fs.Directory = root
+		if dir != "" {
+			parent, base := "", dir
+			if i := strings.LastIndexByte(dir, '/'); i >= 0 {
+				parent, base = dir[:i], dir[i+1:]
+			}
+			sub, ok := children(parent)[base].(fs.Directory)
+			if !ok {
+				listings[dir] = nil
+				return nil
+			}
+			d = sub
+		}
+		l := map[string]fs.Entry{}
+		if err := fs.IterateEntries(ctx, d, func(_ context.Context, e fs.Entry) error {
+			l[e.Name()] = e
+			return nil
+		}); err != nil {
+			l = nil
+		}
+		listings[dir] = l
+		return l
+	}
 	for _, p := range hashed {
-		if _, err := snapshotfs.GetNestedEntry(ctx, root, strings.Split(p, "/")); err == nil {
+		dir, name := "", p
+		if i := strings.LastIndexByte(p, '/'); i >= 0 {
+			dir, name = p[:i], p[i+1:]
+		}
+		if _, ok := children(dir)[name]; ok {
 			modified++
 		} else {
 			created++
