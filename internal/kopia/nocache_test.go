@@ -63,18 +63,7 @@ func TestNoCache(t *testing.T) {
 	})
 
 	t.Run("verification reads storage, not the warm cache", func(t *testing.T) {
-		for _, p := range packBlobs(t, dir) {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := len(b) / 4; i < len(b)/2; i++ {
-				b[i] ^= 0xff
-			}
-			if err := os.WriteFile(p, b, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
+		corruptPacks(t, dir)
 		verify := func(noCache bool) kopia.VerifyResult {
 			r, err := kopia.Open(ctx, kopia.OpenOptions{Backend: backend, Password: "pw", WorkDir: work, ReadOnly: true, NoCache: noCache})
 			if err != nil {

@@ -27,6 +27,23 @@ func packBlobs(t *testing.T, dir string) []string {
 	return out
 }
 
+// corruptPacks flips the middle quarter of every pack blob's bytes.
+func corruptPacks(t *testing.T, dir string) {
+	t.Helper()
+	for _, p := range packBlobs(t, dir) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := len(b) / 4; i < len(b)/2; i++ {
+			b[i] ^= 0xff
+		}
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestVerify(t *testing.T) {
 	ctx := context.Background()
 	open := func(t *testing.T) (*kopia.Repo, string, string) {
@@ -68,18 +85,7 @@ func TestVerify(t *testing.T) {
 	t.Run("corrupted content fails when files are read", func(t *testing.T) {
 		r, dir, id := open(t)
 		r.Close(ctx)
-		for _, p := range packBlobs(t, dir) {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := len(b) / 4; i < len(b)/2; i++ {
-				b[i] ^= 0xff
-			}
-			if err := os.WriteFile(p, b, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
+		corruptPacks(t, dir)
 		// A fresh client: nothing cached from before the damage.
 		r2, err := kopia.Open(ctx, kopia.OpenOptions{Backend: kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: dir}}, Password: "pw", WorkDir: t.TempDir()})
 		if err != nil {

@@ -120,14 +120,20 @@ spec: {policyRef: {name: %s}}
 `, name, ns, pol))
 }
 
+// createBucket makes a bucket on the test's versitygw.
+func createBucket(t *testing.T, name string) {
+	t.Helper()
+	cli := s3.New(s3.Options{Region: env.S3.Region, BaseEndpoint: aws.String(env.S3.URL), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(env.S3.AccessKey, env.S3.SecretKey, "")})
+	if _, err := cli.CreateBucket(testContext(t), &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestBackupToS3(t *testing.T) {
 	const ns = "backup-s3"
 	ctx := testContext(t)
-	cli := s3.New(s3.Options{Region: env.S3.Region, BaseEndpoint: aws.String(env.S3.URL), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider(env.S3.AccessKey, env.S3.SecretKey, "")})
-	if _, err := cli.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("snapflow-backups")}); err != nil {
-		t.Fatal(err)
-	}
+	createBucket(t, "snapflow-backups")
 	kubectl(t, []byte(fmt.Sprintf(`
 apiVersion: v1
 kind: Namespace

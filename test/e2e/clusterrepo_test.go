@@ -5,9 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -43,11 +40,7 @@ func projectedCopies(t *testing.T, ns string) []string {
 func TestClusterRepositoryBackupProjectsCredentials(t *testing.T) {
 	const credsNS = "shared-creds"
 	ctx := testContext(t)
-	cli := s3.New(s3.Options{Region: env.S3.Region, BaseEndpoint: aws.String(env.S3.URL), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider(env.S3.AccessKey, env.S3.SecretKey, "")})
-	if _, err := cli.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("snapflow-shared")}); err != nil {
-		t.Fatal(err)
-	}
+	createBucket(t, "snapflow-shared")
 	// The credentials live in a namespace of their own, neither snapflow's
 	// (where the bootstrap runs) nor a tenant's.
 	kubectl(t, []byte(fmt.Sprintf(`
