@@ -48,6 +48,11 @@ const (
 	LabelProjectedFor = SnapflowPrefix + "projected-for"
 )
 
+// AnnotationAllowCredentialProjection ("true") on a ClusterRepository is its
+// owner's consent to copy its credentials into tenants' namespaces for runs
+// whose policy or Restore enables spec.credentialProjection.
+const AnnotationAllowCredentialProjection = SnapflowPrefix + "allow-credential-projection"
+
 // AnnotationVerifyRequested on a SnapshotPolicy (an RFC3339 time) asks for
 // every configured verification tier to run now, outside its schedule.
 const AnnotationVerifyRequested = SnapflowPrefix + "verify-requested"

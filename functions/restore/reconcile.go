@@ -94,6 +94,18 @@ func (f *Function) start(ctx context.Context, rs *snapv1.Restore, jobName string
 			return f.fail(ctx, rs, "RepositoryNotAllowed", msg)
 		}
 	}
+	// Consent to copy credentials is checked before the target is made.
+	if res.missing == "" || rs.Spec.Target.Populator != nil {
+		repo, err := snapshot.GetRepository(ctx, f.Client, f.Namespace, res.repo, rs.Namespace)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		if err == nil {
+			if msg := snapshot.ProjectionRefused(repo, rs.Namespace, snapshot.ProjectionEnabled(rs.Spec.CredentialProjection), "Restore "+rs.Name); msg != "" {
+				return f.fail(ctx, rs, ReasonInvalidSpec, msg)
+			}
+		}
+	}
 	tgt, reason, msg, err := f.target(ctx, rs)
 	if err != nil || reason != "" {
 		if err == nil {
@@ -119,9 +131,6 @@ func (f *Function) start(ctx context.Context, rs *snapv1.Restore, jobName string
 	}
 	if repo.Status.Phase != snapv1.RepositoryReady {
 		return f.hold(ctx, rs, ReasonWaitingForRepository, fmt.Sprintf("waiting for %s to be Ready (phase %q)", repo.Key(), repo.Status.Phase))
-	}
-	if msg := snapshot.ProjectionRefused(repo, rs.Namespace, snapshot.ProjectionEnabled(rs.Spec.CredentialProjection), "Restore "+rs.Name); msg != "" {
-		return f.fail(ctx, rs, ReasonInvalidSpec, msg)
 	}
 	job, cm, privileged, err := f.build(rs, res, repo, pvc, jobName)
 	if err != nil {
@@ -381,8 +390,10 @@ func (f *Function) finalize(ctx context.Context, rs *snapv1.Restore) error {
 	if err := f.Client.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	if err := projection.Reap(ctx, f.Client, rs.Namespace, cm.Name); err != nil {
-		return err
+	if snapshot.ProjectionEnabled(rs.Spec.CredentialProjection) {
+		if err := projection.Reap(ctx, f.Client, rs.Namespace, cm.Name); err != nil {
+			return err
+		}
 	}
 	if err := f.emitResult(ctx, rs); err != nil {
 		return err

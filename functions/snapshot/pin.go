@@ -72,6 +72,20 @@ func (f *Function) syncPin(ctx context.Context, s *snapv1.Snapshot) error {
 	if err != nil {
 		return err
 	}
+	if repo.Homes().Needed(s.Namespace) {
+		// Copies go only to a namespace the repository still admits, with
+		// both owners' consent as it stands now.
+		msg := TenancyProblem(ctx, f.Client, s.Namespace, repo.Ref)
+		if msg == "" {
+			msg = ProjectionRefused(repo, s.Namespace, projected, "the Snapshot's SnapshotPolicy")
+		}
+		if msg != "" {
+			if f.Recorder != nil {
+				f.Recorder.Event(s, corev1.EventTypeWarning, "PinNotPossible", msg)
+			}
+			return nil
+		}
+	}
 	if err := projection.Apply(ctx, f.Client, job, repo.Homes(), projected, "the run was resolved without spec.credentialProjection.enabled; enable it on the SnapshotPolicy and pin a newer Snapshot"); errors.Is(err, projection.ErrDisabled) || errors.Is(err, projection.ErrSource) {
 		if f.Recorder != nil {
 			f.Recorder.Event(s, corev1.EventTypeWarning, "PinNotPossible", err.Error())

@@ -60,16 +60,32 @@ func (p *runPlan) resolved() *snapv1.SnapshotResolved {
 // ProjectionEnabled reads a spec.credentialProjection.
 func ProjectionEnabled(c *snapv1.CredentialProjection) bool { return c != nil && c.Enabled }
 
-// ProjectionRefused explains a run that needs the repository's credentials
-// copied into its namespace without the owner's consent; empty when none is
-// needed or consent is given. fix names the field to set.
+// ProjectionRefused explains why a run in namespace ns may not have the
+// repository's credentials copied there; empty when nothing needs copying,
+// or when both sides consent. Only a ClusterRepository is ever copied from:
+// its owner opts in with an annotation and limits who may use it through
+// allowedNamespaces (checked separately), and the run's owner opts in
+// through spec.credentialProjection (enabled; fix names where). A namespaced
+// Repository's Secrets belong to its namespace and are never copied out.
 func ProjectionRefused(repo *RepositoryObject, ns string, enabled bool, fix string) string {
 	away := repo.Homes().Elsewhere(ns)
-	if len(away) == 0 || enabled {
+	if len(away) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%s keeps its credentials in namespace %s, which a mover in namespace %s cannot read; set spec.credentialProjection.enabled: true on %s to copy them into %s for each run (the copies are deleted when the run ends)",
-		repo.Key(), strings.Join(away, ", "), ns, fix, ns)
+	where := strings.Join(away, ", ")
+	if repo.Ref.Kind != snapv1.KindClusterRepository {
+		return fmt.Sprintf("%s keeps its credentials in namespace %s, which a mover in namespace %s cannot read, and a Repository's Secrets are never copied out of its namespace; back up into a Repository in %s, or a ClusterRepository that allows it",
+			repo.Key(), where, ns, ns)
+	}
+	if repo.Obj.GetAnnotations()[wellknown.AnnotationAllowCredentialProjection] != "true" {
+		return fmt.Sprintf("%s keeps its credentials in namespace %s, which a mover in namespace %s cannot read, and its owner has not allowed copying them (annotation %s: \"true\" on the ClusterRepository)",
+			repo.Key(), where, ns, wellknown.AnnotationAllowCredentialProjection)
+	}
+	if !enabled {
+		return fmt.Sprintf("%s keeps its credentials in namespace %s, which a mover in namespace %s cannot read; set spec.credentialProjection.enabled: true on %s to copy them into %s for each run (the copies are deleted when the run ends)",
+			repo.Key(), where, ns, fix, ns)
+	}
+	return ""
 }
 
 func (p *runPlan) cache() *snapv1.MoverCache {

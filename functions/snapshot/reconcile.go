@@ -355,9 +355,15 @@ func (f *Function) finalize(ctx context.Context, s *snapv1.Snapshot) error {
 		if err := f.Client.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
-		if err := f.reapProjection(ctx, s); err != nil {
+	}
+	if s.Status.Job == nil {
+		// A run that failed after its copies were made but before its Job
+		// was recorded leaves them under the Job's deterministic name.
+		if err := projection.Reap(ctx, f.Client, s.Namespace, jobNameOf(s)); err != nil {
 			return err
 		}
+	} else if err := f.reapProjection(ctx, s); err != nil {
+		return err
 	}
 	if err := f.emitResult(ctx, s); err != nil {
 		return err
@@ -388,6 +394,14 @@ func (f *Function) finalize(ctx context.Context, s *snapv1.Snapshot) error {
 	})
 }
 
+// jobNameOf is the mover Job's name of a run, recorded or not yet.
+func jobNameOf(s *snapv1.Snapshot) string {
+	if s.Status.Job != nil && s.Status.Job.Name != "" {
+		return s.Status.Job.Name
+	}
+	return moverjob.Name(s.Name, string(s.UID))
+}
+
 // reapProjection deletes the credentials copied for the run's mover and
 // stamps status.cleanup.credsReapedAt.
 func (f *Function) reapProjection(ctx context.Context, s *snapv1.Snapshot) error {
@@ -395,7 +409,7 @@ func (f *Function) reapProjection(ctx context.Context, s *snapv1.Snapshot) error
 	if r == nil || !ProjectionEnabled(r.CredentialProjection) || (s.Status.Cleanup != nil && s.Status.Cleanup.CredsReapedAt != nil) {
 		return nil
 	}
-	if err := projection.Reap(ctx, f.Client, s.Namespace, s.Status.Job.Name); err != nil {
+	if err := projection.Reap(ctx, f.Client, s.Namespace, jobNameOf(s)); err != nil {
 		return err
 	}
 	now := metav1.NewTime(f.now())

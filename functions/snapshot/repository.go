@@ -58,7 +58,7 @@ func (f *Function) ReconcileRepository(ctx context.Context, kind snapv1.Reposito
 	if !jobwatch.Done(&job) {
 		return nil
 	}
-	if r.Ref.Kind == snapv1.KindClusterRepository {
+	if r.Homes().Needed(jobNS) {
 		if err := projection.Reap(ctx, f.Client, jobNS, job.Name); err != nil {
 			return err
 		}
@@ -150,8 +150,10 @@ func (f *Function) startBootstrap(ctx context.Context, r *RepositoryObject, jobN
 		// Its references may name other namespaces; the owner of the
 		// ClusterRepository gave them to snapflow. Copies of finished
 		// bootstrap runs go first.
-		if err := projection.Sweep(ctx, f.Client, r.Namespace, f.now()); err != nil {
-			return err
+		if r.Homes().Needed(r.Namespace) {
+			if err := projection.Sweep(ctx, f.Client, r.Namespace, f.now()); err != nil {
+				return err
+			}
 		}
 		if err := projection.Apply(ctx, f.Client, job, r.Homes(), true, ""); errors.Is(err, projection.ErrSource) {
 			return f.updateRepoStatus(ctx, r, func(st *snapv1.RepositoryStatus, gen int64) {

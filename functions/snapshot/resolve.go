@@ -41,15 +41,24 @@ func (r *RepositoryObject) Homes() projection.Homes {
 	if r.Ref.Kind != snapv1.KindClusterRepository {
 		return h
 	}
-	if pw := r.Spec.Encryption.PasswordSecretRef; pw.Namespace != "" {
-		h.Secrets[pw.Name] = pw.Namespace
-	}
-	if s3 := r.Spec.Backend.S3; s3 != nil {
-		if a := s3.Auth; a != nil && a.SecretRef != nil && a.SecretRef.Namespace != "" {
-			h.Secrets[a.SecretRef.Name] = a.SecretRef.Namespace
+	add := func(m map[string]string, kind, name, ns string) {
+		if ns == "" {
+			ns = r.Namespace
 		}
-		if t := s3.TLS; t != nil && t.CABundleRef != nil && t.CABundleRef.Namespace != "" {
-			h.ConfigMaps[t.CABundleRef.Name] = t.CABundleRef.Namespace
+		if have, ok := m[name]; ok && have != ns {
+			h.Ambiguous = append(h.Ambiguous, fmt.Sprintf("%s %s (in %s and %s)", kind, name, have, ns))
+			return
+		}
+		m[name] = ns
+	}
+	pw := r.Spec.Encryption.PasswordSecretRef
+	add(h.Secrets, "Secret", pw.Name, pw.Namespace)
+	if s3 := r.Spec.Backend.S3; s3 != nil {
+		if a := s3.Auth; a != nil && a.SecretRef != nil {
+			add(h.Secrets, "Secret", a.SecretRef.Name, a.SecretRef.Namespace)
+		}
+		if t := s3.TLS; t != nil && t.CABundleRef != nil {
+			add(h.ConfigMaps, "ConfigMap", t.CABundleRef.Name, t.CABundleRef.Namespace)
 		}
 	}
 	return h

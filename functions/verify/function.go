@@ -178,8 +178,14 @@ func (f *Function) tier(ctx context.Context, p *snapv1.SnapshotPolicy, ref snapv
 		return nil
 	}
 	job, cm, err := f.build(p, ref, tier, latest, repo, d.Slot)
-	if msg := snapshot.ProjectionRefused(repo, p.Namespace, snapshot.ProjectionEnabled(p.Spec.CredentialProjection), "SnapshotPolicy "+p.Name); err == nil && msg != "" {
-		err = errors.New(msg)
+	if err == nil && repo.Homes().Needed(p.Namespace) {
+		msg := snapshot.TenancyProblem(ctx, f.Client, p.Namespace, ref)
+		if msg == "" {
+			msg = snapshot.ProjectionRefused(repo, p.Namespace, snapshot.ProjectionEnabled(p.Spec.CredentialProjection), "SnapshotPolicy "+p.Name)
+		}
+		if msg != "" {
+			err = errors.New(msg)
+		}
 	}
 	if err == nil {
 		if err = projection.Apply(ctx, f.Client, job, repo.Homes(), true, ""); err != nil && !errors.Is(err, projection.ErrSource) {

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/snapflow/snapflow/api/wellknown"
@@ -41,6 +42,9 @@ type Homes struct {
 	Default    string
 	Secrets    map[string]string
 	ConfigMaps map[string]string
+	// Ambiguous lists references whose name the repository uses in two
+	// namespaces: a Job reads by name, so their copies would collide.
+	Ambiguous []string
 }
 
 func (h Homes) secret(name string) string    { return pick(h.Secrets, name, h.Default) }
@@ -63,7 +67,9 @@ func (h Homes) Elsewhere(ns string) []string {
 			out = append(out, home)
 		}
 	}
-	add(h.Default)
+	if len(h.Secrets)+len(h.ConfigMaps) == 0 {
+		add(h.Default) // nothing named: everything lives in Default
+	}
 	for _, v := range h.Secrets {
 		add(v)
 	}
@@ -111,9 +117,6 @@ func Refs(job *batchv1.Job) (secrets, configMaps []string) {
 	for _, v := range spec.Volumes {
 		if v.ConfigMap != nil && v.ConfigMap.Name != job.Name {
 			add(&configMaps, "ConfigMap", v.ConfigMap.Name)
-		}
-		if v.Secret != nil {
-			add(&secrets, "Secret", v.Secret.SecretName)
 		}
 	}
 	sort.Strings(secrets)
@@ -223,6 +226,9 @@ func Apply(ctx context.Context, c client.Client, job *batchv1.Job, homes Homes, 
 	if len(away) == 0 {
 		return nil
 	}
+	if len(homes.Ambiguous) > 0 {
+		return fmt.Errorf("%w: the repository names %s in two namespaces; give them different names so a mover can read both", ErrSource, strings.Join(homes.Ambiguous, ", "))
+	}
 	if !enabled {
 		return fmt.Errorf("%w: the repository's credentials live in namespace %s, which a mover in namespace %s cannot read; %s to copy them into %s for each run (the copies are deleted when the run ends)",
 			ErrDisabled, strings.Join(away, ", "), job.Namespace, fix, job.Namespace)
@@ -252,25 +258,42 @@ func Apply(ctx context.Context, c client.Client, job *batchv1.Job, homes Homes, 
 		return fmt.Errorf("project the repository credentials into %s: %w", job.Namespace, err)
 	}
 	if cm != nil {
-		if err := upsert(ctx, c, cm, func(have *corev1.ConfigMap) { have.Data = cm.Data }); err != nil {
+		if err := upsert(ctx, c, cm, func(have *corev1.ConfigMap) { have.Data = cm.Data }); apierrors.IsForbidden(err) {
+			return forbidden(err)
+		} else if err != nil {
 			return fmt.Errorf("project the repository CA bundle into %s: %w", job.Namespace, err)
 		}
 	}
 	return nil
 }
 
-// Reap deletes the copies made for Job job in ns; none is success.
+// Reap deletes the copies made for Job job in ns; none is success. Only
+// objects labelled as copies for that Job are deleted. A function without
+// Secret access (projection not granted) cannot have made any: Forbidden is
+// nothing to reap.
 func Reap(ctx context.Context, c client.Client, ns, job string) error {
 	for _, o := range []client.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: SecretName(job)}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ConfigMapName(job)}},
 	} {
-		if err := c.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(o), o)
+		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read projected %s/%s: %w", ns, o.GetName(), err)
+		}
+		if o.GetLabels()[wellknown.LabelProjectedFor] != job {
+			continue // not ours: a user's object of the same name
+		}
+		if err := c.Delete(ctx, o, client.Preconditions{UID: ptrUID(o)}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("reap projected %s/%s: %w", ns, o.GetName(), err)
 		}
 	}
 	return nil
 }
+
+func ptrUID(o client.Object) *types.UID { u := o.GetUID(); return &u }
 
 // forbidden explains a projection the function's RBAC does not allow: the
 // chart grants Secret access for copying only when asked to.
@@ -301,6 +324,9 @@ func upsert[T client.Object](ctx context.Context, c client.Client, want T, updat
 	if err := c.Get(ctx, client.ObjectKeyFromObject(want), have); err != nil {
 		return err
 	}
+	if have.GetLabels()[wellknown.LabelProjectedFor] != want.GetLabels()[wellknown.LabelProjectedFor] {
+		return fmt.Errorf("%w: %s/%s exists and is not a copy snapflow made for this run; rename or remove it", ErrSource, have.GetNamespace(), have.GetName())
+	}
 	update(have)
 	return c.Update(ctx, have)
 }
@@ -315,11 +341,15 @@ const sweepGrace = 2 * time.Minute
 func Sweep(ctx context.Context, c client.Client, ns string, now time.Time) error {
 	sel := client.HasLabels{wellknown.LabelProjectedFor}
 	var secrets corev1.SecretList
-	if err := c.List(ctx, &secrets, client.InNamespace(ns), sel); err != nil {
+	if err := c.List(ctx, &secrets, client.InNamespace(ns), sel); apierrors.IsForbidden(err) {
+		return nil // no Secret access, so no copies
+	} else if err != nil {
 		return fmt.Errorf("list projected credentials in %s: %w", ns, err)
 	}
 	var cms corev1.ConfigMapList
-	if err := c.List(ctx, &cms, client.InNamespace(ns), sel); err != nil {
+	if err := c.List(ctx, &cms, client.InNamespace(ns), sel); apierrors.IsForbidden(err) {
+		return nil
+	} else if err != nil {
 		return fmt.Errorf("list projected CA bundles in %s: %w", ns, err)
 	}
 	// A Job's newest copy decides whether it is past the grace period.

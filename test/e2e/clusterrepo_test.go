@@ -60,7 +60,10 @@ stringData: {password: shared-horse}
 ---
 apiVersion: kopiur.home-operations.com/v1alpha1
 kind: ClusterRepository
-metadata: {name: shared}
+metadata:
+  name: shared
+  # The owner's consent to copy these credentials into tenants' namespaces.
+  annotations: {snapflow.dev/allow-credential-projection: "true"}
 spec:
   backend:
     s3:
