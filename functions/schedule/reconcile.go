@@ -194,13 +194,31 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 		if len(failed) > 0 {
 			// The slot is spent either way; the condition keeps why it
 			// created nothing until the next slot fires.
-			setCond(&st.Conditions, condScheduled, false, reasonFiringFailed, msg+"; "+strings.Join(failed, "; "), gen)
+			setCond(&st.Conditions, condScheduled, false, reasonFiringFailed, firingFailures(msg, failed), gen)
 		} else {
 			setCond(&st.Conditions, condScheduled, true, reasonFired, msg, gen)
 		}
 		meta.RemoveStatusCondition(&st.Conditions, wellknown.ConditionReplacementHeld)
 		setCond(&st.Conditions, wellknown.ConditionReady, true, reasonFired, "the schedule fires on time", gen)
 	})
+}
+
+// firingFailures joins why policies created nothing, bounded so that a
+// selector over many failing policies cannot outgrow a condition message.
+func firingFailures(msg string, failed []string) string {
+	const maxShown, maxLen = 5, 4000
+	shown := failed
+	if len(shown) > maxShown {
+		shown = shown[:maxShown]
+	}
+	out := msg + "; " + strings.Join(shown, "; ")
+	if len(failed) > maxShown {
+		out += fmt.Sprintf("; and %d more (see the schedule's Events)", len(failed)-maxShown)
+	}
+	if len(out) > maxLen {
+		out = out[:maxLen] + "…"
+	}
+	return out
 }
 
 func containsSlot(name string, slot time.Time) bool {

@@ -64,7 +64,7 @@ func noteFanout(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy, 
 	var tooMany expand.ErrTooMany
 	capped := errors.As(expandErr, &tooMany)
 	have := meta.FindStatusCondition(p.Status.Conditions, wellknown.ConditionFanoutCapped)
-	if !capped && (have == nil || have.Status == metav1.ConditionFalse) {
+	if (!capped && expandErr != nil) || (!capped && (have == nil || have.Status == metav1.ConditionFalse)) {
 		return nil
 	}
 	want := metav1.Condition{Type: wellknown.ConditionFanoutCapped, Status: metav1.ConditionFalse, Reason: "WithinCap",
@@ -100,8 +100,9 @@ func Mint(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy, base s
 		return nil, err
 	}
 	children, err := expand.Children(p, base, selected)
-	if capErr := noteFanout(ctx, c, p, err); capErr != nil {
-		return nil, capErr
+	if noteErr := noteFanout(ctx, c, p, err); noteErr != nil {
+		// The condition only reports; minting (or refusing) goes on.
+		runtime.Log(ctx).Info("could not record the fan-out condition on the policy", "policy", p.Namespace+"/"+p.Name, "error", noteErr.Error())
 	}
 	if err != nil {
 		return nil, err
