@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -293,7 +294,20 @@ func (f *Function) execHook(ctx context.Context, ns string, h *snapv1.WorkloadEx
 	}
 	req := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod.Name).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{Container: container, Command: h.Command, Stdout: true, Stderr: true}, scheme.ParameterCodec)
-	exec, err := remotecommand.NewSPDYExecutor(f.Config, http.MethodPost, req.URL())
+	// WebSocket first, as kubectl does: its protocol closes each stream
+	// explicitly, so no output is lost when the command ends; SPDY for API
+	// servers that cannot upgrade.
+	ws, err := remotecommand.NewWebSocketExecutor(f.Config, http.MethodGet, req.URL().String())
+	if err != nil {
+		return false, err.Error()
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(f.Config, http.MethodPost, req.URL())
+	if err != nil {
+		return false, err.Error()
+	}
+	exec, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
 	if err != nil {
 		return false, err.Error()
 	}

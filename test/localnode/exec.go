@@ -29,6 +29,8 @@ import (
 	"k8s.io/kubelet/pkg/cri/streaming/remotecommand"
 	utilexec "k8s.io/utils/exec"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/go-logr/logr"
 )
 
 // NodeName is the Node object the stand-in registers; its Pods carry it.
@@ -103,12 +105,27 @@ func (n *Node) serveExec(w http.ResponseWriter, req *http.Request) {
 	}
 	cmd := req.URL.Query()[corev1.ExecCommandParam]
 	n.o.Log.Info("exec", "pod", ns+"/"+pod, "container", container, "command", cmd)
-	remotecommand.ServeExec(w, req, execer{dir: n.PodDir(ns, pod)}, pod, "", container, cmd, opts,
+	remotecommand.ServeExec(w, req, execer{dir: n.PodDir(ns, pod), log: n.o.Log}, pod, "", container, cmd, opts,
 		time.Minute, 30*time.Second, remotecommandconsts.SupportedStreamingProtocols)
 }
 
 // execer runs exec'd commands as local processes.
-type execer struct{ dir string }
+type execer struct {
+	dir string
+	log logr.Logger
+}
+
+// countingWriter counts what a command wrote, for the node's log.
+type countingWriter struct {
+	w io.Writer
+	n int
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += n
+	return n, err
+}
 
 func (e execer) ExecInContainer(ctx context.Context, _ string, _ types.UID, _ string, cmd []string, in io.Reader, out, errw io.WriteCloser, _ bool, _ <-chan clientremotecommand.TerminalSize, timeout time.Duration) error {
 	if len(cmd) == 0 {
@@ -124,16 +141,27 @@ func (e execer) ExecInContainer(ctx context.Context, _ string, _ types.UID, _ st
 	}
 	c := exec.CommandContext(ctx, cmd[0], cmd[1:]...)
 	c.Dir = e.dir
+	c.WaitDelay = 5 * time.Second
 	if in != nil {
 		c.Stdin = in
 	}
+	var counted *countingWriter
 	if out != nil {
-		c.Stdout = out
+		counted = &countingWriter{w: out}
+		c.Stdout = counted
 	}
 	if errw != nil {
 		c.Stderr = errw
 	}
 	err := c.Run()
+	if counted != nil {
+		e.log.Info("exec finished", "command", cmd, "stdoutBytes", counted.n, "err", fmt.Sprint(err))
+	}
+	// The server resets every stream as soon as this returns, and a reset
+	// can overtake output the API server has not relayed yet; a kubelet's
+	// container runtime answers after its own stream copies end, which
+	// takes about as long.
+	time.Sleep(100 * time.Millisecond)
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		// The kubelet reports a command's exit code to the client this way.

@@ -36,7 +36,8 @@ because the functions act on snapflow objects in every namespace. Notes:
   resources: ["namespaces"]
   verbs: ["get"]
 # Mover, bootstrap, pin and hook Jobs; their pods for failure messages;
-# pods/exec for workloadExec hooks.
+# pods/exec for workloadExec hooks (get for the WebSocket upgrade, create
+# for SPDY and for API servers that authorize upgrades as create).
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["get", "list", "create", "delete"]
@@ -45,7 +46,7 @@ because the functions act on snapflow objects in every namespace. Notes:
   verbs: ["list"]
 - apiGroups: [""]
   resources: ["pods/exec"]
-  verbs: ["create"]
+  verbs: ["get", "create"]
 # Work-spec ConfigMaps (bootstrap ones are updated), recipe and global volume policies.
 - apiGroups: [""]
   resources: ["configmaps"]
