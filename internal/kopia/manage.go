@@ -272,6 +272,16 @@ func restoreStats(st restore.Stats) RestoreStats {
 	}
 }
 
+// Refresh reloads the repository's indexes and manifests, so snapshots
+// written by other clients since Open become visible (kopia otherwise
+// reloads them only every few minutes).
+func (r *Repo) Refresh(ctx context.Context) error {
+	if err := r.rep.Refresh(ctx); err != nil {
+		return classify(fmt.Errorf("refresh the repository: %w", err))
+	}
+	return nil
+}
+
 // Usage summarises the repository for status.storageStats.
 type Usage struct {
 	Snapshots int64

@@ -242,10 +242,16 @@ func splitNewModified(ctx context.Context, rep repo.Repository, prev *snapshot.M
 	}
 	// Each directory of the previous snapshot is read at most once: changed
 	// files cluster in few directories, and a lookup from the root per file
-	// decoded the same directory objects over and over.
-	listings := map[string]map[string]fs.Entry{}
-	var children func(dir string) map[string]fs.Entry
-	children = func(dir string) map[string]fs.Entry {
+	// decoded the same directory objects over and over. hashed is sorted, so
+	// only the current directory's ancestors stay cached: memory follows the
+	// tree's depth, not its size.
+	type listing struct {
+		names map[string]bool
+		dirs  map[string]fs.Directory
+	}
+	listings := map[string]*listing{}
+	var children func(dir string) *listing
+	children = func(dir string) *listing {
 		if l, ok := listings[dir]; ok {
 			return l
 		}
@@ -255,16 +261,19 @@ func splitNewModified(ctx context.Context, rep repo.Repository, prev *snapshot.M
 			if i := strings.LastIndexByte(dir, '/'); i >= 0 {
 				parent, base = dir[:i], dir[i+1:]
 			}
-			sub, ok := children(parent)[base].(fs.Directory)
-			if !ok {
+			pl := children(parent)
+			if pl == nil || pl.dirs[base] == nil {
 				listings[dir] = nil
 				return nil
 			}
-			d = sub
+			d = pl.dirs[base]
 		}
-		l := map[string]fs.Entry{}
+		l := &listing{names: map[string]bool{}, dirs: map[string]fs.Directory{}}
 		if err := fs.IterateEntries(ctx, d, func(_ context.Context, e fs.Entry) error {
-			l[e.Name()] = e
+			l.names[e.Name()] = true
+			if sub, ok := e.(fs.Directory); ok {
+				l.dirs[e.Name()] = sub
+			}
 			return nil
 		}); err != nil {
 			l = nil
@@ -272,12 +281,20 @@ func splitNewModified(ctx context.Context, rep repo.Repository, prev *snapshot.M
 		listings[dir] = l
 		return l
 	}
+	evict := func(dir string) {
+		for k := range listings {
+			if k != "" && k != dir && !strings.HasPrefix(dir, k+"/") {
+				delete(listings, k)
+			}
+		}
+	}
 	for _, p := range hashed {
 		dir, name := "", p
 		if i := strings.LastIndexByte(p, '/'); i >= 0 {
 			dir, name = p[:i], p[i+1:]
 		}
-		if _, ok := children(dir)[name]; ok {
+		evict(dir)
+		if l := children(dir); l != nil && l.names[name] {
 			modified++
 		} else {
 			created++

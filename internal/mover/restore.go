@@ -73,6 +73,10 @@ func runRestore(ctx context.Context, o Options, start time.Time, open kopia.Open
 			return "", ctx.Err()
 		case <-time.After(every):
 		}
+		// The awaited snapshot is written by another mover.
+		if err := r.Refresh(ctx); err != nil {
+			return "", err
+		}
 	}
 	switch {
 	case errors.Is(err, restoreplan.ErrNoSnapshot) && w.OnMissing == "Continue":
