@@ -34,9 +34,10 @@ func projectedCopies(t *testing.T, ns string) []string {
 	return names
 }
 
-// A ClusterRepository keeps its Secrets in snapflow's namespace; a backup's
-// mover runs beside its PVC in the tenant's namespace and reads copies made
-// for the run, only when the tenant's policy asks for them.
+// A ClusterRepository keeps its Secrets in the namespaces its references
+// name; a backup's mover runs beside its PVC in the tenant's namespace and
+// reads copies made for the run, only when the ClusterRepository's owner
+// allows it and the tenant's policy asks for them.
 func TestClusterRepositoryBackupProjectsCredentials(t *testing.T) {
 	const credsNS = "shared-creds"
 	ctx := testContext(t)
