@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -313,13 +314,33 @@ func (f *Function) execHook(ctx context.Context, ns string, h *snapv1.WorkloadEx
 	}
 	ctx, cancel := context.WithTimeout(ctx, hookTimeout(h.Timeout))
 	defer cancel()
-	var out bytes.Buffer
+	// stdout and stderr are copied by two goroutines into one buffer.
+	var out lockedBuffer
 	err = exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out})
 	tail := lastBytes(out.String(), 400)
 	if err != nil {
 		return false, fmt.Sprintf("%s in %s/%s: %v; output: %s", strings.Join(h.Command, " "), pod.Name, container, err, tail)
 	}
 	return true, fmt.Sprintf("ran in %s/%s: %s", pod.Name, container, tail)
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writers: unguarded,
+// a write on one stream could drop what the other had just written.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func lastBytes(s string, n int) string {

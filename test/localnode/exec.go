@@ -157,11 +157,6 @@ func (e execer) ExecInContainer(ctx context.Context, _ string, _ types.UID, _ st
 	if counted != nil {
 		e.log.Info("exec finished", "command", cmd, "stdoutBytes", counted.n, "err", fmt.Sprint(err))
 	}
-	// The server resets every stream as soon as this returns, and a reset
-	// can overtake output the API server has not relayed yet; a kubelet's
-	// container runtime answers after its own stream copies end, which
-	// takes about as long.
-	time.Sleep(100 * time.Millisecond)
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		// The kubelet reports a command's exit code to the client this way.
