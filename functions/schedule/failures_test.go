@@ -1,9 +1,16 @@
 package schedule
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/snapflow/snapflow/functions/snapshot"
+	"github.com/snapflow/snapflow/internal/expand"
 )
 
 func TestFiringFailuresStayBounded(t *testing.T) {
@@ -42,5 +49,27 @@ func TestFiringFailuresStayBounded(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestTransientMintKeepsTheSlot(t *testing.T) {
+	gr := schema.GroupResource{Group: "kopiur.home-operations.com", Resource: "snapshots"}
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{name: "webhook unreachable", err: apierrors.NewInternalError(errors.New(`failed calling webhook "snapshot.kopiur"`)), want: true},
+		{name: "API server timeout", err: apierrors.NewTimeoutError("slow", 1), want: true},
+		{name: "too many requests", err: apierrors.NewTooManyRequests("busy", 1), want: true},
+		{name: "admission denial", err: apierrors.NewForbidden(gr, "x", errors.New("denied")), want: false},
+		{name: "invalid object", err: apierrors.NewInvalid(schema.GroupKind{Group: gr.Group, Kind: "Snapshot"}, "x", nil), want: false},
+		{name: "over the fan-out cap", err: fmt.Errorf("mint: %w", expand.ErrTooMany{N: 401}), want: false},
+		{name: "nothing selected", err: fmt.Errorf("%w: no PVC", snapshot.ErrNothingSelected), want: false},
+	}
+	for _, tc := range tests {
+		if got := transientMint(tc.err); got != tc.want {
+			t.Errorf("%s: transientMint = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -173,6 +174,11 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 			Origin: snapv1.OriginScheduled, OnScheduleDelete: onDelete,
 			Labels: map[string]string{wellknown.LabelSchedule: s.Name, wellknown.LabelScheduleUID: string(s.UID)},
 		})
+		if err != nil && transientMint(err) {
+			// The slot stays pinned and the redelivered event (or the next
+			// tick) fires it again; minting is idempotent by name.
+			return false, fmt.Errorf("fire slot %s for policy %s: %w", slot.UTC().Format(time.RFC3339), p.Name, err)
+		}
 		if err != nil {
 			f.event(s, true, reasonFiringFailed, "policy %s: %v", p.Name, err)
 			failed = append(failed, fmt.Sprintf("policy %s: %v", p.Name, err))
@@ -201,6 +207,21 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 		meta.RemoveStatusCondition(&st.Conditions, wellknown.ConditionReplacementHeld)
 		setCond(&st.Conditions, wellknown.ConditionReady, true, reasonFired, "the schedule fires on time", gen)
 	})
+}
+
+// transientMint says a firing failed for a reason that may pass (an API
+// server or webhook hiccup), so the slot must not be spent. Refusals that
+// will repeat (admission denial, a fan-out over the cap, no PVC selected)
+// spend it, with the reason on the Scheduled condition.
+func transientMint(err error) bool {
+	var tooMany expand.ErrTooMany
+	switch {
+	case errors.As(err, &tooMany), errors.Is(err, snapshot.ErrNothingSelected):
+		return false
+	case apierrors.IsInvalid(err), apierrors.IsForbidden(err), apierrors.IsBadRequest(err), apierrors.IsNotFound(err):
+		return false
+	}
+	return true
 }
 
 // firingFailures joins why policies created nothing, bounded so that a

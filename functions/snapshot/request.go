@@ -83,6 +83,9 @@ func noteFanout(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy, 
 		})
 }
 
+// ErrNothingSelected means a firing found no PVC to back up.
+var ErrNothingSelected = errors.New("nothing to back up")
+
 // Minted is what every Snapshot of one firing carries besides its pins.
 type Minted struct {
 	Origin snapv1.Origin
@@ -108,7 +111,7 @@ func Mint(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy, base s
 		return nil, err
 	}
 	if len(children) == 0 {
-		return nil, fmt.Errorf("SnapshotPolicy %s/%s selects no PVC: label the PVCs to back up or fix spec.sources", p.Namespace, p.Name)
+		return nil, fmt.Errorf("%w: SnapshotPolicy %s/%s selects no PVC: label the PVCs to back up or fix spec.sources", ErrNothingSelected, p.Namespace, p.Name)
 	}
 	var names []string
 	for _, ch := range children {
