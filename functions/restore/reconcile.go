@@ -94,13 +94,17 @@ func (f *Function) start(ctx context.Context, rs *snapv1.Restore, jobName string
 			return f.fail(ctx, rs, "RepositoryNotAllowed", msg)
 		}
 	}
-	// Consent to copy credentials is checked before the target is made.
+	// The repository is read before the target is made, so consent to copy
+	// its credentials is checked before any side effect; a missing one is
+	// waited for below, after the target, as before.
+	var repo *snapshot.RepositoryObject
+	var repoErr error
 	if res.missing == "" || rs.Spec.Target.Populator != nil {
-		repo, err := snapshot.GetRepository(ctx, f.Client, f.Namespace, res.repo, rs.Namespace)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return err
+		repo, repoErr = snapshot.GetRepository(ctx, f.Client, f.Namespace, res.repo, rs.Namespace)
+		if repoErr != nil && !apierrors.IsNotFound(repoErr) {
+			return repoErr
 		}
-		if err == nil {
+		if repoErr == nil {
 			if msg := snapshot.ProjectionRefused(repo, rs.Namespace, snapshot.ProjectionEnabled(rs.Spec.CredentialProjection), "Restore "+rs.Name); msg != "" {
 				return f.fail(ctx, rs, ReasonInvalidSpec, msg)
 			}
@@ -122,12 +126,8 @@ func (f *Function) start(ctx context.Context, rs *snapv1.Restore, jobName string
 	}
 	// A populated PVC with nothing to restore still needs its volume: the
 	// mover runs, writes nothing, and the empty prime is handed over.
-	repo, err := snapshot.GetRepository(ctx, f.Client, f.Namespace, res.repo, rs.Namespace)
-	if apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(repoErr) {
 		return f.hold(ctx, rs, ReasonWaitingForRepository, fmt.Sprintf("%s %s does not exist; the restore starts once it exists and is Ready", res.repo.Kind, res.repo.Name))
-	}
-	if err != nil {
-		return err
 	}
 	if repo.Status.Phase != snapv1.RepositoryReady {
 		return f.hold(ctx, rs, ReasonWaitingForRepository, fmt.Sprintf("waiting for %s to be Ready (phase %q)", repo.Key(), repo.Status.Phase))

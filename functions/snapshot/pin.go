@@ -72,27 +72,21 @@ func (f *Function) syncPin(ctx context.Context, s *snapv1.Snapshot) error {
 	if err != nil {
 		return err
 	}
-	if repo.Homes().Needed(s.Namespace) {
-		// Copies go only to a namespace the repository still admits, with
-		// both owners' consent as it stands now.
-		msg := TenancyProblem(ctx, f.Client, s.Namespace, repo.Ref)
-		if msg == "" {
-			msg = ProjectionRefused(repo, s.Namespace, projected, "the Snapshot's SnapshotPolicy")
-		}
-		if msg != "" {
-			if f.Recorder != nil {
-				f.Recorder.Event(s, corev1.EventTypeWarning, "PinNotPossible", msg)
-			}
-			return nil
+	// Copies go only to a namespace the repository still admits, with both
+	// owners' consent as it stands now.
+	msg := CopyRefused(ctx, f.Client, repo, s.Namespace, projected, "the Snapshot's SnapshotPolicy")
+	if msg == "" {
+		if err := projection.Apply(ctx, f.Client, job, repo.Homes(), true, ""); errors.Is(err, projection.ErrSource) {
+			msg = err.Error()
+		} else if err != nil {
+			return err
 		}
 	}
-	if err := projection.Apply(ctx, f.Client, job, repo.Homes(), projected, "the run was resolved without spec.credentialProjection.enabled; enable it on the SnapshotPolicy and pin a newer Snapshot"); errors.Is(err, projection.ErrDisabled) || errors.Is(err, projection.ErrSource) {
+	if msg != "" {
 		if f.Recorder != nil {
-			f.Recorder.Event(s, corev1.EventTypeWarning, "PinNotPossible", err.Error())
+			f.Recorder.Event(s, corev1.EventTypeWarning, "PinNotPossible", msg)
 		}
-		return nil // nothing changes until the credentials do
-	} else if err != nil {
-		return err
+		return nil // nothing changes until the credentials or the consent do
 	}
 	if err := f.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create the pin work spec: %w", err)

@@ -88,6 +88,19 @@ func ProjectionRefused(repo *RepositoryObject, ns string, enabled bool, fix stri
 	return ""
 }
 
+// CopyRefused is ProjectionRefused for copies made after the run's first
+// start (a pin, a verification), which also re-checks that the repository
+// still admits ns: consent is taken as it stands now, not as it was.
+func CopyRefused(ctx context.Context, c client.Client, repo *RepositoryObject, ns string, enabled bool, fix string) string {
+	if !repo.Homes().Needed(ns) {
+		return ""
+	}
+	if msg := TenancyProblem(ctx, c, ns, repo.Ref); msg != "" {
+		return msg
+	}
+	return ProjectionRefused(repo, ns, enabled, fix)
+}
+
 func (p *runPlan) cache() *snapv1.MoverCache {
 	return moverjob.EffectiveCache(p.policy.Spec.Mover, p.repo.Spec.MoverDefaults)
 }

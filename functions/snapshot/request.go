@@ -64,7 +64,8 @@ func noteFanout(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy, 
 	var tooMany expand.ErrTooMany
 	capped := errors.As(expandErr, &tooMany)
 	have := meta.FindStatusCondition(p.Status.Conditions, wellknown.ConditionFanoutCapped)
-	if (!capped && expandErr != nil) || (!capped && (have == nil || have.Status == metav1.ConditionFalse)) {
+	// Only a refusal over the cap sets it; only a firing that fits clears it.
+	if !capped && (expandErr != nil || have == nil || have.Status == metav1.ConditionFalse) {
 		return nil
 	}
 	want := metav1.Condition{Type: wellknown.ConditionFanoutCapped, Status: metav1.ConditionFalse, Reason: "WithinCap",

@@ -178,12 +178,8 @@ func (f *Function) tier(ctx context.Context, p *snapv1.SnapshotPolicy, ref snapv
 		return nil
 	}
 	job, cm, err := f.build(p, ref, tier, latest, repo, d.Slot)
-	if err == nil && repo.Homes().Needed(p.Namespace) {
-		msg := snapshot.TenancyProblem(ctx, f.Client, p.Namespace, ref)
-		if msg == "" {
-			msg = snapshot.ProjectionRefused(repo, p.Namespace, snapshot.ProjectionEnabled(p.Spec.CredentialProjection), "SnapshotPolicy "+p.Name)
-		}
-		if msg != "" {
+	if err == nil {
+		if msg := snapshot.CopyRefused(ctx, f.Client, repo, p.Namespace, snapshot.ProjectionEnabled(p.Spec.CredentialProjection), "SnapshotPolicy "+p.Name); msg != "" {
 			err = errors.New(msg)
 		}
 	}

@@ -14,21 +14,11 @@ import (
 // and a verification sees damage that a warm cache would have hidden.
 func TestNoCache(t *testing.T) {
 	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "repo")
-	backend := kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: dir}}
 	work := t.TempDir()
-	r, err := kopia.Open(ctx, kopia.OpenOptions{Backend: backend, Password: "pw", Create: &kopia.CreateOptions{}, WorkDir: work})
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := t.TempDir()
-	seed(t, data, 8)
-	res, err := r.Snapshot(ctx, kopia.SnapshotRequest{Dir: data, Source: src})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, dir, data, id := seededRepo(t, work)
+	backend := kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: dir}}
 	// Warm the persistent cache with every content of the snapshot.
-	if _, err := r.Restore(ctx, res.ID, t.TempDir(), kopia.RestoreOptions{Parallel: 2}); err != nil {
+	if _, err := r.Restore(ctx, id, t.TempDir(), kopia.RestoreOptions{Parallel: 2}); err != nil {
 		t.Fatal(err)
 	}
 	r.Close(ctx)
@@ -41,7 +31,7 @@ func TestNoCache(t *testing.T) {
 		}
 		defer r.Close(ctx)
 		out := t.TempDir()
-		st, err := r.Restore(ctx, res.ID, out, kopia.RestoreOptions{Parallel: 4})
+		st, err := r.Restore(ctx, id, out, kopia.RestoreOptions{Parallel: 4})
 		if err != nil || st.Files != 8 {
 			t.Fatalf("restore = %+v, %v", st, err)
 		}
@@ -70,7 +60,7 @@ func TestNoCache(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer r.Close(ctx)
-			v, err := r.Verify(ctx, []string{res.ID}, kopia.VerifyOptions{FilesPercent: 100})
+			v, err := r.Verify(ctx, []string{id}, kopia.VerifyOptions{FilesPercent: 100})
 			if err != nil {
 				t.Fatal(err)
 			}

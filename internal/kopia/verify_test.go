@@ -27,6 +27,25 @@ func packBlobs(t *testing.T, dir string) []string {
 	return out
 }
 
+// seededRepo creates a filesystem repository (password "pw") holding one
+// snapshot of 8 seeded files; work is the client's work directory.
+func seededRepo(t *testing.T, work string) (r *kopia.Repo, dir, data, id string) {
+	t.Helper()
+	ctx := context.Background()
+	dir = filepath.Join(t.TempDir(), "repo")
+	r, err := kopia.Open(ctx, kopia.OpenOptions{Backend: kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: dir}}, Password: "pw", Create: &kopia.CreateOptions{}, WorkDir: work})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = t.TempDir()
+	seed(t, data, 8)
+	res, err := r.Snapshot(ctx, kopia.SnapshotRequest{Dir: data, Source: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, dir, data, res.ID
+}
+
 // corruptPacks flips the middle quarter of every pack blob's bytes.
 func corruptPacks(t *testing.T, dir string) {
 	t.Helper()
@@ -47,18 +66,8 @@ func corruptPacks(t *testing.T, dir string) {
 func TestVerify(t *testing.T) {
 	ctx := context.Background()
 	open := func(t *testing.T) (*kopia.Repo, string, string) {
-		dir := filepath.Join(t.TempDir(), "repo")
-		r, err := kopia.Open(ctx, kopia.OpenOptions{Backend: kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: dir}}, Password: "pw", Create: &kopia.CreateOptions{}, WorkDir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		data := t.TempDir()
-		seed(t, data, 8)
-		res, err := r.Snapshot(ctx, kopia.SnapshotRequest{Dir: data, Source: src})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r, dir, res.ID
+		r, dir, _, id := seededRepo(t, t.TempDir())
+		return r, dir, id
 	}
 
 	t.Run("a good snapshot passes, reading every file", func(t *testing.T) {
