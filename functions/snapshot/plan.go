@@ -193,9 +193,15 @@ func (f *Function) plan(ctx context.Context, s *snapv1.Snapshot) (*runPlan, *gat
 	var pvc corev1.PersistentVolumeClaim
 	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: p.pvc}, &pvc); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, &gate{cond: wellknown.ConditionReady, reason: "SourceNotFound", message: fmt.Sprintf("PVC %s/%s (the policy's source) does not exist; create it and this Snapshot will start", s.Namespace, p.pvc)}, nil
+			return nil, &gate{cond: wellknown.ConditionReady, reason: ReasonSourceNotFound, message: fmt.Sprintf("PVC %s/%s (the policy's source) does not exist; create it and this Snapshot will start", s.Namespace, p.pvc)}, nil
 		}
 		return nil, nil, err
+	}
+	if pvc.Status.Phase != corev1.ClaimBound || pvc.Spec.VolumeName == "" {
+		// An unbound claim holds no data yet, and volume policies match on
+		// the bound PersistentVolume: deciding now could back up a volume a
+		// storageClass rule would skip once it binds.
+		return nil, &gate{cond: wellknown.ConditionReady, reason: ReasonSourceNotBound, message: fmt.Sprintf("PVC %s/%s is not bound to a volume yet (phase %s); nothing has been written to it, and volume policies match on its PersistentVolume. This Snapshot starts once it binds; with a WaitForFirstConsumer storage class, start the workload that uses it", s.Namespace, p.pvc, phaseOr(pvc.Status.Phase))}, nil
 	}
 	if p.source, err = resolveIdentity(&pol, repo, p.src, p.pvc); err != nil {
 		return invalid("%v", err)
@@ -215,6 +221,13 @@ func (f *Function) plan(ctx context.Context, s *snapv1.Snapshot) (*runPlan, *gat
 		p.meta.Src = "explicit"
 	}
 	return p, nil, nil
+}
+
+func phaseOr(p corev1.PersistentVolumeClaimPhase) string {
+	if p == "" {
+		return "unset"
+	}
+	return string(p)
 }
 
 // poolKey identifies a repository's concurrency pool in a label value.

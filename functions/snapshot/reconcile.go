@@ -37,6 +37,8 @@ const (
 	ReasonMoverStarted         = "MoverStarted"
 	ReasonMoverPodWedged       = "MoverPodWedged"
 	ReasonNotPermitted         = "PrivilegedMoverNotPermitted"
+	ReasonSourceNotFound       = "SourceNotFound"
+	ReasonSourceNotBound       = "SourceNotBound"
 )
 
 // ReconcileSnapshot moves one Snapshot forward by at most one step per call
