@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,7 +16,6 @@ import (
 	"github.com/kopia/kopia/repo"
 	"github.com/kopia/kopia/snapshot"
 	"github.com/kopia/kopia/snapshot/policy"
-	"github.com/kopia/kopia/snapshot/snapshotfs"
 	"github.com/kopia/kopia/snapshot/upload"
 )
 
@@ -124,7 +122,7 @@ func (r *Repo) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResul
 		return res, err
 	}
 	si := req.Source.info()
-	prog := &progress{report: req.Progress, interval: req.ProgressInterval, hashed: map[string]bool{}}
+	prog := &progress{report: req.Progress, interval: req.ProgressInterval}
 	if prog.interval <= 0 {
 		prog.interval = 2 * time.Second
 	}
@@ -150,10 +148,19 @@ func (r *Repo) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResul
 		if err != nil {
 			return fmt.Errorf("find previous snapshots of %s: %w", si, err)
 		}
+		var counter *newModified
+		if len(previous) > 0 {
+			counter = startNewModified(ctx, w, previous[0])
+			prog.onHashed = counter.add
+		}
 		u := upload.NewUploader(w)
 		u.Progress = prog
 		u.FailFast = req.Policy.FailFast
 		man, err := u.Upload(ctx, entry, tree, si, previous...)
+		var created, modified int64
+		if counter != nil {
+			created, modified = counter.finish() // the upload's workers are done: no more adds
+		}
 		if err != nil {
 			return fmt.Errorf("upload %s: %w", req.Dir, err)
 		}
@@ -173,7 +180,7 @@ func (r *Repo) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResul
 			}
 		}
 		if len(previous) > 0 {
-			res.Stats.FilesNew, res.Stats.FilesModified = splitNewModified(ctx, w, previous[0], prog.hashedPaths())
+			res.Stats.FilesNew, res.Stats.FilesModified = created, modified
 			if req.Policy.IgnoreIdenticalSnapshots && previous[0].RootObjectID() == man.RootObjectID() {
 				res.Unchanged, res.ID = true, string(previous[0].ID)
 				res.Pinned = len(previous[0].Pins) > 0
@@ -228,88 +235,15 @@ func firstError(ds *fs.DirectorySummary) string {
 	return ds.FailedEntries[0].EntryPath + ": " + ds.FailedEntries[0].Error
 }
 
-// splitNewModified tells apart, among the files the upload had to read, those
-// that the previous snapshot did not have (new) from those it had (modified).
-// It looks up only the read files, so an incremental run stays cheap.
-func splitNewModified(ctx context.Context, rep repo.Repository, prev *snapshot.Manifest, hashed []string) (created, modified int64) {
-	entry, err := snapshotfs.SnapshotRoot(rep, prev)
-	if err != nil {
-		return int64(len(hashed)), 0
-	}
-	root, ok := entry.(fs.Directory)
-	if !ok {
-		return int64(len(hashed)), 0
-	}
-	// Each directory of the previous snapshot is read at most once: changed
-	// files cluster in few directories, and a lookup from the root per file
-	// decoded the same directory objects over and over. hashed is sorted, so
-	// only the current directory's ancestors stay cached: memory follows the
-	// tree's depth, not its size.
-	type listing struct {
-		names map[string]bool
-		dirs  map[string]fs.Directory
-	}
-	listings := map[string]*listing{}
-	var children func(dir string) *listing
-	children = func(dir string) *listing {
-		if l, ok := listings[dir]; ok {
-			return l
-		}
-		var d fs.Directory = root
-		if dir != "" {
-			parent, base := "", dir
-			if i := strings.LastIndexByte(dir, '/'); i >= 0 {
-				parent, base = dir[:i], dir[i+1:]
-			}
-			pl := children(parent)
-			if pl == nil || pl.dirs[base] == nil {
-				listings[dir] = nil
-				return nil
-			}
-			d = pl.dirs[base]
-		}
-		l := &listing{names: map[string]bool{}, dirs: map[string]fs.Directory{}}
-		if err := fs.IterateEntries(ctx, d, func(_ context.Context, e fs.Entry) error {
-			l.names[e.Name()] = true
-			if sub, ok := e.(fs.Directory); ok {
-				l.dirs[e.Name()] = sub
-			}
-			return nil
-		}); err != nil {
-			l = nil
-		}
-		listings[dir] = l
-		return l
-	}
-	evict := func(dir string) {
-		for k := range listings {
-			if k != "" && k != dir && !strings.HasPrefix(dir, k+"/") {
-				delete(listings, k)
-			}
-		}
-	}
-	for _, p := range hashed {
-		dir, name := "", p
-		if i := strings.LastIndexByte(p, '/'); i >= 0 {
-			dir, name = p[:i], p[i+1:]
-		}
-		evict(dir)
-		if l := children(dir); l != nil && l.names[name] {
-			modified++
-		} else {
-			created++
-		}
-	}
-	return created, modified
-}
-
 // progress counts what the uploader reports. kopia calls it from many goroutines.
 type progress struct {
 	upload.NullUploadProgress
 	filesHashed, filesCached, bytesHashed, bytesCached, bytesUploaded, errs atomic.Int64
 
+	// onHashed, when set, is told each file the upload read.
+	onHashed func(path string)
+
 	mu       sync.Mutex
-	hashed   map[string]bool
 	report   func(Progress)
 	interval time.Duration
 	last     time.Time
@@ -329,9 +263,9 @@ func (p *progress) CachedFile(_ string, size int64) {
 func (p *progress) FinishedHashingFile(fname string, n int64) {
 	p.filesHashed.Add(1)
 	p.bytesHashed.Add(n)
-	p.mu.Lock()
-	p.hashed[fname] = true
-	p.mu.Unlock()
+	if p.onHashed != nil {
+		p.onHashed(fname)
+	}
 	p.maybeReport()
 }
 
@@ -363,17 +297,6 @@ func (p *progress) maybeReport() {
 	if due {
 		p.report(p.snapshot())
 	}
-}
-
-func (p *progress) hashedPaths() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make([]string, 0, len(p.hashed))
-	for k := range p.hashed {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func (p *progress) stats(man *snapshot.Manifest) Stats {
