@@ -12,8 +12,9 @@ import (
 )
 
 // More changed directories than the lookup keeps decoded, two levels deep,
-// with new files both in a known directory and in a directory the previous
-// snapshot did not have: every read file lands on the right side.
+// more changed files than the lookup queue holds, and new files both in a
+// known directory and in a directory the previous snapshot did not have:
+// every read file lands on the right side.
 func TestNewAndModifiedAcrossManyDirectories(t *testing.T) {
 	ctx := context.Background()
 	r, err := kopia.Open(ctx, kopia.OpenOptions{Backend: kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: filepath.Join(t.TempDir(), "repo")}},
@@ -33,17 +34,21 @@ func TestNewAndModifiedAcrossManyDirectories(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const dirs = 300
+	const dirs, perDir = 300, 4
 	for i := 0; i < dirs; i++ {
-		write(fmt.Sprintf("g%d/d%03d/a.txt", i%3, i), "a")
-		write(fmt.Sprintf("g%d/d%03d/b.txt", i%3, i), "b")
+		for f := 0; f < perDir; f++ {
+			write(fmt.Sprintf("g%d/d%03d/m%d.txt", i%3, i, f), "a")
+		}
+		write(fmt.Sprintf("g%d/d%03d/same.txt", i%3, i), "b")
 	}
 	if _, err := r.Snapshot(ctx, kopia.SnapshotRequest{Dir: data, Source: src}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(10 * time.Millisecond)
 	for i := 0; i < dirs; i++ {
-		write(fmt.Sprintf("g%d/d%03d/a.txt", i%3, i), "changed")
+		for f := 0; f < perDir; f++ {
+			write(fmt.Sprintf("g%d/d%03d/m%d.txt", i%3, i, f), "changed")
+		}
 	}
 	write("g0/d000/new.txt", "new")
 	write("g9/fresh/new.txt", "new")
@@ -51,7 +56,7 @@ func TestNewAndModifiedAcrossManyDirectories(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Stats.FilesModified != dirs || res.Stats.FilesNew != 2 || res.Stats.FilesUnchanged != dirs {
-		t.Fatalf("stats %+v: want %d modified, 2 new, %d unchanged", res.Stats, dirs, dirs)
+	if res.Stats.FilesModified != dirs*perDir || res.Stats.FilesNew != 2 || res.Stats.FilesUnchanged != dirs {
+		t.Fatalf("stats %+v: want %d modified, 2 new, %d unchanged", res.Stats, dirs*perDir, dirs)
 	}
 }
