@@ -3,8 +3,16 @@
 package e2e
 
 import (
+	"bytes"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"strings"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/yaml"
 
 	prunefn "github.com/snapflow/snapflow/functions/prune"
 	"github.com/snapflow/snapflow/functions/runtime"
@@ -21,8 +29,10 @@ func TestMain(m *testing.M) {
 		// platform team would configure it.
 		Webhook: &harness.WebhookOptions{GlobalVolumePolicies: globalPolicies, Velero: true},
 		// Backups run for real: local node, functions and the kube source.
+		// The functions act under the chart's RBAC, so every test also
+		// proves the rules suffice.
 		Functions: &harness.FunctionsOptions{RepositoryRetry: 2 * time.Second, GlobalVolumePoliciesConfigMap: harness.GlobalVolumePoliciesConfigMap,
-			Clock: clock.Now, Extra: pruneFunction},
+			Clock: clock.Now, Extra: pruneFunction, RBAC: chartRBAC(), Identity: chartIdentity},
 	}, func(e *harness.Env) { env = e })
 }
 
@@ -33,6 +43,42 @@ volumePolicies:
   - conditions: {}
     action: {type: fs-backup}
 `
+
+// chartRelease is the release the functions' RBAC is rendered for; its
+// name makes the chart's fullname plain "snapflow".
+const chartRelease = "snapflow"
+
+// chartRBAC renders the chart with its defaults (plus the opt-in credential
+// projection, which the ClusterRepository tests use) and keeps the
+// ServiceAccounts, roles and bindings.
+func chartRBAC() []byte {
+	helm, err := harness.Tool("helm")
+	if err != nil {
+		panic(err)
+	}
+	_, file, _, _ := goruntime.Caller(0)
+	chart := filepath.Join(filepath.Dir(file), "..", "..", "charts", "snapflow")
+	out, err := exec.Command(helm, "template", chartRelease, chart, "--namespace", harness.WebhookNamespace,
+		"--set", "credentialProjection.enabled=true").Output()
+	if err != nil {
+		panic(fmt.Sprintf("helm template: %v", err))
+	}
+	keep := map[string]bool{"ServiceAccount": true, "ClusterRole": true, "ClusterRoleBinding": true, "Role": true, "RoleBinding": true}
+	var b bytes.Buffer
+	for _, doc := range strings.Split(string(out), "\n---") {
+		var head struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &head); err != nil || !keep[head.Kind] {
+			continue
+		}
+		b.WriteString("---\n" + strings.TrimPrefix(doc, "\n") + "\n")
+	}
+	return b.Bytes()
+}
+
+// chartIdentity is the ServiceAccount the chart runs a component as.
+func chartIdentity(component string) string {
+	return "system:serviceaccount:" + harness.WebhookNamespace + ":" + chartRelease + "-" + component
+}
 
 // clock is the functions' clock: real time until a test sets it.
 var clock = &harness.Clock{}

@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,6 +45,15 @@ type FunctionsOptions struct {
 	Clock func() time.Time
 	// Extra adds functions served next to the built-in ones, on /<name>.
 	Extra func(Deps) []runtime.Function
+	// RBAC, when set, is applied before the functions start (ServiceAccounts,
+	// ClusterRoles and bindings, as the chart renders them), and each
+	// built-in function and the kube source then act as the user Identity
+	// names for it instead of as the suite's admin. Mover Jobs still run
+	// with the admin kubeconfig of the local node.
+	RBAC []byte
+	// Identity maps "snapshot", ..., "kube-source" to the user to
+	// impersonate; an empty name keeps the admin.
+	Identity func(component string) string
 }
 
 // Deps are what an Extra function gets from the harness.
@@ -152,19 +162,52 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	// The functions' events reach the retention function as a broker would
 	// deliver them; the test log sees them too.
 	toRetention := &runtime.LateSink{}
-	fn := &snapshot.Function{Client: cp.Client, Config: cp.Config, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e",
+	if len(o.RBAC) > 0 {
+		res, err := cp.Kubectl(ctx, o.RBAC, "apply", "-f", "-")
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Stderr)
+		}
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("apply the functions' RBAC: %w", err)
+		}
+	}
+	as := func(component string) (*rest.Config, client.Client) {
+		user := ""
+		if o.Identity != nil {
+			user = o.Identity(component)
+		}
+		if user == "" {
+			return cp.Config, cp.Client
+		}
+		cfg := rest.CopyConfig(cp.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+		c, err := client.New(cfg, client.Options{Scheme: cp.Scheme})
+		if err != nil {
+			panic(fmt.Sprintf("client for %s: %v", user, err)) // only a malformed config gets here
+		}
+		return cfg, c
+	}
+	snapCfg, snapClient := as("snapshot")
+	_, cleanupClient := as("cleanup")
+	_, retentionClient := as("retention")
+	_, scheduleClient := as("schedule")
+	_, restoreClient := as("restore")
+	_, verifyClient := as("verify")
+	sourceCfg, _ := as("kube-source")
+	fn := &snapshot.Function{Client: snapClient, Config: snapCfg, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e",
 		MaxConcurrentJobs: o.MaxConcurrentJobs, RepositoryRetry: o.RepositoryRetry, GlobalVolumePoliciesConfigMap: o.GlobalVolumePoliciesConfigMap,
 		Emitter: runtime.Fanout{f.Emitted, runtime.Trigger{Types: retention.Subscribes, Emitter: toRetention}}, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-snapshot"})}
 	if o.DeleteWindow == 0 {
 		o.DeleteWindow = time.Second
 	}
-	cleanupFn := &cleanup.Function{Client: cp.Client, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", Window: o.DeleteWindow,
+	cleanupFn := &cleanup.Function{Client: cleanupClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", Window: o.DeleteWindow,
 		Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-cleanup"})}
-	retentionFn := &retention.Function{Client: cp.Client, Emitter: f.Emitted, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-retention"})}
-	scheduleFn := &schedule.Function{Client: cp.Client, Now: o.Clock, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-schedule"})}
-	restoreFn := &restore.Function{Client: cp.Client, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", Now: o.Clock,
+	retentionFn := &retention.Function{Client: retentionClient, Emitter: f.Emitted, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-retention"})}
+	scheduleFn := &schedule.Function{Client: scheduleClient, Now: o.Clock, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-schedule"})}
+	restoreFn := &restore.Function{Client: restoreClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", Now: o.Clock,
 		Emitter: f.Emitted, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-restore"})}
-	verifyFn := &verify.Function{Client: cp.Client, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", Now: o.Clock,
+	verifyFn := &verify.Function{Client: verifyClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", Now: o.Clock,
 		Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-verify"})}
 	fns := []runtime.Function{{Name: "snapshot", Handle: fn.Handle}, {Name: "cleanup", Handle: cleanupFn.Handle},
 		{Name: "retention", Handle: retentionFn.Handle}, {Name: "schedule", Handle: scheduleFn.Handle}, {Name: "restore", Handle: restoreFn.Handle},
@@ -200,7 +243,7 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
-		if err := kube.Run(ctx, kube.Options{Config: cp.Config, Scheme: cp.Scheme, Sinks: sinks, Resync: o.Resync, Log: log.WithName("kube-source")}); err != nil {
+		if err := kube.Run(ctx, kube.Options{Config: sourceCfg, Scheme: cp.Scheme, Sinks: sinks, Resync: o.Resync, Log: log.WithName("kube-source")}); err != nil {
 			log.Error(err, "kube source stopped")
 		}
 	}()
