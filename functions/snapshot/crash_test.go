@@ -59,16 +59,12 @@ func (deadWriter) Update(context.Context, client.Object, ...client.SubResourceUp
 	return errKilled
 }
 
-// A function killed after creating the mover Job but before recording it:
-// the redelivered event, handled by a fresh instance, adopts that Job
-// instead of starting a second backup, and the run converges.
-func TestKilledMidRequestConvergesOnRedelivery(t *testing.T) {
-	ctx := context.Background()
-	ns := "app"
-	objs := []client.Object{
+// oneRunFixture is a namespace with a Ready filesystem Repository, a policy
+// backing up pvc with copyMethod Direct, and Snapshot s1 of that policy.
+func oneRunFixture(ns string, pvc *corev1.PersistentVolumeClaim) []client.Object {
+	return []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data"},
-			Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-data"}, Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}},
+		pvc,
 		&snapv1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "primary"},
 			Spec: snapv1.RepositorySpec{
 				Backend:    snapv1.Backend{Filesystem: &snapv1.FilesystemBackend{Path: "/repo", Volume: &snapv1.FilesystemVolume{PVC: &snapv1.LocalObjectRef{Name: "repo"}}}},
@@ -76,10 +72,20 @@ func TestKilledMidRequestConvergesOnRedelivery(t *testing.T) {
 			Status: snapv1.RepositoryStatus{Phase: snapv1.RepositoryReady}},
 		&snapv1.SnapshotPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"},
 			Spec: snapv1.SnapshotPolicySpec{Repository: &snapv1.RepositoryRef{Name: "primary"}, CopyMethod: snapv1.CopyDirect,
-				Sources: []snapv1.Source{{PVC: &snapv1.LocalObjectRef{Name: "data"}}}}},
+				Sources: []snapv1.Source{{PVC: &snapv1.LocalObjectRef{Name: pvc.Name}}}}},
 		&snapv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s1", UID: "uid-s1"},
 			Spec: snapv1.SnapshotSpec{PolicyRef: &snapv1.PolicyRef{Name: "app"}}},
 	}
+}
+
+// A function killed after creating the mover Job but before recording it:
+// the redelivered event, handled by a fresh instance, adopts that Job
+// instead of starting a second backup, and the run converges.
+func TestKilledMidRequestConvergesOnRedelivery(t *testing.T) {
+	ctx := context.Background()
+	ns := "app"
+	objs := oneRunFixture(ns, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data"},
+		Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-data"}, Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}})
 	base := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).
 		WithStatusSubresource(&snapv1.Snapshot{}, &snapv1.Repository{}).Build()
 

@@ -24,20 +24,8 @@ func TestRunWaitsForItsSourceToBind(t *testing.T) {
 	const ns = "app"
 	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data"},
 		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimPending}}
-	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		pvc,
-		&snapv1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "primary"},
-			Spec: snapv1.RepositorySpec{
-				Backend:    snapv1.Backend{Filesystem: &snapv1.FilesystemBackend{Path: "/repo", Volume: &snapv1.FilesystemVolume{PVC: &snapv1.LocalObjectRef{Name: "repo"}}}},
-				Encryption: snapv1.RepositoryEncryption{PasswordSecretRef: snapv1.SecretKeyRef{Name: "pw", Key: "KOPIA_PASSWORD"}}},
-			Status: snapv1.RepositoryStatus{Phase: snapv1.RepositoryReady}},
-		&snapv1.SnapshotPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"},
-			Spec: snapv1.SnapshotPolicySpec{Repository: &snapv1.RepositoryRef{Name: "primary"}, CopyMethod: snapv1.CopyDirect,
-				Sources: []snapv1.Source{{PVC: &snapv1.LocalObjectRef{Name: "data"}}}}},
-		&snapv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s1", UID: "uid-s1"},
-			Spec: snapv1.SnapshotSpec{PolicyRef: &snapv1.PolicyRef{Name: "app"}}},
-	).WithStatusSubresource(&snapv1.Snapshot{}, &snapv1.Repository{}, &corev1.PersistentVolumeClaim{}).Build()
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(oneRunFixture(ns, pvc)...).
+		WithStatusSubresource(&snapv1.Snapshot{}, &snapv1.Repository{}, &corev1.PersistentVolumeClaim{}).Build()
 	f := &Function{Client: c, Namespace: "snapflow-system", MoverImage: "img"}
 
 	jobs := func() int {
