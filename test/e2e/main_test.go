@@ -32,7 +32,8 @@ func TestMain(m *testing.M) {
 		// The functions act under the chart's RBAC, so every test also
 		// proves the rules suffice.
 		Functions: &harness.FunctionsOptions{RepositoryRetry: 2 * time.Second, GlobalVolumePoliciesConfigMap: harness.GlobalVolumePoliciesConfigMap,
-			Clock: clock.Now, Extra: pruneFunction, RBAC: chartRBAC(), Identity: chartIdentity},
+			Clock: clock.Now, Extra: pruneFunction, RBAC: chartRBAC(), Identity: chartIdentity,
+			PodsAsServiceAccounts: true},
 	}, func(e *harness.Env) { env = e })
 }
 
@@ -50,7 +51,8 @@ const chartRelease = "snapflow"
 
 // chartRBAC renders the chart with its defaults (plus the opt-in credential
 // projection, which the ClusterRepository tests use) and keeps the
-// ServiceAccounts, roles and bindings.
+// ServiceAccounts, roles and bindings; mover pods act as their
+// ServiceAccount under the chart's mover role.
 func chartRBAC() []byte {
 	helm, err := harness.Tool("helm")
 	if err != nil {
@@ -72,6 +74,16 @@ func chartRBAC() []byte {
 		}
 		b.WriteString("---\n" + strings.TrimPrefix(doc, "\n") + "\n")
 	}
+	// The chart binds the mover role to its ServiceAccount in the namespaces
+	// it lists; tests make namespaces as they go, so every ServiceAccount
+	// gets the mover role here, and movers run with the chart's mover rules.
+	fmt.Fprintf(&b, `---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: e2e-movers}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: %s-mover}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:serviceaccounts"}]
+`, chartRelease)
 	return b.Bytes()
 }
 

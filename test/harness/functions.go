@@ -48,12 +48,14 @@ type FunctionsOptions struct {
 	// RBAC, when set, is applied before the functions start (ServiceAccounts,
 	// ClusterRoles and bindings, as the chart renders them), and each
 	// built-in function and the kube source then act as the user Identity
-	// names for it instead of as the suite's admin. Mover Jobs still run
-	// with the admin kubeconfig of the local node.
+	// names for it instead of as the suite's admin.
 	RBAC []byte
 	// Identity maps "snapshot", ..., "kube-source" to the user to
 	// impersonate; an empty name keeps the admin.
 	Identity func(component string) string
+	// PodsAsServiceAccounts makes the local node run each container as its
+	// pod's ServiceAccount (see localnode.Options.AsServiceAccount).
+	PodsAsServiceAccounts bool
 }
 
 // Deps are what an Extra function gets from the harness.
@@ -143,7 +145,7 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 			return nil, err
 		}
 	}
-	f.Node = localnode.New(localnode.Options{Client: cp.Client, Root: nodeRoot, Kubeconfig: cp.Kubeconfig,
+	f.Node = localnode.New(localnode.Options{Client: cp.Client, Root: nodeRoot, Kubeconfig: cp.Kubeconfig, AsServiceAccount: o.PodsAsServiceAccounts,
 		Binaries: map[string]string{"snapflow": snapflowBin}, Log: log.WithName("node")})
 	if err := f.Node.ServeExec(ctx); err != nil {
 		stop()

@@ -251,7 +251,11 @@ func (n *Node) runContainer(ctx context.Context, j *batchv1.Job, pod *corev1.Pod
 	if err := ensureDir(home); err != nil {
 		return 1, err.Error()
 	}
-	cmdEnv := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + home, "KUBECONFIG=" + n.o.Kubeconfig,
+	kubeconfig, err := n.kubeconfigFor(pod, work)
+	if err != nil {
+		return 1, err.Error()
+	}
+	cmdEnv := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + home, "KUBECONFIG=" + kubeconfig,
 		"HOSTNAME=" + pod.Name, "KUBERNETES_NAMESPACE=" + pod.Namespace}
 	for _, e := range env {
 		cmdEnv = append(cmdEnv, e.Name+"="+rewrite(e.Value))

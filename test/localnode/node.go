@@ -34,6 +34,10 @@ type Options struct {
 	// Kubeconfig is handed to containers as KUBECONFIG, standing in for the
 	// in-cluster service account credentials.
 	Kubeconfig string
+	// AsServiceAccount makes each container act as its pod's ServiceAccount
+	// (impersonated through Kubeconfig's admin user), as the token a kubelet
+	// mounts would; otherwise containers act as that admin user.
+	AsServiceAccount bool
 	// Binaries maps a container command's base name (e.g. "snapflow") to a
 	// local executable, standing in for the image's filesystem.
 	Binaries map[string]string
