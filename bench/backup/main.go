@@ -23,7 +23,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strings"
 	"time"
 
@@ -191,26 +190,6 @@ func run(bin, work string, reps int) error {
 // incrementalRounds is how many 1% change rounds (c) runs per run.
 const incrementalRounds = 3
 
-// paired is the median over runs of num's wall time divided by den's, each
-// pair measured back to back.
-func paired(byTool map[string][]measure, num, den string) float64 {
-	n, d := byTool[num], byTool[den]
-	var ratios []float64
-	for i := range min(len(n), len(d)) {
-		if d[i].Wall > 0 {
-			ratios = append(ratios, n[i].Wall.Seconds()/d[i].Wall.Seconds())
-		}
-	}
-	if len(ratios) == 0 {
-		return 0
-	}
-	sort.Float64s(ratios)
-	if len(ratios)%2 == 1 {
-		return ratios[len(ratios)/2]
-	}
-	return (ratios[len(ratios)/2-1] + ratios[len(ratios)/2]) / 2
-}
-
 // sameSize checks a restore wrote as many bytes in as many files as the source holds.
 func sameSize(src, dst string) error {
 	count := func(dir string) (n, size int64, err error) {
@@ -245,10 +224,11 @@ func writeRestore(cases []string, results map[string]map[string][]measure, reps 
 	var verdicts []string
 	for _, c := range cases {
 		s, k, r := proc.Median(results[c]["snapflow"]), proc.Median(results[c]["kopia"]), proc.Median(results[c]["restic"])
+		vsKopia, resticVs := proc.PairedRatio(results[c]["snapflow"], results[c]["kopia"]), proc.PairedRatio(results[c]["restic"], results[c]["snapflow"])
 		fmt.Fprintf(&b, "| %s | %.2f s (cpu %.1f s), %.0f MiB | %.2f s (cpu %.1f s), %.0f MiB | %.2f s (cpu %.1f s), %.0f MiB | %.2f× time, %.2f× memory | %.2f× |\n", c,
 			s.Wall.Seconds(), s.CPU.Seconds(), s.RSSMB, k.Wall.Seconds(), k.CPU.Seconds(), k.RSSMB, r.Wall.Seconds(), r.CPU.Seconds(), r.RSSMB,
-			paired(results[c], "snapflow", "kopia"), s.RSSMB/k.RSSMB, paired(results[c], "restic", "snapflow"))
-		verdicts = append(verdicts, fmt.Sprintf("%s: no slower than kopia restore — %s", c, report.Verdict(paired(results[c], "snapflow", "kopia") <= 1.0)))
+			vsKopia, s.RSSMB/k.RSSMB, resticVs)
+		verdicts = append(verdicts, fmt.Sprintf("%s: no slower than kopia restore — %s", c, report.Verdict(vsKopia <= 1.0)))
 	}
 	b.WriteString("\nTarget: snapflow's restore no slower than `kopia restore` of the same version (ratio ≤ 1.0). restic has no target here; it restores many small files faster than both kopia-based tools.\n\n")
 	for _, v := range verdicts {
@@ -266,13 +246,14 @@ func write(cases []string, tools []tool, results map[string]map[string][]measure
 	var verdicts []string
 	for _, c := range cases {
 		s, k, r := proc.Median(results[c]["snapflow"]), proc.Median(results[c]["kopia"]), proc.Median(results[c]["restic"])
+		vsKopia, resticVs := proc.PairedRatio(results[c]["snapflow"], results[c]["kopia"]), proc.PairedRatio(results[c]["restic"], results[c]["snapflow"])
 		fmt.Fprintf(&b, "| %s | %.2f s (cpu %.1f s), %.0f MiB | %.2f s (cpu %.1f s), %.0f MiB | %.2f s (cpu %.1f s), %.0f MiB | %.2f× time, %.2f× memory | %.2f× |\n", c,
 			s.Wall.Seconds(), s.CPU.Seconds(), s.RSSMB, k.Wall.Seconds(), k.CPU.Seconds(), k.RSSMB, r.Wall.Seconds(), r.CPU.Seconds(), r.RSSMB,
-			paired(results[c], "snapflow", "kopia"), s.RSSMB/k.RSSMB, paired(results[c], "restic", "snapflow"))
-		ok := paired(results[c], "snapflow", "kopia") <= 1.0
+			vsKopia, s.RSSMB/k.RSSMB, resticVs)
+		ok := vsKopia <= 1.0
 		v := fmt.Sprintf("%s: no slower than kopia — %s", c[:3], report.Verdict(ok))
 		if c != cases[1] {
-			v += fmt.Sprintf("; ≥2× faster than restic — %s", report.Verdict(paired(results[c], "restic", "snapflow") >= 2))
+			v += fmt.Sprintf("; ≥2× faster than restic — %s", report.Verdict(resticVs >= 2))
 		}
 		verdicts = append(verdicts, v)
 	}

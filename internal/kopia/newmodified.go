@@ -110,7 +110,7 @@ func (n *newModified) keep(dir string, l *dirListing) *dirListing {
 	return l
 }
 
-// dirListing is what splitNewModified needs of a directory object: its
+// dirListing is what newModified needs of a directory object: its
 // entries' names and its subdirectories' object IDs.
 type dirListing struct {
 	names map[string]bool

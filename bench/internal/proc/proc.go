@@ -46,6 +46,26 @@ func Median(ms []Measure) Measure {
 	return med
 }
 
+// PairedRatio is the median over runs of num[i]'s wall time divided by
+// den[i]'s, where each pair ran back to back: a slow spell of the machine
+// then moves both sides of a pair alike. Even counts average the middle two.
+func PairedRatio(num, den []Measure) float64 {
+	var ratios []float64
+	for i := range min(len(num), len(den)) {
+		if den[i].Wall > 0 {
+			ratios = append(ratios, num[i].Wall.Seconds()/den[i].Wall.Seconds())
+		}
+	}
+	if len(ratios) == 0 {
+		return 0
+	}
+	sort.Float64s(ratios)
+	if len(ratios)%2 == 1 {
+		return ratios[len(ratios)/2]
+	}
+	return (ratios[len(ratios)/2-1] + ratios[len(ratios)/2]) / 2
+}
+
 // Tail keeps the end of a long output for an error message.
 func Tail(s string) string {
 	if len(s) > 2000 {
