@@ -102,7 +102,7 @@ func exercise(t *testing.T, backend kopia.Backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if second.Stats.FilesUnchanged != 20 || second.Stats.FilesNew != 0 || second.ID == first.ID || second.Unchanged {
+	if second.Stats.FilesUnchanged != 20 || second.Stats.FilesNew != 0 || second.Stats.Files != 20 || second.ID == first.ID || second.Unchanged {
 		t.Fatalf("unchanged data: stats %+v unchanged=%v", second.Stats, second.Unchanged)
 	}
 	if second.Stats.BytesNew > first.Stats.BytesNew/10 {

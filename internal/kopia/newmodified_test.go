@@ -11,10 +11,9 @@ import (
 	"github.com/snapflow/snapflow/internal/kopia"
 )
 
-// More changed directories than the lookup keeps decoded, two levels deep,
-// more changed files than the lookup queue holds, and new files both in a
-// known directory and in a directory the previous snapshot did not have:
-// every read file lands on the right side.
+// Many changed directories two levels deep, read in parallel, and new files
+// both in a known directory and in a directory the previous snapshot did not
+// have: every read file lands on the right side.
 func TestNewAndModifiedAcrossManyDirectories(t *testing.T) {
 	ctx := context.Background()
 	r, err := kopia.Open(ctx, kopia.OpenOptions{Backend: kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: filepath.Join(t.TempDir(), "repo")}},

@@ -14,6 +14,7 @@ import (
 	"github.com/kopia/kopia/fs"
 	"github.com/kopia/kopia/fs/localfs"
 	"github.com/kopia/kopia/repo"
+	"github.com/kopia/kopia/repo/logging"
 	"github.com/kopia/kopia/snapshot"
 	"github.com/kopia/kopia/snapshot/policy"
 	"github.com/kopia/kopia/snapshot/upload"
@@ -113,7 +114,7 @@ func (r *Repo) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResul
 	if !st.IsDir() {
 		return res, &Error{Class: ClassSourceMissing, Err: fmt.Errorf("source %s is not a directory", req.Dir)}
 	}
-	entry, err := localfs.Directory(req.Dir)
+	dir, err := localfs.Directory(req.Dir)
 	if err != nil {
 		return res, classify(fmt.Errorf("read source %s: %w", req.Dir, err))
 	}
@@ -140,7 +141,9 @@ func (r *Repo) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResul
 				return fmt.Errorf("set the kopia policy of %s: %w", si, err)
 			}
 		}
-		tree, err := policy.TreeForSource(ctx, w, si)
+		// The tree is the stored policy plus kopia's cache-miss log, which
+		// tells modified files from new ones (newModified).
+		tree, err := policy.TreeForSourceWithOverride(ctx, w, si, withCacheMissLog(req.Policy.kopiaPolicy()))
 		if err != nil {
 			return fmt.Errorf("read the kopia policy of %s: %w", si, err)
 		}
@@ -148,19 +151,12 @@ func (r *Repo) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResul
 		if err != nil {
 			return fmt.Errorf("find previous snapshots of %s: %w", si, err)
 		}
-		var counter *newModified
-		if len(previous) > 0 {
-			counter = startNewModified(ctx, w, previous[0])
-			prog.onHashed = counter.add
-		}
+		counter := newNewModified()
+		prog.onHashed = counter.hashed
 		u := upload.NewUploader(w)
 		u.Progress = prog
 		u.FailFast = req.Policy.FailFast
-		man, err := u.Upload(ctx, entry, tree, si, previous...)
-		var created, modified int64
-		if counter != nil {
-			created, modified = counter.finish() // the upload's workers are done: no more adds
-		}
+		man, err := u.Upload(logging.WithAdditionalLogger(ctx, counter.loggers), dir, tree, si, previous...)
 		if err != nil {
 			return fmt.Errorf("upload %s: %w", req.Dir, err)
 		}
@@ -180,7 +176,7 @@ func (r *Repo) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResul
 			}
 		}
 		if len(previous) > 0 {
-			res.Stats.FilesNew, res.Stats.FilesModified = created, modified
+			res.Stats.FilesNew, res.Stats.FilesModified = counter.counts()
 			if req.Policy.IgnoreIdenticalSnapshots && previous[0].RootObjectID() == man.RootObjectID() {
 				res.Unchanged, res.ID = true, string(previous[0].ID)
 				res.Pinned = len(previous[0].Pins) > 0
@@ -310,6 +306,9 @@ func (p *progress) stats(man *snapshot.Manifest) Stats {
 	}
 	if ds := man.RootEntry.DirSummary; ds != nil {
 		s.FilesFailed = int64(ds.FatalErrorCount) + int64(ds.IgnoredErrorCount)
+		// The manifest's own counts leave out files taken unchanged from
+		// the previous snapshot; the root's summary counts the whole tree.
+		s.Files, s.Dirs = ds.TotalFileCount, ds.TotalDirCount
 	}
 	return s
 }
