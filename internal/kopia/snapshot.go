@@ -63,6 +63,8 @@ type SnapshotRequest struct {
 	Tags        map[string]string
 	Description string
 	Pin         bool
+	// Prefetch, when set, is the source listed ahead (StartPrefetch of Dir).
+	Prefetch *Prefetch
 	// Progress, when set, is called at most every ProgressInterval with the running totals.
 	Progress         func(Progress)
 	ProgressInterval time.Duration
@@ -107,6 +109,7 @@ type SnapshotResult struct {
 // Snapshot uploads req.Dir as a snapshot of req.Source.
 func (r *Repo) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResult, error) {
 	var res SnapshotResult
+	defer req.Prefetch.Stop()
 	st, err := os.Stat(req.Dir)
 	if err != nil {
 		return res, &Error{Class: ClassSourceMissing, Err: fmt.Errorf("source %s: %w", req.Dir, err)}
@@ -156,7 +159,9 @@ func (r *Repo) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResul
 		u := upload.NewUploader(w)
 		u.Progress = prog
 		u.FailFast = req.Policy.FailFast
-		man, err := u.Upload(logging.WithAdditionalLogger(ctx, counter.loggers), dir, tree, si, previous...)
+		// The prefetch walks until here: the lookups above leave a core idle too.
+		entry := req.Prefetch.source(dir)
+		man, err := u.Upload(logging.WithAdditionalLogger(ctx, counter.loggers), entry, tree, si, previous...)
 		if err != nil {
 			return fmt.Errorf("upload %s: %w", req.Dir, err)
 		}

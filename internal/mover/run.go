@@ -210,6 +210,10 @@ func run(ctx context.Context, o Options, start time.Time) (string, error) {
 		if s.Policy.UploadLimitMB > 0 {
 			open.UploadBytesPerSecond = float64(s.Policy.UploadLimitMB) * 1e6
 		}
+		// List the source while the repository opens (key derivation
+		// keeps one core busy); the snapshot takes over what is listed.
+		pf := kopia.StartPrefetch(o.SourceDir)
+		defer pf.Stop()
 		r, err := kopia.Open(ctx, open)
 		if err != nil {
 			return "", err
@@ -224,7 +228,7 @@ func run(ctx context.Context, o Options, start time.Time) (string, error) {
 		}
 		res, err := r.Snapshot(ctx, kopia.SnapshotRequest{
 			Dir: o.SourceDir, Source: s.Source, Policy: s.Policy, PolicyName: s.PolicyName,
-			Meta: s.Meta, Tags: tags, Description: s.Description, Pin: s.Pin,
+			Meta: s.Meta, Tags: tags, Description: s.Description, Pin: s.Pin, Prefetch: pf,
 			Progress:         func(p kopia.Progress) { _ = o.Reporter.Progress(ctx, p) },
 			ProgressInterval: o.ProgressInterval,
 		})
