@@ -50,7 +50,7 @@ type tool interface {
 func main() {
 	bin := flag.String("bin", "bin", "directory holding snapflow and kopia")
 	work := flag.String("work", "", "scratch directory (default: a temp dir; needs about 6 GiB)")
-	reps := flag.Int("reps", 3, "repetitions per case (the median is reported)")
+	reps := flag.Int("reps", 4, "runs; a multiple of 4 gives every tool order equally often (the median is reported)")
 	gen := flag.String("generate", "", "internal: write the datasets into this directory and exit")
 	flag.Parse()
 	if *gen != "" {
@@ -118,9 +118,8 @@ func run(bin, work string, reps int) error {
 	}
 	for rep := 0; rep < reps; rep++ {
 		// Every case runs each tool back to back, so a slow spell of the
-		// machine hits all tools of a pair alike; the order rotates per run
-		// so no tool always runs with the coldest page cache.
-		order := append(tools[rep%len(tools):], tools[:rep%len(tools)]...)
+		// machine hits all tools of a pair alike.
+		order := runOrder(tools, rep)
 		repoA := func(t tool) string { return filepath.Join(work, fmt.Sprintf("repo-%s-a-%d", t.name(), rep)) }
 		repoB := func(t tool) string { return filepath.Join(work, fmt.Sprintf("repo-%s-b-%d", t.name(), rep)) }
 		for _, t := range order {
@@ -131,6 +130,7 @@ func run(bin, work string, reps int) error {
 			}
 		}
 		for _, t := range order {
+			settle()
 			m, err := t.backup(repoA(t), small)
 			if err != nil {
 				return fmt.Errorf("%s (a): %w", t.name(), err)
@@ -143,7 +143,8 @@ func run(bin, work string, reps int) error {
 			if err := change(small, 100, uint64(rep*incrementalRounds+round)+10); err != nil {
 				return err
 			}
-			for _, t := range order {
+			for _, t := range roundOrder(order, round) {
+				settle()
 				m, err := t.backup(repoA(t), small)
 				if err != nil {
 					return fmt.Errorf("%s (c): %w", t.name(), err)
@@ -151,12 +152,22 @@ func run(bin, work string, reps int) error {
 				record(cases[2], t, m)
 			}
 		}
-		for _, t := range order {
-			m, err := t.backup(repoB(t), large)
-			if err != nil {
-				return fmt.Errorf("%s (b): %w", t.name(), err)
+		// (b) runs rounds too, each into fresh repositories: one pair of
+		// 5-second runs moves by up to a third on this machine.
+		for round := 0; round < largeRounds; round++ {
+			for _, t := range roundOrder(order, round) {
+				if round > 0 {
+					if err := fresh(t, repoB(t)); err != nil {
+						return fmt.Errorf("%s init: %w", t.name(), err)
+					}
+				}
+				settle()
+				m, err := t.backup(repoB(t), large)
+				if err != nil {
+					return fmt.Errorf("%s (b): %w", t.name(), err)
+				}
+				record(cases[1], t, m)
 			}
-			record(cases[1], t, m)
 		}
 		for i, rc := range []struct {
 			repo func(tool) string
@@ -164,6 +175,7 @@ func run(bin, work string, reps int) error {
 		}{{repoA, small}, {repoB, large}} {
 			for _, t := range order {
 				target := filepath.Join(work, "restored-"+t.name())
+				settle()
 				m, err := t.restore(rc.repo(t), rc.dir, target)
 				if err != nil {
 					return fmt.Errorf("%s %s: %w", t.name(), restoreCases[i], err)
@@ -187,8 +199,46 @@ func run(bin, work string, reps int) error {
 	return writeRestore(restoreCases, results, reps)
 }
 
-// incrementalRounds is how many 1% change rounds (c) runs per run.
-const incrementalRounds = 3
+// settle writes back dirty pages before a measured run, so the disk is not
+// still flushing what the previous tool wrote while the next one runs.
+func settle() { _ = exec.Command("sync").Run() }
+
+// incrementalRounds is how many 1% change rounds (c) runs per run, and
+// largeRounds how many times (b) runs.
+const incrementalRounds, largeRounds = 3, 3
+
+// runOrder keeps the two kopia-based tools (tools[0] and tools[1]) next to
+// each other and restic (tools[2]) before or after both, cycling through
+// the four such orders. A run right after restic's heavy writes is slower
+// on this machine's disk even after a sync; a plain rotation had snapflow
+// follow restic more often than the kopia CLI did.
+func runOrder(tools []tool, rep int) []tool {
+	a, b, r := tools[0], tools[1], tools[2]
+	return [][]tool{{a, b, r}, {b, a, r}, {r, a, b}, {r, b, a}}[rep%4]
+}
+
+// roundOrder reverses the run's tool order on odd rounds, so within a run
+// each tool goes as often before its peer as after it.
+func roundOrder(order []tool, round int) []tool {
+	if round%2 == 0 {
+		return order
+	}
+	r := make([]tool, len(order))
+	for i, t := range order {
+		r[len(order)-1-i] = t
+	}
+	return r
+}
+
+// fresh replaces repo with a new, empty repository of t.
+func fresh(t tool, repo string) error {
+	for _, p := range []string{repo, repo + "-cache", repo + ".config"} {
+		if err := os.RemoveAll(p); err != nil {
+			return err
+		}
+	}
+	return t.init(repo)
+}
 
 // sameSize checks a restore wrote as many bytes in as many files as the source holds.
 func sameSize(src, dst string) error {
@@ -228,7 +278,8 @@ func writeRestore(cases []string, results map[string]map[string][]measure, reps 
 		fmt.Fprintf(&b, "| %s | %.2f s (cpu %.1f s), %.0f MiB | %.2f s (cpu %.1f s), %.0f MiB | %.2f s (cpu %.1f s), %.0f MiB | %.2f× time, %.2f× memory | %.2f× |\n", c,
 			s.Wall.Seconds(), s.CPU.Seconds(), s.RSSMB, k.Wall.Seconds(), k.CPU.Seconds(), k.RSSMB, r.Wall.Seconds(), r.CPU.Seconds(), r.RSSMB,
 			vsKopia, s.RSSMB/k.RSSMB, resticVs)
-		verdicts = append(verdicts, fmt.Sprintf("%s: no slower than kopia restore — %s", c, report.Verdict(vsKopia <= 1.0)))
+		verdicts = append(verdicts, fmt.Sprintf("%s: no slower than kopia restore — %s (%s)", c, report.Verdict(vsKopia <= 1.0),
+			proc.Spread(proc.PairedRatios(results[c]["snapflow"], results[c]["kopia"]))))
 	}
 	b.WriteString("\nTarget: snapflow's restore no slower than `kopia restore` of the same version (ratio ≤ 1.0). restic has no target here; it restores many small files faster than both kopia-based tools.\n\n")
 	for _, v := range verdicts {
@@ -240,8 +291,8 @@ func writeRestore(cases []string, results map[string]map[string][]measure, reps 
 
 func write(cases []string, tools []tool, results map[string]map[string][]measure, reps int) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "## Backup throughput and memory\n\n`make bench` (`go run ./bench/backup`) on %s, %d cores, %s; kopia CLI %s built from source, restic from Debian. Fresh filesystem repositories on the same disk, default settings for every tool (kopia: BLAKE2B-256-128, AES256-GCM, dynamic 4 MiB splitter, no compression). snapflow is the real `snapflow mover` binary running a work spec, as a mover Job does. %d runs; in each, every case runs the tools back to back (order rotated per run), and (c) runs %d rounds of 1%% changes. Times are medians; each ratio is the median of the per-pair ratios, so a slow spell of the machine cancels out within a pair. Peak RSS is the maximum over the runs.\n\n",
-		time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.Version(), kopiaVersion, reps, incrementalRounds)
+	fmt.Fprintf(&b, "## Backup throughput and memory\n\n`make bench` (`go run ./bench/backup`) on %s, %d cores, %s; kopia CLI %s built from source, restic from Debian. Fresh filesystem repositories on the same disk, default settings for every tool (kopia: BLAKE2B-256-128, AES256-GCM, dynamic 4 MiB splitter, no compression). snapflow is the real `snapflow mover` binary running a work spec, as a mover Job does. %d runs; in each, every case runs the tools back to back (snapflow and the kopia CLI next to each other, each first in turn, and restic before or after both, with a `sync` before each measured run so no tool pays for the previous one's writeback); (c) runs %d rounds of 1%% changes and (b) %d rounds into fresh repositories, the order reversed on every other round. Times are medians; each ratio is the median of the per-pair ratios, so a slow spell of the machine cancels out within a pair; the verdicts give the spread of those ratios, since on this shared machine one pair can differ by a third. Peak RSS is the maximum over the runs.\n\n",
+		time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.Version(), kopiaVersion, reps, incrementalRounds, largeRounds)
 	b.WriteString("| case | snapflow mover | kopia CLI | restic | snapflow / kopia | restic / snapflow |\n|---|---|---|---|---|---|\n")
 	var verdicts []string
 	for _, c := range cases {
@@ -251,7 +302,8 @@ func write(cases []string, tools []tool, results map[string]map[string][]measure
 			s.Wall.Seconds(), s.CPU.Seconds(), s.RSSMB, k.Wall.Seconds(), k.CPU.Seconds(), k.RSSMB, r.Wall.Seconds(), r.CPU.Seconds(), r.RSSMB,
 			vsKopia, s.RSSMB/k.RSSMB, resticVs)
 		ok := vsKopia <= 1.0
-		v := fmt.Sprintf("%s: no slower than kopia — %s", c[:3], report.Verdict(ok))
+		v := fmt.Sprintf("%s: no slower than kopia — %s (%s)", c[:3], report.Verdict(ok),
+			proc.Spread(proc.PairedRatios(results[c]["snapflow"], results[c]["kopia"])))
 		if c != cases[1] {
 			v += fmt.Sprintf("; ≥2× faster than restic — %s", report.Verdict(resticVs >= 2))
 		}

@@ -50,20 +50,43 @@ func Median(ms []Measure) Measure {
 // den[i]'s, where each pair ran back to back: a slow spell of the machine
 // then moves both sides of a pair alike. Even counts average the middle two.
 func PairedRatio(num, den []Measure) float64 {
+	return quantile(PairedRatios(num, den), 0.5)
+}
+
+// PairedRatios are the per-pair wall-time ratios num[i]/den[i], sorted.
+func PairedRatios(num, den []Measure) []float64 {
 	var ratios []float64
 	for i := range min(len(num), len(den)) {
 		if den[i].Wall > 0 {
 			ratios = append(ratios, num[i].Wall.Seconds()/den[i].Wall.Seconds())
 		}
 	}
-	if len(ratios) == 0 {
+	sort.Float64s(ratios)
+	return ratios
+}
+
+// Spread describes sorted paired ratios: the middle half of them, and how
+// many are below 1 (the numerator's tool was faster in that pair).
+func Spread(sorted []float64) string {
+	if len(sorted) == 0 {
+		return "no pairs"
+	}
+	faster := sort.SearchFloat64s(sorted, 1)
+	return fmt.Sprintf("%d pairs: median %.3f, middle half %.2f–%.2f, faster in %d",
+		len(sorted), quantile(sorted, 0.5), quantile(sorted, 0.25), quantile(sorted, 0.75), faster)
+}
+
+// quantile interpolates linearly between the closest ranks of sorted.
+func quantile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
 		return 0
 	}
-	sort.Float64s(ratios)
-	if len(ratios)%2 == 1 {
-		return ratios[len(ratios)/2]
+	pos := q * float64(len(sorted)-1)
+	lo := int(pos)
+	if lo+1 >= len(sorted) {
+		return sorted[lo]
 	}
-	return (ratios[len(ratios)/2-1] + ratios[len(ratios)/2]) / 2
+	return sorted[lo] + (pos-float64(lo))*(sorted[lo+1]-sorted[lo])
 }
 
 // Tail keeps the end of a long output for an error message.

@@ -30,3 +30,20 @@ func TestPairedRatio(t *testing.T) {
 		}
 	}
 }
+
+func TestSpread(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		sorted []float64
+		want   string
+	}{
+		{"quartiles interpolate; ties at 1 are not faster", []float64{0.8, 0.9, 1, 1.1, 1.2}, "5 pairs: median 1.000, middle half 0.90–1.10, faster in 2"},
+		{"even count", []float64{0.5, 0.7, 0.9, 1.3}, "4 pairs: median 0.800, middle half 0.65–1.00, faster in 3"},
+		{"one pair", []float64{1.5}, "1 pairs: median 1.500, middle half 1.50–1.50, faster in 0"},
+		{"none", nil, "no pairs"},
+	} {
+		if got := Spread(tc.sorted); got != tc.want {
+			t.Errorf("%s: Spread = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
