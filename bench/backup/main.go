@@ -217,8 +217,9 @@ func runOrder(tools []tool, rep int) []tool {
 	return [][]tool{{a, b, r}, {b, a, r}, {r, a, b}, {r, b, a}}[rep%4]
 }
 
-// roundOrder reverses the run's tool order on odd rounds, so within a run
-// each tool goes as often before its peer as after it.
+// roundOrder reverses the run's tool order on odd rounds; with runOrder's
+// four orders, each tool goes as often before its peer as after it over
+// every four runs.
 func roundOrder(order []tool, round int) []tool {
 	if round%2 == 0 {
 		return order

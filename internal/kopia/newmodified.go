@@ -11,7 +11,9 @@ import (
 )
 
 // newModified tells apart, among the files the upload read, those the
-// previous snapshot had (modified) from those it did not (new).
+// previous snapshots had (modified) from those they did not (new). The
+// previous snapshots are the ones kopia compares against: the latest
+// complete one and any incomplete ones after it.
 //
 // kopia's uploader already looks every file up in the previous snapshots;
 // when the name is there but the metadata differs, it logs a "cache miss"

@@ -13,6 +13,7 @@ import (
 
 	kfs "github.com/kopia/kopia/fs"
 	"github.com/kopia/kopia/fs/localfs"
+	"github.com/kopia/kopia/snapshot"
 )
 
 // Prefetch lists a source tree while the repository opens. Opening derives
@@ -27,10 +28,16 @@ import (
 // holds prefetchCap entries; whatever it has not listed completely is read
 // live, as without a prefetch.
 //
-// An entry read ahead is older than kopia's own, which it stats just before
-// it reads the file: a file deleted in between fails the upload. So an
-// entry the upload reaches more than prefetchMaxAge after its listing is
-// stated again, and the gap stays about what kopia's own is.
+// A listing read ahead is older than kopia's own. The upload reads a
+// directory live when its listing is more than prefetchMaxAge old, so no
+// file created or renamed since is left out for long; and an entry it
+// reaches more than prefetchMaxAge after the listing is stated again, so a
+// file deleted since is skipped as kopia's iterator skips it. Within that
+// age the upload sees the tree as it was when listed.
+//
+// The walk knows nothing of ignore rules: it may list directories the
+// upload never enters, which only costs part of the cap. A walk stuck in a
+// hung mount is abandoned after prefetchStopWait and the upload reads live.
 type Prefetch struct {
 	limit  int
 	maxAge time.Duration
@@ -57,10 +64,14 @@ type listing struct {
 }
 
 const (
-	// prefetchCap bounds the entries a prefetch holds (roughly 150 bytes each).
+	// prefetchCap bounds the entries a prefetch holds (a few hundred bytes
+	// each with its path: about 25 MiB at the cap).
 	prefetchCap = 100_000
-	// prefetchMaxAge is how old an entry may be when the upload reaches it.
+	// prefetchMaxAge is how old a listing, or an entry, may be when the
+	// upload reaches it.
 	prefetchMaxAge = 2 * time.Second
+	// prefetchStopWait bounds how long the upload waits for the walk to end.
+	prefetchStopWait = time.Second
 )
 
 // readDirBatch is how many names one ReadDir call returns, as kopia's iterator.
@@ -87,14 +98,24 @@ func startPrefetch(dir string, limit int, maxAge time.Duration, now func() time.
 	return p
 }
 
-// Stop ends the walk and waits for it; listings already complete stay
-// available. It is safe to call more than once and on nil.
+// Stop ends the walk and waits for it, at most prefetchStopWait. It is safe
+// to call more than once and on nil.
 func (p *Prefetch) Stop() {
-	if p == nil {
-		return
+	if p != nil {
+		p.stop()
 	}
+}
+
+// stop reports whether the walk ended; a walk blocked in a system call (a
+// hung mount) is left behind and its listings are never used.
+func (p *Prefetch) stop() bool {
 	p.stopped.Store(true)
-	<-p.done
+	select {
+	case <-p.done:
+		return true
+	case <-time.After(prefetchStopWait):
+		return false
+	}
 }
 
 // walk lists dir and then its subdirectories, depth first in directory
@@ -172,9 +193,6 @@ func (p *Prefetch) take(dir string) (listing, bool) {
 	defer p.mu.Unlock()
 	l, ok := p.dirs[dir]
 	delete(p.dirs, dir)
-	if ok {
-		p.served.Add(1)
-	}
 	return l, ok
 }
 
@@ -185,8 +203,7 @@ func (p *Prefetch) source(d kfs.Directory) kfs.Directory {
 	if p == nil {
 		return d
 	}
-	p.Stop()
-	if p.root == "" || p.root != d.LocalFilesystemPath() {
+	if !p.stop() || p.root == "" || p.root != d.LocalFilesystemPath() {
 		return d
 	}
 	return &prefetchedDir{Directory: d, p: p}
@@ -200,7 +217,14 @@ type prefetchedDir struct {
 
 func (d *prefetchedDir) Iterate(ctx context.Context) (kfs.DirectoryIterator, error) {
 	if l, ok := d.p.take(d.LocalFilesystemPath()); ok {
-		return &listIterator{listing: l, p: d.p}, nil
+		if d.p.now().Sub(l.at) <= d.p.maxAge {
+			d.p.served.Add(1)
+			return &listIterator{listing: l, p: d.p}, nil
+		}
+		// Too old: names created or renamed since would be missing.
+		for _, e := range l.entries {
+			e.Close()
+		}
 	}
 	it, err := d.Directory.Iterate(ctx)
 	if err != nil {
@@ -262,6 +286,9 @@ func (it *liveIterator) Next(ctx context.Context) (kfs.Entry, error) {
 }
 
 func (p *Prefetch) wrapEntry(e kfs.Entry) kfs.Entry {
+	if _, shallow := e.(snapshot.HasDirEntryOrNil); shallow {
+		return e // a shallow placeholder: kopia must see its own type
+	}
 	if d, ok := e.(kfs.Directory); ok {
 		return &prefetchedDir{Directory: d, p: p}
 	}

@@ -7,6 +7,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kopia/kopia/fs/localfs"
+	"github.com/kopia/kopia/repo/object"
+	"github.com/kopia/kopia/snapshot"
 )
 
 // A snapshot from a prefetched listing must equal one read live: with
@@ -16,20 +20,29 @@ func TestPrefetchedSnapshotEqualsLiveRead(t *testing.T) {
 	cases := []struct {
 		name  string
 		limit int
-		// stale makes every listed entry older than the max age when the
-		// upload reaches it; change runs after the walk and before the upload.
-		stale  bool
+		// tick, when set, advances the clock by that much on every reading
+		// after the walk: listings and entries age as the upload goes.
+		tick time.Duration
+		// change runs after the walk and before the upload.
 		change func(t *testing.T, data string)
-		// wantServed is the number of listings the upload takes.
+		// wantServed is the number of listings the upload takes (-1: at
+		// least the root's).
 		wantServed int
 	}{
 		{name: "whole tree listed ahead", limit: prefetchCap, wantServed: 5},
 		// The root's five entries fit, then the cap is reached.
 		{name: "cap reached: the rest is read live", limit: 5, wantServed: 1},
-		{name: "stale entries are stated again", limit: prefetchCap, stale: true, wantServed: 5,
+		{name: "stale listings are read live", limit: prefetchCap, tick: time.Hour, wantServed: 0,
 			change: func(t *testing.T, data string) {
-				must(t, os.Remove(filepath.Join(data, "a", "one")))
-				must(t, os.WriteFile(filepath.Join(data, "c", "two"), []byte("longer than before"), 0o644))
+				must(t, os.WriteFile(filepath.Join(data, "a", "created-since"), []byte("new"), 0o644))
+				must(t, os.Rename(filepath.Join(data, "c", "two"), filepath.Join(data, "c", "two.1")))
+			}},
+		// The root's listing is young when taken, its entries old when
+		// handed out: each is stated again.
+		{name: "entries gone stale are stated again", limit: prefetchCap, tick: 1500 * time.Millisecond, wantServed: -1,
+			change: func(t *testing.T, data string) {
+				must(t, os.Remove(filepath.Join(data, "top")))
+				must(t, os.WriteFile(filepath.Join(data, "a", "one"), []byte("longer than before"), 0o644))
 			}},
 	}
 	for _, tc := range cases {
@@ -43,11 +56,9 @@ func TestPrefetchedSnapshotEqualsLiveRead(t *testing.T) {
 			src := Source{Username: "u", Hostname: "h", Path: "/data"}
 
 			clock := &stepClock{t: time.Unix(1_700_000_000, 0)}
-			p := startPrefetch(data, tc.limit, time.Minute, clock.now)
+			p := startPrefetch(data, tc.limit, 2*time.Second, clock.now)
 			<-p.done // the whole walk, as when the repository takes long to open
-			if tc.stale {
-				clock.step(2 * time.Minute)
-			}
+			clock.arm(tc.tick)
 			if tc.change != nil {
 				tc.change(t, data)
 			}
@@ -56,7 +67,7 @@ func TestPrefetchedSnapshotEqualsLiveRead(t *testing.T) {
 			if first.Stats.FilesFailed != 0 {
 				t.Fatalf("prefetched run failed files: %+v", first.Stats)
 			}
-			if served := int(p.served.Load()); served != tc.wantServed {
+			if served := int(p.served.Load()); served != tc.wantServed && (tc.wantServed >= 0 || served < 1) {
 				t.Fatalf("upload took %d prefetched listings, want %d", served, tc.wantServed)
 			}
 			if len(p.dirs) != 0 {
@@ -110,20 +121,23 @@ func prefetchTree(t *testing.T) string {
 	return data
 }
 
+// stepClock stands still until armed, then advances by tick on every reading.
 type stepClock struct {
-	mu sync.Mutex
-	t  time.Time
+	mu   sync.Mutex
+	t    time.Time
+	tick time.Duration
 }
 
 func (c *stepClock) now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.t = c.t.Add(c.tick)
 	return c.t
 }
 
-func (c *stepClock) step(d time.Duration) {
+func (c *stepClock) arm(tick time.Duration) {
 	c.mu.Lock()
-	c.t = c.t.Add(d)
+	c.tick = tick
 	c.mu.Unlock()
 }
 
@@ -132,4 +146,49 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A walk that never ends (a hung mount) does not hold up the upload: it
+// reads the source live.
+func TestPrefetchStuckWalkIsAbandoned(t *testing.T) {
+	p := &Prefetch{done: make(chan struct{}), dirs: map[string]listing{}, now: time.Now, maxAge: time.Minute, limit: prefetchCap}
+	d, err := localfs.Directory(t.TempDir())
+	must(t, err)
+	start := time.Now()
+	if got := p.source(d); got != d {
+		t.Fatalf("source = %T, want the live directory", got)
+	}
+	if waited := time.Since(start); waited > 10*prefetchStopWait {
+		t.Fatalf("waited %v for a stuck walk", waited)
+	}
+	p.Stop() // the deferred Stop returns too
+}
+
+// kopia recognises shallow placeholders by their type; the prefetch must
+// hand them out unwrapped.
+func TestPrefetchKeepsShallowPlaceholders(t *testing.T) {
+	dir := t.TempDir()
+	ph, err := localfs.WriteShallowPlaceholder(filepath.Join(dir, "sub"), &snapshot.DirEntry{Name: "sub", Type: snapshot.EntryTypeDirectory, ObjectID: mustOID(t, "k0123456789abcdef0123456789abcdef")})
+	must(t, err)
+	e, err := localfs.NewEntry(ph)
+	must(t, err)
+	if _, ok := e.(snapshot.HasDirEntryOrNil); !ok {
+		t.Fatalf("kopia no longer reads %s as a placeholder (%T)", ph, e)
+	}
+	p := &Prefetch{}
+	if got := p.wrapEntry(e); got != e {
+		t.Fatalf("placeholder wrapped as %T", got)
+	}
+	plain, err := localfs.Directory(dir)
+	must(t, err)
+	if _, ok := p.wrapEntry(plain).(*prefetchedDir); !ok {
+		t.Fatal("a plain directory must be wrapped")
+	}
+}
+
+func mustOID(t *testing.T, s string) object.ID {
+	t.Helper()
+	id, err := object.ParseID(s)
+	must(t, err)
+	return id
 }
