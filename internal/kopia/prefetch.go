@@ -48,6 +48,8 @@ type Prefetch struct {
 	root    string
 	stopped atomic.Bool
 	done    chan struct{}
+	// abandoned is set once a stop timed out, so later stops do not wait again.
+	abandoned atomic.Bool
 
 	mu sync.Mutex
 	// dirs are complete listings by directory path. Each is handed out
@@ -110,10 +112,14 @@ func (p *Prefetch) Stop() {
 // hung mount) is left behind and its listings are never used.
 func (p *Prefetch) stop() bool {
 	p.stopped.Store(true)
+	if p.abandoned.Load() {
+		return false
+	}
 	select {
 	case <-p.done:
 		return true
 	case <-time.After(prefetchStopWait):
+		p.abandoned.Store(true)
 		return false
 	}
 }
@@ -151,9 +157,7 @@ func (p *Prefetch) list(dir string) ([]kfs.Entry, bool) {
 	defer f.Close() //nolint:errcheck
 	var entries []kfs.Entry
 	abandon := func() ([]kfs.Entry, bool) {
-		for _, e := range entries {
-			e.Close()
-		}
+		closeAll(entries)
 		return nil, false
 	}
 	prefix := dir + string(os.PathSeparator)
@@ -217,14 +221,12 @@ type prefetchedDir struct {
 
 func (d *prefetchedDir) Iterate(ctx context.Context) (kfs.DirectoryIterator, error) {
 	if l, ok := d.p.take(d.LocalFilesystemPath()); ok {
-		if d.p.now().Sub(l.at) <= d.p.maxAge {
+		if d.p.young(l) {
 			d.p.served.Add(1)
 			return &listIterator{listing: l, p: d.p}, nil
 		}
 		// Too old: names created or renamed since would be missing.
-		for _, e := range l.entries {
-			e.Close()
-		}
+		closeAll(l.entries)
 	}
 	it, err := d.Directory.Iterate(ctx)
 	if err != nil {
@@ -244,7 +246,7 @@ func (it *listIterator) Next(context.Context) (kfs.Entry, error) {
 		e := it.entries[0]
 		it.entries[0] = nil
 		it.entries = it.entries[1:]
-		if it.p.now().Sub(it.at) <= it.p.maxAge {
+		if it.p.young(it.listing) {
 			return it.p.wrapEntry(e), nil
 		}
 		// Too old: state it again, as kopia's iterator would now.
@@ -264,10 +266,18 @@ func (it *listIterator) Next(context.Context) (kfs.Entry, error) {
 
 // Close recycles entries the upload did not ask for.
 func (it *listIterator) Close() {
-	for _, e := range it.entries {
+	closeAll(it.entries)
+	it.entries = nil
+}
+
+// young says whether l is recent enough to hand out as listed.
+func (p *Prefetch) young(l listing) bool { return p.now().Sub(l.at) <= p.maxAge }
+
+// closeAll recycles entries (kopia pools them).
+func closeAll(entries []kfs.Entry) {
+	for _, e := range entries {
 		e.Close()
 	}
-	it.entries = nil
 }
 
 // liveIterator reads a directory that was not prefetched; its

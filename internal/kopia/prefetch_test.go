@@ -161,7 +161,11 @@ func TestPrefetchStuckWalkIsAbandoned(t *testing.T) {
 	if waited := time.Since(start); waited > 10*prefetchStopWait {
 		t.Fatalf("waited %v for a stuck walk", waited)
 	}
-	p.Stop() // the deferred Stop returns too
+	start = time.Now()
+	p.Stop() // the deferred Stops do not wait for it again
+	if waited := time.Since(start); waited >= prefetchStopWait {
+		t.Fatalf("a second stop waited %v for an abandoned walk", waited)
+	}
 }
 
 // kopia recognises shallow placeholders by their type; the prefetch must

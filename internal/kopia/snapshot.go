@@ -146,7 +146,7 @@ func (r *Repo) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResul
 		}
 		// The tree is the stored policy plus kopia's cache-miss log, which
 		// tells modified files from new ones (newModified).
-		tree, err := policy.TreeForSourceWithOverride(ctx, w, si, withCacheMissLog(req.Policy.kopiaPolicy()))
+		tree, err := policy.TreeForSourceWithOverride(ctx, w, si, withCacheMissLog(*want))
 		if err != nil {
 			return fmt.Errorf("read the kopia policy of %s: %w", si, err)
 		}
@@ -181,7 +181,8 @@ func (r *Repo) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResul
 			}
 		}
 		if len(previous) > 0 {
-			res.Stats.FilesNew, res.Stats.FilesModified = counter.counts()
+			res.Stats.FilesModified = counter.modified.Load()
+			res.Stats.FilesNew -= res.Stats.FilesModified
 			if req.Policy.IgnoreIdenticalSnapshots && previous[0].RootObjectID() == man.RootObjectID() {
 				res.Unchanged, res.ID = true, string(previous[0].ID)
 				res.Pinned = len(previous[0].Pins) > 0
