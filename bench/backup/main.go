@@ -116,6 +116,16 @@ func run(bin, work string, reps int) error {
 		results[c][t.name()] = append(results[c][t.name()], m)
 		fmt.Printf("  %-9s %-26s %6.2fs wall %6.2fs cpu %4.0f MiB\n", t.name(), c, m.Wall.Seconds(), m.CPU.Seconds(), m.RSSMB)
 	}
+	// backup measures one backup of dir into repo, after a settle.
+	backup := func(c string, t tool, repo, dir string) error {
+		settle()
+		m, err := t.backup(repo, dir)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", t.name(), c[:3], err)
+		}
+		record(c, t, m)
+		return nil
+	}
 	for rep := 0; rep < reps; rep++ {
 		// Every case runs each tool back to back, so a slow spell of the
 		// machine hits all tools of a pair alike.
@@ -130,12 +140,9 @@ func run(bin, work string, reps int) error {
 			}
 		}
 		for _, t := range order {
-			settle()
-			m, err := t.backup(repoA(t), small)
-			if err != nil {
-				return fmt.Errorf("%s (a): %w", t.name(), err)
+			if err := backup(cases[0], t, repoA(t), small); err != nil {
+				return err
 			}
-			record(cases[0], t, m)
 		}
 		// (c) is short, so it runs incrementalRounds times per run: each
 		// round changes 1% of the files and every tool backs them up.
@@ -144,12 +151,9 @@ func run(bin, work string, reps int) error {
 				return err
 			}
 			for _, t := range roundOrder(order, round) {
-				settle()
-				m, err := t.backup(repoA(t), small)
-				if err != nil {
-					return fmt.Errorf("%s (c): %w", t.name(), err)
+				if err := backup(cases[2], t, repoA(t), small); err != nil {
+					return err
 				}
-				record(cases[2], t, m)
 			}
 		}
 		// (b) runs rounds too, each into fresh repositories: one pair of
@@ -161,12 +165,9 @@ func run(bin, work string, reps int) error {
 						return fmt.Errorf("%s init: %w", t.name(), err)
 					}
 				}
-				settle()
-				m, err := t.backup(repoB(t), large)
-				if err != nil {
-					return fmt.Errorf("%s (b): %w", t.name(), err)
+				if err := backup(cases[1], t, repoB(t), large); err != nil {
+					return err
 				}
-				record(cases[1], t, m)
 			}
 		}
 		for i, rc := range []struct {
