@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"github.com/snapflow/snapflow/internal/cli"
+	"github.com/snapflow/snapflow/cli"
 )
 
 func main() {

@@ -32,7 +32,7 @@ type outcome struct {
 var errPrefixAbsent = errors.New("prefix names no pvc root in the bucket")
 
 // run is `snapflow prune` for one set of parameters, on the same building
-// blocks as internal/cli: inventory (§9.6 order), S3 settings, versioning,
+// blocks as the cli package: inventory (§9.6 order), S3 settings, versioning,
 // the discovery scan and classification, then the dry run or the
 // executor. Nothing survives the call: every run starts from the cluster
 // and the bucket as they are.

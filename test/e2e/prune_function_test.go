@@ -577,7 +577,7 @@ func TestPruneFunctionS3SourceBodies(t *testing.T) {
 	// The recorded SNS bodies carry their original signatures over edited
 	// fields, and no test may fetch AWS's certificates: decoding is checked
 	// with verification off here; a signed envelope is checked in
-	// internal/cli and functions/prune with a certificate of their own.
+	// cli and functions/prune with a certificate of their own.
 	src := startS3Source(t, fnURL, "--sns-verify=false")
 	verifying := startS3Source(t, fnURL)
 	post := func(url string, body []byte) int {

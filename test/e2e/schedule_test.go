@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snapflow/snapflow/internal/cli"
+	"github.com/snapflow/snapflow/cli"
 )
 
 // schedule next inherits the repository's scheduleDefaults, as the schedule

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/snapflow/snapflow/api/wellknown"
-	"github.com/snapflow/snapflow/internal/cli"
+	"github.com/snapflow/snapflow/cli"
 	"github.com/snapflow/snapflow/internal/volumepolicy"
 	"github.com/snapflow/snapflow/test/harness"
 	"github.com/snapflow/snapflow/webhook"

@@ -55,7 +55,9 @@ func (s *Sinks) Send(ctx context.Context, e event.Event) error {
 			if refused(last) {
 				break
 			}
-			time.Sleep(delay)
+			if !sleep(ctx, delay) {
+				return ctx.Err()
+			}
 			delay *= 2
 		}
 		if last != nil {
@@ -71,4 +73,17 @@ func refused(res protocol.Result) bool {
 		return hr.StatusCode >= 400 && hr.StatusCode < 500
 	}
 	return false
+}
+
+// sleep waits d or until ctx ends, and reports whether the wait ran out
+// (a shutdown must not sit out a backoff).
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

@@ -26,7 +26,7 @@ func write(t *testing.T, dir, name, content string) string {
 }
 
 func TestValidateSamplesPass(t *testing.T) {
-	out, errOut, code := run(t, "validate", "-f", filepath.Join("..", "..", "config", "samples"))
+	out, errOut, code := run(t, "validate", "-f", filepath.Join("..", "config", "samples"))
 	if code != 0 {
 		t.Fatalf("samples should pass offline (exit %d):\n%s%s", code, out, errOut)
 	}

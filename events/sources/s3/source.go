@@ -1,4 +1,7 @@
-package cli
+// Package s3 receives S3 bucket notifications over HTTP (AWS, MinIO,
+// versitygw, SNS, SQS-wrapped and EventBridge bodies) and forwards each
+// object record as one CloudEvent through the sink package.
+package s3
 
 import (
 	"context"
@@ -16,84 +19,20 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/cloudevents/sdk-go/v2/event"
-	"github.com/cloudevents/sdk-go/v2/protocol"
-	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/go-logr/logr"
-	"github.com/spf13/cobra"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/snapflow/snapflow/events"
+	"github.com/snapflow/snapflow/events/sources/sink"
 )
 
-const sourceS3Long = `s3 accepts S3 bucket notifications over plain HTTP and forwards each
-object record as a ` + events.S3ObjectNotification + ` CloudEvent to every --sink
-(one per function, or a broker), for clusters without Knative's own sources.
-
-It understands what S3 servers POST to a webhook: the AWS notification
-message, MinIO's webhook body, versitygw's --event-webhook-url body, an SNS
-HTTP(S) subscription (Notification, and SubscriptionConfirmation: with
---confirm-sns-subscriptions it visits the SubscribeURL of an SNS host, else
-it logs the URL for you to visit), SQS-wrapped messages and EventBridge
-S3 events. s3:TestEvent is acknowledged without forwarding.
-
-SNS envelopes must carry a valid SNS signature (--sns-verify, on by
-default): the signing certificate is fetched over HTTPS from
-sns.<region>.amazonaws.com only. An unsigned or forged envelope, an unknown
-SignatureVersion or a certificate on another host gets 403 naming why.
-Other formats (webhooks, SNS raw message delivery) carry no signature, and
-the endpoint does not authenticate their senders: expose it only to the
-S3 server and SNS.
-
-A body that is not a notification gets 400. When a sink cannot be reached
-after a few retries, or the SNS certificate cannot be downloaded, the
-request gets 502, so a sender that retries (SNS) delivers again; versitygw
-does not retry, and the functions' periodic resync catches up with what
-was lost.`
-
-// maxNotificationBody bounds a request: AWS messages are at most 256 KiB
+// MaxNotificationBody bounds a request: AWS messages are at most 256 KiB
 // (SNS), MinIO batches stay well below this.
-const maxNotificationBody = 4 << 20
+const MaxNotificationBody = 4 << 20
 
-func newSourceS3Cmd() *cobra.Command {
-	var addr string
-	var sinks, buckets []string
-	var confirmSNS, snsVerify, devLogs bool
-	cmd := &cobra.Command{
-		Use:   "s3 --sink URL [--sink URL...]",
-		Short: "Receive S3 bucket notifications over HTTP and POST one CloudEvent per object record to the sinks",
-		Long:  sourceS3Long,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if len(sinks) == 0 {
-				return errors.New("--sink is required: the URL of a function or broker (repeat for several)")
-			}
-			log := zap.New(zap.UseDevMode(devLogs)).WithName("s3-source")
-			ctrl.SetLogger(log)
-			if !snsVerify {
-				log.Info("SNS signature verification is off (--sns-verify=false): forged SNS envelopes are accepted")
-			}
-			src, err := newS3Source(sinks, buckets, confirmSNS, snsVerify, log)
-			if err != nil {
-				return err
-			}
-			return serveS3Source(cmd.Context(), addr, src, log)
-		},
-	}
-	cmd.Flags().StringVar(&addr, "addr", ":8080", "listen address")
-	cmd.Flags().StringArrayVar(&sinks, "sink", nil, "URL to POST CloudEvents to (repeatable)")
-	cmd.Flags().StringArrayVar(&buckets, "bucket", nil, "forward only records of this bucket (repeatable; default all)")
-	cmd.Flags().BoolVar(&confirmSNS, "confirm-sns-subscriptions", false, "confirm SNS subscriptions by visiting their SubscribeURL (SNS hosts only)")
-	cmd.Flags().BoolVar(&snsVerify, "sns-verify", true, "refuse SNS envelopes without a valid SNS signature (certificates from sns.<region>.amazonaws.com over HTTPS)")
-	cmd.Flags().BoolVar(&devLogs, "dev-logs", false, "human-readable logs instead of JSON")
-	return cmd
-}
-
-// s3Source turns notification bodies into CloudEvents. It keeps nothing
+// Source turns notification bodies into CloudEvents. It keeps nothing
 // between requests.
-type s3Source struct {
-	sinks      []string
-	clients    []cloudevents.Client
+type Source struct {
+	sinks      *sink.Sinks
 	buckets    map[string]bool
 	confirmSNS bool
 	// decoder verifies SNS signatures unless --sns-verify=false.
@@ -103,8 +42,22 @@ type s3Source struct {
 	log     logr.Logger
 }
 
-func newS3Source(sinks, buckets []string, confirmSNS, snsVerify bool, log logr.Logger) (*s3Source, error) {
-	s := &s3Source{sinks: sinks, confirmSNS: confirmSNS, log: log, confirm: &http.Client{Timeout: 10 * time.Second}}
+// Options configure a Source.
+type Options struct {
+	// Sinks are the absolute http(s) URLs every record is posted to.
+	Sinks []string
+	// Buckets, when set, are the only buckets whose records are forwarded.
+	Buckets []string
+	// ConfirmSNS visits the SubscribeURL of an SNS subscription request.
+	ConfirmSNS bool
+	// VerifySNS refuses SNS envelopes whose signature does not verify.
+	VerifySNS bool
+}
+
+// New checks the options and prepares the sinks.
+func New(o Options, log logr.Logger) (*Source, error) {
+	sinks, buckets, confirmSNS, snsVerify := o.Sinks, o.Buckets, o.ConfirmSNS, o.VerifySNS
+	s := &Source{ confirmSNS: confirmSNS, log: log, confirm: &http.Client{Timeout: 10 * time.Second}}
 	if snsVerify {
 		s.decoder.SNS = events.NewSNSVerifier()
 	}
@@ -112,12 +65,12 @@ func newS3Source(sinks, buckets []string, confirmSNS, snsVerify bool, log logr.L
 		if p, err := url.Parse(u); err != nil || p.Scheme == "" || p.Host == "" {
 			return nil, fmt.Errorf("invalid --sink %q: want an absolute http(s) URL", u)
 		}
-		c, err := cloudevents.NewClientHTTP(cloudevents.WithTarget(u))
-		if err != nil {
-			return nil, fmt.Errorf("cloudevents client for %s: %w", u, err)
-		}
-		s.clients = append(s.clients, c)
 	}
+	ss, err := sink.New(sinks, log)
+	if err != nil {
+		return nil, err
+	}
+	s.sinks = ss
 	if len(buckets) > 0 {
 		s.buckets = map[string]bool{}
 		for _, b := range buckets {
@@ -127,7 +80,8 @@ func newS3Source(sinks, buckets []string, confirmSNS, snsVerify bool, log logr.L
 	return s, nil
 }
 
-func serveS3Source(ctx context.Context, addr string, src *s3Source, log logr.Logger) error {
+// Serve listens on addr until ctx ends.
+func Serve(ctx context.Context, addr string, src *Source, log logr.Logger) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.Handle("/", src)
@@ -138,7 +92,7 @@ func serveS3Source(ctx context.Context, addr string, src *s3Source, log logr.Log
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("s3 source listening", "addr", ln.Addr().String(), "sinks", src.sinks)
+	log.Info("s3 source listening", "addr", ln.Addr().String())
 	select {
 	case err := <-errc:
 		return err
@@ -152,18 +106,18 @@ func serveS3Source(ctx context.Context, addr string, src *s3Source, log logr.Log
 	return nil
 }
 
-func (s *s3Source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		http.Error(w, "POST an S3 bucket notification here", http.StatusMethodNotAllowed)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxNotificationBody+1))
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxNotificationBody+1))
 	if err != nil {
 		http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	if len(body) > maxNotificationBody {
-		http.Error(w, fmt.Sprintf("notification larger than %d bytes", maxNotificationBody), http.StatusRequestEntityTooLarge)
+	if len(body) > MaxNotificationBody {
+		http.Error(w, fmt.Sprintf("notification larger than %d bytes", MaxNotificationBody), http.StatusRequestEntityTooLarge)
 		return
 	}
 	n, err := s.decoder.Decode(r.Context(), body)
@@ -202,7 +156,7 @@ func (s *s3Source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		if err := s.send(r.Context(), e); err != nil {
+		if err := s.sinks.Send(r.Context(), e); err != nil {
 			s.log.Error(err, "forward failed", "id", e.ID(), "bucket", rec.Bucket, "key", rec.Key)
 			failed++
 			continue
@@ -218,40 +172,13 @@ func (s *s3Source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "forwarded %d records\n", forwarded)
 }
 
-// send delivers e to every sink, retrying like snapflow's kube source; a
-// sink's 4xx refusal is final and not an error of the source.
-func (s *s3Source) send(ctx context.Context, e event.Event) error {
-	var errs []error
-	for i, c := range s.clients {
-		delay := 50 * time.Millisecond
-		for attempt := 1; ; attempt++ {
-			res := c.Send(ctx, e)
-			if protocol.IsACK(res) {
-				break
-			}
-			var hr *cehttp.Result
-			if errors.As(res, &hr) && hr.StatusCode >= 400 && hr.StatusCode < 500 {
-				s.log.Info("sink refused the event", "sink", s.sinks[i], "id", e.ID(), "status", hr.StatusCode, "reason", fmt.Sprint(res))
-				break
-			}
-			if attempt == 6 || ctx.Err() != nil {
-				errs = append(errs, fmt.Errorf("send %s to %s: %w", e.ID(), s.sinks[i], res))
-				break
-			}
-			time.Sleep(delay)
-			delay *= 2
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // snsConfirmHost matches the SNS endpoints that sign subscriptions.
 var snsConfirmHost = regexp.MustCompile(`^sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?$`)
 
 // subscribe handles an SNS SubscriptionConfirmation. The endpoint is
 // unauthenticated, so it only ever visits an SNS ConfirmSubscription URL:
 // anything else would let a caller make it fetch arbitrary URLs.
-func (s *s3Source) subscribe(ctx context.Context, w http.ResponseWriter, n events.S3Notification) {
+func (s *Source) subscribe(ctx context.Context, w http.ResponseWriter, n events.S3Notification) {
 	u, err := url.Parse(n.SubscribeURL)
 	if err != nil || u.Scheme != "https" || !snsConfirmHost.MatchString(u.Hostname()) || u.Query().Get("Action") != "ConfirmSubscription" {
 		http.Error(w, "SubscribeURL is not an SNS ConfirmSubscription URL", http.StatusBadRequest)

@@ -1,4 +1,4 @@
-package cli
+package s3
 
 import (
 	"io"
@@ -53,7 +53,7 @@ func TestSourceS3VerifiesSNS(t *testing.T) {
 			mu.Lock()
 			forwarded = nil
 			mu.Unlock()
-			src, err := newS3Source([]string{sinkSrv.URL}, nil, false, tt.verify, logr.Discard())
+			src, err := New(Options{Sinks: []string{sinkSrv.URL}, VerifySNS: tt.verify}, logr.Discard())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -85,13 +85,6 @@ func TestSourceS3VerifiesSNS(t *testing.T) {
 				t.Fatalf("subject %q", forwarded[0])
 			}
 		})
-	}
-}
-
-func TestSourceS3VerifyFlagDefaultsOn(t *testing.T) {
-	f := newSourceS3Cmd().Flags().Lookup("sns-verify")
-	if f == nil || f.DefValue != "true" {
-		t.Fatalf("--sns-verify flag %+v, want default true", f)
 	}
 }
 
