@@ -46,11 +46,7 @@ type functionFlags struct {
 
 func (f *functionFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	port := os.Getenv("PORT")
-	if port == "" {
-		port = "8080"
-	}
-	fl.StringVar(&f.addr, "addr", ":"+port, "listen address (Knative sets $PORT)")
+	fl.StringVar(&f.addr, "addr", defaultListenAddr(), "listen address (Knative sets $PORT: all interfaces on it; else loopback only, so a laptop's functions are not open to its network)")
 	fl.StringVar(&f.namespace, "namespace", envOr("POD_NAMESPACE", "snapflow-system"), "snapflow's install namespace")
 	fl.StringVar(&f.moverImage, "mover-image", "snapflow/snapflow:"+version.Version, "image of mover Jobs (point it at your registry's copy of the snapflow image)")
 	fl.StringVar(&f.moverSA, "mover-service-account", "", "ServiceAccount of mover pods (needs status write on snapflow kinds)")
@@ -59,6 +55,15 @@ func (f *functionFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.devLogs, "dev-logs", false, "human-readable logs instead of JSON")
 	fl.DurationVar(&f.deleteWindow, "delete-window", 10*time.Second, "cleanup: quiet period after the newest deletion before a repository's deletion batch starts")
 	fl.StringVar(&f.globalPolicies, "global-backup-volume-policies-configmap", "", "ConfigMap in --namespace holding the global backup volume policies (checked at startup, re-read for every run)")
+}
+
+// defaultListenAddr binds all interfaces only where a platform asked for a
+// port ($PORT on Knative); manifests pass --addr explicitly anyway.
+func defaultListenAddr() string {
+	if port := os.Getenv("PORT"); port != "" {
+		return ":" + port
+	}
+	return "127.0.0.1:8080"
 }
 
 func envOr(k, def string) string {

@@ -61,7 +61,7 @@ func newSourceS3Cmd() *cobra.Command {
 			return s3source.Serve(cmd.Context(), addr, src, log)
 		},
 	}
-	cmd.Flags().StringVar(&addr, "addr", ":8080", "listen address")
+	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "listen address (loopback by default; a Deployment passes --addr=:8080)")
 	cmd.Flags().StringArrayVar(&sinks, "sink", nil, "URL to POST CloudEvents to (repeatable)")
 	cmd.Flags().StringArrayVar(&buckets, "bucket", nil, "forward only records of this bucket (repeatable; default all)")
 	cmd.Flags().BoolVar(&confirmSNS, "confirm-sns-subscriptions", false, "confirm SNS subscriptions by visiting their SubscribeURL (SNS hosts only)")

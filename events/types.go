@@ -129,3 +129,17 @@ func New(id, typ, subject string, data any) (event.Event, error) {
 	e.SetSubject(subject)
 	return e, e.SetData(cloudevents.ApplicationJSON, data)
 }
+
+// known lists every event type snapflow consumes or emits.
+var known = map[string]bool{
+	APIServerAdd: true, APIServerUpdate: true, APIServerDelete: true,
+	APIServerRefAdd: true, APIServerRefUpdate: true, APIServerRefDelete: true,
+	Ping: true, Resync: true,
+	SnapshotRequested: true, SnapshotSucceeded: true, SnapshotFailed: true, SnapshotUnchanged: true,
+	RetentionPruned: true, RestoreRequested: true, RestoreCompleted: true, RestoreFailed: true,
+	PruneRequested: true, PrunePlanned: true, PruneExecuted: true, S3ObjectNotification: true,
+}
+
+// Known reports whether t is one of snapflow's event types; metrics label
+// only those, so a sender cannot mint series.
+func Known(t string) bool { return known[t] }

@@ -25,6 +25,11 @@ import (
 	"github.com/snapflow/snapflow/events"
 )
 
+// MaxEventBody bounds a request body. snapflow's events carry one object
+// (ApiServerSource) or a small request; etcd refuses objects over 1.5 MiB,
+// so anything past this is not an event of ours and must not cost memory.
+const MaxEventBody = 3 << 20
+
 // Handler handles one event. A nil error acknowledges it; an events client
 // error is refused with 400; any other error is a 500 so the sender retries.
 type Handler func(ctx context.Context, e event.Event) error
@@ -87,15 +92,15 @@ func Serve(ctx context.Context, o Options) error {
 			duration.WithLabelValues(f.Name).Observe(time.Since(start).Seconds())
 			switch {
 			case err == nil:
-				handled.WithLabelValues(f.Name, e.Type(), "ack").Inc()
+				handled.WithLabelValues(f.Name, typeLabel(e.Type()), "ack").Inc()
 				log.V(1).Info("handled", "took", time.Since(start).String())
 				return protocol.ResultACK
 			case events.IsClientError(err):
-				handled.WithLabelValues(f.Name, e.Type(), "refused").Inc()
+				handled.WithLabelValues(f.Name, typeLabel(e.Type()), "refused").Inc()
 				log.Info("refused", "reason", err.Error())
 				return cehttp.NewResult(http.StatusBadRequest, "%s", err.Error())
 			default:
-				handled.WithLabelValues(f.Name, e.Type(), "retry").Inc()
+				handled.WithLabelValues(f.Name, typeLabel(e.Type()), "retry").Inc()
 				log.Error(err, "handler failed; the sender should retry")
 				return cehttp.NewResult(http.StatusInternalServerError, "%s", err.Error())
 			}
@@ -114,7 +119,9 @@ func Serve(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.Addr, err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// A slow sender may hold a connection only so long; handlers that run
+	// longer (a restore waiting on a Job) stay inside WriteTimeout.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 10 * time.Minute, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	ready.Store(true)
@@ -149,8 +156,24 @@ func refuseNonEvents(h http.Handler) http.Handler {
 			http.Error(w, "not a CloudEvent: send binary mode (ce-* headers) or structured mode (application/cloudevents+json)", http.StatusBadRequest)
 			return
 		}
+		if r.ContentLength > MaxEventBody {
+			http.Error(w, fmt.Sprintf("event body of %d bytes is over the %d-byte limit", r.ContentLength, MaxEventBody), http.StatusRequestEntityTooLarge)
+			return
+		}
+		// A body without a length is cut at the limit while it is read, so
+		// it never sits in memory whole.
+		r.Body = http.MaxBytesReader(w, r.Body, MaxEventBody)
 		h.ServeHTTP(w, r)
 	})
+}
+
+// typeLabel keeps the metric's type label to the event types snapflow
+// knows: a sender inventing types must not mint a series per request.
+func typeLabel(t string) string {
+	if events.Known(t) {
+		return t
+	}
+	return "other"
 }
 
 func names(fs []Function) []string {

@@ -1,0 +1,122 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/snapflow/snapflow/events"
+)
+
+// serve starts one function on a loopback port and returns its URL and a
+// count of the events it was handed.
+func serve(t *testing.T) (string, *atomic.Int32, *prometheus.Registry) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var calls atomic.Int32
+	reg := prometheus.NewRegistry()
+	listening := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(ctx, Options{
+			Addr: "127.0.0.1:0", Log: logr.Discard(), Registry: reg, Listening: listening,
+			Functions: []Function{{Name: "f", Handle: func(context.Context, event.Event) error { calls.Add(1); return nil }}},
+		})
+	}()
+	var addr string
+	select {
+	case addr = <-listening:
+	case err := <-done:
+		t.Fatalf("serve: %v", err)
+	}
+	t.Cleanup(func() { cancel(); <-done })
+	return "http://" + addr + "/", &calls, reg
+}
+
+func post(t *testing.T, url, typ string, body io.Reader, length int64) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = length
+	req.Header.Set("Ce-Specversion", "1.0")
+	req.Header.Set("Ce-Id", "1")
+	req.Header.Set("Ce-Source", "test")
+	req.Header.Set("Ce-Type", typ)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		// The server may close the connection on an oversized body.
+		return 0
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
+}
+
+// An oversized body is refused before it is decoded, whether or not the
+// sender declares its length; a normal event still goes through.
+func TestOversizedBodiesAreRefusedUndecoded(t *testing.T) {
+	url, calls, _ := serve(t)
+	big := bytes.Repeat([]byte(" "), MaxEventBody+1)
+	tests := []struct {
+		name   string
+		body   io.Reader
+		length int64
+		ok     bool
+	}{
+		{"declared length over the limit", bytes.NewReader(big), int64(len(big)), false},
+		{"chunked body over the limit", io.MultiReader(bytes.NewReader(big)), -1, false},
+		{"small event", strings.NewReader(`{}`), 2, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := calls.Load()
+			code := post(t, url, events.Resync, tt.body, tt.length)
+			handled := calls.Load() > before
+			if handled != tt.ok || (tt.ok && code/100 != 2) || (!tt.ok && code/100 == 2) {
+				t.Fatalf("status %d, handled %v; want handled=%v", code, handled, tt.ok)
+			}
+		})
+	}
+}
+
+// Invented event types share one metric series, so a sender cannot grow
+// the function's memory by minting types.
+func TestMetricTypeLabelIsBounded(t *testing.T) {
+	url, _, reg := serve(t)
+	for i := 0; i < 20; i++ {
+		post(t, url, fmt.Sprintf("evil.type.%d", i), strings.NewReader(`{}`), 2)
+	}
+	post(t, url, events.Resync, strings.NewReader(`{}`), 2)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := map[string]bool{}
+	for _, mf := range mfs {
+		if mf.GetName() != "snapflow_function_events_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "type" {
+					types[l.GetValue()] = true
+				}
+			}
+		}
+	}
+	if len(types) != 2 || !types["other"] || !types[events.Resync] {
+		t.Fatalf("type labels %v, want only other and %s", types, events.Resync)
+	}
+}
