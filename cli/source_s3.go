@@ -69,4 +69,3 @@ func newSourceS3Cmd() *cobra.Command {
 	cmd.Flags().BoolVar(&devLogs, "dev-logs", false, "human-readable logs instead of JSON")
 	return cmd
 }
-

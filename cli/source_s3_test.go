@@ -8,4 +8,3 @@ func TestSourceS3VerifyFlagDefaultsOn(t *testing.T) {
 		t.Fatalf("--sns-verify flag %+v, want default true", f)
 	}
 }
-

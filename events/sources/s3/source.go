@@ -57,7 +57,7 @@ type Options struct {
 // New checks the options and prepares the sinks.
 func New(o Options, log logr.Logger) (*Source, error) {
 	sinks, buckets, confirmSNS, snsVerify := o.Sinks, o.Buckets, o.ConfirmSNS, o.VerifySNS
-	s := &Source{ confirmSNS: confirmSNS, log: log, confirm: &http.Client{Timeout: 10 * time.Second}}
+	s := &Source{confirmSNS: confirmSNS, log: log, confirm: &http.Client{Timeout: 10 * time.Second}}
 	if snsVerify {
 		s.decoder.SNS = events.NewSNSVerifier()
 	}
