@@ -40,28 +40,44 @@ func TestRequestParams(t *testing.T) {
 				t.Fatalf("%+v", p)
 			}
 		}},
-		{name: "request overrides", settings: base, req: events.PruneRequest{Namespace: "other", Prefix: root, MinAge: "0", IncludeRetained: ptr(false),
-			DeleteRepositoryStray: ptr(true), PurgeVersions: ptr(true), BucketVersioning: "enabled"}, check: func(t *testing.T, p params) {
-			o := p.opts
-			if o.Namespace != "other" || o.Prefix != root || !o.DisableMinAge || o.IncludeRetained || !o.DeleteRepositoryStray || !o.PurgeVersions || p.versioning != "enabled" {
-				t.Fatalf("%+v", p)
-			}
-		}},
-		{name: "delete with the word", settings: Settings{}, req: events.PruneRequest{BackupRepo: "r2", DryRun: ptr(false), Confirm: "DELETE"},
+		{name: "a request narrows the scope", settings: Settings{BackupRepo: "repo", MinAge: time.Hour, IncludeRetained: true, DeleteRepositoryStray: true, PurgeVersions: true},
+			req: events.PruneRequest{Namespace: "other", Prefix: root, MinAge: "200h", IncludeRetained: ptr(false), DeleteRepositoryStray: ptr(false), PurgeVersions: ptr(false)},
 			check: func(t *testing.T, p params) {
-				if p.mode != modeDelete || p.repo != "r2" || p.confirm != "DELETE" {
+				o := p.opts
+				if o.Namespace != "other" || o.Prefix != root || o.MinAge != 200*time.Hour || o.DisableMinAge || o.IncludeRetained || o.DeleteRepositoryStray || o.PurgeVersions {
 					t.Fatalf("%+v", p)
 				}
 			}},
-		{name: "delete needs the word of the flags", settings: base, req: events.PruneRequest{DryRun: ptr(false), Confirm: "DELETE"}, refused: `"DELETE-RETAINED"`},
-		{name: "delete without a word", settings: base, req: events.PruneRequest{DryRun: ptr(false)}, refused: "live deletion requires"},
-		{name: "the deployment's word is not the request's", settings: Settings{BackupRepo: "repo", Confirm: "DELETE"}, req: events.PruneRequest{DryRun: ptr(false)}, refused: `"DELETE"`},
+		{name: "a live run uses the deployment's word", settings: Settings{BackupRepo: "repo", Confirm: "DELETE"}, req: events.PruneRequest{DryRun: ptr(false)},
+			check: func(t *testing.T, p params) {
+				if p.mode != modeDelete || p.repo != "repo" || p.confirm != "DELETE" {
+					t.Fatalf("%+v", p)
+				}
+			}},
+		{name: "a narrowed live run needs only the narrower word", settings: Settings{BackupRepo: "repo", Confirm: "DELETE-RETAINED", IncludeRetained: true},
+			req: events.PruneRequest{DryRun: ptr(false), IncludeRetained: ptr(false)},
+			check: func(t *testing.T, p params) {
+				if p.mode != modeDelete || p.confirm != "DELETE" || p.opts.IncludeRetained {
+					t.Fatalf("%+v", p)
+				}
+			}},
+		{name: "an event cannot confirm", settings: Settings{}, req: events.PruneRequest{BackupRepo: "r2", DryRun: ptr(false), Confirm: "DELETE"}, refused: "not accepted in events"},
+		{name: "an event cannot confirm even the deployment's word", settings: Settings{BackupRepo: "repo", Confirm: "DELETE"}, req: events.PruneRequest{DryRun: ptr(false), Confirm: "DELETE"}, refused: "not accepted in events"},
+		{name: "no live run on an unconfirmed deployment", settings: base, req: events.PruneRequest{DryRun: ptr(false)}, refused: "not configured for live prunes"},
+		{name: "no live run on a repo the event picked", settings: Settings{Confirm: "DELETE"}, req: events.PruneRequest{BackupRepo: "r2", DryRun: ptr(false)}, refused: "deployment's own BackupRepo"},
+		{name: "minAge cannot go lower", settings: base, req: events.PruneRequest{MinAge: "0"}, refused: "may raise the age gate, not lower it"},
+		{name: "minAge cannot go below the default", settings: Settings{BackupRepo: "repo"}, req: events.PruneRequest{MinAge: "1h"}, refused: "not lower it below this function's 168h0m0s"},
+		{name: "includeRetained cannot be added", settings: Settings{BackupRepo: "repo"}, req: events.PruneRequest{IncludeRetained: ptr(true)}, refused: "includeRetained true"},
+		{name: "stray data cannot be added", settings: base, req: events.PruneRequest{DeleteRepositoryStray: ptr(true)}, refused: "deleteRepositoryStray true"},
+		{name: "versions cannot be purged", settings: base, req: events.PruneRequest{PurgeVersions: ptr(true)}, refused: "purgeVersions true"},
+		{name: "versioning is the deployment's", settings: base, req: events.PruneRequest{BucketVersioning: "enabled"}, refused: "bucketVersioning"},
+		{name: "the namespace cannot move", settings: base, req: events.PruneRequest{Namespace: "other"}, refused: "narrow the scope, not move it"},
+		{name: "the prefix cannot climb out", settings: Settings{BackupRepo: "repo", Prefix: "tenant-a/"}, req: events.PruneRequest{Prefix: "tenant-b/"}, refused: "must lie under"},
 		{name: "no repo", settings: Settings{}, refused: "needs backupRepo"},
 		{name: "another repo", settings: base, req: events.PruneRequest{BackupRepo: "x"}, refused: "serves BackupRepo repo, not x"},
 		{name: "bad min age", settings: base, req: events.PruneRequest{MinAge: "7d"}, refused: "minAge"},
-		{name: "bad namespace", settings: base, req: events.PruneRequest{Namespace: "Not_A_Label"}, refused: "DNS-1123"},
+		{name: "bad namespace", settings: Settings{BackupRepo: "repo"}, req: events.PruneRequest{Namespace: "Not_A_Label"}, refused: "DNS-1123"},
 		{name: "prefix above the bucket", settings: base, req: events.PruneRequest{Prefix: "../x"}, refused: "climbs above"},
-		{name: "bad versioning", settings: base, req: events.PruneRequest{BucketVersioning: "sometimes"}, refused: "bucket-versioning"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,6 +85,10 @@ func TestRequestParams(t *testing.T) {
 			if tt.refused != "" {
 				if !events.IsClientError(err) || !strings.Contains(err.Error(), tt.refused) {
 					t.Fatalf("err = %v, want a client error containing %q", err, tt.refused)
+				}
+				// A refusal reaches the sender: it must not teach the word.
+				if strings.Contains(err.Error(), `"DELETE`) || strings.Contains(err.Error(), " DELETE") {
+					t.Fatalf("refusal %q names a confirmation word", err)
 				}
 				return
 			}
@@ -99,7 +119,7 @@ func TestTickParams(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p, err := tt.settings.params(events.PruneTriggerTick, "c")
 			if tt.bad {
-				if err == nil || events.IsClientError(err) || !strings.Contains(err.Error(), "DELETE-RETAINED") {
+				if err == nil || events.IsClientError(err) || !strings.Contains(err.Error(), "CONFIRM does not match") || strings.Contains(err.Error(), "DELETE-RETAINED") {
 					t.Fatalf("err = %v", err)
 				}
 				return

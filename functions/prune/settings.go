@@ -22,8 +22,10 @@ type Settings struct {
 	// repo.
 	BackupRepo string
 	// Confirm is the confirmation word (DELETE, DELETE-STRAY, ...): with it
-	// a tick deletes what the plan finds eligible; empty, ticks only plan.
-	// Requests carry their own word and never use this one.
+	// a tick, and a request with dryRun false, deletes what the plan finds
+	// eligible; empty, the deployment only plans and dry-runs. Events never
+	// carry a word of their own: whoever can send one must not be able to
+	// authorise a deletion.
 	Confirm string
 
 	Namespace, Prefix string
@@ -118,6 +120,11 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 // Validate checks the settings as `snapflow prune` checks its flags, so a
 // misconfigured deployment fails at start-up rather than at its first tick.
 func (s Settings) Validate() error {
+	if s.Confirm != "" && s.checkConfirm() != nil {
+		// Only the operator sees this (start-up), so it may name the word.
+		return fmt.Errorf("%sCONFIRM is %q but these settings need %s", envPrefix, s.Confirm,
+			engine.ConfirmationWord(s.IncludeRetained, s.DeleteRepositoryStray))
+	}
 	p, err := s.params(events.PruneTriggerTick, "")
 	if err != nil {
 		return err
@@ -164,21 +171,37 @@ func (s Settings) params(trigger, cause string) (params, error) {
 		p.concurrency = 4
 	}
 	if trigger == events.PruneTriggerTick && s.Confirm != "" {
-		p.mode, p.confirm = modeDelete, s.Confirm
-		if err := engine.CheckConfirmation(p.opts, s.Confirm); err != nil {
-			return p, fmt.Errorf("%sCONFIRM is %q but these settings need %s", envPrefix, s.Confirm,
-				engine.ConfirmationWord(p.opts.IncludeRetained, p.opts.DeleteRepositoryStray))
+		if err := s.checkConfirm(); err != nil {
+			return p, err
 		}
+		p.mode, p.confirm = modeDelete, s.Confirm
 	}
 	return p, nil
 }
 
-// request merges a prune requested event over the settings. Every error is
-// the sender's (events.ErrMalformed): a redelivery cannot fix it.
+// checkConfirm reports whether the deployment's word fits its own flags.
+// The message does not repeat the word: it reaches whoever sent the event.
+func (s Settings) checkConfirm() error {
+	if engine.CheckConfirmation(engine.Options{IncludeRetained: s.IncludeRetained, DeleteRepositoryStray: s.DeleteRepositoryStray}, s.Confirm) != nil {
+		return fmt.Errorf("%sCONFIRM does not match the word these settings need (it depends on %sINCLUDE_RETAINED and %sDELETE_REPOSITORY_STRAY; see snapflow prune prune --help)", envPrefix, envPrefix, envPrefix)
+	}
+	return nil
+}
+
+// request merges a prune requested event over the settings. A request
+// may only narrow what the deployment would do on a tick: a smaller
+// namespace or prefix, a longer minimum age, fewer kinds of candidates. It
+// cannot pick another repo for a live run, lower the age gate, add
+// retained or stray data, purge versions, or confirm: a live run needs the
+// deployment's own word. Every error is the sender's (events.ErrMalformed):
+// a redelivery cannot fix it.
 func (s Settings) request(req events.PruneRequest, cause string) (params, error) {
 	p, err := s.params(events.PruneTriggerRequest, cause)
 	if err != nil {
 		return p, err
+	}
+	if req.Confirm != "" {
+		return p, events.Malformed("prune requested: confirm is not accepted in events; a live prune is confirmed by the deployment (%sCONFIRM, the chart's prune.confirm), never by a request", envPrefix)
 	}
 	if req.BackupRepo != "" {
 		if s.BackupRepo != "" && req.BackupRepo != s.BackupRepo {
@@ -190,9 +213,15 @@ func (s Settings) request(req events.PruneRequest, cause string) (params, error)
 		return p, events.Malformed("prune requested data needs backupRepo: this function has no default BackupRepo")
 	}
 	if req.Namespace != "" {
+		if s.Namespace != "" && req.Namespace != s.Namespace {
+			return p, events.Malformed("prune requested namespace %q: this function prunes namespace %q only; a request may narrow the scope, not move it", req.Namespace, s.Namespace)
+		}
 		p.opts.Namespace = req.Namespace
 	}
 	if req.Prefix != "" {
+		if !strings.HasPrefix(req.Prefix, s.Prefix) {
+			return p, events.Malformed("prune requested prefix %q: it must lie under this function's prefix %q", req.Prefix, s.Prefix)
+		}
 		p.opts.Prefix = req.Prefix
 	}
 	if req.MinAge != "" {
@@ -200,31 +229,56 @@ func (s Settings) request(req events.PruneRequest, cause string) (params, error)
 		if err != nil {
 			return p, events.Malformed("prune requested minAge %q: want a Go duration such as 168h", req.MinAge)
 		}
+		if floor := s.minAge(); d < floor {
+			return p, events.Malformed("prune requested minAge %s: a request may raise the age gate, not lower it below this function's %s", d, floor)
+		}
 		p.opts.MinAge, p.opts.DisableMinAge = d, d == 0
 	}
 	for _, b := range []struct {
-		v   *bool
-		dst *bool
-	}{{req.IncludeRetained, &p.opts.IncludeRetained}, {req.DeleteRepositoryStray, &p.opts.DeleteRepositoryStray}, {req.PurgeVersions, &p.opts.PurgeVersions}} {
-		if b.v != nil {
-			*b.dst = *b.v
+		field string
+		v     *bool
+		dst   *bool
+	}{{"includeRetained", req.IncludeRetained, &p.opts.IncludeRetained}, {"deleteRepositoryStray", req.DeleteRepositoryStray, &p.opts.DeleteRepositoryStray}, {"purgeVersions", req.PurgeVersions, &p.opts.PurgeVersions}} {
+		if b.v == nil {
+			continue
 		}
+		if *b.v && !*b.dst {
+			return p, events.Malformed("prune requested %s true: this function runs with it off, and a request may not widen what it deletes", b.field)
+		}
+		*b.dst = *b.v
 	}
-	if req.BucketVersioning != "" {
-		p.versioning = req.BucketVersioning
+	if req.BucketVersioning != "" && req.BucketVersioning != p.versioning {
+		return p, events.Malformed("prune requested bucketVersioning %q: this function is set to %q; change it in the deployment, not per request", req.BucketVersioning, p.versioning)
 	}
 	p.mode, p.confirm = modeDryRun, ""
 	if req.DryRun != nil && !*req.DryRun {
-		p.mode, p.confirm = modeDelete, req.Confirm
-		if err := engine.CheckConfirmation(p.opts, req.Confirm); err != nil {
-			word := engine.ConfirmationWord(p.opts.IncludeRetained, p.opts.DeleteRepositoryStray)
-			return p, events.Malformed("prune requested with dryRun false: live deletion requires \"confirm\": %q in the request", word)
+		switch {
+		case s.Confirm == "":
+			return p, events.Malformed("prune requested with dryRun false: this deployment is not configured for live prunes (set %sCONFIRM, the chart's prune.confirm); requests can only plan and dry-run", envPrefix)
+		case s.BackupRepo == "":
+			return p, events.Malformed("prune requested with dryRun false: a live prune needs the deployment's own BackupRepo (%sBACKUP_REPO)", envPrefix)
 		}
+		if err := s.checkConfirm(); err != nil {
+			return p, err
+		}
+		// The deployment confirmed its own scope; a narrower one is covered.
+		p.mode, p.confirm = modeDelete, engine.ConfirmationWord(p.opts.IncludeRetained, p.opts.DeleteRepositoryStray)
 	}
 	if err := p.validate(); err != nil {
 		return p, events.Malformed("prune requested: %v", err)
 	}
 	return p, nil
+}
+
+// minAge is the age gate the deployment runs with.
+func (s Settings) minAge() time.Duration {
+	switch {
+	case s.DisableMinAge:
+		return 0
+	case s.MinAge > 0:
+		return s.MinAge
+	}
+	return engine.DefaultMinAge
 }
 
 // validate checks what `snapflow prune` checks before any network access.

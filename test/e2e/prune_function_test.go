@@ -350,10 +350,12 @@ func sendPruneRequest(t *testing.T, target, id string, req events.PruneRequest) 
 	return hr.StatusCode
 }
 
-// TestPruneFunctionRequest: a prune requested event over HTTP plans, is
-// refused without the confirmation word, deletes the orphans with it, and
-// a duplicate delivery deletes nothing more; the result is a prune
-// executed event and a Kubernetes Event on the BackupRepo.
+// TestPruneFunctionRequest: a prune requested event over HTTP plans and
+// dry-runs on any deployment, but cannot delete on one that is not
+// configured for live prunes, cannot confirm, and cannot widen the scope
+// (the bucket is untouched each time); a deployment configured with its
+// own word deletes the orphans on dryRun false, and a duplicate delivery
+// deletes nothing more.
 func TestPruneFunctionRequest(t *testing.T) {
 	w := newPruneWorld(t, false, "")
 	w.seedBackup("b-live", "Delete", true)
@@ -364,8 +366,22 @@ func TestPruneFunctionRequest(t *testing.T) {
 	target := env.Functions.Base + "/prune"
 	before := w.keys()
 
-	if code := sendPruneRequest(t, target, "no-word-"+w.repo, events.PruneRequest{BackupRepo: w.repo, DryRun: aws.Bool(false)}); code != http.StatusBadRequest {
-		t.Fatalf("delete without the word: status %d, want 400", code)
+	// The shared function has no word of its own: nothing a sender puts in
+	// the event makes it delete.
+	forged := map[string]events.PruneRequest{
+		"no-word":    {BackupRepo: w.repo, DryRun: aws.Bool(false)},
+		"with-word":  {BackupRepo: w.repo, DryRun: aws.Bool(false), Confirm: prune.ConfirmDelete},
+		"lower-age":  {BackupRepo: w.repo, MinAge: "0"},
+		"widen":      {BackupRepo: w.repo, IncludeRetained: aws.Bool(true), DeleteRepositoryStray: aws.Bool(true)},
+		"purge-vers": {BackupRepo: w.repo, PurgeVersions: aws.Bool(true)},
+	}
+	for name, req := range forged {
+		if code := sendPruneRequest(t, target, name+"-"+w.repo, req); code != http.StatusBadRequest {
+			t.Fatalf("forged request %s: status %d, want 400", name, code)
+		}
+	}
+	if !slices.Equal(w.keys(), before) {
+		t.Fatalf("a refused request changed the bucket: %v, was %v", w.keys(), before)
 	}
 	if code := sendPruneRequest(t, target, "dry-"+w.repo, events.PruneRequest{BackupRepo: w.repo}); code != http.StatusOK {
 		t.Fatalf("dry run: status %d", code)
@@ -374,14 +390,33 @@ func TestPruneFunctionRequest(t *testing.T) {
 	if !dry.DryRun || dry.DeletedCandidates != 2 || !slices.Equal(w.keys(), before) {
 		t.Fatalf("dry run %+v", dry)
 	}
+	eventually(t, func() error {
+		var list corev1.EventList
+		if err := env.Client.List(w.ctx, &list, client.InNamespace("default")); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.InvolvedObject.Kind == "BackupRepo" && e.InvolvedObject.Name == w.repo && e.Reason == "PruneDryRun" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no PruneDryRun Event on BackupRepo %s", w.repo)
+	})
 
-	id := "delete-" + w.repo
-	req := events.PruneRequest{BackupRepo: w.repo, DryRun: aws.Bool(false), Confirm: prune.ConfirmDelete}
-	if code := sendPruneRequest(t, target, id, req); code != http.StatusOK {
-		t.Fatalf("prune: status %d\n%s", code, env.Functions.Log())
+	// A deployment configured for live prunes of this repo.
+	got := &collected{}
+	live := servePruneFunction(t, &prunefn.Function{Client: env.Client, Emitter: got,
+		Settings: prunefn.Settings{BackupRepo: w.repo, Confirm: prune.ConfirmDelete, PathStyle: true}})
+	if code := sendPruneRequest(t, live, "confirm-"+w.repo, events.PruneRequest{DryRun: aws.Bool(false), Confirm: prune.ConfirmDelete}); code != http.StatusBadRequest {
+		t.Fatalf("a request carrying a word: status %d, want 400", code)
 	}
-	ex := executedOf(t, w.repo)
-	if ex.DryRun || ex.DeletedCandidates != 2 || ex.FailedCandidates != 0 || ex.DeletedObjects != 3 || ex.Error != "" {
+	id := "delete-" + w.repo
+	req := events.PruneRequest{DryRun: aws.Bool(false)}
+	if code := sendPruneRequest(t, live, id, req); code != http.StatusOK {
+		t.Fatalf("prune: status %d", code)
+	}
+	ex, ok := got.executed(t)
+	if !ok || ex.DryRun || ex.DeletedCandidates != 2 || ex.FailedCandidates != 0 || ex.DeletedObjects != 3 || ex.Error != "" {
 		t.Fatalf("execution %+v", ex)
 	}
 	after := w.keys()
@@ -393,27 +428,15 @@ func TestPruneFunctionRequest(t *testing.T) {
 	}
 
 	// The broker delivers the same event again: nothing is left to delete.
-	if code := sendPruneRequest(t, target, id, req); code != http.StatusOK {
+	if code := sendPruneRequest(t, live, id, req); code != http.StatusOK {
 		t.Fatalf("redelivery: status %d", code)
 	}
-	if again := executedOf(t, w.repo); again.DeletedCandidates != 0 || again.FailedCandidates != 0 || again.Error != "" {
+	if again, _ := got.executed(t); again.DeletedCandidates != 0 || again.FailedCandidates != 0 || again.Error != "" {
 		t.Fatalf("redelivery %+v", again)
 	}
 	if !slices.Equal(w.keys(), after) {
 		t.Fatalf("the redelivery changed the bucket: %v, was %v", w.keys(), after)
 	}
-	eventually(t, func() error {
-		var list corev1.EventList
-		if err := env.Client.List(w.ctx, &list, client.InNamespace("default")); err != nil {
-			return err
-		}
-		for _, e := range list.Items {
-			if e.InvolvedObject.Kind == "BackupRepo" && e.InvolvedObject.Name == w.repo && e.Reason == "PruneExecuted" {
-				return nil
-			}
-		}
-		return fmt.Errorf("no PruneExecuted Event on BackupRepo %s", w.repo)
-	})
 }
 
 // executedOf is the last prune executed event the harness functions
@@ -512,12 +535,12 @@ func TestPruneFunctionConvergesAfterGatewayRestart(t *testing.T) {
 	protected := []string{w.U + "/file", live + "/" + prune.DefaultManifestName, live + "/data.tar.zst"}
 
 	got := &collected{}
-	fn := &prunefn.Function{Client: env.Client, Emitter: got, Settings: prunefn.Settings{BackupRepo: w.repo, PathStyle: true, Concurrency: 1}}
+	fn := &prunefn.Function{Client: env.Client, Emitter: got, Settings: prunefn.Settings{BackupRepo: w.repo, Confirm: prune.ConfirmDelete, PathStyle: true, Concurrency: 1}}
 	e := cloudevents.NewEvent()
 	e.SetID("restart-" + w.repo)
 	e.SetType(events.PruneRequested)
 	e.SetSource("e2e")
-	if err := e.SetData(cloudevents.ApplicationJSON, events.PruneRequest{DryRun: aws.Bool(false), Confirm: prune.ConfirmDelete}); err != nil {
+	if err := e.SetData(cloudevents.ApplicationJSON, events.PruneRequest{DryRun: aws.Bool(false)}); err != nil {
 		t.Fatal(err)
 	}
 	err = fn.Handle(w.ctx, e)
