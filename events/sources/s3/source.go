@@ -56,24 +56,23 @@ type Options struct {
 
 // New checks the options and prepares the sinks.
 func New(o Options, log logr.Logger) (*Source, error) {
-	sinks, buckets, confirmSNS, snsVerify := o.Sinks, o.Buckets, o.ConfirmSNS, o.VerifySNS
-	s := &Source{confirmSNS: confirmSNS, log: log, confirm: &http.Client{Timeout: 10 * time.Second}}
-	if snsVerify {
+	s := &Source{confirmSNS: o.ConfirmSNS, log: log, confirm: &http.Client{Timeout: 10 * time.Second}}
+	if o.VerifySNS {
 		s.decoder.SNS = events.NewSNSVerifier()
 	}
-	for _, u := range sinks {
+	for _, u := range o.Sinks {
 		if p, err := url.Parse(u); err != nil || p.Scheme == "" || p.Host == "" {
 			return nil, fmt.Errorf("invalid --sink %q: want an absolute http(s) URL", u)
 		}
 	}
-	ss, err := sink.New(sinks, log)
+	ss, err := sink.New(o.Sinks, log)
 	if err != nil {
 		return nil, err
 	}
 	s.sinks = ss
-	if len(buckets) > 0 {
+	if len(o.Buckets) > 0 {
 		s.buckets = map[string]bool{}
-		for _, b := range buckets {
+		for _, b := range o.Buckets {
 			s.buckets[b] = true
 		}
 	}
@@ -156,7 +155,10 @@ func (s *Source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		if err := s.sinks.Send(r.Context(), e); err != nil {
+		if err := s.sinks.Send(r.Context(), e); sink.Refused(err) {
+			// A sink's refusal is final and not an error of the source.
+			s.log.Info("sink refused the event", "id", e.ID(), "reason", err.Error())
+		} else if err != nil {
 			s.log.Error(err, "forward failed", "id", e.ID(), "bucket", rec.Bucket, "key", rec.Key)
 			failed++
 			continue

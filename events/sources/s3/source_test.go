@@ -92,3 +92,32 @@ func jsonString(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
 	return `"` + r.Replace(s) + `"`
 }
+
+// A sink that refuses a record has seen it: the notification is answered
+// as handled, so SNS does not deliver it again; a sink that cannot be
+// reached gets the sender to retry.
+func TestSourceS3SinkRefusalIsFinal(t *testing.T) {
+	const body = `{"Records":[{"eventName":"ObjectCreated:Put","s3":{"bucket":{"name":"kb-backups"},"object":{"key":"pvc-x/a"}}}]}`
+	for _, tt := range []struct {
+		name       string
+		sinkStatus int
+		want       int
+	}{
+		{"refused", http.StatusBadRequest, http.StatusOK},
+		{"server error", http.StatusInternalServerError, http.StatusBadGateway},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			sinkSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(tt.sinkStatus) }))
+			defer sinkSrv.Close()
+			src, err := New(Options{Sinks: []string{sinkSrv.URL}}, logr.Discard())
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := httptest.NewRecorder()
+			src.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body)))
+			if rec.Code != tt.want {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tt.want, rec.Body.String())
+			}
+		})
+	}
+}

@@ -67,6 +67,24 @@ func (s *Sinks) Send(ctx context.Context, e event.Event) error {
 	return errors.Join(errs...)
 }
 
+// Refused reports whether every failure in an error of Send is a sink's
+// 4xx refusal: the receiver saw the event and said no, so a sender that
+// retries on error would only be refused again.
+func Refused(err error) bool {
+	if err == nil {
+		return false
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !Refused(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return refused(err)
+}
+
 func refused(res protocol.Result) bool {
 	var hr *cehttp.Result
 	if errors.As(res, &hr) {

@@ -46,6 +46,10 @@ func TestSendRetriesServerErrorsButNotRefusals(t *testing.T) {
 			if (err != nil) != tt.wantErr || n.Load() != tt.attempts {
 				t.Fatalf("err = %v after %d attempts; want error %v after %d", err, n.Load(), tt.wantErr, tt.attempts)
 			}
+			// Only a refusal is final for a sender that retries on error.
+			if want := tt.codes[len(tt.codes)-1] == http.StatusBadRequest; Refused(err) != want {
+				t.Fatalf("Refused(%v) = %v, want %v", err, Refused(err), want)
+			}
 		})
 	}
 }
