@@ -67,7 +67,16 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	send := func(e event.Event) { _ = sinks.Send(ctx, e) }
+	// Each sink has its own lane: a function slow on one event must not hold
+	// back the events of the others, and resyncs waiting in a lane coalesce.
+	qctx, stop := context.WithCancel(ctx)
+	q := sinks.Start(qctx, sink.QueueOptions{Coalesce: []string{events.Resync}})
+	defer func() { stop(); q.Wait() }()
+	send := func(e event.Event) {
+		if dropped, _ := q.Post(e); dropped > 0 {
+			o.Log.Info("event dropped: a sink's queue is full; the next resync covers it", "type", e.Type(), "id", e.ID(), "sinks", dropped)
+		}
+	}
 	ca, err := cache.New(o.Config, cache.Options{Scheme: o.Scheme})
 	if err != nil {
 		return fmt.Errorf("watch cache: %w", err)

@@ -36,35 +36,44 @@ func New(urls []string, log logr.Logger) (*Sinks, error) {
 	return s, nil
 }
 
-// Send posts e to every sink and reports the sinks that never accepted it.
+// Send posts e to every sink in turn and reports the sinks that never
+// accepted it. A source that must answer its own sender with the outcome
+// (the S3 source) uses Send; a source that only fans out uses a Queue.
 func (s *Sinks) Send(ctx context.Context, e event.Event) error {
 	var errs []error
-	for i, c := range s.clients {
-		delay := 50 * time.Millisecond
-		var last protocol.Result
-		for attempt := 0; attempt < 6; attempt++ {
-			last = c.Send(ctx, e)
-			if protocol.IsACK(last) {
-				last = nil
-				break
-			}
+	for i := range s.clients {
+		if err := s.deliver(ctx, i, e); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			s.log.V(1).Info("delivery failed", "sink", s.urls[i], "type", e.Type(), "id", e.ID(), "attempt", attempt+1, "result", fmt.Sprint(last))
-			if refused(last) {
-				break
-			}
-			if !sleep(ctx, delay) {
-				return ctx.Err()
-			}
-			delay *= 2
-		}
-		if last != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", s.urls[i], last))
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// deliver posts e to sink i, retrying what a retry can fix.
+func (s *Sinks) deliver(ctx context.Context, i int, e event.Event) error {
+	delay := 50 * time.Millisecond
+	var last protocol.Result
+	for attempt := 0; attempt < 6; attempt++ {
+		last = s.clients[i].Send(ctx, e)
+		if protocol.IsACK(last) {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.log.V(1).Info("delivery failed", "sink", s.urls[i], "type", e.Type(), "id", e.ID(), "attempt", attempt+1, "result", fmt.Sprint(last))
+		if refused(last) {
+			break
+		}
+		if !sleep(ctx, delay) {
+			return ctx.Err()
+		}
+		delay *= 2
+	}
+	return fmt.Errorf("%s: %w", s.urls[i], last)
 }
 
 // Refused reports whether every failure in an error of Send is a sink's

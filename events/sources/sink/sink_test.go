@@ -53,3 +53,58 @@ func TestSendRetriesServerErrorsButNotRefusals(t *testing.T) {
 		})
 	}
 }
+
+// A sink that hangs must not delay another sink's events, and resyncs
+// waiting behind the hung delivery coalesce into one.
+func TestQueueLanesAreIndependentAndResyncsCoalesce(t *testing.T) {
+	release := make(chan struct{})
+	var slowGot atomic.Int32
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		slowGot.Add(1)
+		<-release
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer slow.Close()
+	fastGot := make(chan string, 16)
+	fast := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fastGot <- r.Header.Get("Ce-Id")
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer fast.Close()
+	s, err := New([]string{slow.URL, fast.URL}, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	q := s.Start(ctx, QueueOptions{Coalesce: []string{"resync"}})
+	ev := func(id, typ string) cloudevents.Event {
+		e := cloudevents.NewEvent()
+		e.SetID(id)
+		e.SetType(typ)
+		e.SetSource("s")
+		return e
+	}
+	want := func(id string) {
+		t.Helper()
+		if got := <-fastGot; got != id {
+			t.Fatalf("fast sink got %q, want %q", got, id)
+		}
+	}
+	q.Post(ev("first", "update")) // the slow sink now hangs on this one
+	want("first")
+	if _, c := q.Post(ev("r0", "resync")); c != 0 {
+		t.Fatalf("nothing waits yet, but %d lanes coalesced r0", c)
+	}
+	want("r0")
+	// r0 still waits on the slow lane only.
+	if _, c := q.Post(ev("r1", "resync")); c != 1 {
+		t.Fatalf("r1 should coalesce on the hung lane only, coalesced on %d", c)
+	}
+	want("r1")
+	close(release)
+	cancel()
+	q.Wait()
+	if n := slowGot.Load(); n < 1 || n > 2 {
+		t.Fatalf("slow sink saw %d requests, want the update and at most one resync", n)
+	}
+}
