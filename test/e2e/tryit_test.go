@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -74,10 +75,21 @@ func TestTryItBundle(t *testing.T) {
 	if st := s2.Status.Stats; *st.FilesUnchanged != 20 || *st.FilesNew != 0 || *st.BytesNew > *s1.Status.Stats.BytesNew/10 {
 		t.Fatalf("second backup of unchanged data: stats %+v (first uploaded %d bytes)", st, *s1.Status.Stats.BytesNew)
 	}
-	names := strings.Fields(kubectl(t, nil, 0, "-n", ns, "get", "kopiasnap", "-o", "name").Stdout)
-	if len(names) != 2 {
-		t.Fatalf("want 2 Snapshots, got %v", names)
+	second := m[1]
+	// keepDaily and keepWeekly keep the newest Snapshot of each UTC day and
+	// ISO week, so once retention has run the first one is pruned unless the
+	// two runs ended on different days.
+	want := []string{"snapshot.kopiur.home-operations.com/" + second}
+	if e1, e2 := s1.Status.Timing.EndTime.UTC(), s2.Status.Timing.EndTime.UTC(); e1.Format("2006-01-02") != e2.Format("2006-01-02") {
+		want = append(want, "snapshot.kopiur.home-operations.com/"+first)
 	}
+	eventually(t, func() error {
+		names := strings.Fields(kubectl(t, nil, 0, "-n", ns, "get", "kopiasnap", "-o", "name").Stdout)
+		if !slices.Equal(slices.Sorted(slices.Values(names)), slices.Sorted(slices.Values(want))) {
+			return fmt.Errorf("snapshots %v, want %v once retention has run", names, want)
+		}
+		return nil
+	})
 
 	// Printer columns as the guide shows them, with the real values.
 	out := kubectl(t, nil, 0, "-n", ns, "get", "snapshots").Stdout
@@ -85,12 +97,12 @@ func TestTryItBundle(t *testing.T) {
 	if strings.Join(header, " ") != "NAME PHASE ORIGIN SNAPSHOT AGE" {
 		t.Fatalf("snapshot columns = %v, want NAME PHASE ORIGIN SNAPSHOT AGE\n%s", header, out)
 	}
-	out = kubectl(t, nil, 0, "-n", ns, "get", "snapshot", first, "--no-headers").Stdout
-	if f := strings.Fields(out); len(f) != 5 || f[0] != first || f[1] != "Succeeded" || f[2] != "manual" || f[3] != s1.Status.Snapshot.KopiaSnapshotID {
-		t.Fatalf("snapshot row = %q, want %s Succeeded manual %s <age>", out, first, s1.Status.Snapshot.KopiaSnapshotID)
+	out = kubectl(t, nil, 0, "-n", ns, "get", "snapshot", second, "--no-headers").Stdout
+	if f := strings.Fields(out); len(f) != 5 || f[0] != second || f[1] != "Succeeded" || f[2] != "manual" || f[3] != s2.Status.Snapshot.KopiaSnapshotID {
+		t.Fatalf("snapshot row = %q, want %s Succeeded manual %s <age>", out, second, s2.Status.Snapshot.KopiaSnapshotID)
 	}
-	if got := kubectl(t, nil, 0, "-n", ns, "get", "snapshot", first, "-o", "jsonpath={.status.stats.filesNew}").Stdout; got != "20" {
-		t.Fatalf("status.stats.filesNew = %q, want 20", got)
+	if got := kubectl(t, nil, 0, "-n", ns, "get", "snapshot", second, "-o", "jsonpath={.status.stats.filesUnchanged}").Stdout; got != "20" {
+		t.Fatalf("status.stats.filesUnchanged = %q, want 20", got)
 	}
 	wide := kubectl(t, nil, 0, "-n", ns, "get", "snapshots", "-o", "wide").Stdout
 	if !strings.Contains(strings.SplitN(wide, "\n", 2)[0], "SOURCE") {
@@ -117,9 +129,9 @@ func TestTryItBundle(t *testing.T) {
 
 	// The kopiur category lists every snapflow object in the namespace.
 	out = kubectl(t, nil, 0, "-n", ns, "get", "kopiur", "-o", "name").Stdout
-	for _, want := range []string{"repository.kopiur.home-operations.com/primary", "snapshotpolicy.kopiur.home-operations.com/app-data", "snapshot.kopiur.home-operations.com/" + first} {
-		if !strings.Contains(out, want) {
-			t.Errorf("kubectl get kopiur misses %s:\n%s", want, out)
+	for _, obj := range []string{"repository.kopiur.home-operations.com/primary", "snapshotpolicy.kopiur.home-operations.com/app-data", want[0]} {
+		if !strings.Contains(out, obj) {
+			t.Errorf("kubectl get kopiur misses %s:\n%s", obj, out)
 		}
 	}
 }
