@@ -93,7 +93,7 @@ func helmTool(t *testing.T) string {
 // dir, so the test neither reads nor writes the user's.
 func runHelm(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), harness.Timeout(2*time.Minute))
 	defer cancel()
 	home := t.TempDir()
 	cmd := exec.CommandContext(ctx, helmTool(t), args...)

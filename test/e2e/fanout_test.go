@@ -27,7 +27,7 @@ func runSnapflow(t *testing.T, args ...string) (string, string, int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), harness.Timeout(3*time.Minute))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig", env.Kubeconfig}, args...)...)
 	var out, errOut bytes.Buffer

@@ -19,7 +19,7 @@ import (
 
 func testContext(t *testing.T) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), harness.Timeout(3*time.Minute))
 	t.Cleanup(cancel)
 	return ctx
 }

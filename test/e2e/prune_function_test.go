@@ -147,7 +147,7 @@ func servePruneFunction(t *testing.T, fn *prunefn.Function) string {
 	select {
 	case addr := <-listening:
 		return "http://" + addr + "/"
-	case <-time.After(10 * time.Second):
+	case <-time.After(harness.Timeout(10 * time.Second)):
 		t.Fatal("the prune function did not start")
 	}
 	return ""
@@ -340,7 +340,7 @@ func sendPruneRequest(t *testing.T, target, id string, req events.PruneRequest) 
 	if err := e.SetData(cloudevents.ApplicationJSON, req); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), harness.Timeout(2*time.Minute))
 	defer cancel()
 	res := c.Send(cloudevents.ContextWithTarget(ctx, target), e)
 	var hr *cehttp.Result

@@ -97,7 +97,7 @@ func TestCertificateRotation(t *testing.T) {
 	go func() { _ = self.Start(runCtx) }()
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(harness.Timeout(10 * time.Second))
 		for !cond() {
 			if time.Now().After(deadline) {
 				t.Fatalf("timed out waiting for %s", what)
@@ -201,7 +201,7 @@ func TestCertificateFiles(t *testing.T) {
 		conn.Close()
 		return true
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(harness.Timeout(20 * time.Second))
 	for !servedBy(first) {
 		if time.Now().After(deadline) {
 			t.Fatal("the webhook did not serve the certificate files")

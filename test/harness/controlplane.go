@@ -137,7 +137,7 @@ type KubectlResult struct {
 // Kubectl runs the built kubectl against the control plane. stdin may be nil.
 // A non-zero exit is reported in the result, not as an error: tests assert on it.
 func (cp *ControlPlane) Kubectl(ctx context.Context, stdin []byte, args ...string) (KubectlResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, Timeout(2*time.Minute))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, cp.kubectl, append([]string{"--kubeconfig", cp.Kubeconfig}, args...)...)
 	var stdout, stderr bytes.Buffer

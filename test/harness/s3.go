@@ -112,7 +112,7 @@ func StartS3(opts S3Options) (*S3, error) {
 	}
 	go func() { _ = s.cmd.Wait(); close(s.done) }()
 
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(Timeout(20 * time.Second))
 	for {
 		c, err := net.DialTimeout("tcp", s.Endpoint, 200*time.Millisecond)
 		if err == nil {
@@ -126,7 +126,7 @@ func StartS3(opts S3Options) (*S3, error) {
 		}
 		if time.Now().After(deadline) {
 			_ = s.Stop()
-			return nil, fmt.Errorf("versitygw did not listen on %s within 20s: %s", s.Endpoint, s.log.String())
+			return nil, fmt.Errorf("versitygw did not listen on %s within %s: %s", s.Endpoint, Timeout(20*time.Second), s.log.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -208,7 +208,7 @@ func toURL(cc *admissionregv1.WebhookClientConfig, base string) {
 // waitForWebhook waits until the webhook is ready and the API server routes
 // admission to it: a dry-run of an invalid Snapshot is denied by the webhook.
 func (cp *ControlPlane) waitForWebhook(w *Webhook) error {
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(Timeout(60 * time.Second))
 	probe := []byte(`{"apiVersion":"kopiur.home-operations.com/v1alpha1","kind":"Snapshot","metadata":{"name":"webhook-probe","namespace":"default"},"spec":{"policyRef":{"name":"p"},"tags":{"kopiur-probe":"x"}}}`)
 	var last string
 	for time.Now().Before(deadline) {
