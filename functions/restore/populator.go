@@ -13,6 +13,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/internal/moverjob"
 )
 
@@ -92,15 +93,27 @@ func (f *Function) handOver(ctx context.Context, rs *snapv1.Restore) (bool, erro
 		}
 		return false, err
 	}
+	// Status names the PVCs, and a mover can write status: rewire a volume
+	// only to a PVC that names this Restore as its data source, from the
+	// prime this Restore made for it.
+	if !namesRestore(&user, rs.Name) {
+		return false, fmt.Errorf("PVC %s/%s does not name Restore %s in spec.dataSourceRef; its volume is not handed over", user.Namespace, user.Name, rs.Name)
+	}
 	var prime corev1.PersistentVolumeClaim
-	primeErr := f.Client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: t.PVCPrime}, &prime)
+	primeErr := f.Client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: primeName(&user)}, &prime)
 	if primeErr != nil && !apierrors.IsNotFound(primeErr) {
 		return false, primeErr
+	}
+	if primeErr == nil && !runtime.Owned(&prime, rs) {
+		return false, fmt.Errorf("PVC %s/%s is not the prime PVC of Restore %s: %w", prime.Namespace, prime.Name, rs.Name, runtime.ErrNotOwned)
 	}
 	if primeErr == nil && prime.Spec.VolumeName != "" {
 		var pv corev1.PersistentVolume
 		if err := f.Client.Get(ctx, client.ObjectKey{Name: prime.Spec.VolumeName}, &pv); err != nil {
 			return false, err
+		}
+		if c := pv.Spec.ClaimRef; c != nil && c.UID != prime.UID && c.UID != user.UID {
+			return false, fmt.Errorf("PV %s is claimed by %s/%s, not by prime PVC %s; it is not handed over", pv.Name, c.Namespace, c.Name, prime.Name)
 		}
 		if pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID != user.UID {
 			pv.Spec.ClaimRef = &corev1.ObjectReference{APIVersion: "v1", Kind: "PersistentVolumeClaim", Namespace: user.Namespace, Name: user.Name, UID: user.UID}
@@ -113,7 +126,7 @@ func (f *Function) handOver(ctx context.Context, rs *snapv1.Restore) (bool, erro
 		if prime.Spec.VolumeName == "" {
 			return false, nil // not bound yet: nothing to hand over
 		}
-		if err := f.Client.Delete(ctx, &prime); err != nil && !apierrors.IsNotFound(err) {
+		if _, err := runtime.DeleteOwned(ctx, f.Client, &prime, rs); err != nil {
 			return false, err
 		}
 	}

@@ -243,6 +243,11 @@ func (f *Function) updateStatus(ctx context.Context, s *snapv1.Snapshot, mutate 
 func (f *Function) observeJob(ctx context.Context, s *snapv1.Snapshot) error {
 	var j batchv1.Job
 	err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Status.Job.Name}, &j)
+	if err == nil && !runtime.Owned(&j, s) {
+		// status.job is writable by movers: a Job this Snapshot did not make
+		// is neither judged nor deleted.
+		err = apierrors.NewNotFound(batchv1.Resource("jobs"), s.Status.Job.Name)
+	}
 	if apierrors.IsNotFound(err) {
 		return f.failRun(ctx, s, "MoverJobMissing", fmt.Sprintf("the mover job %s disappeared before reporting a result; create a new Snapshot to retry", s.Status.Job.Name), "")
 	}
@@ -352,9 +357,10 @@ func (f *Function) finalize(ctx context.Context, s *snapv1.Snapshot) error {
 		return err
 	}
 	if s.Status.Job != nil {
-		cm := &corev1.ConfigMap{}
-		cm.Namespace, cm.Name = s.Namespace, s.Status.Job.Name
-		if err := f.Client.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
+		// The work spec is named for the run, not taken from status (which
+		// movers write), and deleted only if this Snapshot made it.
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: moverjob.Name(s.Name, string(s.UID))}}
+		if _, err := runtime.DeleteOwned(ctx, f.Client, cm, s); err != nil && !errors.Is(err, runtime.ErrNotOwned) {
 			return err
 		}
 	}

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/functions/runtime"
 )
 
 var volumeSnapshotGVK = schema.GroupVersionKind{Group: "snapshot.storage.k8s.io", Version: "v1", Kind: "VolumeSnapshot"}
@@ -142,25 +144,30 @@ func (f *Function) setStaging(ctx context.Context, s *snapv1.Snapshot, staged *s
 	})
 }
 
-// unstage deletes the staged PVC and VolumeSnapshot of a finished run.
+// unstage deletes the staged PVC and VolumeSnapshot of a finished run. The
+// names are derived from the Snapshot, never read from status (a mover can
+// write status), and only objects this Snapshot controls are deleted.
 func (f *Function) unstage(ctx context.Context, s *snapv1.Snapshot) error {
 	st := s.Status.Staged
 	if st == nil {
 		return nil
 	}
-	if st.PVCName != "" {
-		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: st.PVCName}}
-		if err := f.Client.Delete(ctx, pvc); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete staged PVC %s: %w", st.PVCName, err)
-		}
+	name := stagedName(s)
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: name}}
+	if _, err := runtime.DeleteOwned(ctx, f.Client, pvc, s); err != nil && !errors.Is(err, runtime.ErrNotOwned) {
+		return fmt.Errorf("delete staged PVC %s: %w", name, err)
+	} else if err != nil {
+		runtime.Log(ctx).Info("staged PVC left in place: this Snapshot does not own it", "snapshot", s.Namespace+"/"+s.Name, "pvc", name)
 	}
-	if st.VolumeSnapshotName != "" {
+	if st.CopyMethod == snapv1.CopySnapshot || st.VolumeSnapshotName != "" {
 		vs := &unstructured.Unstructured{}
 		vs.SetGroupVersionKind(volumeSnapshotGVK)
 		vs.SetNamespace(s.Namespace)
-		vs.SetName(st.VolumeSnapshotName)
-		if err := f.Client.Delete(ctx, vs); err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
-			return fmt.Errorf("delete VolumeSnapshot %s: %w", st.VolumeSnapshotName, err)
+		vs.SetName(name)
+		if _, err := runtime.DeleteOwned(ctx, f.Client, vs, s); err != nil && !errors.Is(err, runtime.ErrNotOwned) {
+			return fmt.Errorf("delete VolumeSnapshot %s: %w", name, err)
+		} else if err != nil {
+			runtime.Log(ctx).Info("VolumeSnapshot left in place: this Snapshot does not own it", "snapshot", s.Namespace+"/"+s.Name, "volumeSnapshot", name)
 		}
 	}
 	return nil

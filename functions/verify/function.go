@@ -211,6 +211,10 @@ func (f *Function) tier(ctx context.Context, p *snapv1.SnapshotPolicy, ref snapv
 func (f *Function) observe(ctx context.Context, p *snapv1.SnapshotPolicy, ref snapv1.RepositoryRef, tier string, run *snapv1.VerificationRun) error {
 	var j batchv1.Job
 	err := f.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: run.Job}, &j)
+	if err == nil && !runtime.Owned(&j, p) {
+		// the run's Job name is in status, which movers write
+		err = apierrors.NewNotFound(batchv1.Resource("jobs"), run.Job)
+	}
 	msg := ""
 	switch {
 	case apierrors.IsNotFound(err):
