@@ -172,6 +172,16 @@ func (f *Function) reconcileRepository(ctx context.Context, ref snapv1.Repositor
 				return err
 			}
 		default:
+			// The repository comes from status, which movers write: delete
+			// only from one the Snapshot's namespace may use, on the live
+			// Repository or ClusterRepository.
+			if msg := snapshot.AccessProblem(ctx, f.Client, s.Namespace, ref); msg != "" {
+				if err := f.markDeleting(ctx, s, metav1.ConditionFalse, "RepositoryNotAllowed",
+					fmt.Sprintf("%s; its kopia snapshot is not deleted. Annotate this Snapshot with %s to release it and keep the data", msg, wellknown.AnnotationSkipSnapshotCleanup)); err != nil {
+					return err
+				}
+				continue
+			}
 			toDelete = append(toDelete, s)
 			key := s.Namespace + "/" + s.Name
 			byName[key] = s

@@ -89,10 +89,10 @@ func (f *Function) start(ctx context.Context, rs *snapv1.Restore, jobName string
 	if res.missing != "" && restoreplan.OnMissing(rs) != "Continue" {
 		return f.fail(ctx, rs, ReasonSnapshotMissing, res.missing+" (spec.policy.onMissingSnapshot is Fail; set it to Continue to complete with nothing restored)")
 	}
-	if res.repo.Kind == snapv1.KindClusterRepository {
-		if msg := snapshot.TenancyProblem(ctx, f.Client, rs.Namespace, res.repo); msg != "" {
-			return f.fail(ctx, rs, "RepositoryNotAllowed", msg)
-		}
+	// The repository may come from a Snapshot's or this Restore's status,
+	// which movers write: read only from one this namespace may use.
+	if msg := snapshot.AccessProblem(ctx, f.Client, rs.Namespace, res.repo); msg != "" {
+		return f.fail(ctx, rs, "RepositoryNotAllowed", msg)
 	}
 	// The repository is read before the target is made, so consent to copy
 	// its credentials is checked before any side effect; a missing one is

@@ -42,6 +42,11 @@ func (f *Function) syncPin(ctx context.Context, s *snapv1.Snapshot) error {
 	} else if !apierrors.IsNotFound(err) {
 		return err
 	}
+	// The repository is read from status, which movers write.
+	if msg := AccessProblem(ctx, f.Client, s.Namespace, *s.Status.Resolved.Repository); msg != "" {
+		runtime.Log(ctx).Info("pin not synced: the Snapshot's recorded repository is not one its namespace may use", "snapshot", s.Namespace+"/"+s.Name, "problem", msg)
+		return nil
+	}
 	repo, err := f.getRepository(ctx, *s.Status.Resolved.Repository, s.Namespace)
 	if apierrors.IsNotFound(err) {
 		return nil

@@ -204,6 +204,16 @@ func (f *Function) tenancyProblem(ctx context.Context, ns string, ref snapv1.Rep
 	return TenancyProblem(ctx, f.Client, ns, ref)
 }
 
+// AccessProblem says why namespace ns may not read or delete data in ref
+// (validate.DataAccess on the live objects), or "" when it may.
+func AccessProblem(ctx context.Context, c client.Client, ns string, ref snapv1.RepositoryRef) string {
+	res := validate.DataAccess(ctx, lookup{c}, ns, ref)
+	if res.OK() {
+		return ""
+	}
+	return res.Errs.Error()
+}
+
 // TenancyProblem says why namespace ns may not use ref, or "" when it may.
 func TenancyProblem(ctx context.Context, c client.Client, ns string, ref snapv1.RepositoryRef) string {
 	res := validate.Tenancy(ctx, lookup{c}, ns, &ref)
