@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 		// proves the rules suffice.
 		Functions: &harness.FunctionsOptions{RepositoryRetry: 2 * time.Second, GlobalVolumePoliciesConfigMap: harness.GlobalVolumePoliciesConfigMap,
 			Clock: clock.Now, Extra: pruneFunction, RBAC: chartRBAC(), Identity: chartIdentity,
-			PodsAsServiceAccounts: true},
+			PodsAsServiceAccounts: true, MoverServiceAccount: chartRelease + "-mover", TenantRBAC: tenantRBAC},
 	}, func(e *harness.Env) { env = e })
 }
 
@@ -51,9 +51,26 @@ const chartRelease = "snapflow"
 
 // chartRBAC renders the chart with its defaults (plus the opt-in credential
 // projection, which the ClusterRepository tests use) and keeps the
-// ServiceAccounts, roles and bindings; mover pods act as their
-// ServiceAccount under the chart's mover role.
+// ServiceAccounts, roles and bindings of the release namespace; mover pods
+// act as their ServiceAccount under the chart's mover role.
 func chartRBAC() []byte {
+	return renderRBAC(func(ns string) bool { return ns != tenantPlaceholder })
+}
+
+// tenantPlaceholder is the namespace the chart is rendered with in
+// mover.namespaces; tenantRBAC swaps in each test namespace.
+const tenantPlaceholder = "e2e-tenant-placeholder"
+
+var tenantDocs = renderRBAC(func(ns string) bool { return ns == tenantPlaceholder })
+
+// tenantRBAC is what the chart gives a namespace listed in mover.namespaces
+// (its mover ServiceAccount and the RoleBinding of the mover role there):
+// tests make namespaces as they go, and the harness provisions each one.
+func tenantRBAC(ns string) []byte {
+	return bytes.ReplaceAll(tenantDocs, []byte(tenantPlaceholder), []byte(ns))
+}
+
+func renderRBAC(keepNamespace func(string) bool) []byte {
 	helm, err := harness.Tool("helm")
 	if err != nil {
 		panic(err)
@@ -61,29 +78,22 @@ func chartRBAC() []byte {
 	_, file, _, _ := goruntime.Caller(0)
 	chart := filepath.Join(filepath.Dir(file), "..", "..", "charts", "snapflow")
 	out, err := exec.Command(helm, "template", chartRelease, chart, "--namespace", harness.WebhookNamespace,
-		"--set", "credentialProjection.enabled=true").Output()
+		"--set", "credentialProjection.enabled=true", "--set", "mover.namespaces={"+tenantPlaceholder+"}").Output()
 	if err != nil {
 		panic(fmt.Sprintf("helm template: %v", err))
 	}
 	keep := map[string]bool{"ServiceAccount": true, "ClusterRole": true, "ClusterRoleBinding": true, "Role": true, "RoleBinding": true}
 	var b bytes.Buffer
 	for _, doc := range strings.Split(string(out), "\n---") {
-		var head struct{ Kind string }
-		if err := yaml.Unmarshal([]byte(doc), &head); err != nil || !keep[head.Kind] {
+		var head struct {
+			Kind     string
+			Metadata struct{ Namespace string }
+		}
+		if err := yaml.Unmarshal([]byte(doc), &head); err != nil || !keep[head.Kind] || !keepNamespace(head.Metadata.Namespace) {
 			continue
 		}
 		b.WriteString("---\n" + strings.TrimPrefix(doc, "\n") + "\n")
 	}
-	// The chart binds the mover role to its ServiceAccount in the namespaces
-	// it lists; tests make namespaces as they go, so every ServiceAccount
-	// gets the mover role here, and movers run with the chart's mover rules.
-	fmt.Fprintf(&b, `---
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: e2e-movers}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: %s-mover}
-subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:serviceaccounts"}]
-`, chartRelease)
 	return b.Bytes()
 }
 

@@ -56,6 +56,12 @@ type FunctionsOptions struct {
 	// PodsAsServiceAccounts makes the local node run each container as its
 	// pod's ServiceAccount (see localnode.Options.AsServiceAccount).
 	PodsAsServiceAccounts bool
+	// MoverServiceAccount is the ServiceAccount mover Jobs run as ("default"
+	// when empty).
+	MoverServiceAccount string
+	// TenantRBAC, when set, returns what each new namespace gets (its mover
+	// ServiceAccount and binding); see provisionTenants.
+	TenantRBAC func(namespace string) []byte
 }
 
 // Deps are what an Extra function gets from the harness.
@@ -174,6 +180,12 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 			return nil, fmt.Errorf("apply the functions' RBAC: %w", err)
 		}
 	}
+	if o.TenantRBAC != nil {
+		if err := provisionTenants(ctx, cs, cp.Client, o.TenantRBAC, log.WithName("tenants")); err != nil {
+			stop()
+			return nil, err
+		}
+	}
 	as := func(component string) (*rest.Config, client.Client) {
 		user := ""
 		if o.Identity != nil {
@@ -197,19 +209,19 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	_, restoreClient := as("restore")
 	_, verifyClient := as("verify")
 	sourceCfg, _ := as("kube-source")
-	fn := &snapshot.Function{Client: snapClient, Config: snapCfg, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e",
+	fn := &snapshot.Function{Client: snapClient, Config: snapCfg, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount,
 		MaxConcurrentJobs: o.MaxConcurrentJobs, RepositoryRetry: o.RepositoryRetry, GlobalVolumePoliciesConfigMap: o.GlobalVolumePoliciesConfigMap,
 		Emitter: runtime.Fanout{f.Emitted, runtime.Trigger{Types: retention.Subscribes, Emitter: toRetention}}, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-snapshot"})}
 	if o.DeleteWindow == 0 {
 		o.DeleteWindow = time.Second
 	}
-	cleanupFn := &cleanup.Function{Client: cleanupClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", Window: o.DeleteWindow,
+	cleanupFn := &cleanup.Function{Client: cleanupClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount, Window: o.DeleteWindow,
 		Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-cleanup"})}
 	retentionFn := &retention.Function{Client: retentionClient, Emitter: f.Emitted, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-retention"})}
 	scheduleFn := &schedule.Function{Client: scheduleClient, Now: o.Clock, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-schedule"})}
-	restoreFn := &restore.Function{Client: restoreClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", Now: o.Clock,
+	restoreFn := &restore.Function{Client: restoreClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount, Now: o.Clock,
 		Emitter: f.Emitted, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-restore"})}
-	verifyFn := &verify.Function{Client: verifyClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", Now: o.Clock,
+	verifyFn := &verify.Function{Client: verifyClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount, Now: o.Clock,
 		Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-verify"})}
 	fns := []runtime.Function{{Name: "snapshot", Handle: fn.Handle}, {Name: "cleanup", Handle: cleanupFn.Handle},
 		{Name: "retention", Handle: retentionFn.Handle}, {Name: "schedule", Handle: scheduleFn.Handle}, {Name: "restore", Handle: restoreFn.Handle},

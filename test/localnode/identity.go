@@ -1,12 +1,50 @@
 package localnode
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
+	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
+
+// awaitServiceAccount holds a Job until its pod's ServiceAccount exists, as
+// a cluster does: the ServiceAccount admission plugin refuses the pod and
+// the Job controller retries. It reports false when ctx ends first.
+func (n *Node) awaitServiceAccount(ctx context.Context, j *batchv1.Job, log interface{ Info(string, ...any) }) bool {
+	if !n.o.AsServiceAccount {
+		return true
+	}
+	name := j.Spec.Template.Spec.ServiceAccountName
+	if name == "" {
+		return true // "default" is every namespace's; the node does not require it
+	}
+	logged := false
+	for {
+		var sa corev1.ServiceAccount
+		err := n.o.Client.Get(ctx, client.ObjectKey{Namespace: j.Namespace, Name: name}, &sa)
+		if err == nil {
+			return true
+		}
+		if !apierrors.IsNotFound(err) && ctx.Err() != nil {
+			return false
+		}
+		if !logged {
+			log.Info("pod waits for its ServiceAccount", "serviceAccount", name, "error", err.Error())
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
 
 // kubeconfigFor is the kubeconfig a container of pod gets: the node's own,
 // or with AsServiceAccount a copy that impersonates the pod's

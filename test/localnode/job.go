@@ -41,6 +41,9 @@ func (n *Node) runJob(ctx context.Context, j *batchv1.Job) {
 		}
 		st.Active = 1
 	})
+	if !n.awaitServiceAccount(ctx, j, log) {
+		return
+	}
 	var failed int32
 	for {
 		pctx := ctx
