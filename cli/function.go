@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/events/sources/kube"
 	"github.com/snapflow/snapflow/events/sources/sink"
 	"github.com/snapflow/snapflow/events/sources/tick"
@@ -118,8 +119,9 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 		switch n {
 		case "snapshot":
 			fn := &snapshot.Function{Client: c, Config: cfg, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,
-				MaxConcurrentJobs: f.maxJobs, GlobalVolumePoliciesConfigMap: f.globalPolicies, Emitter: emitter, Recorder: recorder("snapflow-snapshot")}
-			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
+				MaxConcurrentJobs: f.maxJobs, GlobalVolumePoliciesConfigMap: f.globalPolicies, Emitter: emitter, Recorder: recorder("snapflow-snapshot"),
+				Access: cs.AuthorizationV1().SubjectAccessReviews()}
+			out = append(out, runtime.Function{Name: n, Handle: fn.Handle, Requests: []string{events.SnapshotRequested}})
 		case "schedule":
 			fn := &schedule.Function{Client: c, Recorder: recorder("snapflow-schedule")}
 			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
@@ -135,8 +137,8 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
 		case "restore":
 			fn := &restore.Function{Client: c, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,
-				Emitter: emitter, Recorder: recorder("snapflow-restore")}
-			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
+				Emitter: emitter, Recorder: recorder("snapflow-restore"), Access: cs.AuthorizationV1().SubjectAccessReviews()}
+			out = append(out, runtime.Function{Name: n, Handle: fn.Handle, Requests: []string{events.RestoreRequested}})
 		case "prune":
 			// Configured from KBBACKUP_PRUNE_* variables, like `snapflow prune`.
 			settings, err := prunefn.FromEnv(os.Getenv)
@@ -154,8 +156,43 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 
 var functionNames = []string{"snapshot", "cleanup", "retention", "schedule", "restore", "verify", "prune"}
 
+// senderFlags decide who may send events to `snapflow function`.
+type senderFlags struct {
+	audience  string
+	trusted   []string
+	anySender bool
+}
+
+func (s *senderFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&s.audience, "sender-audience", "snapflow-functions", "audience a sender's bearer token must be issued for; each request's token is checked with a TokenReview")
+	fl.StringArrayVar(&s.trusted, "trusted-sender", nil, "user (a ServiceAccount as system:serviceaccount:NS:NAME, or a prefix ending in *) that may send any event: snapflow's sources, a Broker (repeatable); other authenticated senders may only send request events, each checked with a SubjectAccessReview")
+	fl.BoolVar(&s.anySender, "insecure-accept-any-sender", false, "serve every sender without a token (only where the network already limits who reaches the function)")
+}
+
+// authenticator is nil only when the operator turned authentication off.
+func (s *senderFlags) authenticator(log logr.Logger) (*runtime.Authenticator, error) {
+	if s.anySender {
+		log.Info("sender authentication is off (--insecure-accept-any-sender): anyone who reaches this function can drive it")
+		return nil, nil
+	}
+	if s.audience == "" {
+		return nil, fmt.Errorf("--sender-audience is empty: set the audience senders' tokens are issued for, or pass --insecure-accept-any-sender")
+	}
+	cfg, err := restConfig()
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &runtime.Authenticator{Reviewer: cs.AuthenticationV1().TokenReviews(), Audience: s.audience, Trusted: s.trusted}, nil
+}
+
 func newFunctionCmd() *cobra.Command {
 	var f functionFlags
+	var senders senderFlags
 	cmd := &cobra.Command{
 		Use:       "function NAME",
 		Short:     "Serve one snapflow function as a CloudEvents receiver (a Knative Service runs this)",
@@ -164,14 +201,19 @@ func newFunctionCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log := zap.New(zap.UseDevMode(f.devLogs)).WithName(args[0])
 			ctrl.SetLogger(log)
+			auth, err := senders.authenticator(log)
+			if err != nil {
+				return err
+			}
 			fns, err := f.build(cmd.Context(), log, args)
 			if err != nil {
 				return err
 			}
-			return runtime.Serve(cmd.Context(), runtime.Options{Addr: f.addr, Functions: fns, Log: log})
+			return runtime.Serve(cmd.Context(), runtime.Options{Addr: f.addr, Functions: fns, Log: log, Auth: auth})
 		},
 	}
 	f.register(cmd)
+	senders.register(cmd)
 	return cmd
 }
 
@@ -240,6 +282,7 @@ func newSourceCmd() *cobra.Command {
 	var sinks []string
 	var resync time.Duration
 	var devLogs bool
+	var tokenFile string
 	kubeCmd := &cobra.Command{
 		Use:   "kube",
 		Short: "Watch snapflow's kinds and mover Jobs and POST ApiServerSource-shaped CloudEvents to the sinks",
@@ -254,12 +297,13 @@ func newSourceCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return kube.Run(cmd.Context(), kube.Options{Config: cfg, Scheme: scheme.New(), Sinks: sinks, Resync: resync, Log: log})
+			return kube.Run(cmd.Context(), kube.Options{Config: cfg, Scheme: scheme.New(), Sinks: sinks, Resync: resync, Log: log, TokenFile: tokenFile})
 		},
 	}
 	kubeCmd.Flags().StringArrayVar(&sinks, "sink", nil, "URL to POST events to (repeatable)")
 	kubeCmd.Flags().DurationVar(&resync, "resync", 5*time.Minute, "how often to send a resync event (0: never)")
 	kubeCmd.Flags().BoolVar(&devLogs, "dev-logs", false, "human-readable logs instead of JSON")
+	kubeCmd.Flags().StringVar(&tokenFile, "token-file", "", tokenFileHelp)
 	var schedule, data string
 	tickCmd := &cobra.Command{
 		Use:   "tick",
@@ -270,7 +314,7 @@ func newSourceCmd() *cobra.Command {
 				return fmt.Errorf("--sink is required: the URL of a function or broker (repeat for several)")
 			}
 			log := zap.New(zap.UseDevMode(devLogs)).WithName("tick-source")
-			to, err := sink.New(sinks, log)
+			to, err := sink.New(sinks, log, tokenFile)
 			if err != nil {
 				return err
 			}
@@ -281,9 +325,12 @@ func newSourceCmd() *cobra.Command {
 	tickCmd.Flags().StringVar(&schedule, "schedule", "* * * * *", "5-field cron (UTC) of the ticks")
 	tickCmd.Flags().StringVar(&data, "data", "", "JSON payload of each tick")
 	tickCmd.Flags().BoolVar(&devLogs, "dev-logs", false, "human-readable logs instead of JSON")
+	tickCmd.Flags().StringVar(&tokenFile, "token-file", "", tokenFileHelp)
 	cmd.AddCommand(kubeCmd, tickCmd, newSourceS3Cmd())
 	return cmd
 }
+
+const tokenFileHelp = "file holding the bearer token sent with every event (a projected ServiceAccount token with the functions' --sender-audience; re-read as it rotates)"
 
 // loopback turns a listen address like [::]:8080 into one a local client can dial.
 func loopback(addr string) string {

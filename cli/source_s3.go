@@ -40,6 +40,7 @@ func newSourceS3Cmd() *cobra.Command {
 	var addr string
 	var sinks, buckets []string
 	var confirmSNS, snsVerify, devLogs bool
+	var tokenFile string
 	cmd := &cobra.Command{
 		Use:   "s3 --sink URL [--sink URL...]",
 		Short: "Receive S3 bucket notifications over HTTP and POST one CloudEvent per object record to the sinks",
@@ -54,7 +55,7 @@ func newSourceS3Cmd() *cobra.Command {
 			if !snsVerify {
 				log.Info("SNS signature verification is off (--sns-verify=false): forged SNS envelopes are accepted")
 			}
-			src, err := s3source.New(s3source.Options{Sinks: sinks, Buckets: buckets, ConfirmSNS: confirmSNS, VerifySNS: snsVerify}, log)
+			src, err := s3source.New(s3source.Options{Sinks: sinks, Buckets: buckets, ConfirmSNS: confirmSNS, VerifySNS: snsVerify, TokenFile: tokenFile}, log)
 			if err != nil {
 				return err
 			}
@@ -67,5 +68,6 @@ func newSourceS3Cmd() *cobra.Command {
 	cmd.Flags().BoolVar(&confirmSNS, "confirm-sns-subscriptions", false, "confirm SNS subscriptions by visiting their SubscribeURL (SNS hosts only)")
 	cmd.Flags().BoolVar(&snsVerify, "sns-verify", true, "refuse SNS envelopes without a valid SNS signature (certificates from sns.<region>.amazonaws.com over HTTPS)")
 	cmd.Flags().BoolVar(&devLogs, "dev-logs", false, "human-readable logs instead of JSON")
+	cmd.Flags().StringVar(&tokenFile, "token-file", "", tokenFileHelp)
 	return cmd
 }

@@ -38,6 +38,10 @@ type Handler func(ctx context.Context, e event.Event) error
 type Function struct {
 	Name   string
 	Handle Handler
+	// Requests are the event types a sender outside Options.Auth's trusted
+	// list may send (the handler authorizes each against the sender's
+	// RBAC); every other type needs a trusted sender.
+	Requests []string
 }
 
 // Options configure Serve.
@@ -50,6 +54,10 @@ type Options struct {
 	Registry *prometheus.Registry
 	// Listening, when set, receives the bound address once serving.
 	Listening chan<- string
+	// Auth, when set, refuses requests without a valid bearer token before
+	// anything is decoded. Nil serves anyone: only for a loopback dev
+	// server or a deployment that turned sender authentication off.
+	Auth *Authenticator
 }
 
 // Serve runs the functions until ctx ends, then drains in-flight requests.
@@ -88,9 +96,21 @@ func Serve(ctx context.Context, o Options) error {
 		fn := func(ctx context.Context, e event.Event) protocol.Result {
 			start := time.Now()
 			log := o.Log.WithValues("function", f.Name, "eventID", e.ID(), "eventType", e.Type(), "subject", e.Subject())
+			if s, ok := SenderOf(ctx); ok {
+				log = log.WithValues("sender", s.User.Username)
+				if !s.Trusted && !contains(f.Requests, e.Type()) {
+					handled.WithLabelValues(f.Name, typeLabel(e.Type()), "forbidden").Inc()
+					log.Info("refused an event from an untrusted sender")
+					return cehttp.NewResult(http.StatusForbidden, "%s may not send %s events to %s", s.User.Username, typeLabel(e.Type()), f.Name)
+				}
+			}
 			err := f.Handle(logr.NewContext(ctx, log), e)
 			duration.WithLabelValues(f.Name).Observe(time.Since(start).Seconds())
 			switch {
+			case errors.Is(err, ErrForbidden):
+				handled.WithLabelValues(f.Name, typeLabel(e.Type()), "forbidden").Inc()
+				log.Info("refused", "reason", err.Error())
+				return cehttp.NewResult(http.StatusForbidden, "%s", err.Error())
 			case err == nil:
 				handled.WithLabelValues(f.Name, typeLabel(e.Type()), "ack").Inc()
 				log.V(1).Info("handled", "took", time.Since(start).String())
@@ -113,7 +133,7 @@ func Serve(ctx context.Context, o Options) error {
 		if len(o.Functions) > 1 {
 			path = "/" + f.Name
 		}
-		mux.Handle(path, refuseNonEvents(h))
+		mux.Handle(path, refuseNonEvents(authenticate(o.Auth, f, o.Log.WithValues("function", f.Name), h)))
 	}
 	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
@@ -165,6 +185,39 @@ func refuseNonEvents(h http.Handler) http.Handler {
 		r.Body = http.MaxBytesReader(w, r.Body, MaxEventBody)
 		h.ServeHTTP(w, r)
 	})
+}
+
+// authenticate admits a request only from a sender whose token the API
+// server vouches for, and a sender outside the trusted list only with a
+// request event type; refusals happen before the event is decoded.
+func authenticate(a *Authenticator, f Function, log logr.Logger, h http.Handler) http.Handler {
+	if a == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, code, why := a.Authenticate(r.Context(), r)
+		if code != 0 {
+			log.Info("refused a request", "status", code, "reason", why, "remote", r.RemoteAddr)
+			http.Error(w, why, code)
+			return
+		}
+		// In binary mode the type is a header: refuse before decoding.
+		if t := r.Header.Get("Ce-Type"); !s.Trusted && (len(f.Requests) == 0 || (t != "" && !contains(f.Requests, t))) {
+			log.Info("refused an untrusted sender", "sender", s.User.Username, "remote", r.RemoteAddr)
+			http.Error(w, fmt.Sprintf("%s may not send events to %s: only the deployment's trusted senders may", s.User.Username, f.Name), http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r.WithContext(WithSender(r.Context(), s)))
+	})
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
 }
 
 // typeLabel keeps the metric's type label to the event types snapflow

@@ -53,6 +53,8 @@ type Options struct {
 	// Source is the events' source attribute (the API server URL).
 	Source string
 	Log    logr.Logger
+	// TokenFile holds the bearer token sent with every event (see sink.New).
+	TokenFile string
 }
 
 // Run watches until ctx ends.
@@ -63,7 +65,7 @@ func Run(ctx context.Context, o Options) error {
 	if o.Source == "" {
 		o.Source = o.Config.Host
 	}
-	sinks, err := sink.New(o.Sinks, o.Log)
+	sinks, err := sink.New(o.Sinks, o.Log, o.TokenFile)
 	if err != nil {
 		return err
 	}

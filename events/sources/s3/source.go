@@ -52,6 +52,8 @@ type Options struct {
 	ConfirmSNS bool
 	// VerifySNS refuses SNS envelopes whose signature does not verify.
 	VerifySNS bool
+	// TokenFile holds the bearer token sent with every event (see sink.New).
+	TokenFile string
 }
 
 // New checks the options and prepares the sinks.
@@ -65,7 +67,7 @@ func New(o Options, log logr.Logger) (*Source, error) {
 			return nil, fmt.Errorf("invalid --sink %q: want an absolute http(s) URL", u)
 		}
 	}
-	ss, err := sink.New(o.Sinks, log)
+	ss, err := sink.New(o.Sinks, log, o.TokenFile)
 	if err != nil {
 		return nil, err
 	}

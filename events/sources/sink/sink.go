@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
@@ -14,6 +15,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/protocol"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/transport"
 )
 
 // Sinks are the URLs a source posts to.
@@ -23,11 +25,21 @@ type Sinks struct {
 	log     logr.Logger
 }
 
-// New prepares a client per URL.
-func New(urls []string, log logr.Logger) (*Sinks, error) {
+// New prepares a client per URL. With a tokenFile, every request carries
+// the token in it as a bearer token, re-read as the kubelet rotates it (a
+// projected ServiceAccount token with the functions' audience).
+func New(urls []string, log logr.Logger, tokenFile string) (*Sinks, error) {
 	s := &Sinks{urls: urls, log: log}
+	var opts []cehttp.Option
+	if tokenFile != "" {
+		rt, err := transport.NewBearerAuthWithRefreshRoundTripper("", tokenFile, http.DefaultTransport)
+		if err != nil {
+			return nil, fmt.Errorf("token file %s: %w", tokenFile, err)
+		}
+		opts = append(opts, cehttp.WithRoundTripper(rt))
+	}
 	for _, u := range urls {
-		c, err := cloudevents.NewClientHTTP(cloudevents.WithTarget(u))
+		c, err := cloudevents.NewClientHTTP(append([]cehttp.Option{cloudevents.WithTarget(u)}, opts...)...)
 		if err != nil {
 			return nil, fmt.Errorf("client for %s: %w", u, err)
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 
@@ -34,7 +36,7 @@ func TestSendRetriesServerErrorsButNotRefusals(t *testing.T) {
 				w.WriteHeader(tt.codes[i])
 			}))
 			defer srv.Close()
-			s, err := New([]string{srv.URL}, logr.Discard())
+			s, err := New([]string{srv.URL}, logr.Discard(), "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,7 +73,7 @@ func TestQueueLanesAreIndependentAndResyncsCoalesce(t *testing.T) {
 		w.WriteHeader(http.StatusAccepted)
 	}))
 	defer fast.Close()
-	s, err := New([]string{slow.URL, fast.URL}, logr.Discard())
+	s, err := New([]string{slow.URL, fast.URL}, logr.Discard(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,5 +108,37 @@ func TestQueueLanesAreIndependentAndResyncsCoalesce(t *testing.T) {
 	q.Wait()
 	if n := slowGot.Load(); n < 1 || n > 2 {
 		t.Fatalf("slow sink saw %d requests, want the update and at most one resync", n)
+	}
+}
+
+// With a token file, every event carries its token (client-go re-reads the
+// file as the kubelet rotates it); a missing file is refused at start.
+func TestSendCarriesTheTokenFile(t *testing.T) {
+	var got atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Header.Get("Authorization"))
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer srv.Close()
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte("first\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New([]string{srv.URL}, logr.Discard(), file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := cloudevents.NewEvent()
+	e.SetID("1")
+	e.SetSource("test")
+	e.SetType("dev.snapflow.resync")
+	if err := s.Send(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := got.Load().(string); h != "Bearer first" {
+		t.Fatalf("Authorization %q, want the file's token", h)
+	}
+	if _, err := New([]string{srv.URL}, logr.Discard(), filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Fatal("a missing token file must be refused at start")
 	}
 }
