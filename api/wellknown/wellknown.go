@@ -72,6 +72,12 @@ const (
 	AnnotationSkipSnapshotCleanup = Prefix + "skip-snapshot-cleanup"
 	AnnotationPrivilegedMovers    = Prefix + "privileged-movers"
 	AnnotationPrunedBy            = Prefix + "pruned-by"
+	// AnnotationRequestedBy records who sent the request event a Snapshot
+	// or Restore was made for (the authenticated user, or "unauthenticated").
+	AnnotationRequestedBy = SnapflowPrefix + "requested-by"
+	// AnnotationRequestEvent is the id of that event: a redelivery finds
+	// its object again.
+	AnnotationRequestEvent = SnapflowPrefix + "requested-by-event"
 	AnnotationMaintenanceRunReq   = Prefix + "run-requested"
 	AnnotationMaintenanceRunMode  = Prefix + "run-mode"
 	// AnnotationVolumePolicies holds the effective volume policies stamped at

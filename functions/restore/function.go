@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	authzv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -44,6 +45,8 @@ type Function struct {
 	Emitter             runtime.Emitter
 	Recorder            record.EventRecorder
 	Now                 func() time.Time
+	// Access checks a request event's sender may create the Restore.
+	Access runtime.AccessReviewer
 }
 
 func (f *Function) now() time.Time { return runtime.Now(f.Now) }
@@ -139,23 +142,35 @@ func (f *Function) handleRequest(ctx context.Context, e event.Event) error {
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 		return events.Malformed("restore requested name %q: %v", name, errs)
 	}
+	// The sender restores with its own rights, never the function's.
+	who, err := runtime.Authorize(ctx, f.Access, authzv1.ResourceAttributes{Verb: "create", Group: snapv1.GroupVersion.Group, Resource: "restores", Namespace: req.Namespace, Name: name})
+	if err != nil {
+		return err
+	}
 	rs := &snapv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: name,
-		Annotations: map[string]string{wellknown.SnapflowPrefix + "requested-by-event": e.ID()}}}
+		Annotations: map[string]string{wellknown.AnnotationRequestEvent: e.ID(), wellknown.AnnotationRequestedBy: who}}}
 	dec := json.NewDecoder(bytes.NewReader(req.Spec))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&rs.Spec); err != nil {
 		return events.Malformed("restore requested spec: %v", err)
 	}
+	// Overwriting a live volume is for a person at kubectl, not an event.
+	if rs.Spec.Target.PVCRef != nil {
+		return events.Malformed("restore requested spec.target.pvcRef: an event may not restore over an existing PVC; restore into a new PVC (target.pvc) or create the Restore with kubectl")
+	}
+	if o := rs.Spec.Options; o != nil && o.EnableFileDeletion != nil && *o.EnableFileDeletion {
+		return events.Malformed("restore requested spec.options.enableFileDeletion: an event may not delete files in a target; create the Restore with kubectl")
+	}
 	if res := validate.Restore(rs, validate.Options{}); !res.OK() {
 		return events.Malformed("restore requested spec is invalid: %v", res.Errs)
 	}
-	err := f.Client.Create(ctx, rs)
+	err = f.Client.Create(ctx, rs)
 	if apierrors.IsAlreadyExists(err) {
 		var live snapv1.Restore
 		if gerr := f.Client.Get(ctx, client.ObjectKeyFromObject(rs), &live); gerr != nil {
 			return gerr
 		}
-		if live.Annotations[wellknown.SnapflowPrefix+"requested-by-event"] != e.ID() {
+		if live.Annotations[wellknown.AnnotationRequestEvent] != e.ID() {
 			return events.Malformed("restore %s/%s already exists and was not created by this event; choose another name", req.Namespace, name)
 		}
 		err = nil // a redelivery
@@ -166,7 +181,7 @@ func (f *Function) handleRequest(ctx context.Context, e event.Event) error {
 	if err != nil {
 		return err
 	}
-	runtime.Log(ctx).Info("restore requested", "restore", req.Namespace+"/"+name, "event", e.ID())
+	runtime.Log(ctx).Info("restore requested", "restore", req.Namespace+"/"+name, "event", e.ID(), "requestedBy", who)
 	return f.Reconcile(ctx, req.Namespace, name)
 }
 

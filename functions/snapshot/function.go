@@ -37,6 +37,12 @@ type Function struct {
 	MoverImage string
 	// MoverServiceAccount is the ServiceAccount of mover pods (it may patch status).
 	MoverServiceAccount string
+	// Access checks a request event's sender may create Snapshots.
+	Access runtime.AccessReviewer
+	// RequestInterval is the least time between two request events'
+	// firings of one policy (DefaultRequestInterval when zero; negative
+	// turns the limit off).
+	RequestInterval time.Duration
 	// MaxConcurrentJobs caps mover Jobs cluster-wide; 0 is unlimited.
 	MaxConcurrentJobs int
 	// GlobalVolumePoliciesConfigMap names the global baseline in Namespace.

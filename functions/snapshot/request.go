@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -94,6 +96,8 @@ type Minted struct {
 	Tags   map[string]string
 	// OnScheduleDelete is stamped on a schedule's Snapshots.
 	OnScheduleDelete snapv1.CascadePolicy
+	// Annotations are stamped on each Snapshot (who requested it).
+	Annotations map[string]string
 }
 
 // Mint creates the Snapshots of one firing of p. Names are deterministic,
@@ -121,7 +125,7 @@ func Mint(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy, base s
 			labels[k] = v
 		}
 		s := &snapv1.Snapshot{
-			ObjectMeta: metav1.ObjectMeta{Name: ch.Name, Namespace: p.Namespace, Labels: labels},
+			ObjectMeta: metav1.ObjectMeta{Name: ch.Name, Namespace: p.Namespace, Labels: labels, Annotations: m.Annotations},
 			Spec: snapv1.SnapshotSpec{PolicyRef: &snapv1.PolicyRef{Name: p.Name}, Source: ch.Source, Repository: ch.Repository,
 				Tags: m.Tags, OnScheduleDelete: m.OnScheduleDelete},
 		}
@@ -149,13 +153,20 @@ func (f *Function) handleRequest(ctx context.Context, e event.Event) error {
 		}
 		return err
 	}
-	// The event's time names the firing, so a redelivered request mints nothing new.
-	at := e.Time()
-	if at.IsZero() {
-		at = f.now()
+	// The sender backs up with its own rights, never the function's.
+	who, err := runtime.Authorize(ctx, f.Access, authzv1.ResourceAttributes{Verb: "create", Group: snapv1.GroupVersion.Group, Resource: "snapshots", Namespace: req.Namespace})
+	if err != nil {
+		return err
 	}
-	base := expand.Base(req.Policy+"-requested", at.Truncate(time.Second))
-	names, err := Mint(ctx, f.Client, &p, base, Minted{Origin: snapv1.OriginManual, Tags: req.Tags})
+	// The event's identity (source and id), not its sender-chosen time,
+	// names the firing: a redelivery mints nothing new, and a forged
+	// ce-time cannot place a backup in the past for retention to rank.
+	base := requestBase(req.Policy, e.Source(), e.ID())
+	if err := f.requestAllowed(ctx, &p, e.ID()); err != nil {
+		return err
+	}
+	names, err := Mint(ctx, f.Client, &p, base, Minted{Origin: snapv1.OriginManual, Tags: req.Tags,
+		Annotations: map[string]string{wellknown.AnnotationRequestedBy: who, wellknown.AnnotationRequestEvent: e.ID()}})
 	var tooMany expand.ErrTooMany
 	if errors.As(err, &tooMany) {
 		return events.Malformed("snapshot request %s: %v", e.ID(), err)
@@ -163,6 +174,57 @@ func (f *Function) handleRequest(ctx context.Context, e event.Event) error {
 	if err != nil {
 		return err
 	}
-	runtime.Log(ctx).Info("minted snapshots for a request", "policy", req.Namespace+"/"+req.Policy, "snapshots", names)
+	runtime.Log(ctx).Info("minted snapshots for a request", "policy", req.Namespace+"/"+req.Policy, "snapshots", names, "requestedBy", who)
+	return nil
+}
+
+// requestBase is the name stem of the firing one request event asks for.
+func requestBase(policy, source, id string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(source + "\x00" + id))
+	return fmt.Sprintf("%s-requested-%08x", policy, h.Sum32())
+}
+
+// DefaultRequestInterval is how soon after one request event a policy
+// takes another, unless Function.RequestInterval says otherwise.
+const DefaultRequestInterval = time.Minute
+
+// requestAllowed refuses a new request firing of p within the request
+// interval of the last one, so a flood of events cannot push real history
+// out through count-based retention; a redelivery of the same request
+// (its Snapshots exist) goes through and mints nothing.
+func (f *Function) requestAllowed(ctx context.Context, p *snapv1.SnapshotPolicy, eventID string) error {
+	interval := f.RequestInterval
+	if interval == 0 {
+		interval = DefaultRequestInterval
+	}
+	if interval < 0 {
+		return nil
+	}
+	var list snapv1.SnapshotList
+	if err := f.Client.List(ctx, &list, client.InNamespace(p.Namespace), client.MatchingLabels{wellknown.LabelConfig: p.Name}); err != nil {
+		return err
+	}
+	var last time.Time
+	for _, s := range list.Items {
+		id, requested := s.Annotations[wellknown.AnnotationRequestEvent]
+		if !requested {
+			continue
+		}
+		if id == eventID {
+			return nil // this request again
+		}
+		t := s.CreationTimestamp.Time
+		if t.IsZero() {
+			t = f.now() // not yet stamped: as recent as can be
+		}
+		if t.After(last) {
+			last = t
+		}
+	}
+	if wait := interval - f.now().Sub(last); !last.IsZero() && wait > 0 {
+		return events.Malformed("snapshot request for SnapshotPolicy %s/%s: the last request was %s ago, and requests are taken at most once per %s; send it again after %s",
+			p.Namespace, p.Name, f.now().Sub(last).Round(time.Second), interval, wait.Round(time.Second))
+	}
 	return nil
 }

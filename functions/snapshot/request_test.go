@@ -1,0 +1,89 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/events"
+	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/internal/scheme"
+)
+
+type allowOnly string
+
+func (a allowOnly) Create(_ context.Context, sar *authzv1.SubjectAccessReview, _ metav1.CreateOptions) (*authzv1.SubjectAccessReview, error) {
+	out := sar.DeepCopy()
+	out.Status.Allowed = sar.Spec.User == string(a) && sar.Spec.ResourceAttributes.Resource == "snapshots" && sar.Spec.ResourceAttributes.Namespace == "app"
+	return out, nil
+}
+
+func TestSnapshotRequestEvents(t *testing.T) {
+	ctx := context.Background()
+	pol := &snapv1.SnapshotPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "db"},
+		Spec: snapv1.SnapshotPolicySpec{Repository: &snapv1.RepositoryRef{Name: "primary"}, Sources: []snapv1.Source{{PVC: &snapv1.LocalObjectRef{Name: "data"}}}}}
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(pol).Build()
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	f := &Function{Client: c, Access: allowOnly("ci"), Now: func() time.Time { return now }}
+	as := func(user string) context.Context {
+		return runtime.WithSender(ctx, runtime.Sender{User: authnv1.UserInfo{Username: user}})
+	}
+	request := func(id string, at time.Time) event.Event {
+		e := event.New()
+		e.SetID(id)
+		e.SetSource("ci/pipeline")
+		e.SetType(events.SnapshotRequested)
+		e.SetTime(at)
+		_ = e.SetData(event.ApplicationJSON, events.SnapshotRequest{Namespace: "app", Policy: "db"})
+		return e
+	}
+	snaps := func() []snapv1.Snapshot {
+		var l snapv1.SnapshotList
+		if err := c.List(ctx, &l, client.InNamespace("app")); err != nil {
+			t.Fatal(err)
+		}
+		return l.Items
+	}
+
+	if err := f.Handle(as("intruder"), request("1", now)); !errors.Is(err, runtime.ErrForbidden) {
+		t.Fatalf("a sender without create on snapshots: %v, want forbidden", err)
+	}
+	if n := len(snaps()); n != 0 {
+		t.Fatalf("a refused request minted %d Snapshots", n)
+	}
+	// A forged ce-time a year back does not name (or date) the firing.
+	if err := f.Handle(as("ci"), request("1", now.AddDate(-1, 0, 0))); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Handle(as("ci"), request("1", now.AddDate(-1, 0, 0))); err != nil {
+		t.Fatalf("a redelivery: %v", err)
+	}
+	got := snaps()
+	if len(got) != 1 || got[0].Annotations[wellknown.AnnotationRequestedBy] != "ci" || got[0].Annotations[wellknown.AnnotationRequestEvent] != "1" {
+		t.Fatalf("want one Snapshot recording its sender and event, got %+v", got)
+	}
+	// Another request within the interval is refused, not retried.
+	if err := f.Handle(as("ci"), request("2", now)); err == nil || !events.IsClientError(err) {
+		t.Fatalf("a second request within the interval: %v, want a refusal", err)
+	}
+	got[0].CreationTimestamp = metav1.NewTime(now.Add(-2 * DefaultRequestInterval))
+	if err := c.Update(ctx, &got[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Handle(as("ci"), request("2", now)); err != nil {
+		t.Fatalf("a request after the interval: %v", err)
+	}
+	if n := len(snaps()); n != 2 {
+		t.Fatalf("%d Snapshots, want 2", n)
+	}
+}
