@@ -167,6 +167,14 @@ snapshot cleanup retention schedule restore verify prune
 {{- if eq .name "cleanup" }}
 - --delete-window={{ $v.functions.cleanup.deleteWindow }}
 {{- end }}
+{{- if include "snapflow.senderAuth" .root }}
+- --sender-audience={{ $v.functions.senderAuth.audience }}
+{{- range include "snapflow.trustedSenders" .root | splitList " " }}
+- --trusted-sender={{ . }}
+{{- end }}
+{{- else }}
+- --insecure-accept-any-sender
+{{- end }}
 {{- if $v.devLogs }}
 - --dev-logs
 {{- end }}
@@ -245,4 +253,36 @@ snapshot cleanup retention schedule restore verify prune
 {{- else if .deleteRepositoryStray -}}DELETE-STRAY
 {{- else -}}DELETE
 {{- end -}}
+{{- end -}}
+
+{{/* Non-empty when the functions check their senders' tokens. */}}
+{{- define "snapflow.senderAuth" -}}
+{{- if and .Values.functions.senderAuth.enabled (not .Values.knative.enabled) -}}true{{- end -}}
+{{- end -}}
+
+{{/* The users that may send any event: snapflow's sources and the listed ones. */}}
+{{- define "snapflow.trustedSenders" -}}
+{{- $fullname := include "snapflow.fullname" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- $out := list (printf "system:serviceaccount:%s:%s-kube-source" $ns $fullname) -}}
+{{- if .Values.prune.s3Source.enabled -}}
+{{- $out = append $out (printf "system:serviceaccount:%s:%s-s3-source" $ns $fullname) -}}
+{{- end -}}
+{{- join " " (concat $out .Values.functions.senderAuth.trustedSenders) -}}
+{{- end -}}
+
+{{/* A source's projected token for the functions (volume and mount). */}}
+{{- define "snapflow.senderTokenVolume" -}}
+- name: sender-token
+  projected:
+    sources:
+      - serviceAccountToken:
+          audience: {{ .Values.functions.senderAuth.audience }}
+          expirationSeconds: 3600
+          path: token
+{{- end -}}
+{{- define "snapflow.senderTokenMount" -}}
+- name: sender-token
+  mountPath: /var/run/secrets/snapflow
+  readOnly: true
 {{- end -}}

@@ -222,3 +222,19 @@ because the functions act on snapflow objects in every namespace. Notes:
   resources: ["storageclasses"]
   verbs: ["get", "list"]
 {{- end -}}
+
+{{- /* Sender checks (runtime.Authenticator): every token is reviewed; the
+snapshot and restore functions also check a request's sender may create
+what it asks for. */ -}}
+{{- define "snapflow.rules.senders" -}}
+{{- if include "snapflow.senderAuth" .root }}
+- apiGroups: ["authentication.k8s.io"]
+  resources: ["tokenreviews"]
+  verbs: ["create"]
+{{- if has .name (list "snapshot" "restore") }}
+- apiGroups: ["authorization.k8s.io"]
+  resources: ["subjectaccessreviews"]
+  verbs: ["create"]
+{{- end }}
+{{- end }}
+{{- end -}}
