@@ -381,11 +381,21 @@ func TestFunctionRefusesWhatItCannotHandle(t *testing.T) {
 	}
 }
 
+// postEvent posts an event as the suite's trusted pipeline.
 func postEvent(t *testing.T, url, contentType string, body []byte) int {
+	t.Helper()
+	return postEventAs(t, senderToken(t), url, contentType, body)
+}
+
+// postEventAs posts with token as the bearer token ("" sends none).
+func postEventAs(t *testing.T, token, url, contentType string, body []byte) int {
 	t.Helper()
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	req.Header.Set("Content-Type", contentType)
 	resp, err := http.DefaultClient.Do(req)

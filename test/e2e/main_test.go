@@ -4,11 +4,13 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,7 +35,12 @@ func TestMain(m *testing.M) {
 		// proves the rules suffice.
 		Functions: &harness.FunctionsOptions{RepositoryRetry: 2 * time.Second, GlobalVolumePoliciesConfigMap: harness.GlobalVolumePoliciesConfigMap,
 			Clock: clock.Now, Extra: pruneFunction, RBAC: chartRBAC(), Identity: chartIdentity,
-			PodsAsServiceAccounts: true, MoverServiceAccount: chartRelease + "-mover", TenantRBAC: tenantRBAC},
+			PodsAsServiceAccounts: true, MoverServiceAccount: chartRelease + "-mover", TenantRBAC: tenantRBAC,
+			// Senders are checked as the chart configures it: the kube
+			// source and the suite's "pipeline" (standing in for Argo
+			// Events or Tekton) are trusted.
+			SenderAudience: senderAudience, SourceServiceAccount: chartRelease + "-kube-source",
+			TrustedSenders: []string{chartIdentity("kube-source"), "system:serviceaccount:" + harness.WebhookNamespace + ":" + pipelineSA}},
 	}, func(e *harness.Env) { env = e })
 }
 
@@ -54,7 +61,53 @@ const chartRelease = "snapflow"
 // ServiceAccounts, roles and bindings of the release namespace; mover pods
 // act as their ServiceAccount under the chart's mover role.
 func chartRBAC() []byte {
-	return renderRBAC(func(ns string) bool { return ns != tenantPlaceholder })
+	rbac := renderRBAC(func(ns string) bool { return ns != tenantPlaceholder })
+	// The pipeline may create Snapshots and Restores, as a Tekton or Argo
+	// Events ServiceAccount would to send request events.
+	return append(rbac, fmt.Sprintf(`---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: %[1]s, namespace: %[2]s}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: e2e-%[1]s}
+rules: [{apiGroups: [kopiur.home-operations.com], resources: [snapshots, restores], verbs: [create]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: e2e-%[1]s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: e2e-%[1]s}
+subjects: [{kind: ServiceAccount, name: %[1]s, namespace: %[2]s}]
+`, pipelineSA, harness.WebhookNamespace)...)
+}
+
+// senderAudience is the audience of the functions' sender tokens (the
+// chart's default).
+const senderAudience = "snapflow-functions"
+
+// pipelineSA is the ServiceAccount the suite's own events come from.
+const pipelineSA = "e2e-pipeline"
+
+var (
+	pipelineOnce  sync.Once
+	pipelineToken string
+)
+
+// senderToken is the pipeline's token for the functions.
+func senderToken(t *testing.T) string {
+	t.Helper()
+	pipelineOnce.Do(func() {
+		tok, err := env.Functions.Token(context.Background(), harness.WebhookNamespace, pipelineSA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pipelineToken = tok
+	})
+	if pipelineToken == "" {
+		t.Fatal("no pipeline token")
+	}
+	return pipelineToken
 }
 
 // tenantPlaceholder is the namespace the chart is rendered with in

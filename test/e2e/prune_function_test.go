@@ -329,7 +329,7 @@ func TestPruneFunctionReplansTheNotifiedRoot(t *testing.T) {
 // sendPruneRequest POSTs a prune requested event and returns the status.
 func sendPruneRequest(t *testing.T, target, id string, req events.PruneRequest) int {
 	t.Helper()
-	c, err := cloudevents.NewClientHTTP()
+	c, err := cloudevents.NewClientHTTP(cehttp.WithHeader("Authorization", "Bearer "+senderToken(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
+	"github.com/snapflow/snapflow/test/harness"
 )
 
 // waitRestore waits until the Restore reaches want (failing fast on the
@@ -317,6 +318,9 @@ func TestRestoreRequestedEventCreatesOneRestore(t *testing.T) {
 	}
 	if len(list.Items) != 1 {
 		t.Fatalf("%d Restores after two deliveries, want 1", len(list.Items))
+	}
+	if by, want := list.Items[0].Annotations[wellknown.AnnotationRequestedBy], "system:serviceaccount:"+harness.WebhookNamespace+":"+pipelineSA; by != want {
+		t.Errorf("the Restore records requested-by %q, want the sender %q", by, want)
 	}
 	waitRestore(t, ns, list.Items[0].Name, snapv1.RestoreCompleted)
 	sameFiles(t, tree(t, env.Functions.Node.PVCDir(ns, "app-data")), tree(t, env.Functions.Node.PVCDir(ns, "from-event")), true)

@@ -1,15 +1,22 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	cloudevents "github.com/cloudevents/sdk-go/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/events"
+	"github.com/snapflow/snapflow/test/harness"
 )
 
 // moverOf is the identity a pod of ns gets when it runs as the chart's mover
@@ -132,5 +139,81 @@ func TestDecoySnapshotCannotDeleteAnotherNamespacesBackup(t *testing.T) {
 	waitGone(t, attacker, "decoy")
 	if left := kopiaIDs(t, victim); !left[ids["precious"]] {
 		t.Fatalf("releasing the decoy deleted the victim's kopia snapshot: %v", left)
+	}
+}
+
+// Every function checks who sends: no token or a token for another audience
+// is 401; a tenant's token may only send request events, and those only for
+// what the tenant's own RBAC lets it create; request events may not overwrite
+// a live PVC or delete files. Nothing is created by a refused event.
+func TestForgedEventsAreRefused(t *testing.T) {
+	const a, b = "sec-events-a", "sec-events-b"
+	ctx := testContext(t)
+	backupNamespace(t, b, 1, "")
+	kubectl(t, policy(b, "app", "  copyMethod: Direct\n"), 0, "apply", "-f", "-")
+	repoNamespace(t, a, "/repository", "")
+	var tenant string
+	eventually(t, func() error {
+		tok, err := env.Functions.Token(ctx, a, chartRelease+"-mover")
+		tenant = tok
+		return err
+	})
+	otherAudience, err := env.Functions.TokenFor(ctx, harness.WebhookNamespace, pipelineSA, "kubernetes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	structured := func(typ string, data any) []byte {
+		e := cloudevents.NewEvent()
+		e.SetID(fmt.Sprintf("forged-%s-%d", typ, time.Now().UnixNano()))
+		e.SetSource("attacker")
+		e.SetType(typ)
+		if err := e.SetData(cloudevents.ApplicationJSON, data); err != nil {
+			t.Fatal(err)
+		}
+		body, _ := json.Marshal(e)
+		return body
+	}
+	spec := func(target map[string]any, options map[string]any) json.RawMessage {
+		m := map[string]any{"source": map[string]any{"fromPolicy": map[string]any{"name": "app"}}, "target": target}
+		if options != nil {
+			m["options"] = options
+		}
+		b, _ := json.Marshal(m)
+		return b
+	}
+	restoreReq := func(name string, target, options map[string]any) []byte {
+		return structured(events.RestoreRequested, events.RestoreRequest{Namespace: b, Name: name, Spec: spec(target, options)})
+	}
+	resync := structured(events.Resync, map[string]string{})
+	const ce = "application/cloudevents+json"
+	for _, tc := range []struct {
+		name, token, fn string
+		body            []byte
+		want            int
+	}{
+		{"no token", "", "snapshot", resync, http.StatusUnauthorized},
+		{"garbage token", "not-a-token", "cleanup", resync, http.StatusUnauthorized},
+		{"token for another audience", otherAudience, "cleanup", resync, http.StatusUnauthorized},
+		{"tenant sends an internal event", tenant, "cleanup", resync, http.StatusForbidden},
+		{"tenant asks for another namespace's backup", tenant, "snapshot", structured(events.SnapshotRequested, events.SnapshotRequest{Namespace: b, Policy: "app"}), http.StatusForbidden},
+		{"tenant restores in another namespace", tenant, "restore", restoreReq("by-tenant", map[string]any{"pvc": map[string]any{"name": "x", "capacity": "1Gi"}}, nil), http.StatusForbidden},
+		{"tenant asks the prune function", tenant, "prune", structured(events.PruneRequested, events.PruneRequest{BackupRepo: "kb-repo"}), http.StatusForbidden},
+		{"a request over a live PVC", senderToken(t), "restore", restoreReq("over-live", map[string]any{"pvcRef": map[string]any{"name": "app-data"}}, nil), http.StatusBadRequest},
+		{"a request that deletes files", senderToken(t), "restore", restoreReq("deleting", map[string]any{"pvc": map[string]any{"name": "y", "capacity": "1Gi"}}, map[string]any{"enableFileDeletion": true}), http.StatusBadRequest},
+	} {
+		if code := postEventAs(t, tc.token, env.Functions.Base+"/"+tc.fn, ce, tc.body); code != tc.want {
+			t.Errorf("%s: answered %d, want %d", tc.name, code, tc.want)
+		}
+	}
+	var restores snapv1.RestoreList
+	var snaps snapv1.SnapshotList
+	if err := env.Client.List(ctx, &restores, client.InNamespace(b)); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.List(ctx, &snaps, client.InNamespace(b)); err != nil {
+		t.Fatal(err)
+	}
+	if len(restores.Items) != 0 || len(snaps.Items) != 0 {
+		t.Fatalf("refused events created %d Restores and %d Snapshots in %s", len(restores.Items), len(snaps.Items), b)
 	}
 }

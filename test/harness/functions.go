@@ -11,13 +11,16 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/events/sources/kube"
 	"github.com/snapflow/snapflow/functions/cleanup"
 	"github.com/snapflow/snapflow/functions/restore"
@@ -62,6 +65,13 @@ type FunctionsOptions struct {
 	// TenantRBAC, when set, returns what each new namespace gets (its mover
 	// ServiceAccount and binding); see provisionTenants.
 	TenantRBAC func(namespace string) []byte
+	// SenderAudience, when set, makes the functions check every sender's
+	// bearer token for it (runtime.Authenticator), trusting TrustedSenders;
+	// the kube source then sends a token of SourceServiceAccount (a
+	// ServiceAccount of WebhookNamespace), as the chart's does.
+	SenderAudience       string
+	TrustedSenders       []string
+	SourceServiceAccount string
 }
 
 // Deps are what an Extra function gets from the harness.
@@ -81,8 +91,12 @@ type Functions struct {
 	Node    *localnode.Node
 	Emitted *EventLog
 	LogPath string
-	stop    context.CancelFunc
-	wg      sync.WaitGroup
+	// SenderAudience is the audience senders' tokens need ("" when the
+	// functions serve anyone).
+	SenderAudience string
+	cs             kubernetes.Interface
+	stop           context.CancelFunc
+	wg             sync.WaitGroup
 }
 
 // EventLog collects what the functions emit.
@@ -206,11 +220,34 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	_, cleanupClient := as("cleanup")
 	_, retentionClient := as("retention")
 	_, scheduleClient := as("schedule")
-	_, restoreClient := as("restore")
+	restoreCfg, restoreClient := as("restore")
 	_, verifyClient := as("verify")
 	sourceCfg, _ := as("kube-source")
+	f.SenderAudience, f.cs = o.SenderAudience, cs
+	var auth *runtime.Authenticator
+	tokenFile := ""
+	if o.SenderAudience != "" {
+		auth = &runtime.Authenticator{Reviewer: cs.AuthenticationV1().TokenReviews(), Audience: o.SenderAudience, Trusted: o.TrustedSenders}
+		token, err := f.Token(ctx, WebhookNamespace, o.SourceServiceAccount)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		tokenFile = filepath.Join(cp.WorkDir, "kube-source.token")
+		if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
+			stop()
+			return nil, err
+		}
+	}
+	access := func(cfg *rest.Config) runtime.AccessReviewer {
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			panic(fmt.Sprintf("clientset: %v", err)) // only a malformed config gets here
+		}
+		return cs.AuthorizationV1().SubjectAccessReviews()
+	}
 	fn := &snapshot.Function{Client: snapClient, Config: snapCfg, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount,
-		MaxConcurrentJobs: o.MaxConcurrentJobs, RepositoryRetry: o.RepositoryRetry, GlobalVolumePoliciesConfigMap: o.GlobalVolumePoliciesConfigMap,
+		Access: access(snapCfg), MaxConcurrentJobs: o.MaxConcurrentJobs, RepositoryRetry: o.RepositoryRetry, GlobalVolumePoliciesConfigMap: o.GlobalVolumePoliciesConfigMap,
 		Emitter: runtime.Fanout{f.Emitted, runtime.Trigger{Types: retention.Subscribes, Emitter: toRetention}}, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-snapshot"})}
 	if o.DeleteWindow == 0 {
 		o.DeleteWindow = time.Second
@@ -219,12 +256,13 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 		Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-cleanup"})}
 	retentionFn := &retention.Function{Client: retentionClient, Emitter: f.Emitted, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-retention"})}
 	scheduleFn := &schedule.Function{Client: scheduleClient, Now: o.Clock, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-schedule"})}
-	restoreFn := &restore.Function{Client: restoreClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount, Now: o.Clock,
+	restoreFn := &restore.Function{Access: access(restoreCfg), Client: restoreClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount, Now: o.Clock,
 		Emitter: f.Emitted, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-restore"})}
 	verifyFn := &verify.Function{Client: verifyClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount, Now: o.Clock,
 		Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-verify"})}
-	fns := []runtime.Function{{Name: "snapshot", Handle: fn.Handle}, {Name: "cleanup", Handle: cleanupFn.Handle},
-		{Name: "retention", Handle: retentionFn.Handle}, {Name: "schedule", Handle: scheduleFn.Handle}, {Name: "restore", Handle: restoreFn.Handle},
+	fns := []runtime.Function{{Name: "snapshot", Handle: fn.Handle, Requests: []string{events.SnapshotRequested}}, {Name: "cleanup", Handle: cleanupFn.Handle},
+		{Name: "retention", Handle: retentionFn.Handle}, {Name: "schedule", Handle: scheduleFn.Handle},
+		{Name: "restore", Handle: restoreFn.Handle, Requests: []string{events.RestoreRequested}},
 		{Name: "verify", Handle: verifyFn.Handle}}
 	if o.Extra != nil {
 		// Functions the harness cannot import (they import packages whose
@@ -239,7 +277,7 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
-		errc <- runtime.Serve(ctx, runtime.Options{Addr: "127.0.0.1:0", Listening: listening, Log: log.WithName("functions"), Functions: fns})
+		errc <- runtime.Serve(ctx, runtime.Options{Addr: "127.0.0.1:0", Listening: listening, Auth: auth, Log: log.WithName("functions"), Functions: fns})
 	}()
 	var sinks []string
 	select {
@@ -257,11 +295,28 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
-		if err := kube.Run(ctx, kube.Options{Config: sourceCfg, Scheme: cp.Scheme, Sinks: sinks, Resync: o.Resync, Log: log.WithName("kube-source")}); err != nil {
+		if err := kube.Run(ctx, kube.Options{Config: sourceCfg, Scheme: cp.Scheme, Sinks: sinks, Resync: o.Resync, Log: log.WithName("kube-source"), TokenFile: tokenFile}); err != nil {
 			log.Error(err, "kube source stopped")
 		}
 	}()
 	return f, nil
+}
+
+// Token mints a token of ServiceAccount namespace/name for the functions'
+// audience, as a projected volume would give a pod of it.
+func (f *Functions) Token(ctx context.Context, namespace, name string) (string, error) {
+	return f.TokenFor(ctx, namespace, name, f.SenderAudience)
+}
+
+// TokenFor mints a token of namespace/name for audience.
+func (f *Functions) TokenFor(ctx context.Context, namespace, name, audience string) (string, error) {
+	exp := int64(12 * 3600)
+	tr, err := f.cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authnv1.TokenRequest{
+		Spec: authnv1.TokenRequestSpec{Audiences: []string{audience}, ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("token of %s/%s: %w", namespace, name, err)
+	}
+	return tr.Status.Token, nil
 }
 
 // Stop stops the source, the functions and the node.
