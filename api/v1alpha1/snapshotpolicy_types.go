@@ -258,6 +258,9 @@ type PreflightCheck struct {
 
 // Preflight holds a run until every check passes or the timeout expires.
 type Preflight struct {
+	// Checks run in order before each run; at most 32, each compiled and
+	// evaluated per run, so the list is bounded.
+	// +kubebuilder:validation:MaxItems=32
 	// +optional
 	Checks []PreflightCheck `json:"checks,omitempty"`
 	// Timeout holds at most this long (default 10m, "0" holds forever).

@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/cloudevents/sdk-go/v2/event"
-	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/snapflow/snapflow/events"
@@ -21,25 +20,11 @@ import (
 // count of the events it was handed.
 func serve(t *testing.T) (string, *atomic.Int32, *prometheus.Registry) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
 	var calls atomic.Int32
 	reg := prometheus.NewRegistry()
-	listening := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- Serve(ctx, Options{
-			Addr: "127.0.0.1:0", Log: logr.Discard(), Registry: reg, Listening: listening,
-			Functions: []Function{{Name: "f", Handle: func(context.Context, event.Event) error { calls.Add(1); return nil }}},
-		})
-	}()
-	var addr string
-	select {
-	case addr = <-listening:
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
-	}
-	t.Cleanup(func() { cancel(); <-done })
-	return "http://" + addr + "/", &calls, reg
+	url := serveWith(t, Options{Registry: reg,
+		Functions: []Function{{Name: "f", Handle: func(context.Context, event.Event) error { calls.Add(1); return nil }}}})
+	return url, &calls, reg
 }
 
 func post(t *testing.T, url, typ string, body io.Reader, length int64) int {

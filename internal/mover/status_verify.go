@@ -2,6 +2,7 @@ package mover
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -37,11 +38,21 @@ func runOf(p *snapv1.SnapshotPolicy, w *VerifyWork) *snapv1.VerificationRun {
 	return &p.Status.VerificationRuns[len(p.Status.VerificationRuns)-1]
 }
 
+// superseded says a later run (a later slot) holds the tier's entry: a
+// retried pod of an earlier run, which failed and so is retried by its Job,
+// must neither rerun nor overwrite it.
+func superseded(r *snapv1.VerificationRun, w *VerifyWork) bool {
+	return r.Slot.Time.After(w.Slot)
+}
+
 // verifyStarted refuses a retried pod of a run that already has a result.
 func (k *KubeReporter) verifyStarted(ctx context.Context) error {
 	return k.updatePolicy(ctx, func(p *snapv1.SnapshotPolicy) error {
 		r := runOf(p, k.Verify)
 		if r.Slot.Time.Equal(k.Verify.Slot) && (r.Phase == "Passed" || r.Phase == "Failed") {
+			return ErrAlreadyFinished
+		}
+		if superseded(r, k.Verify) {
 			return ErrAlreadyFinished
 		}
 		return errNoChange
@@ -51,9 +62,12 @@ func (k *KubeReporter) verifyStarted(ctx context.Context) error {
 // VerifyDone records the outcome on the policy: the run entry, and on a
 // pass the repository's lastVerified and the policy's oldest one.
 func (k *KubeReporter) VerifyDone(ctx context.Context, v VerifyReport) error {
-	return k.updatePolicy(ctx, func(p *snapv1.SnapshotPolicy) error {
+	err := k.updatePolicy(ctx, func(p *snapv1.SnapshotPolicy) error {
 		w := &v.Work
 		r := runOf(p, w)
+		if superseded(r, w) {
+			return errNoChange // a later run owns the entry; this result is history
+		}
 		at := metav1.NewTime(v.At)
 		r.Slot, r.KopiaSnapshotID, r.Message, r.CompletedAt = metav1.NewTime(w.Slot), v.Outcome.SnapshotID, v.Message, &at
 		r.Files, r.Bytes, r.Errors = ptr(v.Outcome.Files), ptr(v.Outcome.Bytes), ptr(v.Outcome.Errors)
@@ -67,6 +81,10 @@ func (k *KubeReporter) VerifyDone(ctx context.Context, v VerifyReport) error {
 			Message: v.Message, ObservedGeneration: p.Generation})
 		return nil
 	})
+	if errors.Is(err, errNoChange) {
+		return nil
+	}
+	return err
 }
 
 // markVerified sets one repository's lastVerified, and the policy's flat

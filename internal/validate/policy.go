@@ -303,12 +303,19 @@ func verification(v *snapv1.Verification, opts Options) *apis.FieldError {
 	return errs
 }
 
+// MaxPreflightChecks bounds spec.preflight.checks (the CRD says so too):
+// every check is compiled and evaluated for every run.
+const MaxPreflightChecks = 32
+
 func preflight(p *snapv1.Preflight) *apis.FieldError {
 	var errs *apis.FieldError
 	if p.Timeout != "0" {
 		if _, err := duration("timeout", p.Timeout); err != nil {
 			errs = errs.Also(err)
 		}
+	}
+	if len(p.Checks) > MaxPreflightChecks {
+		errs = errs.Also(fieldErr("checks", "%d preflight checks, at most %d are allowed; fold related conditions into one expr with &&", len(p.Checks), MaxPreflightChecks))
 	}
 	seen := map[string]bool{}
 	for i, c := range p.Checks {

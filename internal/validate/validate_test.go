@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -226,6 +227,12 @@ func TestSnapshotPolicyRules(t *testing.T) {
 		{"rule 22: preflight expr", func(p *snapv1.SnapshotPolicy) {
 			p.Spec.Preflight = &snapv1.Preflight{Checks: []snapv1.PreflightCheck{{Name: "a", Expr: "repository.snapshotCount"}}}
 		}, "spec.preflight.checks[0].expr", "must return a bool", admission},
+		{"preflight checks are bounded", func(p *snapv1.SnapshotPolicy) {
+			p.Spec.Preflight = &snapv1.Preflight{}
+			for i := 0; i <= MaxPreflightChecks; i++ {
+				p.Spec.Preflight.Checks = append(p.Spec.Preflight.Checks, snapv1.PreflightCheck{Name: fmt.Sprint("c", i), Expr: "true"})
+			}
+		}, "spec.preflight.checks", "at most 32", admission},
 		{"rule 23: hook timeout", func(p *snapv1.SnapshotPolicy) {
 			p.Spec.Hooks = &snapv1.Hooks{BeforeSnapshot: []snapv1.Hook{{WorkloadExec: &snapv1.WorkloadExecHook{
 				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "pg"}}, Command: []string{"sync"}, Timeout: "5"}}}}
