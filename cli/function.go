@@ -37,6 +37,7 @@ import (
 // functionFlags are shared by `function` and `dev`.
 type functionFlags struct {
 	addr, namespace, moverImage, moverSA, sink string
+	sinkTokenFile                              string
 	globalPolicies                             string
 	deleteWindow                               time.Duration
 	// local, in `snapflow dev`, delivers emitted events to the in-process functions.
@@ -53,6 +54,7 @@ func (f *functionFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.moverSA, "mover-service-account", "", "ServiceAccount of mover pods (needs status write on snapflow kinds)")
 	fl.IntVar(&f.maxJobs, "max-concurrent-jobs", 0, "cluster-wide cap on concurrent mover Jobs (0: unlimited)")
 	fl.StringVar(&f.sink, "sink", os.Getenv("K_SINK"), "where emitted events go (Knative SinkBinding sets $K_SINK)")
+	fl.StringVar(&f.sinkTokenFile, "sink-token-file", "", "file holding the bearer token sent with emitted events (a projected ServiceAccount token with the audience of a sink that checks senders, such as another function)")
 	fl.BoolVar(&f.devLogs, "dev-logs", false, "human-readable logs instead of JSON")
 	fl.DurationVar(&f.deleteWindow, "delete-window", 10*time.Second, "cleanup: quiet period after the newest deletion before a repository's deletion batch starts")
 	fl.StringVar(&f.globalPolicies, "global-backup-volume-policies-configmap", "", "ConfigMap in --namespace holding the global backup volume policies (checked at startup, re-read for every run)")
@@ -88,7 +90,7 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 	if err != nil {
 		return nil, err
 	}
-	sink, err := runtime.NewSinkEmitter(f.sink, log.WithName("emit"))
+	sink, err := runtime.NewSinkEmitter(f.sink, log.WithName("emit"), f.sinkTokenFile)
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +251,9 @@ ApiServerSource-shaped events and a periodic resync to the functions.`,
 				return err
 			}
 			// Without a broker, results go straight to the retention function.
-			f.local.Set("http://" + loopback(addr) + "/retention")
+			if err := f.local.Set("http://" + loopback(addr) + "/retention"); err != nil {
+				return err
+			}
 			if sources {
 				cfg, err := restConfig()
 				if err != nil {

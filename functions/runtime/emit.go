@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
@@ -11,6 +12,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/protocol"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/transport"
 )
 
 // Emitter sends the events functions produce.
@@ -26,13 +28,23 @@ type SinkEmitter struct {
 	c   cloudevents.Client
 }
 
-// NewSinkEmitter builds an emitter for sink ("" logs only).
-func NewSinkEmitter(sink string, log logr.Logger) (*SinkEmitter, error) {
+// NewSinkEmitter builds an emitter for sink ("" logs only). With a
+// tokenFile every event carries its token (re-read as it rotates), so a
+// sink that checks senders, such as another function, admits it.
+func NewSinkEmitter(sink string, log logr.Logger, tokenFile string) (*SinkEmitter, error) {
 	s := &SinkEmitter{URL: sink, Log: log}
 	if sink == "" {
 		return s, nil
 	}
-	c, err := cloudevents.NewClientHTTP(cloudevents.WithTarget(sink))
+	opts := []cehttp.Option{cloudevents.WithTarget(sink)}
+	if tokenFile != "" {
+		rt, err := transport.NewBearerAuthWithRefreshRoundTripper("", tokenFile, http.DefaultTransport)
+		if err != nil {
+			return nil, fmt.Errorf("sink token file %s: %w", tokenFile, err)
+		}
+		opts = append(opts, cehttp.WithRoundTripper(rt))
+	}
+	c, err := cloudevents.NewClientHTTP(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("cloudevents client for %s: %w", sink, err)
 	}
@@ -79,16 +91,22 @@ func (f Fanout) Emit(ctx context.Context, e event.Event) error {
 // the functions listen on); until Set it drops events, which the periodic
 // resync makes up for.
 type LateSink struct {
-	mu sync.Mutex
-	e  *SinkEmitter
+	// TokenFile, when set before Set, is sent as the bearer token.
+	TokenFile string
+	mu        sync.Mutex
+	e         *SinkEmitter
 }
 
 // Set points the sink at url.
-func (l *LateSink) Set(url string) {
-	e, _ := NewSinkEmitter(url, logr.Discard())
+func (l *LateSink) Set(url string) error {
+	e, err := NewSinkEmitter(url, logr.Discard(), l.TokenFile)
+	if err != nil {
+		return err
+	}
 	l.mu.Lock()
 	l.e = e
 	l.mu.Unlock()
+	return nil
 }
 
 // Emit sends e once Set was called.

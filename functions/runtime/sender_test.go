@@ -3,6 +3,9 @@ package runtime
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -139,4 +142,36 @@ func postAs(t *testing.T, url, token, typ string) int {
 	}
 	defer resp.Body.Close()
 	return resp.StatusCode
+}
+
+// A function's emitted events carry its token, so a sink that checks
+// senders (the retention function, without Knative) admits them.
+func TestSinkEmitterSendsItsToken(t *testing.T) {
+	var got atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Header.Get("Authorization"))
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer srv.Close()
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte("snapshot-fn"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	late := &LateSink{TokenFile: file}
+	if err := late.Set(srv.URL); err != nil {
+		t.Fatal(err)
+	}
+	e := event.New()
+	e.SetID("1")
+	e.SetSource("test")
+	e.SetType(events.SnapshotSucceeded)
+	if err := late.Emit(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := got.Load().(string); h != "Bearer snapshot-fn" {
+		t.Fatalf("Authorization %q, want the function's token", h)
+	}
+	if err := (&LateSink{TokenFile: filepath.Join(t.TempDir(), "missing")}).Set(srv.URL); err == nil {
+		t.Fatal("a missing token file must be an error, not a sink without a token")
+	}
 }

@@ -40,7 +40,8 @@ func TestMain(m *testing.M) {
 			// source and the suite's "pipeline" (standing in for Argo
 			// Events or Tekton) are trusted.
 			SenderAudience: senderAudience, SourceServiceAccount: chartRelease + "-kube-source",
-			TrustedSenders: []string{chartIdentity("kube-source"), "system:serviceaccount:" + harness.WebhookNamespace + ":" + pipelineSA}},
+			EmitterServiceAccount: chartRelease + "-snapshot",
+			TrustedSenders:        []string{chartIdentity("kube-source"), chartIdentity("snapshot"), "system:serviceaccount:" + harness.WebhookNamespace + ":" + pipelineSA}},
 	}, func(e *harness.Env) { env = e })
 }
 

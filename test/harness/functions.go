@@ -72,6 +72,9 @@ type FunctionsOptions struct {
 	SenderAudience       string
 	TrustedSenders       []string
 	SourceServiceAccount string
+	// EmitterServiceAccount is whose token the snapshot function's events
+	// to retention carry (a ServiceAccount of WebhookNamespace).
+	EmitterServiceAccount string
 }
 
 // Deps are what an Extra function gets from the harness.
@@ -238,6 +241,20 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 			stop()
 			return nil, err
 		}
+		// The snapshot function's results reach retention as the chart
+		// sends them: with the snapshot function's own token.
+		if o.EmitterServiceAccount != "" {
+			emitToken, err := f.Token(ctx, WebhookNamespace, o.EmitterServiceAccount)
+			if err != nil {
+				stop()
+				return nil, err
+			}
+			toRetention.TokenFile = filepath.Join(cp.WorkDir, "emitter.token")
+			if err := os.WriteFile(toRetention.TokenFile, []byte(emitToken), 0o600); err != nil {
+				stop()
+				return nil, err
+			}
+		}
 	}
 	access := func(cfg *rest.Config) runtime.AccessReviewer {
 		cs, err := kubernetes.NewForConfig(cfg)
@@ -287,7 +304,10 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 		for _, fn := range fns {
 			sinks = append(sinks, f.Base+"/"+fn.Name)
 		}
-		toRetention.Set(f.Base + "/retention")
+		if err := toRetention.Set(f.Base + "/retention"); err != nil {
+			stop()
+			return nil, err
+		}
 	case err := <-errc:
 		stop()
 		return nil, fmt.Errorf("start functions: %w", err)

@@ -167,6 +167,9 @@ snapshot cleanup retention schedule restore verify prune
 {{- if eq .name "cleanup" }}
 - --delete-window={{ $v.functions.cleanup.deleteWindow }}
 {{- end }}
+{{- if include "snapflow.sinkToken" . }}
+- --sink-token-file=/var/run/secrets/snapflow/token
+{{- end }}
 {{- if include "snapflow.senderAuth" .root }}
 - --sender-audience={{ $v.functions.senderAuth.audience }}
 {{- range include "snapflow.trustedSenders" .root | splitList " " }}
@@ -268,6 +271,9 @@ snapshot cleanup retention schedule restore verify prune
 {{- if .Values.prune.s3Source.enabled -}}
 {{- $out = append $out (printf "system:serviceaccount:%s:%s-s3-source" $ns $fullname) -}}
 {{- end -}}
+{{- if and (not .Values.functions.eventSink) .Values.functions.retention.enabled -}}
+{{- $out = append $out (printf "system:serviceaccount:%s:%s-snapshot" $ns $fullname) -}}
+{{- end -}}
 {{- join " " (concat $out .Values.functions.senderAuth.trustedSenders) -}}
 {{- end -}}
 
@@ -285,4 +291,11 @@ snapshot cleanup retention schedule restore verify prune
 - name: sender-token
   mountPath: /var/run/secrets/snapflow
   readOnly: true
+{{- end -}}
+
+{{/* Non-empty when function NAME sends its events to another function
+(snapshot to retention without Knative) and so carries a token. */}}
+{{- define "snapflow.sinkToken" -}}
+{{- $v := .root.Values -}}
+{{- if and (include "snapflow.senderAuth" .root) (eq .name "snapshot") (not $v.functions.eventSink) $v.functions.retention.enabled -}}true{{- end -}}
 {{- end -}}
