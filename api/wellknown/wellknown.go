@@ -75,8 +75,8 @@ const (
 	// AnnotationRequestedBy records who sent the request event a Snapshot
 	// or Restore was made for (the authenticated user, or "unauthenticated").
 	AnnotationRequestedBy = SnapflowPrefix + "requested-by"
-	// AnnotationRequestEvent is the id of that event: a redelivery finds
-	// its object again.
+	// AnnotationRequestEvent identifies that event (a Restore: its id; a
+	// Snapshot: "<source> <id>"): a redelivery finds its object again.
 	AnnotationRequestEvent = SnapflowPrefix + "requested-by-event"
 	AnnotationMaintenanceRunReq   = Prefix + "run-requested"
 	AnnotationMaintenanceRunMode  = Prefix + "run-mode"

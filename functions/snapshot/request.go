@@ -146,6 +146,12 @@ func (f *Function) handleRequest(ctx context.Context, e event.Event) error {
 	if req.Namespace == "" || req.Policy == "" {
 		return events.Malformed("snapshot request %s needs data.namespace and data.policy", e.ID())
 	}
+	// The sender backs up with its own rights, never the function's;
+	// checked first, so a sender learns nothing of a namespace it may not use.
+	who, err := runtime.Authorize(ctx, f.Access, authzv1.ResourceAttributes{Verb: "create", Group: snapv1.GroupVersion.Group, Resource: "snapshots", Namespace: req.Namespace})
+	if err != nil {
+		return err
+	}
 	var p snapv1.SnapshotPolicy
 	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: req.Policy}, &p); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -153,20 +159,16 @@ func (f *Function) handleRequest(ctx context.Context, e event.Event) error {
 		}
 		return err
 	}
-	// The sender backs up with its own rights, never the function's.
-	who, err := runtime.Authorize(ctx, f.Access, authzv1.ResourceAttributes{Verb: "create", Group: snapv1.GroupVersion.Group, Resource: "snapshots", Namespace: req.Namespace})
-	if err != nil {
-		return err
-	}
 	// The event's identity (source and id), not its sender-chosen time,
 	// names the firing: a redelivery mints nothing new, and a forged
 	// ce-time cannot place a backup in the past for retention to rank.
 	base := requestBase(req.Policy, e.Source(), e.ID())
-	if err := f.requestAllowed(ctx, &p, e.ID()); err != nil {
+	key := e.Source() + " " + e.ID() // CloudEvents identity: source and id together
+	if err := f.requestAllowed(ctx, &p, key); err != nil {
 		return err
 	}
 	names, err := Mint(ctx, f.Client, &p, base, Minted{Origin: snapv1.OriginManual, Tags: req.Tags,
-		Annotations: map[string]string{wellknown.AnnotationRequestedBy: who, wellknown.AnnotationRequestEvent: e.ID()}})
+		Annotations: map[string]string{wellknown.AnnotationRequestedBy: who, wellknown.AnnotationRequestEvent: key}})
 	var tooMany expand.ErrTooMany
 	if errors.As(err, &tooMany) {
 		return events.Malformed("snapshot request %s: %v", e.ID(), err)
@@ -193,7 +195,7 @@ const DefaultRequestInterval = time.Minute
 // interval of the last one, so a flood of events cannot push real history
 // out through count-based retention; a redelivery of the same request
 // (its Snapshots exist) goes through and mints nothing.
-func (f *Function) requestAllowed(ctx context.Context, p *snapv1.SnapshotPolicy, eventID string) error {
+func (f *Function) requestAllowed(ctx context.Context, p *snapv1.SnapshotPolicy, key string) error {
 	interval := f.RequestInterval
 	if interval == 0 {
 		interval = DefaultRequestInterval
@@ -211,7 +213,7 @@ func (f *Function) requestAllowed(ctx context.Context, p *snapv1.SnapshotPolicy,
 		if !requested {
 			continue
 		}
-		if id == eventID {
+		if id == key {
 			return nil // this request again
 		}
 		t := s.CreationTimestamp.Time

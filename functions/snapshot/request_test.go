@@ -69,12 +69,18 @@ func TestSnapshotRequestEvents(t *testing.T) {
 		t.Fatalf("a redelivery: %v", err)
 	}
 	got := snaps()
-	if len(got) != 1 || got[0].Annotations[wellknown.AnnotationRequestedBy] != "ci" || got[0].Annotations[wellknown.AnnotationRequestEvent] != "1" {
+	if len(got) != 1 || got[0].Annotations[wellknown.AnnotationRequestedBy] != "ci" || got[0].Annotations[wellknown.AnnotationRequestEvent] != "ci/pipeline 1" {
 		t.Fatalf("want one Snapshot recording its sender and event, got %+v", got)
 	}
-	// Another request within the interval is refused, not retried.
+	// Another request within the interval is refused, not retried; so is
+	// the same id from another source (it is another event).
 	if err := f.Handle(as("ci"), request("2", now)); err == nil || !events.IsClientError(err) {
 		t.Fatalf("a second request within the interval: %v, want a refusal", err)
+	}
+	other := request("1", now)
+	other.SetSource("elsewhere")
+	if err := f.Handle(as("ci"), other); err == nil || !events.IsClientError(err) {
+		t.Fatalf("the same id from another source within the interval: %v, want a refusal", err)
 	}
 	got[0].CreationTimestamp = metav1.NewTime(now.Add(-2 * DefaultRequestInterval))
 	if err := c.Update(ctx, &got[0]); err != nil {
