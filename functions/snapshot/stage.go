@@ -88,6 +88,9 @@ func (f *Function) stage(ctx context.Context, s *snapv1.Snapshot, p *runPlan) (b
 		if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, vs); err != nil {
 			return false, err
 		}
+		if !runtime.Owned(vs, s) {
+			return false, f.hold(ctx, s, foreignStaged("VolumeSnapshot", name))
+		}
 		ready, _, _ := unstructured.NestedBool(vs.Object, "status", "readyToUse")
 		if !ready {
 			msg := fmt.Sprintf("waiting for VolumeSnapshot %s of PVC %s to be ready", name, p.pvc)
@@ -107,7 +110,16 @@ func (f *Function) stage(ctx context.Context, s *snapv1.Snapshot, p *runPlan) (b
 		group := volumeSnapshotGVK.Group
 		pvc.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VolumeSnapshot", Name: name}
 	}
-	if err := f.Client.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := f.Client.Create(ctx, pvc); apierrors.IsAlreadyExists(err) {
+		// Back up only a copy this run made, never a PVC someone put under its name.
+		var live corev1.PersistentVolumeClaim
+		if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, &live); err != nil {
+			return false, err
+		}
+		if !runtime.Owned(&live, s) {
+			return false, f.hold(ctx, s, foreignStaged("PVC", name))
+		}
+	} else if err != nil {
 		return false, fmt.Errorf("create staged PVC %s: %w", name, err)
 	}
 	staged.Ready = true
@@ -142,6 +154,13 @@ func (f *Function) setStaging(ctx context.Context, s *snapv1.Snapshot, staged *s
 			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonStaging, Message: waiting, ObservedGeneration: gen})
 		}
 	})
+}
+
+// foreignStaged fails a run whose staging name is taken by an object it did
+// not make: backing that up would store someone else's data as this one's.
+func foreignStaged(kind, name string) gate {
+	return gate{cond: wellknown.ConditionReady, reason: ReasonInvalidSpec, fatal: true,
+		message: fmt.Sprintf("%s %s exists and was not made by this Snapshot, so it is not backed up; delete or rename it and create a new Snapshot", kind, name)}
 }
 
 // unstage deletes the staged PVC and VolumeSnapshot of a finished run. The

@@ -217,3 +217,45 @@ func TestForgedEventsAreRefused(t *testing.T) {
 		t.Fatalf("refused events created %d Restores and %d Snapshots in %s", len(restores.Items), len(snaps.Items), b)
 	}
 }
+
+// A PVC a user (or a tenant's pod) put under a run's staging name is never
+// backed up as the run's copy, nor deleted when the run ends.
+func TestForeignStagedPVCIsNotBackedUp(t *testing.T) {
+	const ns = "sec-foreign-stage"
+	backupNamespace(t, ns, 1, "")
+	// A recipe rule asks for a CSI snapshot, so the run stages a copy
+	// (the suite's baseline would read the live volume).
+	kubectl(t, []byte(`
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: recipe, namespace: `+ns+`}
+data:
+  policies.yaml: |
+    version: v1
+    volumePolicies:
+      - conditions: {}
+        action: {type: snapshot}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: planted-src, namespace: `+ns+`}
+spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+---
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotPolicy
+metadata: {name: app, namespace: `+ns+`}
+spec:
+  repository: {name: primary}
+  resourcePolicy: {kind: configmap, name: recipe}
+  sources: [{pvc: {name: app-data}}]
+`), 0, "apply", "-f", "-")
+	kubectl(t, snapshotOf(ns, "planted", "app"), 0, "create", "-f", "-")
+	s := waitSnapshot(t, ns, "planted", snapv1.SnapshotFailed)
+	if c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionReady); c == nil || !strings.Contains(c.Message, "was not made by this Snapshot") {
+		t.Fatalf("want a refusal naming the foreign PVC, got %+v", s.Status.Conditions)
+	}
+	var pvc corev1.PersistentVolumeClaim
+	if err := env.Client.Get(testContext(t), clientKey(ns, "planted-src"), &pvc); err != nil || pvc.DeletionTimestamp != nil {
+		t.Fatalf("the planted PVC must be left alone: %v %v", err, pvc.DeletionTimestamp)
+	}
+}
