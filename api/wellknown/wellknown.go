@@ -77,9 +77,9 @@ const (
 	AnnotationRequestedBy = SnapflowPrefix + "requested-by"
 	// AnnotationRequestEvent identifies that event (a Restore: its id; a
 	// Snapshot: "<source> <id>"): a redelivery finds its object again.
-	AnnotationRequestEvent = SnapflowPrefix + "requested-by-event"
-	AnnotationMaintenanceRunReq   = Prefix + "run-requested"
-	AnnotationMaintenanceRunMode  = Prefix + "run-mode"
+	AnnotationRequestEvent       = SnapflowPrefix + "requested-by-event"
+	AnnotationMaintenanceRunReq  = Prefix + "run-requested"
+	AnnotationMaintenanceRunMode = Prefix + "run-mode"
 	// AnnotationVolumePolicies holds the effective volume policies stamped at
 	// admission (a volumepolicy.Stamp as JSON).
 	AnnotationVolumePolicies = SnapflowPrefix + "volume-policies"
