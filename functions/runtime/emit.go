@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
@@ -12,7 +11,8 @@ import (
 	"github.com/cloudevents/sdk-go/v2/protocol"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/go-logr/logr"
-	"k8s.io/client-go/transport"
+
+	"github.com/snapflow/snapflow/events/sources/sink"
 )
 
 // Emitter sends the events functions produce.
@@ -31,22 +31,18 @@ type SinkEmitter struct {
 // NewSinkEmitter builds an emitter for sink ("" logs only). With a
 // tokenFile every event carries its token (re-read as it rotates), so a
 // sink that checks senders, such as another function, admits it.
-func NewSinkEmitter(sink string, log logr.Logger, tokenFile string) (*SinkEmitter, error) {
-	s := &SinkEmitter{URL: sink, Log: log}
-	if sink == "" {
+func NewSinkEmitter(sinkURL string, log logr.Logger, tokenFile string) (*SinkEmitter, error) {
+	s := &SinkEmitter{URL: sinkURL, Log: log}
+	if sinkURL == "" {
 		return s, nil
 	}
-	opts := []cehttp.Option{cloudevents.WithTarget(sink)}
-	if tokenFile != "" {
-		rt, err := transport.NewBearerAuthWithRefreshRoundTripper("", tokenFile, http.DefaultTransport)
-		if err != nil {
-			return nil, fmt.Errorf("sink token file %s: %w", tokenFile, err)
-		}
-		opts = append(opts, cehttp.WithRoundTripper(rt))
-	}
-	c, err := cloudevents.NewClientHTTP(opts...)
+	bearer, err := sink.BearerToken(tokenFile)
 	if err != nil {
-		return nil, fmt.Errorf("cloudevents client for %s: %w", sink, err)
+		return nil, err
+	}
+	c, err := cloudevents.NewClientHTTP(append([]cehttp.Option{cloudevents.WithTarget(sinkURL)}, bearer...)...)
+	if err != nil {
+		return nil, fmt.Errorf("cloudevents client for %s: %w", sinkURL, err)
 	}
 	s.c = c
 	return s, nil

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -98,7 +99,7 @@ func Serve(ctx context.Context, o Options) error {
 			log := o.Log.WithValues("function", f.Name, "eventID", e.ID(), "eventType", e.Type(), "subject", e.Subject())
 			if s, ok := SenderOf(ctx); ok {
 				log = log.WithValues("sender", s.User.Username)
-				if !s.Trusted && !contains(f.Requests, e.Type()) {
+				if !s.Trusted && !slices.Contains(f.Requests, e.Type()) {
 					handled.WithLabelValues(f.Name, typeLabel(e.Type()), "forbidden").Inc()
 					log.Info("refused an event from an untrusted sender")
 					return cehttp.NewResult(http.StatusForbidden, "%s may not send %s events to %s", s.User.Username, typeLabel(e.Type()), f.Name)
@@ -202,22 +203,13 @@ func authenticate(a *Authenticator, f Function, log logr.Logger, h http.Handler)
 			return
 		}
 		// In binary mode the type is a header: refuse before decoding.
-		if t := r.Header.Get("Ce-Type"); !s.Trusted && (len(f.Requests) == 0 || (t != "" && !contains(f.Requests, t))) {
+		if t := r.Header.Get("Ce-Type"); !s.Trusted && (len(f.Requests) == 0 || (t != "" && !slices.Contains(f.Requests, t))) {
 			log.Info("refused an untrusted sender", "sender", s.User.Username, "remote", r.RemoteAddr)
 			http.Error(w, fmt.Sprintf("%s may not send events to %s: only the deployment's trusted senders may", s.User.Username, f.Name), http.StatusForbidden)
 			return
 		}
 		h.ServeHTTP(w, r.WithContext(WithSender(r.Context(), s)))
 	})
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // typeLabel keeps the metric's type label to the event types snapflow

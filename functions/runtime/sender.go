@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -90,7 +91,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, r *http.Request) (Send
 		if err != nil {
 			return Sender{}, http.StatusServiceUnavailable, "cannot review the sender's token now: " + err.Error()
 		}
-		rv = review{user: res.Status.User, ok: res.Status.Authenticated && audienceOK(res.Status.Audiences, a.Audience), expires: now.Add(reviewTTL)}
+		rv = review{user: res.Status.User, ok: res.Status.Authenticated && slices.Contains(res.Status.Audiences, a.Audience), expires: now.Add(reviewTTL)}
 		a.mu.Lock()
 		if a.cache == nil || len(a.cache) > 4096 {
 			a.cache = map[[32]byte]review{}
@@ -102,19 +103,6 @@ func (a *Authenticator) Authenticate(ctx context.Context, r *http.Request) (Send
 		return Sender{}, http.StatusUnauthorized, fmt.Sprintf("the bearer token is not valid for audience %q", a.Audience)
 	}
 	return Sender{User: rv.user, Trusted: Trusts(a.Trusted, rv.user.Username)}, 0, ""
-}
-
-// audienceOK: an API server that reports audiences must include ours.
-func audienceOK(got []string, want string) bool {
-	if len(got) == 0 {
-		return false
-	}
-	for _, a := range got {
-		if a == want {
-			return true
-		}
-	}
-	return false
 }
 
 // Trusts says whether user matches one of patterns (exact, or a prefix

@@ -360,7 +360,7 @@ func (f *Function) finalize(ctx context.Context, s *snapv1.Snapshot) error {
 		// The work spec is named for the run, not taken from status (which
 		// movers write), and deleted only if this Snapshot made it.
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: moverjob.Name(s.Name, string(s.UID))}}
-		if _, err := runtime.DeleteOwned(ctx, f.Client, cm, s); err != nil && !errors.Is(err, runtime.ErrNotOwned) {
+		if err := deleteIfOwned(ctx, f.Client, cm, s, "work-spec ConfigMap"); err != nil {
 			return err
 		}
 	}

@@ -162,8 +162,8 @@ func (f *Function) handleRequest(ctx context.Context, e event.Event) error {
 	// The event's identity (source and id), not its sender-chosen time,
 	// names the firing: a redelivery mints nothing new, and a forged
 	// ce-time cannot place a backup in the past for retention to rank.
-	base := requestBase(req.Policy, e.Source(), e.ID())
 	key := e.Source() + " " + e.ID() // CloudEvents identity: source and id together
+	base := requestBase(req.Policy, key)
 	if err := f.requestAllowed(ctx, &p, key); err != nil {
 		return err
 	}
@@ -181,9 +181,9 @@ func (f *Function) handleRequest(ctx context.Context, e event.Event) error {
 }
 
 // requestBase is the name stem of the firing one request event asks for.
-func requestBase(policy, source, id string) string {
+func requestBase(policy, key string) string {
 	h := fnv.New32a()
-	_, _ = h.Write([]byte(source + "\x00" + id))
+	_, _ = h.Write([]byte(key))
 	return fmt.Sprintf("%s-requested-%08x", policy, h.Sum32())
 }
 

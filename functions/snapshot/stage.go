@@ -173,21 +173,31 @@ func (f *Function) unstage(ctx context.Context, s *snapv1.Snapshot) error {
 	}
 	name := stagedName(s)
 	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: name}}
-	if _, err := runtime.DeleteOwned(ctx, f.Client, pvc, s); err != nil && !errors.Is(err, runtime.ErrNotOwned) {
-		return fmt.Errorf("delete staged PVC %s: %w", name, err)
-	} else if err != nil {
-		runtime.Log(ctx).Info("staged PVC left in place: this Snapshot does not own it", "snapshot", s.Namespace+"/"+s.Name, "pvc", name)
+	if err := deleteIfOwned(ctx, f.Client, pvc, s, "staged PVC"); err != nil {
+		return err
 	}
 	if st.CopyMethod == snapv1.CopySnapshot || st.VolumeSnapshotName != "" {
 		vs := &unstructured.Unstructured{}
 		vs.SetGroupVersionKind(volumeSnapshotGVK)
 		vs.SetNamespace(s.Namespace)
 		vs.SetName(name)
-		if _, err := runtime.DeleteOwned(ctx, f.Client, vs, s); err != nil && !errors.Is(err, runtime.ErrNotOwned) {
-			return fmt.Errorf("delete VolumeSnapshot %s: %w", name, err)
-		} else if err != nil {
-			runtime.Log(ctx).Info("VolumeSnapshot left in place: this Snapshot does not own it", "snapshot", s.Namespace+"/"+s.Name, "volumeSnapshot", name)
+		if err := deleteIfOwned(ctx, f.Client, vs, s, "VolumeSnapshot"); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// deleteIfOwned deletes what s made under obj's name, and leaves (and logs)
+// an object of that name that s does not own.
+func deleteIfOwned(ctx context.Context, c client.Client, obj client.Object, s *snapv1.Snapshot, what string) error {
+	_, err := runtime.DeleteOwned(ctx, c, obj, s)
+	if errors.Is(err, runtime.ErrNotOwned) {
+		runtime.Log(ctx).Info(what+" left in place: this Snapshot does not own it", "snapshot", s.Namespace+"/"+s.Name, "name", obj.GetName())
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("delete %s %s: %w", what, obj.GetName(), err)
 	}
 	return nil
 }

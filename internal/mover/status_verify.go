@@ -45,14 +45,13 @@ func superseded(r *snapv1.VerificationRun, w *VerifyWork) bool {
 	return r.Slot.Time.After(w.Slot)
 }
 
-// verifyStarted refuses a retried pod of a run that already has a result.
+// verifyStarted refuses a retried pod of a run that already has a result
+// or that a later run superseded.
 func (k *KubeReporter) verifyStarted(ctx context.Context) error {
 	return k.updatePolicy(ctx, func(p *snapv1.SnapshotPolicy) error {
 		r := runOf(p, k.Verify)
-		if r.Slot.Time.Equal(k.Verify.Slot) && (r.Phase == "Passed" || r.Phase == "Failed") {
-			return ErrAlreadyFinished
-		}
-		if superseded(r, k.Verify) {
+		finished := r.Slot.Time.Equal(k.Verify.Slot) && (r.Phase == "Passed" || r.Phase == "Failed")
+		if finished || superseded(r, k.Verify) {
 			return ErrAlreadyFinished
 		}
 		return errNoChange

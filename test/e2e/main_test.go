@@ -62,7 +62,8 @@ const chartRelease = "snapflow"
 // ServiceAccounts, roles and bindings of the release namespace; mover pods
 // act as their ServiceAccount under the chart's mover role.
 func chartRBAC() []byte {
-	rbac := renderRBAC(func(ns string) bool { return ns != tenantPlaceholder })
+	rbac, tenant := renderRBAC()
+	tenantDocs = tenant
 	// The pipeline may create Snapshots and Restores, as a Tekton or Argo
 	// Events ServiceAccount would to send request events.
 	return append(rbac, fmt.Sprintf(`---
@@ -115,7 +116,8 @@ func senderToken(t *testing.T) string {
 // mover.namespaces; tenantRBAC swaps in each test namespace.
 const tenantPlaceholder = "e2e-tenant-placeholder"
 
-var tenantDocs = renderRBAC(func(ns string) bool { return ns == tenantPlaceholder })
+// tenantDocs are the chart's documents for tenantPlaceholder, set by chartRBAC.
+var tenantDocs []byte
 
 // tenantRBAC is what the chart gives a namespace listed in mover.namespaces
 // (its mover ServiceAccount and the RoleBinding of the mover role there):
@@ -124,7 +126,10 @@ func tenantRBAC(ns string) []byte {
 	return bytes.ReplaceAll(tenantDocs, []byte(tenantPlaceholder), []byte(ns))
 }
 
-func renderRBAC(keepNamespace func(string) bool) []byte {
+// renderRBAC renders the chart once and returns its RBAC documents: those
+// of the release (cluster-scoped and release namespace) and those of the
+// placeholder tenant namespace.
+func renderRBAC() (release, tenant []byte) {
 	helm, err := harness.Tool("helm")
 	if err != nil {
 		panic(err)
@@ -137,18 +142,22 @@ func renderRBAC(keepNamespace func(string) bool) []byte {
 		panic(fmt.Sprintf("helm template: %v", err))
 	}
 	keep := map[string]bool{"ServiceAccount": true, "ClusterRole": true, "ClusterRoleBinding": true, "Role": true, "RoleBinding": true}
-	var b bytes.Buffer
+	var rel, ten bytes.Buffer
 	for _, doc := range strings.Split(string(out), "\n---") {
 		var head struct {
 			Kind     string
 			Metadata struct{ Namespace string }
 		}
-		if err := yaml.Unmarshal([]byte(doc), &head); err != nil || !keep[head.Kind] || !keepNamespace(head.Metadata.Namespace) {
+		if err := yaml.Unmarshal([]byte(doc), &head); err != nil || !keep[head.Kind] {
 			continue
+		}
+		b := &rel
+		if head.Metadata.Namespace == tenantPlaceholder {
+			b = &ten
 		}
 		b.WriteString("---\n" + strings.TrimPrefix(doc, "\n") + "\n")
 	}
-	return b.Bytes()
+	return rel.Bytes(), ten.Bytes()
 }
 
 // chartIdentity is the ServiceAccount the chart runs a component as.

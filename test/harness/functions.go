@@ -231,26 +231,14 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	tokenFile := ""
 	if o.SenderAudience != "" {
 		auth = &runtime.Authenticator{Reviewer: cs.AuthenticationV1().TokenReviews(), Audience: o.SenderAudience, Trusted: o.TrustedSenders}
-		token, err := f.Token(ctx, WebhookNamespace, o.SourceServiceAccount)
-		if err != nil {
-			stop()
-			return nil, err
-		}
-		tokenFile = filepath.Join(cp.WorkDir, "kube-source.token")
-		if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
+		if tokenFile, err = f.tokenFile(ctx, cp.WorkDir, o.SourceServiceAccount); err != nil {
 			stop()
 			return nil, err
 		}
 		// The snapshot function's results reach retention as the chart
 		// sends them: with the snapshot function's own token.
 		if o.EmitterServiceAccount != "" {
-			emitToken, err := f.Token(ctx, WebhookNamespace, o.EmitterServiceAccount)
-			if err != nil {
-				stop()
-				return nil, err
-			}
-			toRetention.TokenFile = filepath.Join(cp.WorkDir, "emitter.token")
-			if err := os.WriteFile(toRetention.TokenFile, []byte(emitToken), 0o600); err != nil {
+			if toRetention.TokenFile, err = f.tokenFile(ctx, cp.WorkDir, o.EmitterServiceAccount); err != nil {
 				stop()
 				return nil, err
 			}
@@ -326,6 +314,17 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 // audience, as a projected volume would give a pod of it.
 func (f *Functions) Token(ctx context.Context, namespace, name string) (string, error) {
 	return f.TokenFor(ctx, namespace, name, f.SenderAudience)
+}
+
+// tokenFile writes a token of WebhookNamespace's ServiceAccount sa into
+// dir, as a projected token volume holds one, and returns its path.
+func (f *Functions) tokenFile(ctx context.Context, dir, sa string) (string, error) {
+	token, err := f.Token(ctx, WebhookNamespace, sa)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, sa+".token")
+	return path, os.WriteFile(path, []byte(token), 0o600)
 }
 
 // TokenFor mints a token of namespace/name for audience.

@@ -18,6 +18,19 @@ import (
 	"k8s.io/client-go/transport"
 )
 
+// BearerToken returns the client options that send the token in tokenFile
+// with every request, re-read as the kubelet rotates it; none for "".
+func BearerToken(tokenFile string) ([]cehttp.Option, error) {
+	if tokenFile == "" {
+		return nil, nil
+	}
+	rt, err := transport.NewBearerAuthWithRefreshRoundTripper("", tokenFile, http.DefaultTransport)
+	if err != nil {
+		return nil, fmt.Errorf("token file %s: %w", tokenFile, err)
+	}
+	return []cehttp.Option{cehttp.WithRoundTripper(rt)}, nil
+}
+
 // Sinks are the URLs a source posts to.
 type Sinks struct {
 	urls    []string
@@ -30,13 +43,9 @@ type Sinks struct {
 // projected ServiceAccount token with the functions' audience).
 func New(urls []string, log logr.Logger, tokenFile string) (*Sinks, error) {
 	s := &Sinks{urls: urls, log: log}
-	var opts []cehttp.Option
-	if tokenFile != "" {
-		rt, err := transport.NewBearerAuthWithRefreshRoundTripper("", tokenFile, http.DefaultTransport)
-		if err != nil {
-			return nil, fmt.Errorf("token file %s: %w", tokenFile, err)
-		}
-		opts = append(opts, cehttp.WithRoundTripper(rt))
+	opts, err := BearerToken(tokenFile)
+	if err != nil {
+		return nil, err
 	}
 	for _, u := range urls {
 		c, err := cloudevents.NewClientHTTP(append([]cehttp.Option{cloudevents.WithTarget(u)}, opts...)...)
