@@ -53,6 +53,20 @@ const (
 // whose policy or Restore enables spec.credentialProjection.
 const AnnotationAllowCredentialProjection = SnapflowPrefix + "allow-credential-projection"
 
+// AnnotationIdentityScope on a ClusterRepository says whose snapshots a
+// namespace's runs may touch in it. Unset or IdentityScopeNamespace: only
+// snapshots whose kopia hostname is the namespace's own (the namespace, or
+// the namespace and a '.'-suffix), so no tenant writes, prunes, restores or
+// deletes another's. IdentityScopeShared lifts that for repositories whose
+// consumers trust one another.
+const AnnotationIdentityScope = SnapflowPrefix + "identity-scope"
+
+// Values of AnnotationIdentityScope.
+const (
+	IdentityScopeNamespace = "Namespace"
+	IdentityScopeShared    = "Shared"
+)
+
 // AnnotationVerifyRequested on a SnapshotPolicy (an RFC3339 time) asks for
 // every configured verification tier to run now, outside its schedule.
 const AnnotationVerifyRequested = SnapflowPrefix + "verify-requested"

@@ -182,6 +182,9 @@ func (f *Function) reconcileRepository(ctx context.Context, ref snapv1.Repositor
 				}
 				continue
 			}
+			if c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionDeletionHeld); c != nil && c.Reason == mover.ReasonSnapshotNotOwned {
+				continue // the mover found the data is another namespace's: retrying cannot help
+			}
 			toDelete = append(toDelete, s)
 			key := s.Namespace + "/" + s.Name
 			byName[key] = s
@@ -437,7 +440,7 @@ func (f *Function) startBatch(ctx context.Context, repo *repoState, ready []*sna
 	if err != nil || !acquired {
 		return err
 	}
-	work, mounts, err := snapshot.RepositoryWork(repo.ref, repo.spec)
+	work, mounts, err := snapshot.RepositoryWork(repo.ref, repo.obj, repo.spec)
 	if err != nil {
 		return err
 	}

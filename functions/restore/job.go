@@ -19,7 +19,7 @@ import (
 // build renders the restore's mover Job and work spec, and says whether the
 // mover needs the namespace's privileged opt-in.
 func (f *Function) build(rs *snapv1.Restore, res *resolution, repo *snapshot.RepositoryObject, pvc, name string) (*batchv1.Job, *corev1.ConfigMap, bool, error) {
-	work, mounts, err := snapshot.RepositoryWork(repo.Ref, repo.Spec)
+	work, mounts, err := snapshot.RepositoryWork(repo.Ref, repo.Obj, repo.Spec)
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("%s: %w", repo.Key(), err)
 	}

@@ -57,7 +57,7 @@ func (f *Function) syncPin(ctx context.Context, s *snapv1.Snapshot) error {
 	if repo.Status.Phase != snapv1.RepositoryReady {
 		return nil // the next event after it turns Ready retries
 	}
-	work, mounts, err := RepositoryWork(repo.Ref, repo.Spec)
+	work, mounts, err := RepositoryWork(repo.Ref, repo.Obj, repo.Spec)
 	if err != nil {
 		return nil
 	}

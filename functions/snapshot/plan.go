@@ -16,6 +16,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
+	"github.com/snapflow/snapflow/internal/identity"
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/internal/mover"
@@ -161,7 +162,7 @@ func (f *Function) plan(ctx context.Context, s *snapv1.Snapshot) (*runPlan, *gat
 		return invalid("%s is ReadOnly; snapshots cannot be written to it", repo.Key())
 	}
 	p := &runPlan{policy: &pol, repo: repo}
-	if p.repoWork, p.mounts, err = RepositoryWork(repo.Ref, repo.Spec); err != nil {
+	if p.repoWork, p.mounts, err = RepositoryWork(repo.Ref, repo.Obj, repo.Spec); err != nil {
 		return invalid("%s: %v", repo.Key(), err)
 	}
 	if repo.Ref.Kind == snapv1.KindClusterRepository && (p.mounts.RepoClaim != "" || p.mounts.Credentials != "") {
@@ -205,6 +206,11 @@ func (f *Function) plan(ctx context.Context, s *snapv1.Snapshot) (*runPlan, *gat
 	}
 	if p.source, err = resolveIdentity(&pol, repo, p.src, p.pvc); err != nil {
 		return invalid("%v", err)
+	}
+	if p.repoWork.NamespaceBound {
+		if pr := identity.OwnerProblem(p.source.Hostname, s.Namespace); pr != "" {
+			return invalid("%s", pr)
+		}
 	}
 	p.copyMethod = pol.Spec.CopyMethod
 	if p.copyMethod == "" {

@@ -107,7 +107,7 @@ func finishTime(j *batchv1.Job) time.Time {
 }
 
 func (f *Function) startBootstrap(ctx context.Context, r *RepositoryObject, jobName string) error {
-	work, mounts, err := RepositoryWork(r.Ref, r.Spec)
+	work, mounts, err := RepositoryWork(r.Ref, r.Obj, r.Spec)
 	if err != nil {
 		return f.updateRepoStatus(ctx, r, func(st *snapv1.RepositoryStatus, gen int64) {
 			st.Phase = snapv1.RepositoryFailed

@@ -180,13 +180,20 @@ func createOptions(spec *snapv1.RepositorySpec) *kopia.CreateOptions {
 }
 
 // RepositoryWork is the repository section of a work spec, and what the
-// mover Job must mount or inject to reach it.
-func RepositoryWork(ref snapv1.RepositoryRef, spec *snapv1.RepositorySpec) (mover.Repository, JobMounts, error) {
+// mover Job must mount or inject to reach it. obj is the live repository
+// (its annotations say whether it is namespace-bound; nil counts as bound
+// for a ClusterRepository).
+func RepositoryWork(ref snapv1.RepositoryRef, obj client.Object, spec *snapv1.RepositorySpec) (mover.Repository, JobMounts, error) {
 	b, m, err := backendFor(spec)
 	if err != nil {
 		return mover.Repository{}, m, err
 	}
-	return mover.Repository{Kind: string(ref.Kind), Name: ref.Name, Backend: b, Create: createOptions(spec), HasCA: m.CABundle != nil}, m, nil
+	var ann map[string]string
+	if obj != nil {
+		ann = obj.GetAnnotations()
+	}
+	return mover.Repository{Kind: string(ref.Kind), Name: ref.Name, Backend: b, Create: createOptions(spec), HasCA: m.CABundle != nil,
+		NamespaceBound: identity.NamespaceBound(ref.Kind, ann)}, m, nil
 }
 
 // resolveIdentity is the kopia identity of policy p's source in repository r.

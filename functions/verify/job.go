@@ -22,7 +22,7 @@ import (
 // policy, tier, repository and slot, so a duplicate event cannot start a
 // second run for the same slot.
 func (f *Function) build(p *snapv1.SnapshotPolicy, ref snapv1.RepositoryRef, tier string, latest *snapv1.Snapshot, repo *snapshot.RepositoryObject, slot time.Time) (*batchv1.Job, *corev1.ConfigMap, error) {
-	work, mounts, err := snapshot.RepositoryWork(repo.Ref, repo.Spec)
+	work, mounts, err := snapshot.RepositoryWork(repo.Ref, repo.Obj, repo.Spec)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", repo.Key(), err)
 	}

@@ -9,6 +9,7 @@ import (
 	"unicode"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/internal/expr"
 )
 
@@ -135,4 +136,30 @@ func nonNil(m map[string]string) map[string]string {
 		return map[string]string{}
 	}
 	return m
+}
+
+// HostNamespace is the namespace a kopia hostname belongs to: the part
+// before its first '.', as a default hostname is <namespace> or
+// <namespace>.<cluster>.
+func HostNamespace(hostname string) string {
+	ns, _, _ := strings.Cut(hostname, ".")
+	return ns
+}
+
+// NamespaceBound says whether consumers of a repository may touch only
+// their own namespace's snapshots in it: a ClusterRepository is shared by
+// namespaces and is bound unless annotated as Shared; a Repository belongs
+// to one namespace and is not.
+func NamespaceBound(kind snapv1.RepositoryKind, annotations map[string]string) bool {
+	return kind == snapv1.KindClusterRepository && strings.TrimSpace(annotations[wellknown.AnnotationIdentityScope]) != wellknown.IdentityScopeShared
+}
+
+// OwnerProblem says why a snapshot under hostname is not namespace ns's
+// to write, read or delete in a namespace-bound repository, or "".
+func OwnerProblem(hostname, ns string) string {
+	if HostNamespace(hostname) == ns {
+		return ""
+	}
+	return fmt.Sprintf("kopia hostname %q belongs to namespace %q, not %q: in a ClusterRepository shared by namespaces each namespace may touch only snapshots under its own hostname (%q, or %q followed by '.' and a suffix); annotate the ClusterRepository %s=%s only if all its namespaces may read and delete one another's backups",
+		hostname, HostNamespace(hostname), ns, ns, ns, wellknown.AnnotationIdentityScope, wellknown.IdentityScopeShared)
 }

@@ -174,14 +174,14 @@ func exercise(t *testing.T, backend kopia.Backend) {
 		t.Fatal(err)
 	}
 
-	del, err := r.Delete(ctx, []string{first.ID, second.ID, "k0000000000000000000000000000000"})
+	del, err := r.Delete(ctx, []string{first.ID, second.ID, "k0000000000000000000000000000000"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(del.Deleted) != 2 || len(del.Missing) != 1 || len(del.Failed) != 0 {
 		t.Fatalf("delete result %+v", del)
 	}
-	again, err := r.Delete(ctx, []string{first.ID})
+	again, err := r.Delete(ctx, []string{first.ID}, nil)
 	if err != nil || len(again.Missing) != 1 {
 		t.Fatalf("deleting twice must be a no-op: %+v %v", again, err)
 	}

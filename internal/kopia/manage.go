@@ -86,6 +86,9 @@ func (r *Repo) List(ctx context.Context, src *Source) ([]SnapshotInfo, error) {
 	}
 	out := make([]SnapshotInfo, 0, len(mans))
 	for _, m := range mans {
+		if r.refuse(m.Source) != nil {
+			continue
+		}
 		out = append(out, infoOf(m))
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -114,7 +117,25 @@ func (r *Repo) load(ctx context.Context, id string) (*snapshot.Manifest, error) 
 		}
 		return nil, classify(fmt.Errorf("load snapshot %s: %w", id, err))
 	}
+	if err := r.refuse(m.Source); err != nil {
+		return nil, notAllowed(id, err)
+	}
 	return m, nil
+}
+
+func (r *Repo) refuse(si snapshot.SourceInfo) error {
+	if r.guard == nil {
+		return nil
+	}
+	return r.guard(sourceOfInfo(si))
+}
+
+func sourceOfInfo(si snapshot.SourceInfo) Source {
+	return Source{Username: si.UserName, Hostname: si.Host, Path: si.Path}
+}
+
+func notAllowed(id string, err error) error {
+	return &Error{Class: ClassSourceNotAllowed, Err: fmt.Errorf("snapshot %s was left in place: %w", id, err)}
 }
 
 // DeleteResult reports a batch deletion per member.
@@ -126,8 +147,10 @@ type DeleteResult struct {
 }
 
 // Delete removes many snapshots in one write session: one repository open,
-// one index flush, however many members.
-func (r *Repo) Delete(ctx context.Context, ids []string) (DeleteResult, error) {
+// one index flush, however many members. check, when set, vets each
+// member's source before it goes (members of one batch may belong to
+// different owners); the session's Guard applies as well.
+func (r *Repo) Delete(ctx context.Context, ids []string, check func(id string, src Source) error) (DeleteResult, error) {
 	res := DeleteResult{Failed: map[string]error{}}
 	err := repo.WriteSession(ctx, r.rep, repo.WriteSessionOptions{Purpose: "snapflow:delete"}, func(ctx context.Context, w repo.RepositoryWriter) error {
 		for _, id := range ids {
@@ -145,6 +168,17 @@ func (r *Repo) Delete(ctx context.Context, ids []string) (DeleteResult, error) {
 				// policy or other manifest is a wrong status, not a target.
 				res.Failed[id] = &Error{Class: ClassInvalidConfig, Err: fmt.Errorf("manifest %s is a %q manifest, not a snapshot; it was left in place", id, t)}
 				continue
+			}
+			src := Source{Username: md.Labels[snapshot.UsernameLabel], Hostname: md.Labels[snapshot.HostnameLabel], Path: md.Labels[snapshot.PathLabel]}
+			if err := r.refuse(snapshot.SourceInfo{UserName: src.Username, Host: src.Hostname, Path: src.Path}); err != nil {
+				res.Failed[id] = notAllowed(id, err)
+				continue
+			}
+			if check != nil {
+				if err := check(id, src); err != nil {
+					res.Failed[id] = notAllowed(id, err)
+					continue
+				}
 			}
 			if err := w.DeleteManifest(ctx, manifest.ID(id)); err != nil {
 				res.Failed[id] = classify(err)

@@ -56,7 +56,17 @@ type OpenOptions struct {
 	// every byte read a second time to local disk. kopia cannot skip only
 	// the data cache (a zero data size with a cache directory crashes it).
 	NoCache bool
+	// Guard, when set, refuses every snapshot whose source this session
+	// may not read or change: loads by id fail with ClassSourceNotAllowed
+	// and listings leave such snapshots out. A repository shared by
+	// tenants sets it so one tenant's run never touches another's data,
+	// whatever id its status names.
+	Guard SourceGuard
 }
+
+// SourceGuard says why a snapshot of src is not this session's to touch,
+// or nil when it is.
+type SourceGuard func(src Source) error
 
 // Repo is an open kopia repository.
 type Repo struct {
@@ -65,6 +75,7 @@ type Repo struct {
 	created bool
 	workDir string
 	ownDir  bool
+	guard   SourceGuard
 }
 
 // Open connects to the repository described by o, creating it first when
@@ -73,7 +84,7 @@ func Open(ctx context.Context, o OpenOptions) (*Repo, error) {
 	if o.Password == "" {
 		return nil, &Error{Class: ClassInvalidConfig, Err: errors.New("the repository password is empty")}
 	}
-	r := &Repo{backend: o.Backend, workDir: o.WorkDir}
+	r := &Repo{backend: o.Backend, workDir: o.WorkDir, guard: o.Guard}
 	if r.workDir == "" {
 		d, err := os.MkdirTemp("", "snapflow-kopia-")
 		if err != nil {

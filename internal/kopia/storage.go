@@ -122,8 +122,11 @@ const (
 	ClassInvalidConfig   = "InvalidConfig"
 	ClassSourceMissing   = "SourceMissing"
 	ClassSnapshotMissing = "SnapshotNotFound"
-	ClassPartial         = "PartialSnapshot"
-	ClassInternal        = "Internal"
+	// ClassSourceNotAllowed: the snapshot belongs to a source the run's
+	// owner may not touch (another namespace's, in a shared repository).
+	ClassSourceNotAllowed = "SourceNotAllowed"
+	ClassPartial          = "PartialSnapshot"
+	ClassInternal         = "Internal"
 )
 
 // Error is an engine error with a class and whether a retry may help.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/snapflow/snapflow/internal/identity"
 	"github.com/snapflow/snapflow/internal/kopia"
 )
 
@@ -57,6 +58,8 @@ type MemberResult struct {
 	// Deleted is true when the kopia snapshot is gone (including already gone).
 	Deleted bool
 	Message string
+	// Class is the engine's error class when the member failed.
+	Class string
 }
 
 // Failure is a classified error for status.failure.
@@ -126,6 +129,11 @@ func run(ctx context.Context, o Options, start time.Time) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if w.Repository.NamespaceBound {
+		if err := bindToNamespace(&open, w); err != nil {
+			return "", err
+		}
+	}
 	switch w.Operation {
 	case OpBootstrap:
 		open.Create = w.Repository.Create
@@ -158,7 +166,15 @@ func run(ctx context.Context, o Options, start time.Time) (string, error) {
 		for _, m := range w.Delete.Members {
 			ids = append(ids, m.SnapshotID)
 		}
-		res, err := r.Delete(ctx, ids)
+		var check func(string, kopia.Source) error
+		if w.Repository.NamespaceBound {
+			owner := map[string]string{}
+			for _, m := range w.Delete.Members {
+				owner[m.SnapshotID] = m.Namespace
+			}
+			check = func(id string, src kopia.Source) error { return ownedBy(src, owner[id]) }
+		}
+		res, err := r.Delete(ctx, ids, check)
 		if err != nil {
 			return "", err
 		}
@@ -170,7 +186,7 @@ func run(ctx context.Context, o Options, start time.Time) (string, error) {
 		for _, m := range w.Delete.Members {
 			mr := MemberResult{Member: m, Deleted: done[m.SnapshotID]}
 			if e := res.Failed[m.SnapshotID]; e != nil {
-				mr.Message = oneLine(e.Error())
+				mr.Message, mr.Class = oneLine(e.Error()), kopia.ClassOf(e)
 			}
 			results = append(results, mr)
 		}
@@ -245,6 +261,37 @@ func run(ctx context.Context, o Options, start time.Time) (string, error) {
 			res.ID, res.Stats.FilesNew, res.Stats.FilesModified, res.Stats.FilesUnchanged, res.Stats.BytesNew), nil
 	}
 	return "", fmt.Errorf("unknown operation %q", w.Operation)
+}
+
+// bindToNamespace confines a run in a namespace-bound repository to its
+// target namespace's snapshots. A delete batch is checked per member, and
+// a bootstrap touches no snapshot.
+func bindToNamespace(open *kopia.OpenOptions, w *WorkSpec) error {
+	switch w.Operation {
+	case OpBootstrap, OpDelete:
+		return nil
+	}
+	ns := w.Target.Namespace
+	if ns == "" {
+		return &kopia.Error{Class: kopia.ClassInvalidConfig, Err: fmt.Errorf("the work spec binds the run to its target's namespace, but target %s/%s has none", w.Target.Kind, w.Target.Name)}
+	}
+	if w.Operation == OpSnapshot && w.Snapshot != nil {
+		if err := ownedBy(w.Snapshot.Source, ns); err != nil {
+			return &kopia.Error{Class: kopia.ClassSourceNotAllowed, Err: err}
+		}
+	}
+	open.Guard = func(src kopia.Source) error { return ownedBy(src, ns) }
+	return nil
+}
+
+func ownedBy(src kopia.Source, ns string) error {
+	if ns == "" {
+		return errors.New("the member names no namespace")
+	}
+	if p := identity.OwnerProblem(src.Hostname, ns); p != "" {
+		return errors.New(p)
+	}
+	return nil
 }
 
 // openOptions resolves the work spec's repository against the mounts and env.

@@ -90,6 +90,10 @@ func (k *KubeReporter) updateRepository(ctx context.Context, mutate func(*snapv1
 
 func (k *KubeReporter) isSnapshot() bool { return k.Target.Kind == "Snapshot" }
 
+// ReasonSnapshotNotOwned holds a deleting Snapshot whose status names a
+// kopia snapshot of another namespace in a shared repository.
+const ReasonSnapshotNotOwned = "SnapshotNotOwned"
+
 // DeleteDone records each member's outcome on its own Snapshot, so the
 // cleanup function can release exactly the finished ones.
 func (k *KubeReporter) DeleteDone(ctx context.Context, results []MemberResult) error {
@@ -113,6 +117,12 @@ func (k *KubeReporter) DeleteDone(ctx context.Context, results []MemberResult) e
 				s.Status.Cleanup.KopiaDeletedAt, s.Status.Cleanup.Message = &now, ""
 			} else {
 				s.Status.Cleanup.Message = r.Message
+			}
+			if r.Class == kopia.ClassSourceNotAllowed {
+				// Not a failure to retry: the data is not this Snapshot's.
+				meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: wellknown.ConditionDeletionHeld, Status: metav1.ConditionFalse,
+					Reason: ReasonSnapshotNotOwned, ObservedGeneration: s.Generation,
+					Message: r.Message + "; annotate this Snapshot with " + wellknown.AnnotationSkipSnapshotCleanup + " to release it and keep the data"})
 			}
 			return k.Client.Status().Patch(ctx, &s, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 		})

@@ -55,6 +55,11 @@ type Repository struct {
 	Create  *kopia.CreateOptions `json:"create,omitempty"`
 	// CAFile is set when a CA bundle is mounted (--ca-file overrides it).
 	HasCA bool `json:"hasCA,omitempty"`
+	// NamespaceBound says the repository is shared by namespaces: the run
+	// writes, reads and deletes only snapshots whose hostname belongs to
+	// its target's namespace (each member's, in a delete batch), whatever
+	// ids the spec names.
+	NamespaceBound bool `json:"namespaceBound,omitempty"`
 }
 
 // SnapshotWork is what to back up and how.

@@ -132,6 +132,29 @@ func identityDefaults(ctx context.Context, lk Lookup, ref snapv1.RepositoryRef, 
 	return r.Spec.IdentityDefaults, nil
 }
 
+// IdentityOwnership refuses a kopia hostname of another namespace in a
+// namespace-bound repository (a ClusterRepository, unless annotated as
+// Shared): writing, restoring or deleting under it would touch another
+// tenant's backups. An unreadable repository is left to Tenancy, which
+// fails closed on its own.
+func IdentityOwnership(ctx context.Context, lk Lookup, consumerNS string, ref snapv1.RepositoryRef, hostname, field string) Result {
+	var r Result
+	if lk == nil || ref.Kind != snapv1.KindClusterRepository || hostname == "" {
+		return r
+	}
+	cr, err := lk.ClusterRepository(ctx, ref.Name)
+	if err != nil || cr == nil {
+		return r
+	}
+	if !identity.NamespaceBound(ref.Kind, cr.Annotations) {
+		return r
+	}
+	if pr := identity.OwnerProblem(hostname, consumerNS); pr != "" {
+		r.Also(fieldErr(field, "%s", pr))
+	}
+	return r
+}
+
 // addresses is where a policy writes in one repository: user@host:path per
 // concrete source, and user@host:<selector> for a selector whose paths are
 // only known at expansion time.
@@ -187,6 +210,11 @@ func PolicyReferents(ctx context.Context, lk Lookup, p, old *snapv1.SnapshotPoli
 			continue
 		}
 		ids[i] = id
+		field := refField(p, i)
+		if p.Spec.Identity != nil && p.Spec.Identity.Hostname != "" {
+			field = "spec.identity.hostname"
+		}
+		r.Merge(IdentityOwnership(ctx, lk, p.Namespace, ref, id.Hostname, field))
 	}
 
 	r.Merge(identityCollisions(ctx, lk, p, refs, ids))

@@ -8,6 +8,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/identity"
 )
 
 // SnapshotReferents checks a new Snapshot against its policy. A policy that
@@ -71,6 +72,9 @@ func RestoreReferents(ctx context.Context, lk Lookup, rs *snapv1.Restore) Result
 	var r Result
 	r.Merge(Tenancy(ctx, lk, rs.Namespace, rs.Spec.Repository).Via("spec.repository"))
 	privilegedMoverWarning(ctx, lk, rs.Namespace, rs.Spec.Mover, &r)
+	if id := rs.Spec.Source.Identity; id != nil && rs.Spec.Repository != nil {
+		r.Merge(IdentityOwnership(ctx, lk, rs.Namespace, *rs.Spec.Repository, id.Hostname, "spec.source.identity.hostname"))
+	}
 	fp := rs.Spec.Source.FromPolicy
 	if fp == nil {
 		return r
@@ -105,6 +109,21 @@ func RestoreReferents(ctx context.Context, lk Lookup, rs *snapv1.Restore) Result
 		r.Also(missing("spec.repository", "spec.repository: SnapshotPolicy `"+p.Name+"` lists multiple repositories (spec.repositories), so a fromPolicy restore must say which one to read: set spec.repository to one of: "+strings.Join(valid, ", ")))
 	case !member:
 		r.Also(fieldErr("spec.repository", "names %s, which is not a repository of SnapshotPolicy `%s`; use one of: %s", RepoKey(*rs.Spec.Repository, rs.Namespace), p.Name, strings.Join(valid, ", ")))
+	}
+	// Another namespace's policy resolves to that namespace's identity.
+	if p.Namespace != rs.Namespace {
+		for _, ref := range refs {
+			if rs.Spec.Repository != nil && RepoKey(ref, p.Namespace) != RepoKey(*rs.Spec.Repository, rs.Namespace) {
+				continue
+			}
+			defaults, err := identityDefaults(ctx, lk, ref, p.Namespace)
+			if err != nil {
+				continue
+			}
+			if id, err := identity.Resolve(p, defaults); err == nil {
+				r.Merge(IdentityOwnership(ctx, lk, rs.Namespace, ref, id.Hostname, "spec.source.fromPolicy.namespace"))
+			}
+		}
 	}
 	return r
 }

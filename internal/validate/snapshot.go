@@ -53,6 +53,9 @@ func Snapshot(s *snapv1.Snapshot, opts Options) Result {
 	if s.Spec.PolicyRef != nil && s.Spec.PolicyRef.Name == "" {
 		r.Also(missing("spec.policyRef.name", "policyRef.name (the SnapshotPolicy to run)"))
 	}
+	if pr := s.Spec.PolicyRef; pr != nil && pr.Namespace != "" && s.Namespace != "" && pr.Namespace != s.Namespace {
+		r.Also(fieldErr("spec.policyRef.namespace", "names namespace %q, but this Snapshot is in %q: a Snapshot runs only a SnapshotPolicy of its own namespace, so no namespace can start another's backups, hooks or retention. Create the Snapshot in namespace %q, or drop spec.policyRef.namespace", pr.Namespace, s.Namespace, pr.Namespace))
+	}
 	if known && s.Spec.PolicyRef == nil && (origin == snapv1.OriginManual || origin == snapv1.OriginScheduled) {
 		r.Also(missing("spec.policyRef", "spec.policyRef (a manual or scheduled Snapshot runs a SnapshotPolicy; name it)"))
 	}

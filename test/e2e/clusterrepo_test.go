@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
@@ -175,5 +176,64 @@ spec:
 		if left := projectedCopies(t, ns); len(left) != 0 {
 			t.Errorf("copies were made without consent: %v", left)
 		}
+	})
+
+	// Both tenants may use the repository; neither may write under, read or
+	// delete the other's snapshots in it, whatever its status says.
+	t.Run("a tenant cannot reach another tenant's snapshots", func(t *testing.T) {
+		const owner, attacker = "tenant-a", "tenant-b"
+		var first snapv1.Snapshot
+		if err := env.Client.Get(ctx, clientKey(owner, "first"), &first); err != nil || first.Status.Snapshot == nil {
+			t.Fatalf("tenant-a's backup from the first subtest: %v", err)
+		}
+		id := first.Status.Snapshot.KopiaSnapshotID
+
+		res, err := env.Kubectl(ctx, []byte(fmt.Sprintf(`
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotPolicy
+metadata: {name: impostor, namespace: %s}
+spec:
+  repository: {kind: ClusterRepository, name: shared}
+  identity: {username: app, hostname: %s}
+  sources: [{pvc: {name: app-data}}]
+`, attacker, owner)), "apply", "-f", "-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.ExitCode == 0 || !strings.Contains(res.Stderr, `kopia hostname "tenant-a" belongs to namespace "tenant-a", not "tenant-b"`) {
+			t.Fatalf("a policy writing under another tenant's hostname was not refused: %s %s", res.Stdout, res.Stderr)
+		}
+
+		// A decoy: tenant-b's failed Snapshot, its status forged through
+		// tenant-b's own mover account to name tenant-a's kopia snapshot.
+		forged := fmt.Sprintf(`{"status":{"phase":"Succeeded","resolved":{"repository":{"kind":"ClusterRepository","name":"shared"}},"snapshot":{"kopiaSnapshotID":%q}}}`, id)
+		eventually(t, func() error {
+			if code, out := asMover(t, attacker, "-n", attacker, "patch", "snapshot", "first", "--subresource=status", "--type=merge", "-p", forged); code != 0 {
+				return fmt.Errorf("forge status: %s", out)
+			}
+			return nil
+		})
+		kubectl(t, nil, 0, "-n", attacker, "delete", "snapshot", "first", "--wait=false")
+		eventually(t, func() error {
+			var s snapv1.Snapshot
+			if err := env.Client.Get(ctx, clientKey(attacker, "first"), &s); err != nil {
+				return err
+			}
+			c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionDeletionHeld)
+			if c == nil || c.Reason != "SnapshotNotOwned" || !strings.Contains(c.Message, `belongs to namespace "tenant-a"`) {
+				return fmt.Errorf("want DeletionHeld SnapshotNotOwned, got %+v", s.Status.Conditions)
+			}
+			return nil
+		})
+
+		// tenant-a's data is still there: it restores it again.
+		kubectl(t, []byte(strings.Replace(string(restoreOf(owner, "again", "{snapshotRef: {name: first}}", "{pvc: {name: again, capacity: 1Gi}}")),
+			"spec:\n", "spec:\n  credentialProjection: {enabled: true}\n", 1)), 0, "apply", "-f", "-")
+		waitRestore(t, owner, "again", snapv1.RestoreCompleted)
+		sameFiles(t, tree(t, env.Functions.Node.PVCDir(owner, "app-data")), tree(t, env.Functions.Node.PVCDir(owner, "again")), true)
+
+		// The decoy is released the way its condition says.
+		kubectl(t, nil, 0, "-n", attacker, "annotate", "snapshot", "first", wellknown.AnnotationSkipSnapshotCleanup+"=true")
+		waitGone(t, attacker, "first")
 	})
 }

@@ -1,0 +1,84 @@
+package validate
+
+import (
+	"context"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+)
+
+// In a ClusterRepository shared by namespaces, a namespace writes and
+// restores only under its own hostname unless the owner declares the
+// repository Shared; its own Repository is its own business.
+func TestIdentityOwnership(t *testing.T) {
+	ctx := context.Background()
+	objs := NewObjects()
+	all := &snapv1.AllowedNamespaces{List: []string{"billing", "payroll"}}
+	objs.Add(clusterRepo("shared", all))
+	trusting := clusterRepo("family", all)
+	trusting.Annotations = map[string]string{wellknown.AnnotationIdentityScope: wellknown.IdentityScopeShared}
+	objs.Add(trusting)
+	exprRepo := clusterRepo("expr", all)
+	exprRepo.Spec.IdentityDefaults = &snapv1.IdentityDefaults{HostnameExpr: `"tenant-" + namespace`}
+	objs.Add(exprRepo)
+
+	onCluster := func(repo, hostname string) *snapv1.SnapshotPolicy {
+		p := basePolicy()
+		p.Spec.Repository = &snapv1.RepositoryRef{Kind: snapv1.KindClusterRepository, Name: repo}
+		if hostname != "" {
+			p.Spec.Identity = &snapv1.PolicyIdentity{Hostname: hostname}
+		}
+		return p
+	}
+	tests := []struct {
+		name       string
+		p          *snapv1.SnapshotPolicy
+		path, want string
+	}{
+		{"default hostname", onCluster("shared", ""), "", ""},
+		{"own hostname with a suffix", onCluster("shared", "billing.prod"), "", ""},
+		{"another namespace's hostname", onCluster("shared", "payroll"), "spec.identity.hostname", `belongs to namespace "payroll", not "billing"`},
+		{"another namespace's hostname with a suffix", onCluster("shared", "payroll.prod"), "spec.identity.hostname", "snapflow.dev/identity-scope=Shared"},
+		{"a hostname expression that drops the namespace", onCluster("expr", ""), "spec.repository", `kopia hostname "tenant-billing"`},
+		{"a repository declared Shared", onCluster("family", "payroll"), "", ""},
+		{"a namespaced repository", func() *snapv1.SnapshotPolicy {
+			p := basePolicy()
+			p.Spec.Identity = &snapv1.PolicyIdentity{Hostname: "payroll"}
+			return p
+		}(), "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			expect(t, PolicyReferents(ctx, objs, tc.p, nil), tc.path, tc.want)
+		})
+	}
+
+	// A restore reads: the same rule holds for its identity source, and for
+	// another namespace's policy resolved in the shared repository.
+	rs := &snapv1.Restore{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "billing"}, Spec: snapv1.RestoreSpec{
+		Repository: &snapv1.RepositoryRef{Kind: snapv1.KindClusterRepository, Name: "shared"},
+		Source:     snapv1.RestoreSource{Identity: &snapv1.IdentitySource{Username: "pg", Hostname: "payroll"}},
+	}}
+	expect(t, RestoreReferents(ctx, objs, rs), "spec.source.identity.hostname", `belongs to namespace "payroll"`)
+	rs.Spec.Source.Identity.Hostname = "billing"
+	expect(t, RestoreReferents(ctx, objs, rs), "", "")
+
+	theirs := onCluster("shared", "")
+	theirs.Namespace = "payroll"
+	objs.Add(theirs)
+	fromTheirs := &snapv1.Restore{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "billing"}, Spec: snapv1.RestoreSpec{
+		Source: snapv1.RestoreSource{FromPolicy: &snapv1.FromPolicy{Name: theirs.Name, Namespace: "payroll"}},
+	}}
+	expect(t, RestoreReferents(ctx, objs, fromTheirs), "spec.source.fromPolicy.namespace", `belongs to namespace "payroll"`)
+}
+
+func TestSnapshotRunsOnlyItsNamespacesPolicy(t *testing.T) {
+	s := &snapv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "billing"},
+		Spec: snapv1.SnapshotSpec{PolicyRef: &snapv1.PolicyRef{Name: "pg", Namespace: "payroll"}}}
+	expect(t, Snapshot(s, Options{}), "spec.policyRef.namespace", `Create the Snapshot in namespace "payroll"`)
+	s.Spec.PolicyRef.Namespace = "billing"
+	expect(t, Snapshot(s, Options{}), "", "")
+}
