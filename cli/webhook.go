@@ -15,7 +15,7 @@ import (
 
 func newWebhookCmd() *cobra.Command {
 	o := webhook.Options{}
-	var sans, mutating, validating string
+	var sans, mutating, validating, controllers string
 	var devLogs bool
 	cmd := &cobra.Command{
 		Use:   "webhook",
@@ -35,6 +35,7 @@ they are reloaded when the files change.`,
 			o.ExtraSANs = splitList(sans)
 			o.MutatingConfigs = splitList(mutating)
 			o.ValidatingConfigs = splitList(validating)
+			o.ControllerUsers = splitList(controllers)
 			cfg, err := restConfig()
 			if err != nil {
 				return err
@@ -59,6 +60,7 @@ they are reloaded when the files change.`,
 	f.Int64Var(&o.MaxRequestBytes, "max-request-bytes", webhook.DefaultMaxRequestBytes, "refuse admission requests larger than this")
 	f.StringVar(&o.GlobalVolumePoliciesConfigMap, "global-backup-volume-policies-configmap", "", "ConfigMap in the webhook's namespace whose volumePolicies every Snapshot inherits after its recipe's own (optional)")
 	f.BoolVar(&o.VeleroBackups, "velero-backups", false, "also merge the global volume policies into velero.io Backups (needs the snapflow-velero webhook configuration)")
+	f.StringVar(&controllers, "controller-users", "", "comma-separated users (snapflow's functions' ServiceAccounts, system:serviceaccount:NS:NAME) that may write controller-owned labels and annotations such as pruned-by; the webhook's own identity always may")
 	f.BoolVar(&devLogs, "dev-logs", false, "human-readable logs instead of JSON")
 	return cmd
 }

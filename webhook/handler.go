@@ -5,6 +5,7 @@ package webhook
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -30,7 +31,10 @@ type Handler struct {
 	Lookup validate.Lookup
 	// VolumePolicies resolves the volume policies stamped on new Snapshots; nil skips it.
 	VolumePolicies snapadm.VolumePolicies
-	Log            logr.Logger
+	// Controllers are the users (snapflow's functions) that may write the
+	// controller-owned labels and annotations; everyone else is refused.
+	Controllers map[string]bool
+	Log         logr.Logger
 }
 
 var _ admission.Handler = (*Handler)(nil)
@@ -99,10 +103,32 @@ func (h *Handler) handle(ctx context.Context, req admission.Request) admission.R
 		return admission.Patched("", patches...)
 	}
 	r := snapadm.Validate(ctx, h.Lookup, op, obj, old)
+	// A subresource write cannot change metadata, so only the object itself
+	// is checked for controller-owned keys.
+	if req.SubResource == "" && !h.Controllers[req.UserInfo.Username] {
+		r.Merge(controllerMetadata(req))
+	}
 	if r.OK() {
 		return admission.Allowed("").WithWarnings(r.Warnings...)
 	}
 	return denied(r)
+}
+
+// controllerMetadata checks the controller-owned keys of a request. Only
+// metadata is decoded, leniently: an old object the current types cannot
+// read still has labels to compare.
+func controllerMetadata(req admission.Request) validate.Result {
+	var obj, old metav1.PartialObjectMetadata
+	if err := json.Unmarshal(req.Object.Raw, &obj); err != nil {
+		return validate.Result{} // the strict decode has refused it already
+	}
+	if len(req.OldObject.Raw) == 0 {
+		return validate.ControllerMetadata(nil, &obj)
+	}
+	if err := json.Unmarshal(req.OldObject.Raw, &old); err != nil {
+		return validate.ControllerMetadata(nil, &obj)
+	}
+	return validate.ControllerMetadata(&old, &obj)
 }
 
 // denied puts every problem in the message kubectl shows, and as structured

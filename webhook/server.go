@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -13,6 +14,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -68,7 +72,11 @@ type Options struct {
 	VeleroBackups bool
 	// VeleroSweepInterval and VeleroGrace tune the cleanup of merged ConfigMaps.
 	VeleroSweepInterval, VeleroGrace time.Duration
-	Log                              logr.Logger
+	// ControllerUsers may write the controller-owned labels and annotations
+	// (snapflow's functions' ServiceAccounts). The webhook's own identity is
+	// added: in `snapflow dev` the functions share it.
+	ControllerUsers []string
+	Log             logr.Logger
 }
 
 func (o *Options) defaults() {
@@ -196,10 +204,15 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	// ConfigMaps are read live: caching them would mean watching every
 	// ConfigMap in the cluster.
 	volumePolicies := &policysource.Resolver{Reader: mgr.GetAPIReader(), Namespace: o.Namespace, GlobalName: o.GlobalVolumePoliciesConfigMap}
+	controllers, err := controllerUsers(ctx, cfg, o.ControllerUsers)
+	if err != nil {
+		return err
+	}
+	o.Log.Info("controller-owned labels and annotations writable by", "users", slices.Sorted(maps.Keys(controllers)))
 	srv := mgr.GetWebhookServer()
 	for _, kind := range admission.Kinds {
 		for _, mutate := range []bool{true, false} {
-			h := &Handler{Kind: kind, Mutate: mutate, Lookup: lookup, VolumePolicies: volumePolicies, Log: o.Log.WithName("admission")}
+			h := &Handler{Kind: kind, Mutate: mutate, Lookup: lookup, VolumePolicies: volumePolicies, Controllers: controllers, Log: o.Log.WithName("admission")}
 			path := ValidatePath(kind)
 			if mutate {
 				path = MutatePath(kind)
@@ -231,6 +244,26 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	}
 	o.Log.Info("serving admission", "address", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)), "selfManagedTLS", self != nil)
 	return mgr.Start(ctx)
+}
+
+// controllerUsers is the set of users that may write controller-owned
+// metadata: those listed, and the webhook's own identity as the API server
+// sees it.
+func controllerUsers(ctx context.Context, cfg *rest.Config, listed []string) (map[string]bool, error) {
+	users := map[string]bool{}
+	for _, u := range listed {
+		users[u] = true
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("build clientset: %w", err)
+	}
+	self, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("find the webhook's own identity (SelfSubjectReview): %w", err)
+	}
+	users[self.Status.UserInfo.Username] = true
+	return users, nil
 }
 
 // LimitBody refuses request bodies over max bytes with 413 before they are read.

@@ -145,12 +145,16 @@ func Mutate(ctx context.Context, lk validate.Lookup, vp VolumePolicies, op Opera
 			if err != nil {
 				return nil, fmt.Errorf("cannot resolve the volume policies for this Snapshot: %w", err)
 			}
-			if stamp != nil {
+			switch _, forged := o.Annotations[wellknown.AnnotationVolumePolicies]; {
+			case stamp != nil:
 				op, err := mutate.Annotate(o.Annotations, wellknown.AnnotationVolumePolicies, stamp)
 				if err != nil {
 					return nil, err
 				}
 				ops = append(ops, op)
+			case forged:
+				// No policies apply: a stamp the user brought is not one.
+				ops = append(ops, jsonpatch.NewOperation("remove", "/metadata/annotations/"+mutate.EscapeKey(wellknown.AnnotationVolumePolicies), nil))
 			}
 		}
 		return ops, nil

@@ -24,8 +24,8 @@ const (
 	Update Operation = "UPDATE"
 )
 
-// escape makes a map key usable as a JSON pointer segment.
-func escape(key string) string {
+// EscapeKey makes a map key usable as a JSON pointer segment.
+func EscapeKey(key string) string {
 	return strings.NewReplacer("~", "~0", "/", "~1").Replace(key)
 }
 
@@ -66,7 +66,7 @@ func Snapshot(s *snapv1.Snapshot, op Operation, policyDefault snapv1.DeletionPol
 			if s.Labels == nil {
 				ops = append(ops, jsonpatch.NewOperation("add", "/metadata/labels", map[string]string{wellknown.LabelConfig: s.Spec.PolicyRef.Name}))
 			} else {
-				ops = append(ops, jsonpatch.NewOperation("add", "/metadata/labels/"+escape(wellknown.LabelConfig), s.Spec.PolicyRef.Name))
+				ops = append(ops, jsonpatch.NewOperation("add", "/metadata/labels/"+EscapeKey(wellknown.LabelConfig), s.Spec.PolicyRef.Name))
 			}
 		}
 	}
@@ -109,7 +109,7 @@ func SetAnnotations(existing, set map[string]string) []jsonpatch.Operation {
 	sort.Strings(keys)
 	ops := make([]jsonpatch.Operation, 0, len(keys))
 	for _, k := range keys {
-		ops = append(ops, jsonpatch.NewOperation("add", "/metadata/annotations/"+escape(k), set[k]))
+		ops = append(ops, jsonpatch.NewOperation("add", "/metadata/annotations/"+EscapeKey(k), set[k]))
 	}
 	return ops
 }

@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 		S3:      &harness.S3Options{Versioning: true},
 		// The suite's cluster has a global volume policy baseline, as a
 		// platform team would configure it.
-		Webhook: &harness.WebhookOptions{GlobalVolumePolicies: globalPolicies, Velero: true},
+		Webhook: &harness.WebhookOptions{GlobalVolumePolicies: globalPolicies, Velero: true, ControllerUsers: functionIdentities()},
 		// Backups run for real: local node, functions and the kube source.
 		// The functions act under the chart's RBAC, so every test also
 		// proves the rules suffice.
@@ -163,6 +163,16 @@ func renderRBAC() (release, tenant []byte) {
 // chartIdentity is the ServiceAccount the chart runs a component as.
 func chartIdentity(component string) string {
 	return "system:serviceaccount:" + harness.WebhookNamespace + ":" + chartRelease + "-" + component
+}
+
+// functionIdentities are the functions' ServiceAccounts, as the chart lists
+// them to the webhook.
+func functionIdentities() []string {
+	var out []string
+	for _, fn := range []string{"snapshot", "cleanup", "retention", "schedule", "restore", "verify", "prune"} {
+		out = append(out, chartIdentity(fn))
+	}
+	return out
 }
 
 // clock is the functions' clock: real time until a test sets it.

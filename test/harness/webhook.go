@@ -55,6 +55,9 @@ type WebhookOptions struct {
 	// Velero also registers config/webhook/velero.yaml and merges the global
 	// policies into velero.io Backups, sweeping merged ConfigMaps quickly.
 	Velero bool
+	// ControllerUsers may write controller-owned metadata (the functions'
+	// identities); the webhook's own (the suite's admin) always may.
+	ControllerUsers []string
 }
 
 // GlobalVolumePoliciesConfigMap is the harness's global baseline ConfigMap.
@@ -112,8 +115,8 @@ func (cp *ControlPlane) StartWebhook(opts WebhookOptions) (*Webhook, error) {
 			ExtraSANs:       []string{"127.0.0.1"},
 			MutatingConfigs: []string{webhook.DefaultMutatingConfig}, ValidatingConfigs: []string{webhook.DefaultValidatingConfig},
 			CertPolicy: opts.CertPolicy, CertCheckInterval: opts.CertCheckInterval,
-			GlobalVolumePoliciesConfigMap: globalName,
-			VeleroBackups:                 opts.Velero, VeleroSweepInterval: 200 * time.Millisecond, VeleroGrace: 2 * time.Second,
+			GlobalVolumePoliciesConfigMap: globalName, ControllerUsers: opts.ControllerUsers,
+			VeleroBackups: opts.Velero, VeleroSweepInterval: 200 * time.Millisecond, VeleroGrace: 2 * time.Second,
 			MetricsAddr: fmt.Sprintf("127.0.0.1:%d", ports[1]), HealthAddr: fmt.Sprintf("127.0.0.1:%d", ports[2]),
 			Log: log,
 		})
