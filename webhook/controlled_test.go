@@ -35,8 +35,8 @@ func TestControllerOwnedMetadataNeedsAController(t *testing.T) {
 			req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 				UID: "u", Kind: metav1.GroupVersionKind{Group: "kopiur.home-operations.com", Version: "v1alpha1", Kind: "Snapshot"},
 				Operation: admissionv1.Update, Namespace: "billing", Name: "s", SubResource: tc.subresource,
-				UserInfo:  authenticationv1.UserInfo{Username: tc.user},
-				Object:    runtime.RawExtension{Raw: []byte(marked)}, OldObject: runtime.RawExtension{Raw: []byte(before)},
+				UserInfo: authenticationv1.UserInfo{Username: tc.user},
+				Object:   runtime.RawExtension{Raw: []byte(marked)}, OldObject: runtime.RawExtension{Raw: []byte(before)},
 			}}
 			resp := h.Handle(context.Background(), req)
 			if resp.Allowed != tc.allowed {

@@ -448,6 +448,30 @@ type RetentionStatus struct {
 	LastPruneAt *metav1.Time `json:"lastPruneAt,omitempty"`
 	// +optional
 	LastPruneDeleted *int32 `json:"lastPruneDeleted,omitempty"`
+	// Breaker is the restore-point loss budget of the current window
+	// (a snapflow extension): retention never drops more restore points
+	// than the repository's deletionProtection.threshold in one window
+	// without an acknowledgement.
+	// +optional
+	Breaker *RetentionBreakerStatus `json:"breaker,omitempty"`
+}
+
+// RetentionBreakerStatus is the retention budget's state.
+type RetentionBreakerStatus struct {
+	// WindowStart is when the current 24h window began.
+	WindowStart metav1.Time `json:"windowStart"`
+	// Peak is the most restore points the policy held in this window.
+	Peak int32 `json:"peak"`
+	// Threshold is the budget applied on the last pass.
+	// +optional
+	Threshold int32 `json:"threshold,omitempty"`
+	// HeldSince is when prunes were first held back; annotate the policy
+	// with allow-mass-deletion at or after it to release them.
+	// +optional
+	HeldSince *metav1.Time `json:"heldSince,omitempty"`
+	// Held lists the Snapshots retention would prune but holds.
+	// +optional
+	Held []string `json:"held,omitempty"`
 }
 
 // AdoptionStatus reports adoption of discovered snapshots.

@@ -17,6 +17,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
@@ -98,16 +99,38 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 	var prune []string
 	active := 0
 	var lastSuccess *metav1.Time
+	var budget *kernel.BudgetResult
+	threshold := 0
 	if p.Spec.Retention != nil {
 		cands := make([]kernel.Candidate, 0, len(list.Items))
 		for i := range list.Items {
 			cands = append(cands, kernel.FromSnapshot(&list.Items[i]))
 		}
 		verdicts := kernel.Select(*p.Spec.Retention, cands)
-		prune = kernel.Prune(verdicts)
 		for _, v := range verdicts {
 			if v.Excluded == "" && v.Keep {
 				active++
+			}
+		}
+		// GFS says what may go; the budget says how much of it may go now.
+		b, t, err := f.budget(ctx, &p, verdicts)
+		if err != nil {
+			return err
+		}
+		budget, threshold, prune = &b, t, b.Prune
+		f.announceBudget(&p, b, threshold)
+		if len(b.Prune) > 0 {
+			// The window's peak is on record before anything goes, so a pass
+			// cut short after pruning cannot open a fresh budget next time.
+			if err := statuspatch.Update(ctx, f.Client, client.ObjectKeyFromObject(&p), func() *snapv1.SnapshotPolicy { return &snapv1.SnapshotPolicy{} },
+				func(live *snapv1.SnapshotPolicy) error {
+					if live.Status.Retention == nil {
+						live.Status.Retention = &snapv1.RetentionStatus{}
+					}
+					recordBudget(live, b, t)
+					return nil
+				}); err != nil {
+				return fmt.Errorf("record the retention budget of %s/%s before pruning: %w", ns, name, err)
 			}
 		}
 	}
@@ -131,7 +154,22 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 			return err
 		}
 	}
-	return f.updatePolicyStatus(ctx, &p, active, len(deleted), lastSuccess)
+	return f.updatePolicyStatus(ctx, &p, active, len(deleted), lastSuccess, budget, threshold)
+}
+
+// announceBudget records the budget's transitions as Kubernetes Events: a
+// new hold, and an acknowledgement that released one.
+func (f *Function) announceBudget(p *snapv1.SnapshotPolicy, b kernel.BudgetResult, threshold int) {
+	if f.Recorder == nil {
+		return
+	}
+	wasHeld := p.Status.Retention != nil && p.Status.Retention.Breaker != nil && p.Status.Retention.Breaker.HeldSince != nil
+	switch {
+	case b.Acknowledged:
+		f.Recorder.Eventf(p, corev1.EventTypeNormal, "RetentionReleased", "the allow-mass-deletion acknowledgement releases %d held Snapshot(s)", len(b.Prune))
+	case len(b.Held) > 0 && !wasHeld:
+		f.Recorder.Event(p, corev1.EventTypeWarning, ReasonBudgetExceeded, heldMessage(p, b, threshold))
+	}
 }
 
 // unchangedOverflow lists the Unchanged rows beyond the newest UnchangedHistory.
@@ -183,7 +221,7 @@ func (f *Function) prune(ctx context.Context, ns string, names []string) ([]stri
 	return deleted, nil
 }
 
-func (f *Function) updatePolicyStatus(ctx context.Context, p *snapv1.SnapshotPolicy, active, deleted int, lastSuccess *metav1.Time) error {
+func (f *Function) updatePolicyStatus(ctx context.Context, p *snapv1.SnapshotPolicy, active, deleted int, lastSuccess *metav1.Time, budget *kernel.BudgetResult, threshold int) error {
 	return statuspatch.Update(ctx, f.Client, client.ObjectKeyFromObject(p), func() *snapv1.SnapshotPolicy { return &snapv1.SnapshotPolicy{} },
 		func(live *snapv1.SnapshotPolicy) error {
 			if live.Status.Retention == nil {
@@ -198,6 +236,12 @@ func (f *Function) updatePolicyStatus(ctx context.Context, p *snapv1.SnapshotPol
 			}
 			if lastSuccess != nil {
 				live.Status.LastSuccessfulSnapshot = lastSuccess
+			}
+			if budget != nil {
+				recordBudget(live, *budget, threshold)
+			} else {
+				live.Status.Retention.Breaker = nil
+				meta.RemoveStatusCondition(&live.Status.Conditions, wellknown.ConditionMassDeletionHeld)
 			}
 			return nil
 		})

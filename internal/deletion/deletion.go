@@ -132,23 +132,34 @@ const DefaultThreshold = 10
 // BreakerOf reads a repository's breaker settings. A bad annotation is
 // reported (for an event) and ignored; a future one is clamped to now.
 func BreakerOf(spec *snapv1.RepositorySpec, annotations map[string]string, now time.Time) (Breaker, string) {
-	b := Breaker{Threshold: DefaultThreshold}
-	if dp := spec.DeletionProtection; dp != nil && dp.Threshold != nil {
-		b.Threshold = int(*dp.Threshold)
+	ack, bad := AckOf(annotations, now)
+	return Breaker{Threshold: ThresholdOf(spec), Ack: ack}, bad
+}
+
+// ThresholdOf is a repository's deletionProtection.threshold (default 10; 0 disables).
+func ThresholdOf(spec *snapv1.RepositorySpec) int {
+	if spec != nil && spec.DeletionProtection != nil && spec.DeletionProtection.Threshold != nil {
+		return int(*spec.DeletionProtection.Threshold)
 	}
+	return DefaultThreshold
+}
+
+// AckOf reads the allow-mass-deletion annotation: its instant, or zero with
+// a message when it is not RFC3339. A future instant is clamped to now, so
+// no acknowledgement can be banked for deletions that have not happened.
+func AckOf(annotations map[string]string, now time.Time) (time.Time, string) {
 	v, ok := annotations[wellknown.AnnotationAllowMassDeletion]
 	if !ok {
-		return b, ""
+		return time.Time{}, ""
 	}
 	t, err := time.Parse(time.RFC3339, strings.TrimSpace(v))
 	if err != nil {
-		return b, fmt.Sprintf("%s=%q is not an RFC3339 time and is ignored", wellknown.AnnotationAllowMassDeletion, v)
+		return time.Time{}, fmt.Sprintf("%s=%q is not an RFC3339 time and is ignored", wellknown.AnnotationAllowMassDeletion, v)
 	}
 	if t.After(now) {
 		t = now
 	}
-	b.Ack = t
-	return b, ""
+	return t, ""
 }
 
 // Pending is one external deletion waiting on the breaker.

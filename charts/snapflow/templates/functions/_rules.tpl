@@ -108,6 +108,10 @@ because the functions act on snapflow objects in every namespace. Notes:
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["snapshotpolicies/status"]
   verbs: ["get", "patch"]
+# The retention budget reads the repositories' deletionProtection.threshold.
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["repositories", "clusterrepositories"]
+  verbs: ["get"]
 {{ include "snapflow.rules.events" . }}
 {{- end -}}
 
