@@ -24,8 +24,11 @@ S3 events. s3:TestEvent is acknowledged without forwarding.
 
 SNS envelopes must carry a valid SNS signature (--sns-verify, on by
 default): the signing certificate is fetched over HTTPS from
-sns.<region>.amazonaws.com only. An unsigned or forged envelope, an unknown
-SignatureVersion or a certificate on another host gets 403 naming why.
+sns.<region>.amazonaws.com only. A valid signature proves only that some
+SNS topic sent the message, so the envelope's TopicArn must also be one
+listed with --sns-topic-arn; with none listed every SNS envelope is
+refused. An unsigned or forged envelope, an unknown SignatureVersion, a
+certificate on another host or a topic not listed gets 403 naming why.
 Other formats (webhooks, SNS raw message delivery) carry no signature, and
 the endpoint does not authenticate their senders: expose it only to the
 S3 server and SNS.
@@ -38,7 +41,7 @@ was lost.`
 
 func newSourceS3Cmd() *cobra.Command {
 	var addr string
-	var sinks, buckets []string
+	var sinks, buckets, topics []string
 	var confirmSNS, snsVerify, devLogs bool
 	var tokenFile string
 	cmd := &cobra.Command{
@@ -54,8 +57,10 @@ func newSourceS3Cmd() *cobra.Command {
 			ctrl.SetLogger(log)
 			if !snsVerify {
 				log.Info("SNS signature verification is off (--sns-verify=false): forged SNS envelopes are accepted")
+			} else if len(topics) == 0 {
+				log.Info("no --sns-topic-arn: SNS envelopes are refused; other notification formats are forwarded")
 			}
-			src, err := s3source.New(s3source.Options{Sinks: sinks, Buckets: buckets, ConfirmSNS: confirmSNS, VerifySNS: snsVerify, TokenFile: tokenFile}, log)
+			src, err := s3source.New(s3source.Options{Sinks: sinks, Buckets: buckets, ConfirmSNS: confirmSNS, VerifySNS: snsVerify, SNSTopics: topics, TokenFile: tokenFile}, log)
 			if err != nil {
 				return err
 			}
@@ -67,6 +72,7 @@ func newSourceS3Cmd() *cobra.Command {
 	cmd.Flags().StringArrayVar(&buckets, "bucket", nil, "forward only records of this bucket (repeatable; default all)")
 	cmd.Flags().BoolVar(&confirmSNS, "confirm-sns-subscriptions", false, "confirm SNS subscriptions by visiting their SubscribeURL (SNS hosts only)")
 	cmd.Flags().BoolVar(&snsVerify, "sns-verify", true, "refuse SNS envelopes without a valid SNS signature (certificates from sns.<region>.amazonaws.com over HTTPS)")
+	cmd.Flags().StringArrayVar(&topics, "sns-topic-arn", nil, "accept SNS envelopes of this topic ARN (repeatable; with none, SNS envelopes are refused)")
 	cmd.Flags().BoolVar(&devLogs, "dev-logs", false, "human-readable logs instead of JSON")
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", tokenFileHelp)
 	return cmd

@@ -90,10 +90,15 @@ func IsSNSHost(host string) bool { return snsCertHost.MatchString(host) }
 const defaultCertCache = 32
 
 // SNSVerifier checks SNS message signatures as AWS documents them
-// ("Verifying the signatures of Amazon SNS messages"). It is safe for
+// ("Verifying the signatures of Amazon SNS messages") and that the message
+// came from a topic the operator trusts: a valid signature proves only that
+// some SNS topic sent it, and anyone can create one. It is safe for
 // concurrent use; the zero value fetches certificates over HTTPS from SNS
-// hosts only.
+// hosts only and trusts no topic.
 type SNSVerifier struct {
+	// Topics are the TopicArns whose messages are accepted; none trusts no
+	// topic, so every SNS envelope is refused.
+	Topics []string
 	// Fetcher gets signing certificates; nil is HTTPSCertFetcher{}.
 	Fetcher CertFetcher
 	// AllowHost says whether a SigningCertURL host (with its port, if the
@@ -115,8 +120,19 @@ type certEntry struct {
 	cert *x509.Certificate
 }
 
-// NewSNSVerifier is a verifier for production: HTTPS, SNS hosts only.
-func NewSNSVerifier() *SNSVerifier { return &SNSVerifier{} }
+// NewSNSVerifier is a verifier for production: HTTPS, SNS hosts only, and
+// messages of the listed topics only.
+func NewSNSVerifier(topics ...string) *SNSVerifier { return &SNSVerifier{Topics: topics} }
+
+// trustsTopic says whether arn is one of the verifier's topics.
+func (v *SNSVerifier) trustsTopic(arn string) bool {
+	for _, t := range v.Topics {
+		if t == arn {
+			return true
+		}
+	}
+	return false
+}
 
 // Verify checks the signature of one SNS message: the JSON that SNS POSTs
 // to an HTTP(S) subscription or that SQS and Lambda carry.
@@ -176,6 +192,12 @@ func (v *SNSVerifier) verify(ctx context.Context, p probe) error {
 	canonical, err := snsStringToSign(p)
 	if err != nil {
 		return err
+	}
+	if arn := p.str("topicarn"); !v.trustsTopic(arn) {
+		if len(v.Topics) == 0 {
+			return snsRejected("no SNS topic is trusted, so the message of topic %q is refused: list the topic your bucket notifies in the SNS topic allowlist (--sns-topic-arn, KBBACKUP_PRUNE_SNS_TOPIC_ARNS)", arn)
+		}
+		return snsRejected("topic %q is not in the SNS topic allowlist (%s)", arn, strings.Join(v.Topics, ", "))
 	}
 	raw, err := base64.StdEncoding.DecodeString(sig)
 	if err != nil {

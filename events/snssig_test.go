@@ -61,6 +61,9 @@ func TestSNSStringToSign(t *testing.T) {
 	}
 }
 
+// testTopic is the topic the test notifications come from.
+const testTopic = snstest.Topic
+
 func TestSNSVerify(t *testing.T) {
 	s := snstest.NewSigner(t)
 	tampered := s.Sign(t, notification(), "2")
@@ -85,6 +88,7 @@ func TestSNSVerify(t *testing.T) {
 		subURL  bool
 		reason  string // empty: accepted
 		fetched bool   // the certificate was asked for
+		topics  []string
 	}{
 		{name: "valid v1 notification", msg: s.Sign(t, notification(), "1"), records: 1, fetched: true},
 		{name: "valid v2 notification", msg: s.Sign(t, notification(), "2"), records: 1, fetched: true},
@@ -104,6 +108,9 @@ func TestSNSVerify(t *testing.T) {
 		{name: "certificate with userinfo", msg: withHost("https://u:p@sns.us-east-1.amazonaws.com/x.pem"), reason: "is not allowed"},
 		{name: "certificate over http", msg: withHost("http://sns.us-east-1.amazonaws.com/x.pem"), reason: "is not https"},
 		{name: "certificate that is not a pem", msg: withHost("https://sns.us-east-1.amazonaws.com/?Action=x"), reason: ".pem"},
+		{name: "signed by a topic not in the allowlist", msg: s.Sign(t, notification(), "2"), topics: []string{"arn:aws:sns:us-east-1:123456789012:other"}, reason: "is not in the SNS topic allowlist"},
+		{name: "no topic trusted", msg: s.Sign(t, notification(), "2"), topics: []string{}, reason: "no SNS topic is trusted"},
+		{name: "one of several trusted topics", msg: s.Sign(t, notification(), "2"), topics: []string{"arn:aws:sns:eu-west-1:1:a", testTopic}, records: 1, fetched: true},
 		{name: "china partition allowed", msg: withHost("https://sns.cn-north-1.amazonaws.com.cn/SimpleNotificationService-x.pem"), records: 1, fetched: true},
 	}
 	for _, tt := range tests {
@@ -113,7 +120,11 @@ func TestSNSVerify(t *testing.T) {
 			if body == nil {
 				body = mustJSON(t, tt.msg)
 			}
-			n, err := S3Decoder{SNS: &SNSVerifier{Fetcher: f}}.Decode(context.Background(), body)
+			topics := []string{testTopic}
+			if tt.topics != nil {
+				topics = tt.topics
+			}
+			n, err := S3Decoder{SNS: &SNSVerifier{Fetcher: f, Topics: topics}}.Decode(context.Background(), body)
 			if tt.fetched != (len(f.Asked()) == 1) {
 				t.Errorf("certificate downloads %v, want fetched=%t", f.Asked(), tt.fetched)
 			}
@@ -146,13 +157,13 @@ func TestSNSVerifyRefusesRecordedExamples(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := (S3Decoder{SNS: &SNSVerifier{Fetcher: f}}).Decode(context.Background(), body); !errors.Is(err, ErrSNSSignature) {
+		if _, err := (S3Decoder{SNS: &SNSVerifier{Fetcher: f, Topics: []string{testTopic}}}).Decode(context.Background(), body); !errors.Is(err, ErrSNSSignature) {
 			t.Errorf("%s: err = %v, want ErrSNSSignature", file, err)
 		}
 	}
 	// Bodies SNS did not wrap have nothing to verify.
 	body, _ := os.ReadFile(filepath.Join("testdata", "aws-put.json"))
-	if n, err := (S3Decoder{SNS: &SNSVerifier{Fetcher: f}}).Decode(context.Background(), body); err != nil || len(n.Records) != 1 {
+	if n, err := (S3Decoder{SNS: &SNSVerifier{Fetcher: f, Topics: []string{testTopic}}}).Decode(context.Background(), body); err != nil || len(n.Records) != 1 {
 		t.Fatalf("%+v %v", n, err)
 	}
 }
@@ -160,7 +171,7 @@ func TestSNSVerifyRefusesRecordedExamples(t *testing.T) {
 func TestSNSCertificateCache(t *testing.T) {
 	s := snstest.NewSigner(t)
 	f := s.Fetcher()
-	v := &SNSVerifier{Fetcher: f, CacheSize: 2}
+	v := &SNSVerifier{Fetcher: f, CacheSize: 2, Topics: []string{testTopic}}
 	msgFor := func(region string) []byte {
 		m := notification()
 		m["SigningCertURL"] = "https://sns." + region + ".amazonaws.com/SimpleNotificationService-x.pem"
@@ -178,18 +189,18 @@ func TestSNSCertificateCache(t *testing.T) {
 
 	// A download that fails is ours to retry (5xx), not the sender's fault,
 	// and is not cached.
-	bad := &SNSVerifier{Fetcher: &snstest.Fetcher{Err: errors.New("connection refused")}}
+	bad := &SNSVerifier{Fetcher: &snstest.Fetcher{Err: errors.New("connection refused")}, Topics: []string{testTopic}}
 	err := bad.Verify(context.Background(), msgFor("us-east-1"))
 	if err == nil || IsClientError(err) || !strings.Contains(err.Error(), "fetch the SNS signing certificate") || bad.cached() != 0 {
 		t.Fatalf("err = %v, cached %d", err, bad.cached())
 	}
 	// A certificate out of its validity is refused.
-	late := &SNSVerifier{Fetcher: f, Now: func() time.Time { return time.Now().Add(48 * time.Hour) }}
+	late := &SNSVerifier{Fetcher: f, Now: func() time.Time { return time.Now().Add(48 * time.Hour) }, Topics: []string{testTopic}}
 	if err := late.Verify(context.Background(), msgFor("us-east-1")); !errors.Is(err, ErrSNSSignature) || !strings.Contains(err.Error(), "valid from") {
 		t.Fatalf("err = %v", err)
 	}
 	// A body that is no certificate is refused.
-	junk := &SNSVerifier{Fetcher: &snstest.Fetcher{PEM: []byte("<html>")}}
+	junk := &SNSVerifier{Fetcher: &snstest.Fetcher{PEM: []byte("<html>")}, Topics: []string{testTopic}}
 	if err := junk.Verify(context.Background(), msgFor("us-east-1")); !errors.Is(err, ErrSNSSignature) || !strings.Contains(err.Error(), "no PEM certificate") {
 		t.Fatalf("err = %v", err)
 	}
@@ -211,7 +222,7 @@ func TestHTTPSCertFetcher(t *testing.T) {
 	}))
 	defer srv.Close()
 	host := strings.TrimPrefix(srv.URL, "https://")
-	v := &SNSVerifier{Fetcher: HTTPSCertFetcher{Client: srv.Client()}, AllowHost: func(h string) bool { return h == host }}
+	v := &SNSVerifier{Fetcher: HTTPSCertFetcher{Client: srv.Client()}, AllowHost: func(h string) bool { return h == host }, Topics: []string{testTopic}}
 	m := notification()
 	m["SigningCertURL"] = srv.URL + "/SimpleNotificationService-test.pem"
 	if err := v.Verify(context.Background(), mustJSON(t, s.Sign(t, m, "2"))); err != nil {
@@ -223,7 +234,7 @@ func TestHTTPSCertFetcher(t *testing.T) {
 	}
 	// The default host check refuses the test server.
 	m["SigningCertURL"] = srv.URL + "/SimpleNotificationService-test.pem"
-	if err := (&SNSVerifier{Fetcher: HTTPSCertFetcher{Client: srv.Client()}}).Verify(context.Background(), mustJSON(t, s.Sign(t, m, "2"))); !errors.Is(err, ErrSNSSignature) {
+	if err := (&SNSVerifier{Fetcher: HTTPSCertFetcher{Client: srv.Client()}, Topics: []string{testTopic}}).Verify(context.Background(), mustJSON(t, s.Sign(t, m, "2"))); !errors.Is(err, ErrSNSSignature) {
 		t.Fatalf("err = %v", err)
 	}
 }

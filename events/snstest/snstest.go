@@ -111,7 +111,7 @@ func (s *Signer) Notification(tb testing.TB, message, version string) []byte {
 	tb.Helper()
 	m := s.Sign(tb, map[string]any{
 		"Type": "Notification", "MessageId": "22b80b92-fdea-4c2c-8f9d-bdfb0c7bf324",
-		"TopicArn": "arn:aws:sns:us-east-1:123456789012:kb-backups-events", "Subject": "Amazon S3 Notification",
+		"TopicArn": Topic, "Subject": "Amazon S3 Notification",
 		"Message": message, "Timestamp": "2026-11-30T10:15:00.456Z",
 	}, version)
 	b, err := json.Marshal(m)
@@ -149,3 +149,6 @@ func (f *Fetcher) Asked() []string {
 	defer f.mu.Unlock()
 	return append([]string(nil), f.urls...)
 }
+
+// Topic is the TopicArn of the notifications this package signs.
+const Topic = "arn:aws:sns:us-east-1:123456789012:kb-backups-events"

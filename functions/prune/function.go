@@ -73,6 +73,9 @@ func (f *Function) snsDecoder() events.S3Decoder {
 		if f.SNS == nil {
 			f.SNS = events.NewSNSVerifier()
 		}
+		if len(f.SNS.Topics) == 0 {
+			f.SNS.Topics = f.Settings.SNSTopics
+		}
 	})
 	return events.S3Decoder{SNS: f.SNS}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -146,12 +147,12 @@ func TestFromEnv(t *testing.T) {
 		}, check: func(t *testing.T, s Settings) {
 			want := Settings{BackupRepo: "repo", Confirm: "DELETE-STRAY", DeleteRepositoryStray: true, Namespace: "app", Prefix: root, MinAge: 48 * time.Hour,
 				PathStyle: true, DefaultCredentialChain: true, Concurrency: 8, Timeout: 2 * time.Hour, BucketVersioning: "disabled", Region: "eu-west-1"}
-			if s != want {
+			if !reflect.DeepEqual(s, want) {
 				t.Fatalf("got  %+v\nwant %+v", s, want)
 			}
 		}},
 		{name: "nothing set is the CLI defaults", env: map[string]string{}, check: func(t *testing.T, s Settings) {
-			if s != (Settings{}) {
+			if !reflect.DeepEqual(s, Settings{}) {
 				t.Fatalf("%+v", s)
 			}
 		}},

@@ -47,6 +47,10 @@ type Settings struct {
 	// SkipSNSVerify accepts SNS envelopes inside S3 notification events
 	// without checking their signature (KBBACKUP_PRUNE_SNS_VERIFY=false).
 	SkipSNSVerify bool
+	// SNSTopics are the TopicArns whose signed SNS envelopes are accepted
+	// (KBBACKUP_PRUNE_SNS_TOPIC_ARNS, comma-separated); with none, every
+	// SNS envelope is refused unless SkipSNSVerify.
+	SNSTopics []string
 
 	// Concurrency is --concurrency (0: 4); Timeout bounds one run (0: 30m).
 	Concurrency int
@@ -101,6 +105,16 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 	boolean("INSECURE_SKIP_TLS_VERIFY", &s.InsecureSkipTLSVerify, false)
 	boolean("USE_BACKUP_REPO_CREDENTIALS", &s.DefaultCredentialChain, true)
 	boolean("SNS_VERIFY", &s.SkipSNSVerify, true)
+	for _, arn := range strings.Split(get("SNS_TOPIC_ARNS"), ",") {
+		if arn = strings.TrimSpace(arn); arn == "" {
+			continue
+		}
+		if !strings.HasPrefix(arn, "arn:") || strings.Count(arn, ":") != 5 {
+			errs = append(errs, fmt.Errorf("%sSNS_TOPIC_ARNS: %q is not an SNS topic ARN (arn:aws:sns:<region>:<account>:<topic>)", envPrefix, arn))
+			continue
+		}
+		s.SNSTopics = append(s.SNSTopics, arn)
+	}
 	duration("MIN_AGE", &s.MinAge)
 	s.DisableMinAge = get("MIN_AGE") != "" && s.MinAge == 0
 	duration("TIMEOUT", &s.Timeout)

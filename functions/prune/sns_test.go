@@ -33,6 +33,24 @@ func TestFromEnvSNSVerify(t *testing.T) {
 	}
 }
 
+func TestFromEnvSNSTopics(t *testing.T) {
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == "KBBACKUP_PRUNE_SNS_TOPIC_ARNS" {
+				return v
+			}
+			return ""
+		}
+	}
+	s, err := FromEnv(env(" arn:aws:sns:us-east-1:1:a, ,arn:aws-cn:sns:cn-north-1:2:b "))
+	if err != nil || strings.Join(s.SNSTopics, " ") != "arn:aws:sns:us-east-1:1:a arn:aws-cn:sns:cn-north-1:2:b" {
+		t.Fatalf("topics %q err %v", s.SNSTopics, err)
+	}
+	if _, err := FromEnv(env("kb-backups-events")); err == nil || !strings.Contains(err.Error(), "SNS_TOPIC_ARNS") || !strings.Contains(err.Error(), "not an SNS topic ARN") {
+		t.Fatalf("a bare topic name: err %v, want one naming SNS_TOPIC_ARNS", err)
+	}
+}
+
 // An S3 adapter event whose data is an SNS envelope (SNS to SQS without raw
 // delivery) is acknowledged over HTTP when signed and refused with 400
 // naming the reason when tampered with, unless verification is off.
@@ -49,18 +67,26 @@ func TestHandleS3VerifiesSNSOverHTTP(t *testing.T) {
 		reason string
 		// fetched: the signing certificate was asked for.
 		fetched bool
+		// topics the deployment trusts (nil: the signer's topic).
+		topics []string
 	}{
 		{name: "signed", body: signed, status: http.StatusOK, fetched: true},
 		{name: "tampered", body: tampered, status: http.StatusBadRequest, reason: "signature mismatch", fetched: true},
 		{name: "unknown signature version", body: strings.Replace(signed, `"SignatureVersion":"1"`, `"SignatureVersion":"9"`, 1), status: http.StatusBadRequest, reason: "unknown SignatureVersion"},
 		{name: "verification off", skip: true, body: tampered, status: http.StatusOK},
+		{name: "signed by a topic the deployment does not trust", topics: []string{"arn:aws:sns:us-east-1:123456789012:someone-elses"}, body: signed, status: http.StatusBadRequest, reason: "not in the SNS topic allowlist"},
+		{name: "no topic configured", topics: []string{}, body: signed, status: http.StatusBadRequest, reason: "no SNS topic is trusted"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// No BackupRepo: a notification that decodes asks for no work,
 			// so the status is the verifier's alone.
 			fetcher := signer.Fetcher()
-			f := &Function{Settings: Settings{SkipSNSVerify: tt.skip}, SNS: &events.SNSVerifier{Fetcher: fetcher}}
+			topics := []string{snstest.Topic}
+			if tt.topics != nil {
+				topics = tt.topics
+			}
+			f := &Function{Settings: Settings{SkipSNSVerify: tt.skip, SNSTopics: topics}, SNS: &events.SNSVerifier{Fetcher: fetcher}}
 			ctx, cancel := context.WithCancel(context.Background())
 			listening := make(chan string, 1)
 			done := make(chan error, 1)

@@ -214,6 +214,10 @@ snapshot cleanup retention schedule restore verify prune
   value: {{ .root.Values.prune.concurrency | quote }}
 - name: KBBACKUP_PRUNE_TIMEOUT
   value: {{ .root.Values.prune.timeout | quote }}
+{{- with .root.Values.prune.s3Source.snsTopicArns }}
+- name: KBBACKUP_PRUNE_SNS_TOPIC_ARNS
+  value: {{ join "," . | quote }}
+{{- end }}
 {{- with .root.Values.prune.extraEnv }}
 {{ toYaml . }}
 {{- end }}

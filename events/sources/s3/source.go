@@ -52,6 +52,9 @@ type Options struct {
 	ConfirmSNS bool
 	// VerifySNS refuses SNS envelopes whose signature does not verify.
 	VerifySNS bool
+	// SNSTopics are the TopicArns whose signed envelopes are accepted; with
+	// VerifySNS and none, every SNS envelope is refused.
+	SNSTopics []string
 	// TokenFile holds the bearer token sent with every event (see sink.New).
 	TokenFile string
 }
@@ -60,7 +63,7 @@ type Options struct {
 func New(o Options, log logr.Logger) (*Source, error) {
 	s := &Source{confirmSNS: o.ConfirmSNS, log: log, confirm: &http.Client{Timeout: 10 * time.Second}}
 	if o.VerifySNS {
-		s.decoder.SNS = events.NewSNSVerifier()
+		s.decoder.SNS = events.NewSNSVerifier(o.SNSTopics...)
 	}
 	for _, u := range o.Sinks {
 		if p, err := url.Parse(u); err != nil || p.Scheme == "" || p.Host == "" {

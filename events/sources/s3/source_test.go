@@ -40,6 +40,7 @@ func TestSourceS3VerifiesSNS(t *testing.T) {
 		status    int
 		reason    string
 		forwarded bool
+		topics    []string // --sns-topic-arn (nil: the signer's topic)
 	}{
 		{name: "signed notification", verify: true, body: string(signed), status: http.StatusOK, forwarded: true},
 		{name: "tampered message", verify: true, body: tampered, status: http.StatusForbidden, reason: "signature mismatch"},
@@ -47,21 +48,28 @@ func TestSourceS3VerifiesSNS(t *testing.T) {
 		{name: "unsigned envelope", verify: true, body: `{"Type":"Notification","TopicArn":"t","Message":` + jsonString(message) + `}`, status: http.StatusForbidden, reason: "unsigned"},
 		{name: "not sns: nothing to verify", verify: true, body: message, status: http.StatusOK, forwarded: true},
 		{name: "--sns-verify=false accepts the tampered message", verify: false, body: tampered, status: http.StatusOK, forwarded: true},
+		{name: "signed by a topic not listed", verify: true, topics: []string{"arn:aws:sns:us-east-1:123456789012:other"}, body: string(signed), status: http.StatusForbidden, reason: "not in the SNS topic allowlist"},
+		{name: "no --sns-topic-arn refuses sns", verify: true, topics: []string{}, body: string(signed), status: http.StatusForbidden, reason: "no SNS topic is trusted"},
+		{name: "no --sns-topic-arn still forwards other formats", verify: true, topics: []string{}, body: message, status: http.StatusOK, forwarded: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			mu.Lock()
 			forwarded = nil
 			mu.Unlock()
-			src, err := New(Options{Sinks: []string{sinkSrv.URL}, VerifySNS: tt.verify}, logr.Discard())
+			topics := []string{snstest.Topic}
+			if tt.topics != nil {
+				topics = tt.topics
+			}
+			src, err := New(Options{Sinks: []string{sinkSrv.URL}, VerifySNS: tt.verify, SNSTopics: topics}, logr.Discard())
 			if err != nil {
 				t.Fatal(err)
 			}
 			if tt.verify {
-				if src.decoder.SNS == nil {
-					t.Fatal("verification is not on")
+				if src.decoder.SNS == nil || strings.Join(src.decoder.SNS.Topics, ",") != strings.Join(topics, ",") {
+					t.Fatalf("verification is not on with the topics %v: %+v", topics, src.decoder.SNS)
 				}
-				src.decoder.SNS = &events.SNSVerifier{Fetcher: signer.Fetcher()}
+				src.decoder.SNS = &events.SNSVerifier{Fetcher: signer.Fetcher(), Topics: topics}
 			} else if src.decoder.SNS != nil {
 				t.Fatal("--sns-verify=false left verification on")
 			}
