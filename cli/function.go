@@ -29,6 +29,7 @@ import (
 	"github.com/snapflow/snapflow/functions/schedule"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/functions/verify"
+	"github.com/snapflow/snapflow/internal/egress"
 	"github.com/snapflow/snapflow/internal/policysource"
 	"github.com/snapflow/snapflow/internal/scheme"
 	"github.com/snapflow/snapflow/internal/version"
@@ -40,6 +41,7 @@ type functionFlags struct {
 	sinkTokenFile                              string
 	globalPolicies                             string
 	deleteWindow                               time.Duration
+	hookDeny, hookAllow                        []string
 	// local, in `snapflow dev`, delivers emitted events to the in-process functions.
 	local   *runtime.LateSink
 	maxJobs int
@@ -57,6 +59,8 @@ func (f *functionFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.sinkTokenFile, "sink-token-file", "", "file holding the bearer token sent with emitted events (a projected ServiceAccount token with the audience of a sink that checks senders, such as another function)")
 	fl.BoolVar(&f.devLogs, "dev-logs", false, "human-readable logs instead of JSON")
 	fl.DurationVar(&f.deleteWindow, "delete-window", 10*time.Second, "cleanup: quiet period after the newest deletion before a repository's deletion batch starts")
+	fl.StringArrayVar(&f.hookDeny, "hook-deny-cidr", nil, "snapshot: a range httpRequest hooks may not connect to, such as the cluster's service and pod CIDRs (repeatable; loopback, link-local and cloud metadata are always refused)")
+	fl.StringArrayVar(&f.hookAllow, "hook-allow-cidr", nil, "snapshot: a range httpRequest hooks may connect to despite every refusal (repeatable)")
 	fl.StringVar(&f.globalPolicies, "global-backup-volume-policies-configmap", "", "ConfigMap in --namespace holding the global backup volume policies (checked at startup, re-read for every run)")
 }
 
@@ -116,13 +120,21 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 		}
 		log.Info("loaded global backup volume policies", "configmap", ref.ConfigMap, "resourceVersion", ref.ResourceVersion)
 	}
+	deny, err := egress.ParsePrefixes("--hook-deny-cidr", f.hookDeny)
+	if err != nil {
+		return nil, err
+	}
+	allow, err := egress.ParsePrefixes("--hook-allow-cidr", f.hookAllow)
+	if err != nil {
+		return nil, err
+	}
 	var out []runtime.Function
 	for _, n := range names {
 		switch n {
 		case "snapshot":
 			fn := &snapshot.Function{Client: c, Config: cfg, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,
 				MaxConcurrentJobs: f.maxJobs, GlobalVolumePoliciesConfigMap: f.globalPolicies, Emitter: emitter, Recorder: recorder("snapflow-snapshot"),
-				Access: cs.AuthorizationV1().SubjectAccessReviews()}
+				Access: cs.AuthorizationV1().SubjectAccessReviews(), HookEgress: egress.Policy{Deny: deny, Allow: allow, Namespace: f.namespace}}
 			out = append(out, runtime.Function{Name: n, Handle: fn.Handle, Requests: []string{events.SnapshotRequested}})
 		case "schedule":
 			fn := &schedule.Function{Client: c, Recorder: recorder("snapflow-schedule")}

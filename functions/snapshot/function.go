@@ -24,6 +24,7 @@ import (
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/internal/egress"
 )
 
 // Function is the snapshot function's configuration and ports.
@@ -47,6 +48,10 @@ type Function struct {
 	MaxConcurrentJobs int
 	// GlobalVolumePoliciesConfigMap names the global baseline in Namespace.
 	GlobalVolumePoliciesConfigMap string
+	// HookEgress is where httpRequest hooks may not connect (loopback,
+	// metadata and link-local always; the operator adds the cluster's
+	// ranges). Namespace is filled from the function's when empty.
+	HookEgress egress.Policy
 	// RepositoryRetry is how long a Failed repository waits before a new bootstrap.
 	RepositoryRetry time.Duration
 	Emitter         runtime.Emitter

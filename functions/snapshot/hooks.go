@@ -5,10 +5,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -23,6 +26,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/egress"
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/moverjob"
 )
@@ -213,12 +217,47 @@ func (f *Function) runHook(ctx context.Context, s *snapv1.Snapshot, list string,
 	return false, "the hook names no action", false, nil
 }
 
+// hookClient calls hook URLs: no proxy (it would dial for us, unchecked),
+// every dialled address checked against the egress policy after DNS, no
+// redirects (one could lead anywhere), no connection reuse between hooks.
+func (f *Function) hookClient() *http.Client {
+	pol := f.hookEgress()
+	d := &net.Dialer{Timeout: 30 * time.Second, Control: func(_, address string, _ syscall.RawConn) error {
+		ap, err := netip.ParseAddrPort(address)
+		if err != nil {
+			return fmt.Errorf("hooks may not connect to %s: not an IP address and port", address)
+		}
+		return pol.CheckAddr(ap.Addr())
+	}}
+	return &http.Client{
+		Transport: &http.Transport{Proxy: nil, DialContext: d.DialContext, DisableKeepAlives: true,
+			TLSHandshakeTimeout: 30 * time.Second, ResponseHeaderTimeout: egress.MaxTimeout},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// hookEgress is the egress policy with snapflow's namespace filled in.
+func (f *Function) hookEgress() egress.Policy {
+	p := f.HookEgress
+	if p.Namespace == "" {
+		p.Namespace = f.Namespace
+	}
+	return p
+}
+
 func (f *Function) httpHook(ctx context.Context, h *snapv1.HTTPRequestHook) (bool, string) {
-	ctx, cancel := context.WithTimeout(ctx, hookTimeout(h.Timeout))
+	timeout := hookTimeout(h.Timeout)
+	if timeout > egress.MaxTimeout {
+		timeout = egress.MaxTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	u, err := url.Parse(h.URL)
 	if err != nil {
 		return false, "invalid url: " + err.Error()
+	}
+	if err := f.hookEgress().CheckHost(u.Hostname()); err != nil {
+		return false, fmt.Sprintf("%s: %v", u.Redacted(), err)
 	}
 	user := u.User
 	u.User = nil
@@ -241,15 +280,20 @@ func (f *Function) httpHook(ctx context.Context, h *snapv1.HTTPRequestHook) (boo
 	for _, hd := range h.Headers {
 		req.Header.Set(hd.Name, hd.Value)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := f.hookClient().Do(req)
 	if err != nil {
 		// The URL may carry credentials: report it without them.
 		return false, fmt.Sprintf("%s %s: %v", method, u.Redacted(), unwrapURLError(err))
 	}
-	defer resp.Body.Close()
-	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return false, fmt.Sprintf("%s %s answered %s: %s", method, u.Redacted(), resp.Status, strings.TrimSpace(string(snippet)))
+	// The body is drained, never reported: status is readable by more
+	// people than the hook's receiver meant to answer.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	_ = resp.Body.Close()
+	switch {
+	case resp.StatusCode >= 300 && resp.StatusCode <= 399:
+		return false, fmt.Sprintf("%s %s answered %s: redirects are not followed; point the hook at the final URL", method, u.Redacted(), resp.Status)
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		return false, fmt.Sprintf("%s %s answered %s", method, u.Redacted(), resp.Status)
 	}
 	return true, fmt.Sprintf("%s %s answered %s", method, u.Redacted(), resp.Status)
 }

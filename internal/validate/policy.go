@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"knative.dev/pkg/apis"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/internal/egress"
 	"github.com/snapflow/snapflow/internal/expr"
 	"github.com/snapflow/snapflow/internal/identity"
 )
@@ -381,6 +383,9 @@ func httpHook(h *snapv1.HTTPRequestHook) *apis.FieldError {
 		errs = errs.Also(fieldErr("method", "%q is not an HTTP method (use GET, POST, PUT, PATCH, DELETE, HEAD or OPTIONS)", h.Method))
 	}
 	errs = errs.Also(hookTimeout("timeout", h.Timeout))
+	if d, err := time.ParseDuration(h.Timeout); err == nil && d > egress.MaxTimeout {
+		errs = errs.Also(fieldErr("timeout", "%s exceeds the %s ceiling of httpRequest hooks (the snapshot run waits on the call); answer quickly and do long work asynchronously, or use a runJob hook", h.Timeout, egress.MaxTimeout))
+	}
 	seen := map[string]int{}
 	for i, hd := range h.Headers {
 		path := fmt.Sprintf("headers[%d]", i)

@@ -240,6 +240,9 @@ func TestSnapshotPolicyRules(t *testing.T) {
 		{"rule 23: hook url scheme", func(p *snapv1.SnapshotPolicy) {
 			p.Spec.Hooks = &snapv1.Hooks{AfterSnapshot: []snapv1.Hook{{HTTPRequest: &snapv1.HTTPRequestHook{URL: "ftp://x/y"}}}}
 		}, "spec.hooks.afterSnapshot[0].httpRequest.url", "http:// or https://", admission},
+		{"httpRequest timeout ceiling", func(p *snapv1.SnapshotPolicy) {
+			p.Spec.Hooks = &snapv1.Hooks{AfterSnapshot: []snapv1.Hook{{HTTPRequest: &snapv1.HTTPRequestHook{URL: "http://x", Timeout: "2h"}}}}
+		}, "spec.hooks.afterSnapshot[0].httpRequest.timeout", "ceiling of httpRequest hooks", admission},
 		{"rule 23: hook method", func(p *snapv1.SnapshotPolicy) {
 			p.Spec.Hooks = &snapv1.Hooks{AfterSnapshot: []snapv1.Hook{{HTTPRequest: &snapv1.HTTPRequestHook{URL: "http://x", Method: "FETCH"}}}}
 		}, "spec.hooks.afterSnapshot[0].httpRequest.method", "not an HTTP method", admission},

@@ -34,6 +34,9 @@ func newHookServer(t *testing.T) *hookServer {
 		if strings.HasPrefix(r.URL.Path, "/fail") {
 			http.Error(w, "database refused to freeze", http.StatusInternalServerError)
 		}
+		if r.URL.Path == "/redirect" {
+			http.Redirect(w, r, "/landed", http.StatusFound)
+		}
 	}))
 	t.Cleanup(h.Close)
 	return h
@@ -112,8 +115,11 @@ func TestFailingHookAbortsTheBackupButStillThaws(t *testing.T) {
 		t.Fatalf("failure %+v", s.Status.Failure)
 	}
 	c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionHooksSucceeded)
-	if c == nil || c.Status != "False" || !strings.Contains(c.Message, "beforeSnapshot[0]") || !strings.Contains(c.Message, "database refused to freeze") {
+	if c == nil || c.Status != "False" || !strings.Contains(c.Message, "beforeSnapshot[0]") || !strings.Contains(c.Message, "500") {
 		t.Fatalf("HooksSucceeded %+v should name the hook and the cause", c)
+	}
+	if strings.Contains(c.Message, "database refused to freeze") || strings.Contains(s.Status.Failure.Message, "database refused to freeze") {
+		t.Fatalf("the receiver's response body reached the status: %+v / %+v", c, s.Status.Failure)
 	}
 	if s.Status.Job != nil {
 		t.Fatalf("an aborted backup never creates its mover job: %+v", s.Status.Job)
@@ -126,4 +132,41 @@ func TestFailingHookAbortsTheBackupButStillThaws(t *testing.T) {
 		}
 		return fmt.Errorf("afterSnapshot did not run after the failure: %q", srv.got())
 	})
+}
+
+// An httpRequest hook runs from snapflow's namespace: it may not follow a
+// redirect (the receiver behind it is never called) nor reach the cloud
+// metadata endpoint, and both say why in the hook results.
+func TestHTTPHookEgressIsRefused(t *testing.T) {
+	const ns = "hooks-egress"
+	backupNamespace(t, ns, 1, "")
+	srv := newHookServer(t)
+	kubectl(t, policy(ns, "app", fmt.Sprintf(`  copyMethod: Direct
+  hooks:
+    beforeSnapshot:
+      - httpRequest: {url: %q, continueOnFailure: true}
+      - httpRequest: {url: "http://169.254.169.254/latest/meta-data/iam/security-credentials/"}
+`, srv.URL+"/redirect")), 0, "apply", "-f", "-")
+	kubectl(t, snapshotOf(ns, "egress", "app"), 0, "create", "-f", "-")
+	s := waitSnapshot(t, ns, "egress", snapv1.SnapshotFailed)
+	if s.Status.Failure == nil || s.Status.Failure.Class != "HookFailed" {
+		t.Fatalf("failure %+v, want HookFailed", s.Status.Failure)
+	}
+	res := map[int32]snapv1.HookResult{}
+	for _, r := range s.Status.Hooks.Results {
+		if r.List == snapshot.ListBefore {
+			res[r.Index] = r
+		}
+	}
+	if r := res[0]; r.Succeeded || !strings.Contains(r.Message, "redirects are not followed") {
+		t.Errorf("redirect hook result %+v", r)
+	}
+	if r := res[1]; r.Succeeded || !strings.Contains(r.Message, "cloud metadata") {
+		t.Errorf("metadata hook result %+v", r)
+	}
+	for _, c := range srv.got() {
+		if strings.Contains(c, "/landed") {
+			t.Fatalf("the redirect was followed: %q", srv.got())
+		}
+	}
 }

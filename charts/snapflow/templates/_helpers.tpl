@@ -164,6 +164,14 @@ snapshot cleanup retention schedule restore verify prune
 {{- if and (eq .name "snapshot") $v.globalVolumePolicies.name }}
 - --global-backup-volume-policies-configmap={{ $v.globalVolumePolicies.name }}
 {{- end }}
+{{- if eq .name "snapshot" }}
+{{- range $v.functions.snapshot.hookDenyCIDRs }}
+- --hook-deny-cidr={{ . }}
+{{- end }}
+{{- range $v.functions.snapshot.hookAllowCIDRs }}
+- --hook-allow-cidr={{ . }}
+{{- end }}
+{{- end }}
 {{- if eq .name "cleanup" }}
 - --delete-window={{ $v.functions.cleanup.deleteWindow }}
 {{- end }}
