@@ -7,9 +7,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
@@ -48,15 +50,18 @@ func (f *Function) budget(ctx context.Context, p *snapv1.SnapshotPolicy, verdict
 	}), threshold, nil
 }
 
-// threshold is the smallest deletionProtection.threshold among the policy's
-// repositories: the strictest owner wins. One that cannot be found counts
-// with the default, never as "disabled".
+// threshold is the smallest positive deletionProtection.threshold among the
+// policy's repositories: the strictest owner wins. One that cannot be found
+// counts with the default, never as "disabled".
 func (f *Function) threshold(ctx context.Context, p *snapv1.SnapshotPolicy) (int, error) {
 	refs := p.Spec.Repositories
 	if p.Spec.Repository != nil {
 		refs = append([]snapv1.RepositoryRef{*p.Spec.Repository}, refs...)
 	}
-	t, found := 0, false
+	// 0 disables: it counts only when every repository says so, so a
+	// tenant's own repository added to the list cannot switch off the
+	// budget a shared repository's owner set.
+	t := 0
 	for _, ref := range refs {
 		v := deletion.DefaultThreshold
 		r, err := snapshot.GetRepository(ctx, f.Client, "", ref, p.Namespace)
@@ -66,21 +71,35 @@ func (f *Function) threshold(ctx context.Context, p *snapv1.SnapshotPolicy) (int
 		case !apierrors.IsNotFound(err):
 			return 0, fmt.Errorf("read repository %s for the retention budget: %w", ref.Name, err)
 		}
-		if !found || v < t {
-			t, found = v, true
+		if v > 0 && (t == 0 || v < t) {
+			t = v
 		}
 	}
-	if !found {
+	if len(refs) == 0 {
 		return deletion.DefaultThreshold, nil
 	}
 	return t, nil
+}
+
+// recordBudgetLocked writes the budget over the status p was read with
+// (optimistic lock); nothing is written when nothing changed.
+func (f *Function) recordBudgetLocked(ctx context.Context, p *snapv1.SnapshotPolicy, b kernel.BudgetResult, threshold int) error {
+	live := p.DeepCopy()
+	if live.Status.Retention == nil {
+		live.Status.Retention = &snapv1.RetentionStatus{}
+	}
+	recordBudget(live, b, threshold)
+	if equality.Semantic.DeepEqual(live.Status, p.Status) {
+		return nil
+	}
+	return f.Client.Status().Patch(ctx, live, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{}))
 }
 
 func stateOf(r *snapv1.RetentionStatus) kernel.BudgetState {
 	if r == nil || r.Breaker == nil {
 		return kernel.BudgetState{}
 	}
-	s := kernel.BudgetState{WindowStart: r.Breaker.WindowStart.Time, Peak: int(r.Breaker.Peak)}
+	s := kernel.BudgetState{WindowStart: r.Breaker.WindowStart.Time, Peak: int(r.Breaker.Peak), Held: r.Breaker.Held}
 	if r.Breaker.HeldSince != nil {
 		s.HeldSince = r.Breaker.HeldSince.Time
 	}

@@ -119,19 +119,12 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 		}
 		budget, threshold, prune = &b, t, b.Prune
 		f.announceBudget(&p, b, threshold)
-		if len(b.Prune) > 0 {
-			// The window's peak is on record before anything goes, so a pass
-			// cut short after pruning cannot open a fresh budget next time.
-			if err := statuspatch.Update(ctx, f.Client, client.ObjectKeyFromObject(&p), func() *snapv1.SnapshotPolicy { return &snapv1.SnapshotPolicy{} },
-				func(live *snapv1.SnapshotPolicy) error {
-					if live.Status.Retention == nil {
-						live.Status.Retention = &snapv1.RetentionStatus{}
-					}
-					recordBudget(live, b, t)
-					return nil
-				}); err != nil {
-				return fmt.Errorf("record the retention budget of %s/%s before pruning: %w", ns, name, err)
-			}
+		// The budget is written before anything goes, and only over the
+		// status this pass read: a concurrent pass (or one cut short after
+		// pruning) cannot open a fresh window and spend the budget twice.
+		// A conflict fails the delivery, which is redelivered and redone.
+		if err := f.recordBudgetLocked(ctx, &p, b, t); err != nil {
+			return fmt.Errorf("record the retention budget of %s/%s before pruning: %w", ns, name, err)
 		}
 	}
 	prune = append(prune, unchangedOverflow(list.Items)...)
@@ -154,7 +147,7 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 			return err
 		}
 	}
-	return f.updatePolicyStatus(ctx, &p, active, len(deleted), lastSuccess, budget, threshold)
+	return f.updatePolicyStatus(ctx, &p, active, len(deleted), lastSuccess, budget)
 }
 
 // announceBudget records the budget's transitions as Kubernetes Events: a
@@ -221,7 +214,7 @@ func (f *Function) prune(ctx context.Context, ns string, names []string) ([]stri
 	return deleted, nil
 }
 
-func (f *Function) updatePolicyStatus(ctx context.Context, p *snapv1.SnapshotPolicy, active, deleted int, lastSuccess *metav1.Time, budget *kernel.BudgetResult, threshold int) error {
+func (f *Function) updatePolicyStatus(ctx context.Context, p *snapv1.SnapshotPolicy, active, deleted int, lastSuccess *metav1.Time, budget *kernel.BudgetResult) error {
 	return statuspatch.Update(ctx, f.Client, client.ObjectKeyFromObject(p), func() *snapv1.SnapshotPolicy { return &snapv1.SnapshotPolicy{} },
 		func(live *snapv1.SnapshotPolicy) error {
 			if live.Status.Retention == nil {
@@ -237,10 +230,12 @@ func (f *Function) updatePolicyStatus(ctx context.Context, p *snapv1.SnapshotPol
 			if lastSuccess != nil {
 				live.Status.LastSuccessfulSnapshot = lastSuccess
 			}
-			if budget != nil {
-				recordBudget(live, *budget, threshold)
-			} else {
-				live.Status.Retention.Breaker = nil
+			if budget == nil {
+				// Retention is off: nothing is held, but the window and its
+				// peak stay, so turning it back on opens no fresh budget.
+				if br := live.Status.Retention.Breaker; br != nil {
+					br.Held, br.HeldSince = nil, nil
+				}
 				meta.RemoveStatusCondition(&live.Status.Conditions, wellknown.ConditionMassDeletionHeld)
 			}
 			return nil

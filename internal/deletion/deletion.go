@@ -129,8 +129,8 @@ type Breaker struct {
 // DefaultThreshold applies when deletionProtection is unset.
 const DefaultThreshold = 10
 
-// BreakerOf reads a repository's breaker settings. A bad annotation is
-// reported (for an event) and ignored; a future one is clamped to now.
+// BreakerOf reads a repository's breaker settings. A bad or future
+// annotation is reported (for an event) and ignored.
 func BreakerOf(spec *snapv1.RepositorySpec, annotations map[string]string, now time.Time) (Breaker, string) {
 	ack, bad := AckOf(annotations, now)
 	return Breaker{Threshold: ThresholdOf(spec), Ack: ack}, bad
@@ -144,9 +144,14 @@ func ThresholdOf(spec *snapv1.RepositorySpec) int {
 	return DefaultThreshold
 }
 
+// AckSkew is how far ahead of this clock an acknowledgement may be and still
+// count (clamped to now): the writer's clock may run a little fast.
+const AckSkew = time.Minute
+
 // AckOf reads the allow-mass-deletion annotation: its instant, or zero with
-// a message when it is not RFC3339. A future instant is clamped to now, so
-// no acknowledgement can be banked for deletions that have not happened.
+// a message when it is not RFC3339 or lies in the future. A future instant
+// would otherwise stand for every deletion yet to come: an acknowledgement
+// covers only what has already happened.
 func AckOf(annotations map[string]string, now time.Time) (time.Time, string) {
 	v, ok := annotations[wellknown.AnnotationAllowMassDeletion]
 	if !ok {
@@ -155,6 +160,9 @@ func AckOf(annotations map[string]string, now time.Time) (time.Time, string) {
 	t, err := time.Parse(time.RFC3339, strings.TrimSpace(v))
 	if err != nil {
 		return time.Time{}, fmt.Sprintf("%s=%q is not an RFC3339 time and is ignored", wellknown.AnnotationAllowMassDeletion, v)
+	}
+	if t.After(now.Add(AckSkew)) {
+		return time.Time{}, fmt.Sprintf("%s=%q is in the future and is ignored: an acknowledgement covers deletions up to its instant; use the time printed in the hold", wellknown.AnnotationAllowMassDeletion, v)
 	}
 	if t.After(now) {
 		t = now

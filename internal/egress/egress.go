@@ -37,6 +37,9 @@ var builtin = []struct {
 	{netip.MustParsePrefix("100.100.100.200/32"), "cloud metadata"},
 }
 
+// nat64 is the well-known NAT64 prefix (RFC 6052).
+var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
 // Policy is where hooks may not connect.
 type Policy struct {
 	// Deny are the operator's refused ranges: the cluster's service and pod
@@ -72,7 +75,15 @@ func ParsePrefixes(flag string, vals []string) ([]netip.Prefix, error) {
 
 // CheckAddr refuses an address in a refused range, saying which.
 func (p Policy) CheckAddr(a netip.Addr) error {
-	a = a.Unmap()
+	// A zone (fe80::1%eth0) would make every prefix miss.
+	a = a.Unmap().WithZone("")
+	if nat64.Contains(a) {
+		// NAT64 reaches the IPv4 address it embeds: judge that one.
+		b := a.As16()
+		if err := p.CheckAddr(netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})); err != nil {
+			return fmt.Errorf("%s (through NAT64 %s)", err, a)
+		}
+	}
 	for _, al := range p.Allow {
 		if al.Contains(a) {
 			return nil
@@ -103,15 +114,26 @@ func (p Policy) CheckHost(host string) error {
 		return fmt.Errorf("hooks may not connect to %s: it is the node itself", host)
 	}
 	labels := strings.Split(h, ".")
-	// <svc>.<ns>, <svc>.<ns>.svc and <svc>.<ns>.svc.<cluster domain>.
-	inNamespace := func(ns string) bool {
-		return len(labels) >= 2 && labels[1] == ns && (len(labels) == 2 || labels[2] == "svc")
+	if len(labels) == 1 {
+		// A bare name resolves through the caller's search path, that is
+		// into snapflow's own namespace first.
+		return fmt.Errorf("hooks may not connect to %s: a single-label name resolves in snapflow's own namespace; use a fully qualified name such as <service>.<namespace>.svc", host)
 	}
-	if inNamespace("default") && labels[0] == "kubernetes" || h == "kubernetes" {
+	// Cluster DNS names of a namespace: <svc>.<ns>, <svc>.<ns>.svc…,
+	// <pod>.<svc>.<ns>.svc… (headless) and <ip>.<ns>.pod….
+	inNamespace := func(ns string) bool {
+		for i := 1; i < len(labels); i++ {
+			if labels[i] == ns && (i == len(labels)-1 || labels[i+1] == "svc" || labels[i+1] == "pod") {
+				return true
+			}
+		}
+		return false
+	}
+	if labels[0] == "kubernetes" && inNamespace("default") {
 		return fmt.Errorf("hooks may not connect to %s: it is the Kubernetes API server", host)
 	}
 	if p.Namespace != "" && inNamespace(p.Namespace) {
-		return fmt.Errorf("hooks may not connect to %s: it is a Service of snapflow's own namespace %s", host, p.Namespace)
+		return fmt.Errorf("hooks may not connect to %s: it is in snapflow's own namespace %s", host, p.Namespace)
 	}
 	return nil
 }

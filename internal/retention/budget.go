@@ -19,6 +19,9 @@ type BudgetState struct {
 	// HeldSince is when prunes were first held back (zero: none held). An
 	// acknowledgement at or after it releases them.
 	HeldSince time.Time
+	// Held are the names held back, the only ones an acknowledgement
+	// releases: what joins later was never shown to the owner.
+	Held []string
 }
 
 // BudgetInput is one pass's facts.
@@ -71,34 +74,45 @@ func Budget(in BudgetInput) BudgetResult {
 	if in.RestorePoints > st.Peak {
 		st.Peak = in.RestorePoints
 	}
-	after := func(pruned int) BudgetState {
-		s := st
-		s.HeldSince = time.Time{}
-		if pruned < len(names) && !st.HeldSince.IsZero() {
-			s.HeldSince = st.HeldSince
-		} else if pruned < len(names) {
-			s.HeldSince = in.Now
-		}
-		return s
-	}
 	if in.Threshold <= 0 {
-		return BudgetResult{Prune: names, State: after(len(names))}
+		return BudgetResult{Prune: names, State: BudgetState{WindowStart: st.WindowStart, Peak: st.Peak}}
 	}
-	if !st.HeldSince.IsZero() && !in.Ack.IsZero() && !in.Ack.Before(st.HeldSince.Truncate(time.Second)) {
-		// Acknowledged: prune everything and start a fresh window from what is left.
-		s := BudgetState{WindowStart: in.Now, Peak: in.RestorePoints - len(names)}
-		return BudgetResult{Prune: names, State: s, Acknowledged: true}
+	var released []string
+	acknowledged := !st.HeldSince.IsZero() && !in.Ack.IsZero() && !in.Ack.Before(st.HeldSince.Truncate(time.Second))
+	if acknowledged {
+		// The acknowledged names go; the window restarts from what is left,
+		// and anything else is budgeted afresh.
+		was := map[string]bool{}
+		for _, n := range st.Held {
+			was[n] = true
+		}
+		var rest []string
+		for _, n := range names {
+			if was[n] {
+				released = append(released, n)
+			} else {
+				rest = append(rest, n)
+			}
+		}
+		names = rest
+		st = BudgetState{WindowStart: in.Now, Peak: in.RestorePoints - len(released)}
 	}
-	allowed := in.Threshold - (st.Peak - in.RestorePoints)
+	left := in.RestorePoints - len(released)
+	allowed := in.Threshold - (st.Peak - left)
 	if allowed < 0 {
 		allowed = 0
 	}
 	if allowed > len(names) {
 		allowed = len(names)
 	}
-	res := BudgetResult{Prune: names[:allowed:allowed], State: after(allowed)}
+	res := BudgetResult{Prune: append(released, names[:allowed]...), Acknowledged: acknowledged, State: BudgetState{WindowStart: st.WindowStart, Peak: st.Peak}}
 	if allowed < len(names) {
 		res.Held = names[allowed:]
+		res.State.Held = res.Held
+		res.State.HeldSince = st.HeldSince
+		if res.State.HeldSince.IsZero() {
+			res.State.HeldSince = in.Now
+		}
 	}
 	return res
 }

@@ -65,10 +65,18 @@ func TestBudget(t *testing.T) {
 			state: BudgetState{WindowStart: now, Peak: 8, HeldSince: held},
 		},
 		{
-			name:      "an acknowledgement at or after the hold releases everything and restarts the window",
-			in:        BudgetInput{State: BudgetState{WindowStart: now.Add(-2 * time.Hour), Peak: 10, HeldSince: held.Add(300 * time.Millisecond)}, Threshold: 2, Ack: held, RestorePoints: 8, Prune: cands("d", "c"), Now: now},
+			name:      "an acknowledgement at or after the hold releases what it held and restarts the window",
+			in:        BudgetInput{State: BudgetState{WindowStart: now.Add(-2 * time.Hour), Peak: 10, HeldSince: held.Add(300 * time.Millisecond), Held: []string{"c", "d"}}, Threshold: 2, Ack: held, RestorePoints: 8, Prune: cands("d", "c"), Now: now},
 			prune:     []string{"c", "d"},
 			state:     BudgetState{WindowStart: now, Peak: 6},
+			acknowled: true,
+		},
+		{
+			name:      "an acknowledgement releases only the names it was shown; newcomers get the fresh budget",
+			in:        BudgetInput{State: BudgetState{WindowStart: now.Add(-2 * time.Hour), Peak: 10, HeldSince: held, Held: []string{"c"}}, Threshold: 1, Ack: held, RestorePoints: 8, Prune: cands("e", "d", "c"), Now: now},
+			prune:     []string{"c", "d"},
+			held:      []string{"e"},
+			state:     BudgetState{WindowStart: now, Peak: 7, HeldSince: now},
 			acknowled: true,
 		},
 		{

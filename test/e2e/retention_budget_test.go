@@ -1,20 +1,17 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
-	"github.com/snapflow/snapflow/events"
 )
 
 // Lowering keepLatest from 4 to 1 under a repository threshold of 1: the
@@ -78,14 +75,7 @@ func TestRetentionBudgetHoldsAMassPruneUntilAcknowledged(t *testing.T) {
 	}
 
 	// A resync (as the PingSource sends) changes nothing: the hold is not a race.
-	e := cloudevents.NewEvent()
-	e.SetID(fmt.Sprintf("resync-%d", time.Now().UnixNano()))
-	e.SetType(events.Resync)
-	e.SetSource("test")
-	body, _ := json.Marshal(e)
-	if code := postEvent(t, env.Functions.Base+"/retention", "application/cloudevents+json", body); code/100 != 2 {
-		t.Fatalf("resync answered %d", code)
-	}
+	resync(t, "retention")
 	if got := names(); got != "b2,b3,b4" {
 		t.Fatalf("after a resync left %s, want b2,b3,b4", got)
 	}

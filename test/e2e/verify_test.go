@@ -20,13 +20,19 @@ import (
 // resyncVerify posts a resync to the verify function, as a PingSource would.
 func resyncVerify(t *testing.T) {
 	t.Helper()
+	resync(t, "verify")
+}
+
+// resync posts a resync event to the named function, as a PingSource would.
+func resync(t *testing.T, function string) {
+	t.Helper()
 	e := cloudevents.NewEvent()
 	e.SetID(fmt.Sprintf("resync-%d", time.Now().UnixNano()))
 	e.SetType(events.Resync)
 	e.SetSource("test")
 	body, _ := json.Marshal(e)
-	if code := postEvent(t, env.Functions.Base+"/verify", "application/cloudevents+json", body); code/100 != 2 {
-		t.Fatalf("resync answered %d", code)
+	if code := postEvent(t, env.Functions.Base+"/"+function, "application/cloudevents+json", body); code/100 != 2 {
+		t.Fatalf("resync of %s answered %d", function, code)
 	}
 }
 
