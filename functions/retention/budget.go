@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -106,12 +105,6 @@ func stateOf(r *snapv1.RetentionStatus) kernel.BudgetState {
 	return s
 }
 
-// ackCommand is the exact command that releases what is held now.
-func ackCommand(p *snapv1.SnapshotPolicy, heldSince time.Time) string {
-	return fmt.Sprintf("kubectl annotate --overwrite snapshotpolicy/%s -n %s %s=%s",
-		p.Name, p.Namespace, wellknown.AnnotationAllowMassDeletion, heldSince.UTC().Format(time.RFC3339))
-}
-
 // recordBudget writes the budget into the live status and its condition.
 func recordBudget(live *snapv1.SnapshotPolicy, b kernel.BudgetResult, threshold int) {
 	st := &snapv1.RetentionBreakerStatus{
@@ -137,5 +130,5 @@ func heldMessage(p *snapv1.SnapshotPolicy, b kernel.BudgetResult, threshold int)
 	return fmt.Sprintf("retention holds %d Snapshot(s) it would prune (%s): the policy may lose at most %d restore point(s) per %gh "+
 		"(the smallest deletionProtection.threshold of its repositories), so they are kept until the window rolls over. "+
 		"If the new retention is intended, prune them now with: %s",
-		len(b.Held), strings.Join(b.Held, ", "), threshold, kernel.BudgetWindow.Hours(), ackCommand(p, b.State.HeldSince))
+		len(b.Held), strings.Join(b.Held, ", "), threshold, kernel.BudgetWindow.Hours(), deletion.AckCommandFor("snapshotpolicy/"+p.Name+" -n "+p.Namespace, b.State.HeldSince))
 }

@@ -100,7 +100,6 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 	active := 0
 	var lastSuccess *metav1.Time
 	var budget *kernel.BudgetResult
-	threshold := 0
 	if p.Spec.Retention != nil {
 		cands := make([]kernel.Candidate, 0, len(list.Items))
 		for i := range list.Items {
@@ -117,8 +116,8 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 		if err != nil {
 			return err
 		}
-		budget, threshold, prune = &b, t, b.Prune
-		f.announceBudget(&p, b, threshold)
+		budget, prune = &b, b.Prune
+		f.announceBudget(&p, b, t)
 		// The budget is written before anything goes, and only over the
 		// status this pass read: a concurrent pass (or one cut short after
 		// pruning) cannot open a fresh window and spend the budget twice.

@@ -206,5 +206,11 @@ func AckCommand(repo snapv1.RepositoryRef, namespace string, pending []Pending) 
 	if repo.Kind == snapv1.KindClusterRepository {
 		target = "clusterrepository/" + repo.Name
 	}
-	return fmt.Sprintf("kubectl annotate --overwrite %s %s=%s", target, wellknown.AnnotationAllowMassDeletion, newest.UTC().Format(time.RFC3339))
+	return AckCommandFor(target, newest)
+}
+
+// AckCommandFor is the command that acknowledges, on target (as kubectl
+// names it, with -n when namespaced), what was held up to at.
+func AckCommandFor(target string, at time.Time) string {
+	return fmt.Sprintf("kubectl annotate --overwrite %s %s=%s", target, wellknown.AnnotationAllowMassDeletion, at.UTC().Format(time.RFC3339))
 }
