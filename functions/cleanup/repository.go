@@ -27,6 +27,7 @@ import (
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
+	"github.com/snapflow/snapflow/internal/privilege"
 	"github.com/snapflow/snapflow/internal/projection"
 	"github.com/snapflow/snapflow/internal/statuspatch"
 )
@@ -436,10 +437,6 @@ func (f *Function) startBatch(ctx context.Context, repo *repoState, ready []*sna
 		fmt.Fprintf(h, "%s\x00", s.UID)
 	}
 	name := "snapdel-" + poolKey(repo.ref)[:10] + "-" + hex.EncodeToString(h.Sum(nil))[:8]
-	acquired, err := f.acquire(ctx, repo, name)
-	if err != nil || !acquired {
-		return err
-	}
 	work, mounts, err := snapshot.RepositoryWork(repo.ref, repo.obj, repo.spec)
 	if err != nil {
 		return err
@@ -461,10 +458,25 @@ func (f *Function) startBatch(ctx context.Context, repo *repoState, ready []*sna
 		PasswordSecret: repo.spec.Encryption.PasswordSecretRef.Name, PasswordKey: repo.spec.Encryption.PasswordSecretRef.Key,
 		CredentialsSecret: mounts.Credentials, CABundle: mounts.CABundle,
 		RepositoryClaim: mounts.RepoClaim, RepositoryNFS: mounts.RepoNFS, RepositoryHost: mounts.HostPath,
-		Defaults: repo.spec.MoverDefaults,
+		RepositoryHostTrusted: repo.ref.Kind == snapv1.KindClusterRepository,
+		Defaults:              repo.spec.MoverDefaults,
 	}
-	job, cm, err := moverjob.Build(params)
-	if err != nil {
+	job, cm, err := runtime.BuildMoverJob(ctx, f.Client, params)
+	if errors.Is(err, privilege.ErrNotPermitted) {
+		// The data stays and so do the finalizers: the safe side.
+		for _, s := range ready {
+			if f.Recorder != nil {
+				f.Recorder.Event(s, corev1.EventTypeWarning, "DeletionNotPermitted", "the kopia data cannot be deleted yet: "+err.Error())
+			}
+		}
+		runtime.Log(ctx).Info("deletion batch refused by the privilege gate", "repository", repo.ref.Name, "reason", err.Error())
+		return nil
+	} else if err != nil {
+		return err
+	}
+	// The repository's one deletion slot, taken only for a Job that can run.
+	acquired, err := f.acquire(ctx, repo, name)
+	if err != nil || !acquired {
 		return err
 	}
 	// Deletion Jobs are reaped by this function, not by TTL: their outcome is read first.

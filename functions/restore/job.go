@@ -1,6 +1,7 @@
 package restore
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -10,26 +11,27 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
 	"github.com/snapflow/snapflow/internal/restoreplan"
 )
 
-// build renders the restore's mover Job and work spec, and says whether the
-// mover needs the namespace's privileged opt-in.
-func (f *Function) build(rs *snapv1.Restore, res *resolution, repo *snapshot.RepositoryObject, pvc, name string) (*batchv1.Job, *corev1.ConfigMap, bool, error) {
+// build renders the restore's mover Job and work spec through the privilege
+// gate: a mover the namespace does not allow is a *privilege.NotPermitted.
+func (f *Function) build(ctx context.Context, rs *snapv1.Restore, res *resolution, repo *snapshot.RepositoryObject, pvc, name string) (*batchv1.Job, *corev1.ConfigMap, error) {
 	work, mounts, err := snapshot.RepositoryWork(repo.Ref, repo.Obj, repo.Spec)
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("%s: %w", repo.Key(), err)
+		return nil, nil, fmt.Errorf("%s: %w", repo.Key(), err)
 	}
 	if repo.Ref.Kind == snapv1.KindClusterRepository && mounts.RepoClaim != "" {
-		return nil, nil, false, fmt.Errorf("ClusterRepository %s keeps its repository on a PVC, which a mover in namespace %s cannot mount; use an S3 or NFS backend for a shared repository", repo.Ref.Name, rs.Namespace)
+		return nil, nil, fmt.Errorf("ClusterRepository %s keeps its repository on a PVC, which a mover in namespace %s cannot mount; use an S3 or NFS backend for a shared repository", repo.Ref.Name, rs.Namespace)
 	}
 	work.Create = nil // a restore never creates a repository
 	wait, err := restoreplan.WaitTimeout(rs)
 	if err != nil {
-		return nil, nil, false, err
+		return nil, nil, err
 	}
 	rw := &mover.RestoreWork{SnapshotID: res.snapshotID, Query: res.query, OnMissing: string(restoreplan.OnMissing(rs)),
 		WaitTimeoutSeconds: int64(wait / time.Second), Options: restoreplan.Options(rs.Spec.Options), Nothing: res.missing}
@@ -46,7 +48,7 @@ func (f *Function) build(rs *snapv1.Restore, res *resolution, repo *snapshot.Rep
 		}
 	}
 	owner := metav1.OwnerReference{APIVersion: snapv1.GroupVersion.String(), Kind: "Restore", Name: rs.Name, UID: rs.UID, Controller: ptr(true), BlockOwnerDeletion: ptr(true)}
-	job, cm, err := moverjob.Build(moverjob.Params{
+	return runtime.BuildMoverJob(ctx, f.Client, moverjob.Params{
 		Name: name, Namespace: rs.Namespace, Owner: owner,
 		// Restores take a repository slot but are never queued behind backups.
 		Labels: map[string]string{wellknown.LabelRestore: rs.Name, wellknown.LabelOp: mover.OpRestore, wellknown.LabelRepoPool: snapshot.PoolKey(repo.Ref.Kind, repo.Namespace, repo.Ref.Name)},
@@ -56,13 +58,9 @@ func (f *Function) build(rs *snapv1.Restore, res *resolution, repo *snapshot.Rep
 		// A restore's cache is its own (never a backup's Persistent one).
 		SourceClaim: pvc, SourceReadOnly: false, Cache: c,
 		RepositoryClaim: mounts.RepoClaim, RepositoryNFS: mounts.RepoNFS, RepositoryHost: mounts.HostPath,
-		Mover: mv, Defaults: repo.Spec.MoverDefaults, FailurePolicy: rs.Spec.FailurePolicy,
+		RepositoryHostTrusted: repo.Ref.Kind == snapv1.KindClusterRepository,
+		Mover:                 mv, Defaults: repo.Spec.MoverDefaults, FailurePolicy: rs.Spec.FailurePolicy,
 	})
-	if err != nil {
-		return nil, nil, false, err
-	}
-	podSC, sc := moverjob.SecurityContexts(repo.Spec.MoverDefaults, mv)
-	return job, cm, moverjob.Privileged(podSC, sc), nil
 }
 
 // inherit applies inheritSecurityContextFrom.snapshot: the restore runs as

@@ -1,6 +1,7 @@
 package restore
 
 import (
+	"context"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -65,12 +66,11 @@ func TestRestoreJobTakesASlotAndWritesTheTarget(t *testing.T) {
 	}
 	repo := &snapshot.RepositoryObject{Ref: snapv1.RepositoryRef{Kind: snapv1.KindRepository, Name: "primary"}, Namespace: "ns", Spec: spec, Status: &snapv1.RepositoryStatus{}}
 	f := &Function{MoverImage: "img"}
-	job, cm, privileged, err := f.build(rs, &resolution{repo: repo.Ref, snapshotID: "k1"}, repo, "t", "r-job")
+	// No client: a default restore mover needs no namespace opt-in, so the
+	// gate never reads one.
+	job, cm, err := f.build(context.Background(), rs, &resolution{repo: repo.Ref, snapshotID: "k1"}, repo, "t", "r-job")
 	if err != nil {
 		t.Fatal(err)
-	}
-	if privileged {
-		t.Error("a default restore mover must not need the privileged opt-in")
 	}
 	if job.Labels[wellknown.LabelRepoPool] != snapshot.PoolKey(snapv1.KindRepository, "ns", "primary") || job.Labels[wellknown.LabelOp] != mover.OpRestore {
 		t.Errorf("labels %v: a restore takes a slot in its repository's pool", job.Labels)

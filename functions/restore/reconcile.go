@@ -20,6 +20,7 @@ import (
 	"github.com/snapflow/snapflow/internal/conditions"
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/moverjob"
+	"github.com/snapflow/snapflow/internal/privilege"
 	"github.com/snapflow/snapflow/internal/projection"
 	"github.com/snapflow/snapflow/internal/restoreplan"
 	"github.com/snapflow/snapflow/internal/statuspatch"
@@ -132,18 +133,11 @@ func (f *Function) start(ctx context.Context, rs *snapv1.Restore, jobName string
 	if repo.Status.Phase != snapv1.RepositoryReady {
 		return f.hold(ctx, rs, ReasonWaitingForRepository, fmt.Sprintf("waiting for %s to be Ready (phase %q)", repo.Key(), repo.Status.Phase))
 	}
-	job, cm, privileged, err := f.build(rs, res, repo, pvc, jobName)
-	if err != nil {
+	job, cm, err := f.build(ctx, rs, res, repo, pvc, jobName)
+	if errors.Is(err, privilege.ErrNotPermitted) {
+		return f.hold(ctx, rs, ReasonNotPermitted, err.Error())
+	} else if err != nil {
 		return f.fail(ctx, rs, ReasonInvalidSpec, err.Error())
-	}
-	if privileged {
-		msg, err := snapshot.MoverNotPermitted(ctx, f.Client, rs.Namespace, "change the mover settings")
-		if err != nil {
-			return err
-		}
-		if msg != "" {
-			return f.hold(ctx, rs, ReasonNotPermitted, msg)
-		}
 	}
 	if err := projection.Apply(ctx, f.Client, job, repo.Homes(), true, ""); errors.Is(err, projection.ErrSource) {
 		return f.fail(ctx, rs, ReasonInvalidSpec, err.Error())

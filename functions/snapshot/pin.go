@@ -15,6 +15,7 @@ import (
 	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
+	"github.com/snapflow/snapflow/internal/privilege"
 	"github.com/snapflow/snapflow/internal/projection"
 )
 
@@ -62,7 +63,7 @@ func (f *Function) syncPin(ctx context.Context, s *snapv1.Snapshot) error {
 		return nil
 	}
 	work.Create = nil
-	job, cm, err := moverjob.Build(moverjob.Params{
+	job, cm, err := runtime.BuildMoverJob(ctx, f.Client, moverjob.Params{
 		Name: name, Namespace: s.Namespace, Owner: ownerRef(s),
 		// Pinning is bookkeeping: it takes no repository slot.
 		Labels: map[string]string{wellknown.LabelSnapshot: s.Name, wellknown.LabelOp: mover.OpPin},
@@ -72,14 +73,20 @@ func (f *Function) syncPin(ctx context.Context, s *snapv1.Snapshot) error {
 		PasswordSecret: repo.Spec.Encryption.PasswordSecretRef.Name, PasswordKey: repo.Spec.Encryption.PasswordSecretRef.Key,
 		CredentialsSecret: mounts.Credentials, CABundle: mounts.CABundle,
 		RepositoryClaim: mounts.RepoClaim, RepositoryNFS: mounts.RepoNFS, RepositoryHost: mounts.HostPath,
-		Defaults: repo.Spec.MoverDefaults, ActiveDeadline: 600,
+		RepositoryHostTrusted: repo.Ref.Kind == snapv1.KindClusterRepository,
+		Defaults:              repo.Spec.MoverDefaults, ActiveDeadline: 600,
 	})
-	if err != nil {
+	msg := ""
+	if errors.Is(err, privilege.ErrNotPermitted) {
+		msg = err.Error()
+	} else if err != nil {
 		return err
 	}
 	// Copies go only to a namespace the repository still admits, with both
 	// owners' consent as it stands now.
-	msg := CopyRefused(ctx, f.Client, repo, s.Namespace, projected, "the Snapshot's SnapshotPolicy")
+	if msg == "" {
+		msg = CopyRefused(ctx, f.Client, repo, s.Namespace, projected, "the Snapshot's SnapshotPolicy")
+	}
 	if msg == "" {
 		if err := projection.Apply(ctx, f.Client, job, repo.Homes(), true, ""); errors.Is(err, projection.ErrSource) {
 			msg = err.Error()

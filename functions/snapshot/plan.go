@@ -21,6 +21,7 @@ import (
 	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
+	"github.com/snapflow/snapflow/internal/privilege"
 	"github.com/snapflow/snapflow/internal/projection"
 	"github.com/snapflow/snapflow/internal/validate"
 )
@@ -36,9 +37,12 @@ type runPlan struct {
 	source     kopia.Source
 	copyMethod snapv1.CopyMethod
 	meta       kopia.Meta
-	privileged bool
-	podSC      *corev1.PodSecurityContext
-	sc         *corev1.SecurityContext
+	// escalations need the namespace's opt-in; privilegedAllowed is set
+	// once the run's gate has read it.
+	escalations       []string
+	privilegedAllowed bool
+	podSC             *corev1.PodSecurityContext
+	sc                *corev1.SecurityContext
 	// From the volume policies: skip the volume, the snapshot class to
 	// stage with, custom parameters for the mover, and the recorded decision.
 	skip          bool
@@ -220,8 +224,12 @@ func (f *Function) plan(ctx context.Context, s *snapv1.Snapshot) (*runPlan, *gat
 	if err := f.applyVolumePolicies(ctx, p, &pvc); err != nil {
 		return nil, &gate{cond: wellknown.ConditionReady, reason: ReasonInvalidSpec, fatal: true, message: "volume policies: " + err.Error()}, nil
 	}
-	p.podSC, p.sc = moverjob.SecurityContexts(repo.Spec.MoverDefaults, pol.Spec.Mover)
-	p.privileged = moverjob.Privileged(p.podSC, p.sc)
+	p.podSC, p.sc = privilege.SecurityContexts(repo.Spec.MoverDefaults, pol.Spec.Mover)
+	host := ""
+	if repo.Ref.Kind != snapv1.KindClusterRepository {
+		host = p.mounts.HostPath
+	}
+	p.escalations = privilege.Mover(repo.Spec.MoverDefaults, pol.Spec.Mover, host)
 	p.meta = kopia.Meta{UID: p.podSC.RunAsUser, GID: p.podSC.RunAsGroup, FSGroup: p.podSC.FSGroup, Src: "default"}
 	if pol.Spec.Mover != nil && (pol.Spec.Mover.PodSecurityContext != nil || pol.Spec.Mover.SecurityContext != nil || pol.Spec.Mover.PrivilegedMode) {
 		p.meta.Src = "explicit"
@@ -323,6 +331,7 @@ func (f *Function) createJob(ctx context.Context, s *snapv1.Snapshot, p *runPlan
 		CredentialsSecret: p.mounts.Credentials, CABundle: p.mounts.CABundle,
 		SourceClaim: claim, SourceReadOnly: readOnly,
 		RepositoryClaim: p.mounts.RepoClaim, RepositoryNFS: p.mounts.RepoNFS, RepositoryHost: p.mounts.HostPath,
+		RepositoryHostTrusted: p.repo.Ref.Kind == snapv1.KindClusterRepository, PrivilegedAllowed: p.privilegedAllowed,
 		Mover: p.policy.Spec.Mover, Defaults: p.repo.Spec.MoverDefaults, FailurePolicy: s.Spec.FailurePolicy,
 	}
 	job, cm, err := moverjob.Build(params)

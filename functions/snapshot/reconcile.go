@@ -21,6 +21,7 @@ import (
 	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
+	"github.com/snapflow/snapflow/internal/privilege"
 	"github.com/snapflow/snapflow/internal/projection"
 	"github.com/snapflow/snapflow/internal/statuspatch"
 	"github.com/snapflow/snapflow/internal/validate"
@@ -107,14 +108,17 @@ func (f *Function) start(ctx context.Context, s *snapv1.Snapshot) error {
 		}
 		return f.hold(ctx, s, gate{cond: wellknown.ConditionReady, reason: ReasonWaitingForRepository, message: msg})
 	}
-	if plan.privileged {
-		msg, err := MoverNotPermitted(ctx, f.Client, s.Namespace, "drop privilegedMode/root from the mover settings")
+	if len(plan.escalations) > 0 {
+		// Before hooks or staging: a refused run must not freeze the app.
+		allowed, err := runtime.PrivilegedAllowed(ctx, f.Client, s.Namespace)
 		if err != nil {
 			return err
 		}
-		if msg != "" {
-			return f.hold(ctx, s, gate{cond: wellknown.ConditionMoverPermitted, reason: ReasonNotPermitted, message: msg})
+		if !allowed {
+			refused := &privilege.NotPermitted{Namespace: s.Namespace, Reasons: plan.escalations}
+			return f.hold(ctx, s, gate{cond: wellknown.ConditionMoverPermitted, reason: ReasonNotPermitted, message: refused.Error()})
 		}
+		plan.privilegedAllowed = true
 	}
 	jobName := moverjob.Name(s.Name, string(s.UID))
 	var existing batchv1.Job
@@ -164,6 +168,8 @@ func (f *Function) start(ctx context.Context, s *snapv1.Snapshot) error {
 	}
 	if err := f.createJob(ctx, s, plan, jobName); errors.Is(err, projection.ErrSource) {
 		return f.failRun(ctx, s, kopia.ClassInvalidConfig, err.Error(), "")
+	} else if errors.Is(err, privilege.ErrNotPermitted) {
+		return f.hold(ctx, s, gate{cond: wellknown.ConditionMoverPermitted, reason: ReasonNotPermitted, message: err.Error()})
 	} else if err != nil {
 		return err
 	}

@@ -16,9 +16,11 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
+	"github.com/snapflow/snapflow/internal/privilege"
 	"github.com/snapflow/snapflow/internal/projection"
 )
 
@@ -135,13 +137,22 @@ func (f *Function) startBootstrap(ctx context.Context, r *RepositoryObject, jobN
 		PasswordSecret: r.Spec.Encryption.PasswordSecretRef.Name, PasswordKey: r.Spec.Encryption.PasswordSecretRef.Key,
 		CredentialsSecret: mounts.Credentials, CABundle: mounts.CABundle,
 		RepositoryClaim: mounts.RepoClaim, RepositoryNFS: mounts.RepoNFS, RepositoryHost: mounts.HostPath,
-		Defaults: r.Spec.MoverDefaults, ActiveDeadline: moverjob.BootstrapActiveDeadline,
+		RepositoryHostTrusted: r.Ref.Kind == snapv1.KindClusterRepository,
+		Defaults:              r.Spec.MoverDefaults, ActiveDeadline: moverjob.BootstrapActiveDeadline,
 	}
 	if b := r.Spec.Bootstrap; b != nil {
 		params.FailurePolicy = b.FailurePolicy
 	}
-	job, cm, err := moverjob.Build(params)
-	if err != nil {
+	job, cm, err := runtime.BuildMoverJob(ctx, f.Client, params)
+	if errors.Is(err, privilege.ErrNotPermitted) {
+		// Stays refused until the namespace opts in or moverDefaults change;
+		// either event starts the bootstrap again.
+		return f.updateRepoStatus(ctx, r, func(st *snapv1.RepositoryStatus, gen int64) {
+			st.Phase = snapv1.RepositoryFailed
+			st.ObservedGeneration = gen
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonNotPermitted, Message: err.Error(), ObservedGeneration: gen})
+		})
+	} else if err != nil {
 		return err
 	}
 	if r.Ref.Kind == snapv1.KindClusterRepository {

@@ -28,6 +28,7 @@ import (
 	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/jobwatch"
+	"github.com/snapflow/snapflow/internal/privilege"
 	"github.com/snapflow/snapflow/internal/projection"
 	"github.com/snapflow/snapflow/internal/schedule"
 	"github.com/snapflow/snapflow/internal/statuspatch"
@@ -177,7 +178,10 @@ func (f *Function) tier(ctx context.Context, p *snapv1.SnapshotPolicy, ref snapv
 		log.Info("verification due but the repository is not Ready; waiting", "phase", repo.Status.Phase)
 		return nil
 	}
-	job, cm, err := f.build(p, ref, tier, latest, repo, d.Slot)
+	job, cm, err := f.build(ctx, p, ref, tier, latest, repo, d.Slot)
+	if err != nil && !errors.Is(err, privilege.ErrNotPermitted) {
+		return err // the namespace could not be read: the next event retries
+	}
 	if err == nil {
 		if msg := snapshot.CopyRefused(ctx, f.Client, repo, p.Namespace, snapshot.ProjectionEnabled(p.Spec.CredentialProjection), "SnapshotPolicy "+p.Name); msg != "" {
 			err = errors.New(msg)

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
@@ -21,7 +23,7 @@ import (
 // build renders one verification's mover Job. Its name is derived from the
 // policy, tier, repository and slot, so a duplicate event cannot start a
 // second run for the same slot.
-func (f *Function) build(p *snapv1.SnapshotPolicy, ref snapv1.RepositoryRef, tier string, latest *snapv1.Snapshot, repo *snapshot.RepositoryObject, slot time.Time) (*batchv1.Job, *corev1.ConfigMap, error) {
+func (f *Function) build(ctx context.Context, p *snapv1.SnapshotPolicy, ref snapv1.RepositoryRef, tier string, latest *snapv1.Snapshot, repo *snapshot.RepositoryObject, slot time.Time) (*batchv1.Job, *corev1.ConfigMap, error) {
 	work, mounts, err := snapshot.RepositoryWork(repo.Ref, repo.Obj, repo.Spec)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", repo.Key(), err)
@@ -67,14 +69,15 @@ func (f *Function) build(p *snapv1.SnapshotPolicy, ref snapv1.RepositoryRef, tie
 	name := moverjob.Name(trim(p.Name, 40)+"-verify-"+tier, fmt.Sprintf("%s/%s/%s/%d", p.UID, tier, validate.RepoKey(ref, p.Namespace), slot.Unix()))
 	owner := metav1.OwnerReference{APIVersion: snapv1.GroupVersion.String(), Kind: "SnapshotPolicy", Name: p.Name, UID: p.UID, Controller: ptr(true), BlockOwnerDeletion: ptr(true)}
 	// Verification is outside the repository pool: it never parks a backup.
-	job, cm, err := moverjob.Build(moverjob.Params{
+	job, cm, err := runtime.BuildMoverJob(ctx, f.Client, moverjob.Params{
 		Name: name, Namespace: p.Namespace, Owner: owner,
 		Labels: map[string]string{wellknown.LabelVerify: p.Name, wellknown.LabelOp: mover.OpVerify},
 		Image:  f.MoverImage, ServiceAccount: f.MoverServiceAccount, Work: spec,
 		PasswordSecret: repo.Spec.Encryption.PasswordSecretRef.Name, PasswordKey: repo.Spec.Encryption.PasswordSecretRef.Key,
 		CredentialsSecret: mounts.Credentials, CABundle: mounts.CABundle, Scratch: scratch,
 		RepositoryClaim: mounts.RepoClaim, RepositoryNFS: mounts.RepoNFS, RepositoryHost: mounts.HostPath,
-		Mover: p.Spec.Mover, Defaults: repo.Spec.MoverDefaults,
+		RepositoryHostTrusted: ref.Kind == snapv1.KindClusterRepository,
+		Mover:                 p.Spec.Mover, Defaults: repo.Spec.MoverDefaults,
 	})
 	return job, cm, err
 }

@@ -95,6 +95,7 @@ func Validate(ctx context.Context, lk validate.Lookup, op Operation, obj, old Ob
 		}
 	case *snapv1.Repository:
 		r = validate.Repository(o, opts)
+		r.Merge(validate.RepositoryPrivilege(ctx, lk, o))
 		if sd := o.Spec.Seed; sd != nil {
 			r.Merge(validate.Tenancy(ctx, lk, o.Namespace, sd.From.Repository).Via("spec.seed.from.repository"))
 		}

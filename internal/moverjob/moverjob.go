@@ -18,6 +18,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/internal/mover"
+	"github.com/snapflow/snapflow/internal/privilege"
 )
 
 // Container paths of the mover's mounts.
@@ -31,7 +32,7 @@ const (
 
 // Defaults from the reference: the mover identity and failure policy.
 const (
-	DefaultUID                 = int64(65532)
+	DefaultUID                 = privilege.DefaultUID
 	DefaultBackoffLimit        = int32(2)
 	DefaultActiveDeadline      = int64(48 * 3600)
 	DefaultPodStartupDeadline  = int64(300)
@@ -68,10 +69,16 @@ type Params struct {
 	RepositoryClaim string
 	RepositoryNFS   *snapv1.NFSExport
 	RepositoryHost  string
-	Mover           *snapv1.MoverSpec
-	Defaults        *snapv1.MoverDefaults
-	FailurePolicy   *snapv1.FailurePolicy
-	ActiveDeadline  int64 // overrides the default when FailurePolicy leaves it unset
+	// RepositoryHostTrusted says RepositoryHost comes from a
+	// ClusterRepository, which the cluster's administrator wrote.
+	RepositoryHostTrusted bool
+	// PrivilegedAllowed is the namespace's privileged-movers opt-in:
+	// without it Build refuses any pod privilege.Pod objects to.
+	PrivilegedAllowed bool
+	Mover             *snapv1.MoverSpec
+	Defaults          *snapv1.MoverDefaults
+	FailurePolicy     *snapv1.FailurePolicy
+	ActiveDeadline    int64 // overrides the default when FailurePolicy leaves it unset
 }
 
 // Name derives a DNS-label name from base and a uid suffix, at most 63 chars.
@@ -85,8 +92,39 @@ func Name(base, uid string) string {
 	return base + "-" + suffix
 }
 
-// Build renders the ConfigMap holding the work spec and the Job that runs it.
+// Build renders the ConfigMap holding the work spec and the Job that runs
+// it. A Job that needs the namespace's privileged-movers opt-in it does not
+// have is refused with a *privilege.NotPermitted: every mover passes here,
+// so no run can skip the gate.
 func Build(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {
+	job, cm, err := render(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	if r := escalations(p, job); len(r) > 0 && !p.PrivilegedAllowed {
+		return nil, nil, &privilege.NotPermitted{Namespace: p.Namespace, Reasons: r}
+	}
+	return job, cm, nil
+}
+
+// Escalations lists what in the run's pod needs the namespace's opt-in.
+func Escalations(p Params) ([]string, error) {
+	job, _, err := render(p)
+	if err != nil {
+		return nil, err
+	}
+	return escalations(p, job), nil
+}
+
+func escalations(p Params, job *batchv1.Job) []string {
+	var t privilege.Trusted
+	if p.RepositoryHostTrusted && p.RepositoryHost != "" {
+		t.HostPaths = []string{p.RepositoryHost}
+	}
+	return privilege.Pod(&job.Spec.Template.Spec, t)
+}
+
+func render(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {
 	work, err := p.Work.Marshal()
 	if err != nil {
 		return nil, nil, fmt.Errorf("render the work spec: %w", err)
@@ -151,7 +189,7 @@ func Build(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {
 		envFrom = append(envFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: p.CredentialsSecret}}})
 	}
 
-	podSC, sc := SecurityContexts(p.Defaults, p.Mover)
+	podSC, sc := privilege.SecurityContexts(p.Defaults, p.Mover)
 	container := corev1.Container{
 		Name: "mover", Image: p.Image, Command: []string{"snapflow"}, Args: args,
 		Env: env, EnvFrom: envFrom, VolumeMounts: mounts, SecurityContext: sc,

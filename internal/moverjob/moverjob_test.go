@@ -1,6 +1,7 @@
 package moverjob
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/internal/mover"
+	"github.com/snapflow/snapflow/internal/privilege"
 )
 
 func params() Params {
@@ -68,34 +70,49 @@ func TestBuildDefaults(t *testing.T) {
 	}
 }
 
-func TestSecurityContextLayers(t *testing.T) {
-	uid := int64(1000)
-	root := int64(0)
+// Every mover Job passes the privilege gate in Build: a root mover, a
+// tenant's node path or added capabilities are refused unless the namespace
+// opted in; a ClusterRepository's node path is the administrator's choice.
+func TestBuildGatesPrivilege(t *testing.T) {
+	root := &snapv1.MoverDefaults{PodSecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr(int64(0))}}
+	hostRepo := func(p *Params) { p.RepositoryClaim, p.RepositoryHost = "", "/srv/backups" }
 	cases := []struct {
-		name       string
-		defaults   *snapv1.MoverDefaults
-		mover      *snapv1.MoverSpec
-		wantUID    int64
-		privileged bool
+		name    string
+		edit    func(*Params)
+		refused string
 	}{
-		{"hardened default", nil, nil, 65532, false},
-		{"repository default wins over hardened", &snapv1.MoverDefaults{PodSecurityContext: &corev1.PodSecurityContext{RunAsUser: &uid}}, nil, 1000, false},
-		{"policy wins over repository", &snapv1.MoverDefaults{PodSecurityContext: &corev1.PodSecurityContext{RunAsUser: &uid}}, &snapv1.MoverSpec{PodSecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr(int64(2000))}}, 2000, false},
-		{"root is privileged", nil, &snapv1.MoverSpec{PodSecurityContext: &corev1.PodSecurityContext{RunAsUser: &root}}, 0, true},
-		{"privilegedMode", nil, &snapv1.MoverSpec{PrivilegedMode: true}, 0, true},
-		{"escalation is privileged", nil, &snapv1.MoverSpec{SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(true)}}, 65532, true},
+		{"hardened default runs", func(*Params) {}, ""},
+		{"root from repository defaults", func(p *Params) { p.Defaults = root }, "runs as root"},
+		{"opted-in namespace runs root", func(p *Params) { p.Defaults, p.PrivilegedAllowed = root, true }, ""},
+		{"capability from the policy", func(p *Params) {
+			p.Mover = &snapv1.MoverSpec{SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"SYS_ADMIN"}}}}
+		}, "SYS_ADMIN"},
+		{"namespaced node path", hostRepo, "node path /srv/backups"},
+		{"cluster repository node path", func(p *Params) { hostRepo(p); p.RepositoryHostTrusted = true }, ""},
+		{"unconfined seccomp", func(p *Params) {
+			p.Mover = &snapv1.MoverSpec{PodSecurityContext: &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}}}
+		}, "seccomp"},
+		{"selinux type", func(p *Params) {
+			p.Mover = &snapv1.MoverSpec{SecurityContext: &corev1.SecurityContext{SELinuxOptions: &corev1.SELinuxOptions{Type: "spc_t"}}}
+		}, "SELinux"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			pod, ctr := SecurityContexts(c.defaults, c.mover)
-			if *pod.RunAsUser != c.wantUID {
-				t.Errorf("runAsUser %d, want %d", *pod.RunAsUser, c.wantUID)
-			}
-			if got := Privileged(pod, ctr); got != c.privileged {
-				t.Errorf("privileged = %v, want %v", got, c.privileged)
-			}
-			if c.wantUID == 0 && *pod.RunAsNonRoot {
-				t.Error("runAsNonRoot must be off for a root mover")
+			p := params()
+			c.edit(&p)
+			job, _, err := Build(p)
+			var np *privilege.NotPermitted
+			switch {
+			case c.refused == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case c.refused == "":
+				if job == nil {
+					t.Fatal("no job")
+				}
+			case !errors.As(err, &np) || !errors.Is(err, privilege.ErrNotPermitted):
+				t.Fatalf("err = %v, want a NotPermitted naming %q", err, c.refused)
+			case !strings.Contains(err.Error(), c.refused) || !strings.Contains(err.Error(), "apps"):
+				t.Fatalf("message %q should name %q and the namespace", err, c.refused)
 			}
 		})
 	}
@@ -174,3 +191,5 @@ func TestCacheVolume(t *testing.T) {
 		t.Fatalf("default capacity %v", pvc.Spec.Resources.Requests.Storage())
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

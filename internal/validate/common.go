@@ -286,31 +286,10 @@ func mover(m *snapv1.MoverSpec, restore bool) *apis.FieldError {
 	return errs.Also(resources(m.Resources).ViaField("resources"))
 }
 
-// IsPrivileged reports a mover context that needs the namespace's privileged-movers opt-in.
-func IsPrivileged(m *snapv1.MoverSpec) bool {
-	if m == nil {
-		return false
-	}
-	if m.PrivilegedMode {
-		return true
-	}
-	if sc := m.SecurityContext; sc != nil {
-		if (sc.RunAsUser != nil && *sc.RunAsUser == 0) || (sc.Privileged != nil && *sc.Privileged) ||
-			(sc.AllowPrivilegeEscalation != nil && *sc.AllowPrivilegeEscalation) ||
-			(sc.RunAsNonRoot != nil && !*sc.RunAsNonRoot) || (sc.Capabilities != nil && len(sc.Capabilities.Add) > 0) {
-			return true
-		}
-	}
-	if psc := m.PodSecurityContext; psc != nil && psc.RunAsUser != nil && *psc.RunAsUser == 0 {
-		return true
-	}
-	return false
-}
-
 // privilegedMoverWarning warns when a mover would be refused at run time for
 // want of the namespace opt-in; lk may be nil.
-func privilegedMoverWarning(ctx context.Context, lk Lookup, namespace string, m *snapv1.MoverSpec, r *Result) {
-	if !IsPrivileged(m) || lk == nil {
+func privilegedMoverWarning(ctx context.Context, lk Lookup, namespace string, reasons []string, r *Result) {
+	if len(reasons) == 0 || lk == nil {
 		return
 	}
 	ns, err := lk.Namespace(ctx, namespace)
@@ -318,6 +297,6 @@ func privilegedMoverWarning(ctx context.Context, lk Lookup, namespace string, m 
 		return
 	}
 	if v := ns.Annotations[wellknown.AnnotationPrivilegedMovers]; v != "true" {
-		r.Warn("the mover runs privileged (root, privileged, added capabilities, escalation or privilegedMode), but namespace %q lacks the annotation %s: \"true\", so each run will be refused with MoverPermitted=False; annotate the namespace or use an unprivileged securityContext", namespace, wellknown.AnnotationPrivilegedMovers)
+		r.Warn("the mover would run with elevated privileges (%s), but namespace %q lacks the annotation %s: \"true\", so each run will be refused with MoverPermitted=False; annotate the namespace or remove those settings", strings.Join(reasons, "; "), namespace, wellknown.AnnotationPrivilegedMovers)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/internal/identity"
+	"github.com/snapflow/snapflow/internal/privilege"
 )
 
 // Lookup reads the other objects that cross-object rules need. Each getter
@@ -191,7 +192,7 @@ func PolicyReferents(ctx context.Context, lk Lookup, p, old *snapv1.SnapshotPoli
 		r.Warn("identity collision and identity-change checks were skipped (no cluster access); snapflow checks again before each backup")
 		return r
 	}
-	privilegedMoverWarning(ctx, lk, p.Namespace, p.Spec.Mover, &r)
+	privilegedMoverWarning(ctx, lk, p.Namespace, privilege.Mover(nil, p.Spec.Mover, ""), &r)
 
 	// Resolve this policy's identity in each repository once.
 	ids := make([]identity.Identity, len(refs))

@@ -9,6 +9,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/internal/identity"
+	"github.com/snapflow/snapflow/internal/privilege"
 )
 
 // SnapshotReferents checks a new Snapshot against its policy. A policy that
@@ -71,7 +72,7 @@ func SnapshotReferents(ctx context.Context, lk Lookup, s *snapv1.Snapshot) Resul
 func RestoreReferents(ctx context.Context, lk Lookup, rs *snapv1.Restore) Result {
 	var r Result
 	r.Merge(Tenancy(ctx, lk, rs.Namespace, rs.Spec.Repository).Via("spec.repository"))
-	privilegedMoverWarning(ctx, lk, rs.Namespace, rs.Spec.Mover, &r)
+	privilegedMoverWarning(ctx, lk, rs.Namespace, privilege.Mover(nil, rs.Spec.Mover, ""), &r)
 	if id := rs.Spec.Source.Identity; id != nil && rs.Spec.Repository != nil {
 		r.Merge(IdentityOwnership(ctx, lk, rs.Namespace, *rs.Spec.Repository, id.Hostname, "spec.source.identity.hostname"))
 	}
@@ -125,6 +126,18 @@ func RestoreReferents(ctx context.Context, lk Lookup, rs *snapv1.Restore) Result
 			}
 		}
 	}
+	return r
+}
+
+// RepositoryPrivilege warns when a namespaced Repository's moverDefaults or
+// bare-path filesystem backend would have its movers refused at run time.
+func RepositoryPrivilege(ctx context.Context, lk Lookup, repo *snapv1.Repository) Result {
+	var r Result
+	host := ""
+	if fs := repo.Spec.Backend.Filesystem; fs != nil && fs.Volume == nil {
+		host = fs.Path
+	}
+	privilegedMoverWarning(ctx, lk, repo.Namespace, privilege.Mover(repo.Spec.MoverDefaults, nil, host), &r)
 	return r
 }
 

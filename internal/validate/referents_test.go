@@ -246,4 +246,27 @@ func TestPrivilegedMoverWarning(t *testing.T) {
 	if r := PolicyReferents(ctx, objs, p, nil); len(r.Warnings) != 0 {
 		t.Fatalf("unprivileged mover: %v", r.Warnings)
 	}
+	p.Spec.Mover = &snapv1.MoverSpec{SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"SYS_ADMIN"}}}}
+	if r := PolicyReferents(ctx, objs, p, nil); len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "SYS_ADMIN") {
+		t.Fatalf("added capability: %v", r.Warnings)
+	}
+
+	// A namespaced Repository: its moverDefaults and a bare node path.
+	repo := &snapv1.Repository{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "billing"}, Spec: snapv1.RepositorySpec{
+		Backend: snapv1.Backend{Filesystem: &snapv1.FilesystemBackend{Path: "/var/lib"}}}}
+	if r := RepositoryPrivilege(ctx, objs, repo); len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "node path /var/lib") {
+		t.Fatalf("bare node path: %v", r.Warnings)
+	}
+	repo.Spec.Backend.Filesystem.Volume = &snapv1.FilesystemVolume{PVC: &snapv1.LocalObjectRef{Name: "repo"}}
+	if r := RepositoryPrivilege(ctx, objs, repo); len(r.Warnings) != 0 {
+		t.Fatalf("a PVC-backed repository: %v", r.Warnings)
+	}
+	repo.Spec.MoverDefaults = &snapv1.MoverDefaults{PodSecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](0)}}
+	if r := RepositoryPrivilege(ctx, objs, repo); len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "runs as root") {
+		t.Fatalf("root moverDefaults: %v", r.Warnings)
+	}
+	repo.Namespace = "trusted"
+	if r := RepositoryPrivilege(ctx, objs, repo); len(r.Warnings) != 0 {
+		t.Fatalf("opted-in namespace: %v", r.Warnings)
+	}
 }

@@ -1,10 +1,13 @@
-package moverjob
+package privilege
 
 import (
 	corev1 "k8s.io/api/core/v1"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 )
+
+// DefaultUID is the mover's identity unless its settings say otherwise.
+const DefaultUID = int64(65532)
 
 // SecurityContexts merges the mover's pod and container security contexts:
 // hardened defaults, then the repository's moverDefaults, then the policy's
@@ -35,15 +38,6 @@ func SecurityContexts(d *snapv1.MoverDefaults, m *snapv1.MoverSpec) (*corev1.Pod
 		}
 	}
 	return pod, c
-}
-
-// Privileged says whether the effective contexts need the namespace opt-in:
-// running as root, privileged, or with privilege escalation.
-func Privileged(pod *corev1.PodSecurityContext, c *corev1.SecurityContext) bool {
-	isRoot := func(u *int64) bool { return u != nil && *u == 0 }
-	return isRoot(pod.RunAsUser) || isRoot(c.RunAsUser) ||
-		(c.Privileged != nil && *c.Privileged) ||
-		(c.AllowPrivilegeEscalation != nil && *c.AllowPrivilegeEscalation)
 }
 
 func mergePod(dst, src *corev1.PodSecurityContext) {
@@ -77,6 +71,21 @@ func mergePod(dst, src *corev1.PodSecurityContext) {
 	if src.SELinuxOptions != nil {
 		dst.SELinuxOptions = src.SELinuxOptions
 	}
+	if src.SELinuxChangePolicy != nil {
+		dst.SELinuxChangePolicy = src.SELinuxChangePolicy
+	}
+	if src.SupplementalGroupsPolicy != nil {
+		dst.SupplementalGroupsPolicy = src.SupplementalGroupsPolicy
+	}
+	if src.AppArmorProfile != nil {
+		dst.AppArmorProfile = src.AppArmorProfile
+	}
+	if src.Sysctls != nil {
+		dst.Sysctls = src.Sysctls
+	}
+	if src.WindowsOptions != nil {
+		dst.WindowsOptions = src.WindowsOptions
+	}
 }
 
 func mergeContainer(dst, src *corev1.SecurityContext) {
@@ -102,10 +111,28 @@ func mergeContainer(dst, src *corev1.SecurityContext) {
 		dst.ReadOnlyRootFilesystem = src.ReadOnlyRootFilesystem
 	}
 	if src.Capabilities != nil {
-		dst.Capabilities = src.Capabilities
+		// Adding a capability keeps the rest dropped: only a layer that
+		// sets drop itself (even to []) replaces the hardened drop list.
+		caps := &corev1.Capabilities{Add: src.Capabilities.Add, Drop: src.Capabilities.Drop}
+		if caps.Drop == nil && dst.Capabilities != nil {
+			caps.Drop = dst.Capabilities.Drop
+		}
+		dst.Capabilities = caps
 	}
 	if src.SeccompProfile != nil {
 		dst.SeccompProfile = src.SeccompProfile
+	}
+	if src.SELinuxOptions != nil {
+		dst.SELinuxOptions = src.SELinuxOptions
+	}
+	if src.AppArmorProfile != nil {
+		dst.AppArmorProfile = src.AppArmorProfile
+	}
+	if src.ProcMount != nil {
+		dst.ProcMount = src.ProcMount
+	}
+	if src.WindowsOptions != nil {
+		dst.WindowsOptions = src.WindowsOptions
 	}
 }
 

@@ -1,0 +1,163 @@
+// Package privilege is snapflow's one privilege gate: it reads the pod a
+// mover run would create and lists everything in it that goes beyond an
+// ordinary restricted pod. Admission warns with the same list and every
+// mover Job is refused with it unless its namespace has opted in, so what
+// the webhook says and what a run does cannot drift apart.
+package privilege
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+)
+
+// ErrNotPermitted is wrapped by every NotPermitted error.
+var ErrNotPermitted = errors.New("mover not permitted")
+
+// NotPermitted refuses a pod that needs the namespace's opt-in.
+type NotPermitted struct {
+	Namespace string
+	Reasons   []string
+}
+
+func (e *NotPermitted) Error() string {
+	return fmt.Sprintf("the mover would run with elevated privileges (%s); annotate namespace %s with %s=\"true\" to allow it, or remove those settings",
+		strings.Join(e.Reasons, "; "), e.Namespace, wellknown.AnnotationPrivilegedMovers)
+}
+
+func (e *NotPermitted) Unwrap() error { return ErrNotPermitted }
+
+// Trusted names what a pod may use without the opt-in because the cluster
+// administrator, not a tenant, chose it.
+type Trusted struct {
+	// HostPaths are node paths the pod may mount: the bare-path
+	// filesystem backend of a ClusterRepository.
+	HostPaths []string
+}
+
+// Pod lists, in a stable order, each setting of spec that needs the
+// namespace's privileged-movers opt-in; empty means the pod is an ordinary
+// one. It reads the pod as the kubelet will run it, so a later layer of
+// settings cannot hide an earlier one.
+func Pod(spec *corev1.PodSpec, trusted Trusted) []string {
+	var r reasons
+	if spec.HostNetwork || spec.HostPID || spec.HostIPC {
+		r.add("shares the node's network, PID or IPC namespace")
+	}
+	if psc := spec.SecurityContext; psc != nil {
+		r.uid("pod", psc.RunAsUser, psc.RunAsNonRoot)
+		r.seLinux("pod", psc.SELinuxOptions)
+		r.seccomp("pod", psc.SeccompProfile)
+		r.appArmor("pod", psc.AppArmorProfile)
+		for _, s := range psc.Sysctls {
+			if !slices.Contains(safeSysctls, s.Name) {
+				r.add(fmt.Sprintf("sets the unsafe sysctl %s", s.Name))
+			}
+		}
+	}
+	for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
+		sc := c.SecurityContext
+		if sc == nil {
+			continue
+		}
+		where := "container " + c.Name
+		r.uid(where, sc.RunAsUser, sc.RunAsNonRoot)
+		if sc.Privileged != nil && *sc.Privileged {
+			r.add(where + " is privileged")
+		}
+		if sc.AllowPrivilegeEscalation != nil && *sc.AllowPrivilegeEscalation {
+			r.add(where + " allows privilege escalation")
+		}
+		if caps := sc.Capabilities; caps != nil {
+			var added []string
+			for _, c := range caps.Add {
+				if c != "NET_BIND_SERVICE" {
+					added = append(added, string(c))
+				}
+			}
+			if len(added) > 0 {
+				r.add(fmt.Sprintf("%s adds the capabilities %s", where, strings.Join(added, ", ")))
+			}
+		}
+		if sc.ProcMount != nil && *sc.ProcMount == corev1.UnmaskedProcMount {
+			r.add(where + " unmasks /proc")
+		}
+		r.seLinux(where, sc.SELinuxOptions)
+		r.seccomp(where, sc.SeccompProfile)
+		r.appArmor(where, sc.AppArmorProfile)
+	}
+	for _, v := range spec.Volumes {
+		if hp := v.HostPath; hp != nil && !slices.Contains(trusted.HostPaths, hp.Path) {
+			r.add(fmt.Sprintf("mounts the node path %s (a bare-path filesystem backend on a namespaced Repository)", hp.Path))
+		}
+	}
+	return r
+}
+
+// Mover lists what the mover settings of a policy or restore (m) or of a
+// repository (d, with hostPath the node path of a bare-path filesystem
+// backend on a namespaced Repository) need the opt-in for, on the pod those
+// settings give. Admission warns with it; runs are gated on the whole pod.
+func Mover(d *snapv1.MoverDefaults, m *snapv1.MoverSpec, hostPath string) []string {
+	podSC, sc := SecurityContexts(d, m)
+	spec := &corev1.PodSpec{SecurityContext: podSC, Containers: []corev1.Container{{Name: "mover", SecurityContext: sc}}}
+	if hostPath != "" {
+		spec.Volumes = []corev1.Volume{{Name: "repository", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: hostPath}}}}
+	}
+	return Pod(spec, Trusted{})
+}
+
+// safeSysctls are the namespaced sysctls Pod Security's baseline allows.
+var safeSysctls = []string{
+	"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
+	"net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
+	"net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
+	"net.ipv4.tcp_keepalive_probes",
+}
+
+// seLinuxTypes are the container types Pod Security's baseline allows.
+var seLinuxTypes = []string{"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
+
+type reasons []string
+
+func (r *reasons) add(s string) {
+	if !slices.Contains(*r, s) {
+		*r = append(*r, s)
+	}
+}
+
+func (r *reasons) uid(where string, uid *int64, nonRoot *bool) {
+	if uid != nil && *uid == 0 {
+		r.add(where + " runs as root (runAsUser 0)")
+	}
+	if nonRoot != nil && !*nonRoot {
+		r.add(where + " sets runAsNonRoot: false")
+	}
+}
+
+func (r *reasons) seLinux(where string, o *corev1.SELinuxOptions) {
+	if o == nil {
+		return
+	}
+	if o.User != "" || o.Role != "" || !slices.Contains(seLinuxTypes, o.Type) {
+		r.add(where + " sets SELinux user, role or a non-container type")
+	}
+}
+
+func (r *reasons) seccomp(where string, p *corev1.SeccompProfile) {
+	if p != nil && p.Type == corev1.SeccompProfileTypeUnconfined {
+		r.add(where + " runs without seccomp (Unconfined)")
+	}
+}
+
+func (r *reasons) appArmor(where string, p *corev1.AppArmorProfile) {
+	if p != nil && p.Type == corev1.AppArmorProfileTypeUnconfined {
+		r.add(where + " runs without AppArmor (Unconfined)")
+	}
+}
