@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/go-logr/logr"
@@ -92,8 +93,15 @@ func TestQueueLanesAreIndependentAndResyncsCoalesce(t *testing.T) {
 			t.Fatalf("fast sink got %q, want %q", got, id)
 		}
 	}
-	q.Post(ev("first", "update")) // the slow sink now hangs on this one
+	q.Post(ev("first", "update"))
 	want("first")
+	// The fast lane can finish before the slow lane has even sent: wait
+	// until the slow sink hangs on "first", or the rest proves nothing.
+	for deadline := time.Now().Add(30 * time.Second); slowGot.Load() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow sink never received the first event")
+		}
+	}
 	if _, c := q.Post(ev("r0", "resync")); c != 0 {
 		t.Fatalf("nothing waits yet, but %d lanes coalesced r0", c)
 	}
