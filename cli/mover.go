@@ -16,7 +16,7 @@ import (
 
 func newMoverCmd() *cobra.Command {
 	var o struct {
-		work, source, repoRoot, caFile, cacheDir, termLog, statusFile, cpuProfile string
+		work, source, repoRoot, caFile, cacheDir, configDir, termLog, statusFile, cpuProfile string
 	}
 	cmd := &cobra.Command{
 		Use:   "mover",
@@ -59,7 +59,7 @@ work spec. It exits non-zero when the operation fails, after recording why.`,
 			}
 			rep := &loggingReporter{Reporter: target, w: logw}
 			err = mover.Run(cmd.Context(), mover.Options{
-				Spec: spec, SourceDir: o.source, RepositoryRoot: o.repoRoot, CAFile: o.caFile, CacheDir: o.cacheDir,
+				Spec: spec, SourceDir: o.source, RepositoryRoot: o.repoRoot, CAFile: o.caFile, CacheDir: o.cacheDir, ConfigDir: o.configDir,
 				Reporter: rep, TerminationLog: o.termLog,
 			})
 			if err != nil {
@@ -75,7 +75,8 @@ work spec. It exits non-zero when the operation fails, after recording why.`,
 	f.StringVar(&o.source, "source", "/data", "where the source volume is mounted")
 	f.StringVar(&o.repoRoot, "repository-root", "", "where a filesystem repository's volume is mounted")
 	f.StringVar(&o.caFile, "ca-file", "", "PEM CA bundle for the S3 endpoint")
-	f.StringVar(&o.cacheDir, "cache-dir", "", "kopia config and cache directory (a temp dir when empty)")
+	f.StringVar(&o.cacheDir, "cache-dir", "", "kopia cache directory (a temp dir when empty)")
+	f.StringVar(&o.configDir, "config-dir", "", "kopia connection config directory, never on a persistent volume (a temp dir when empty)")
 	f.StringVar(&o.termLog, "termination-log", "/dev/termination-log", "file for the one-line result summary")
 	f.StringVar(&o.statusFile, "status-file", "", "write the report to this JSON file instead of the target's status (runs without a cluster)")
 	f.StringVar(&o.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the run to this file")

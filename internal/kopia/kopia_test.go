@@ -247,6 +247,7 @@ func TestS3Repository(t *testing.T) {
 	backend := kopia.Backend{S3: &kopia.S3Backend{Bucket: "kopia-repo", Prefix: "tryit/", Endpoint: s.Endpoint, Region: s.Region,
 		DisableTLS: true, AccessKeyID: s.AccessKey, SecretAccessKey: s.SecretKey}}
 	exercise(t, backend)
+	keysStayOffTheCache(t, backend, s.SecretKey)
 
 	missing := backend
 	missing.S3 = &kopia.S3Backend{Bucket: "no-such-bucket", Endpoint: s.Endpoint, DisableTLS: true, AccessKeyID: s.AccessKey, SecretAccessKey: s.SecretKey, Region: s.Region}
@@ -262,5 +263,47 @@ func TestS3Repository(t *testing.T) {
 	down.Endpoint = "127.0.0.1:1"
 	if _, err := kopia.Open(ctx, kopia.OpenOptions{Backend: kopia.Backend{S3: &down}, Password: "pw"}); kopia.ClassOf(err) != kopia.ClassUnreachable {
 		t.Fatalf("unreachable endpoint: class %s (%v)", kopia.ClassOf(err), err)
+	}
+}
+
+// keysStayOffTheCache: a Persistent cache is a PVC that outlives the run,
+// so the connection config (with the storage's secret key) goes to
+// ConfigDir, and one an earlier version left in the cache is removed.
+func keysStayOffTheCache(t *testing.T, backend kopia.Backend, secret string) {
+	t.Helper()
+	ctx := context.Background()
+	cache, config := t.TempDir(), t.TempDir()
+	stale := filepath.Join(cache, "repository.config")
+	if err := os.WriteFile(stale, []byte(secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := kopia.Open(ctx, kopia.OpenOptions{Backend: backend, Password: "pw", WorkDir: cache, ConfigDir: config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Snapshot(ctx, kopia.SnapshotRequest{Dir: t.TempDir(), Source: src}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := os.ReadFile(filepath.Join(config, "repository.config"))
+	if err != nil || !bytes.Contains(cfg, []byte(secret)) {
+		t.Fatalf("the connection config belongs in ConfigDir (%v)", err)
+	}
+	files := 0
+	err = filepath.WalkDir(cache, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		files++
+		b, err := os.ReadFile(path)
+		if err == nil && bytes.Contains(b, []byte(secret)) {
+			t.Errorf("%s on the cache holds the storage secret key", path)
+		}
+		return err
+	})
+	if err != nil || files == 0 {
+		t.Fatalf("walk the cache: %d files, %v", files, err)
 	}
 }

@@ -42,8 +42,12 @@ type OpenOptions struct {
 	Create *CreateOptions
 	// Username and Hostname are the writer's identity (kopia's client options).
 	Username, Hostname string
-	// WorkDir holds the kopia config file and cache; a temp dir when empty.
+	// WorkDir holds kopia's cache; a temp dir when empty.
 	WorkDir string
+	// ConfigDir holds the connection config, which names the storage with
+	// its credentials; a private temp dir when empty. It is never WorkDir:
+	// a Persistent cache is a PVC that outlives the run.
+	ConfigDir string
 	// UploadBytesPerSecond throttles writes to storage; 0 is unlimited.
 	UploadBytesPerSecond float64
 	// ContentCacheMB and MetadataCacheMB bound the local caches (DefaultCacheMB when 0).
@@ -74,7 +78,8 @@ type Repo struct {
 	backend Backend
 	created bool
 	workDir string
-	ownDir  bool
+	// ownDirs are temp dirs Open made, removed on Close.
+	ownDirs []string
 	guard   SourceGuard
 }
 
@@ -85,16 +90,26 @@ func Open(ctx context.Context, o OpenOptions) (*Repo, error) {
 		return nil, &Error{Class: ClassInvalidConfig, Err: errors.New("the repository password is empty")}
 	}
 	r := &Repo{backend: o.Backend, workDir: o.WorkDir, guard: o.Guard}
-	if r.workDir == "" {
-		d, err := os.MkdirTemp("", "snapflow-kopia-")
+	configDir := o.ConfigDir
+	for _, d := range []*string{&r.workDir, &configDir} {
+		if *d != "" {
+			continue
+		}
+		tmp, err := os.MkdirTemp("", "snapflow-kopia-")
 		if err != nil {
+			r.cleanup()
 			return nil, classify(err)
 		}
-		r.workDir, r.ownDir = d, true
+		*d, r.ownDirs = tmp, append(r.ownDirs, tmp)
 	}
 	fail := func(err error) (*Repo, error) {
 		r.cleanup()
 		return nil, err
+	}
+	// Earlier versions kept the config beside the cache; on a Persistent
+	// cache it would keep the storage credentials on a PVC for good.
+	if err := os.Remove(filepath.Join(r.workDir, "repository.config")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fail(classify(fmt.Errorf("remove an old kopia config from the cache: %w", err)))
 	}
 	limits := throttling.Limits{UploadBytesPerSecond: o.UploadBytesPerSecond}
 	st, err := o.Backend.storage(ctx, o.Create != nil, limits)
@@ -103,7 +118,7 @@ func Open(ctx context.Context, o OpenOptions) (*Repo, error) {
 	}
 	defer st.Close(ctx) //nolint:errcheck // Connect copies what it needs.
 
-	configFile := filepath.Join(r.workDir, "repository.config")
+	configFile := filepath.Join(configDir, "repository.config")
 	// kopia turns caching off entirely when the content cache size is 0, so
 	// unset sizes take the kopia CLI's defaults instead.
 	if o.ContentCacheMB == 0 {
@@ -208,7 +223,7 @@ func (r *Repo) Close(ctx context.Context) error {
 }
 
 func (r *Repo) cleanup() {
-	if r.ownDir {
-		_ = os.RemoveAll(r.workDir)
+	for _, d := range r.ownDirs {
+		_ = os.RemoveAll(d)
 	}
 }

@@ -22,8 +22,11 @@ type Options struct {
 	RepositoryRoot string
 	// CAFile is a PEM bundle for the S3 endpoint.
 	CAFile string
-	// CacheDir holds kopia's config and cache.
+	// CacheDir holds kopia's cache, which may be a Persistent cache PVC.
 	CacheDir string
+	// ConfigDir holds kopia's connection config (it names the storage and
+	// its credentials): a volume that dies with the pod.
+	ConfigDir string
 	// Getenv reads credentials; os.Getenv when nil.
 	Getenv   func(string) string
 	Reporter Reporter
@@ -299,7 +302,7 @@ func openOptions(o Options) (kopia.OpenOptions, error) {
 	w := o.Spec
 	b := w.Repository.Backend
 	open := kopia.OpenOptions{
-		Password: o.Getenv(EnvPassword), WorkDir: o.CacheDir,
+		Password: o.Getenv(EnvPassword), WorkDir: o.CacheDir, ConfigDir: o.ConfigDir,
 		ContentCacheMB: w.ContentCacheMB, MetadataCacheMB: w.MetadataCacheMB,
 	}
 	if open.Password == "" {

@@ -27,6 +27,9 @@ const (
 	SourceDir      = "/data"
 	RepositoryRoot = "/repository"
 	CacheDir       = "/cache"
+	// ConfigDir is a memory-backed emptyDir: kopia's connection config
+	// holds the storage credentials and must not outlive the pod.
+	ConfigDir = "/etc/snapflow/kopia"
 	CADir          = "/etc/snapflow/ca"
 )
 
@@ -139,12 +142,13 @@ func render(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {
 		Data:       map[string]string{mover.WorkSpecKey: work},
 	}
 
-	args := []string{"mover", "--work", WorkDir + "/" + mover.WorkSpecKey, "--cache-dir", CacheDir}
+	args := []string{"mover", "--work", WorkDir + "/" + mover.WorkSpecKey, "--cache-dir", CacheDir, "--config-dir", ConfigDir}
 	vols := []corev1.Volume{
 		{Name: "work", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: p.Name}}}},
 		{Name: "cache", VolumeSource: CacheVolume(p.Cache, p.CacheClaim)},
+		{Name: "kopia-config", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: ptr(resource.MustParse("1Mi"))}}},
 	}
-	mounts := []corev1.VolumeMount{{Name: "work", MountPath: WorkDir, ReadOnly: true}, {Name: "cache", MountPath: CacheDir}}
+	mounts := []corev1.VolumeMount{{Name: "work", MountPath: WorkDir, ReadOnly: true}, {Name: "cache", MountPath: CacheDir}, {Name: "kopia-config", MountPath: ConfigDir}}
 	if p.SourceClaim != "" {
 		vols = append(vols, corev1.Volume{Name: "source", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: p.SourceClaim, ReadOnly: p.SourceReadOnly}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: "source", MountPath: SourceDir, ReadOnly: p.SourceReadOnly})
@@ -349,3 +353,5 @@ func resources(d *snapv1.MoverDefaults, m *snapv1.MoverSpec) *corev1.ResourceReq
 	}
 	return nil
 }
+
+func ptr[T any](v T) *T { return &v }

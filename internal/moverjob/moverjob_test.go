@@ -192,4 +192,3 @@ func TestCacheVolume(t *testing.T) {
 	}
 }
 
-func ptr[T any](v T) *T { return &v }

@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -16,7 +18,8 @@ import (
 
 // A Persistent mover cache is a PVC per source and repository, owned by the
 // policy: every run mounts the same one, so the second run starts with the
-// first one's kopia cache instead of an empty directory.
+// first one's kopia cache instead of an empty directory, and none of them
+// leaves kopia's connection config (the storage keys) on it.
 func TestPersistentMoverCacheOutlivesTheRun(t *testing.T) {
 	const ns = "cache-persistent"
 	ctx := testContext(t)
@@ -40,10 +43,20 @@ func TestPersistentMoverCacheOutlivesTheRun(t *testing.T) {
 		if mounted != claim {
 			t.Fatalf("run %d mounts cache %q, want the persistent claim %q", i+1, mounted, claim)
 		}
+		dir := env.Functions.Node.PVCDir(ns, claim)
+		// The connection config names the storage with its keys: it lives
+		// in the pod's memory volume, never on the claim.
+		if _, err := os.Stat(filepath.Join(dir, "repository.config")); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("run %d left kopia's connection config on the cache claim (%v)", i+1, err)
+		}
 		if i == 0 {
-			ents, err := os.ReadDir(env.Functions.Node.PVCDir(ns, claim))
+			ents, err := os.ReadDir(dir)
 			if err != nil || len(ents) == 0 {
 				t.Fatalf("the first run left no kopia cache on the claim (%d entries, %v)", len(ents), err)
+			}
+			// As an earlier version left it: the next run removes it.
+			if err := os.WriteFile(filepath.Join(dir, "repository.config"), []byte("{}"), 0o600); err != nil {
+				t.Fatal(err)
 			}
 		}
 	}
