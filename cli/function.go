@@ -59,7 +59,7 @@ func (f *functionFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.sinkTokenFile, "sink-token-file", "", "file holding the bearer token sent with emitted events (a projected ServiceAccount token with the audience of a sink that checks senders, such as another function)")
 	fl.BoolVar(&f.devLogs, "dev-logs", false, "human-readable logs instead of JSON")
 	fl.DurationVar(&f.deleteWindow, "delete-window", 10*time.Second, "cleanup: quiet period after the newest deletion before a repository's deletion batch starts")
-	fl.StringArrayVar(&f.hookDeny, "hook-deny-cidr", nil, "snapshot: a range httpRequest hooks may not connect to, such as the cluster's service and pod CIDRs (repeatable; loopback, link-local and cloud metadata are always refused)")
+	fl.StringArrayVar(&f.hookDeny, "hook-deny-cidr", nil, "snapshot: a range httpRequest hooks may not connect to, beyond those always refused (loopback, link-local, cloud metadata, and the ServiceCIDRs, node pod ranges and node addresses read from the API server); repeatable")
 	fl.StringArrayVar(&f.hookAllow, "hook-allow-cidr", nil, "snapshot: a range httpRequest hooks may connect to despite every refusal (repeatable)")
 	fl.StringVar(&f.globalPolicies, "global-backup-volume-policies-configmap", "", "ConfigMap in --namespace holding the global backup volume policies (checked at startup, re-read for every run)")
 }

@@ -57,6 +57,8 @@ type Function struct {
 	Emitter         runtime.Emitter
 	Recorder        record.EventRecorder
 	Now             func() time.Time
+
+	ranges clusterRanges
 }
 
 func (f *Function) clientset() (*kubernetes.Clientset, error) {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -220,8 +221,7 @@ func (f *Function) runHook(ctx context.Context, s *snapv1.Snapshot, list string,
 // hookClient calls hook URLs: no proxy (it would dial for us, unchecked),
 // every dialled address checked against the egress policy after DNS, no
 // redirects (one could lead anywhere), no connection reuse between hooks.
-func (f *Function) hookClient() *http.Client {
-	pol := f.hookEgress()
+func hookClient(pol egress.Policy) *http.Client {
 	d := &net.Dialer{Timeout: 30 * time.Second, Control: func(_, address string, _ syscall.RawConn) error {
 		ap, err := netip.ParseAddrPort(address)
 		if err != nil {
@@ -236,13 +236,23 @@ func (f *Function) hookClient() *http.Client {
 	}
 }
 
-// hookEgress is the egress policy with snapflow's namespace filled in.
-func (f *Function) hookEgress() egress.Policy {
+// hookEgress is the operator's egress policy with snapflow's namespace
+// filled in and the cluster's own networks added. Hooks are refused while
+// those cannot be read: the safe side of not knowing them.
+func (f *Function) hookEgress(ctx context.Context) (egress.Policy, error) {
 	p := f.HookEgress
 	if p.Namespace == "" {
 		p.Namespace = f.Namespace
 	}
-	return p
+	if f.Client == nil {
+		return p, nil // no cluster to discover (unit tests)
+	}
+	found, err := f.clusterDeny(ctx)
+	if err != nil {
+		return p, fmt.Errorf("httpRequest hooks are refused until snapflow can read the cluster's networks: %w", err)
+	}
+	p.Deny = append(slices.Clip(p.Deny), found...)
+	return p, nil
 }
 
 func (f *Function) httpHook(ctx context.Context, h *snapv1.HTTPRequestHook) (bool, string) {
@@ -256,7 +266,11 @@ func (f *Function) httpHook(ctx context.Context, h *snapv1.HTTPRequestHook) (boo
 	if err != nil {
 		return false, "invalid url: " + err.Error()
 	}
-	if err := f.hookEgress().CheckHost(u.Hostname()); err != nil {
+	pol, err := f.hookEgress(ctx)
+	if err != nil {
+		return false, err.Error()
+	}
+	if err := pol.CheckHost(u.Hostname()); err != nil {
 		return false, fmt.Sprintf("%s: %v", u.Redacted(), err)
 	}
 	user := u.User
@@ -280,7 +294,7 @@ func (f *Function) httpHook(ctx context.Context, h *snapv1.HTTPRequestHook) (boo
 	for _, hd := range h.Headers {
 		req.Header.Set(hd.Name, hd.Value)
 	}
-	resp, err := f.hookClient().Do(req)
+	resp, err := hookClient(pol).Do(req)
 	if err != nil {
 		// The URL may carry credentials: report it without them.
 		return false, fmt.Sprintf("%s %s: %v", method, u.Redacted(), unwrapURLError(err))

@@ -75,8 +75,7 @@ func TestHTTPHookEgress(t *testing.T) {
 func TestHookClientChecksDialledAddress(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	defer srv.Close()
-	f := &Function{}
-	resp, err := f.hookClient().Get(srv.URL)
+	resp, err := hookClient(egress.Policy{}).Get(srv.URL)
 	if err == nil {
 		resp.Body.Close()
 		t.Fatal("the hook client connected to loopback")

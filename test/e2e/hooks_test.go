@@ -4,17 +4,20 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/functions/snapshot"
+	"github.com/snapflow/snapflow/test/localnode"
 )
 
 // hookServer records the hook calls it receives; /fail answers 500.
@@ -141,12 +144,23 @@ func TestHTTPHookEgressIsRefused(t *testing.T) {
 	const ns = "hooks-egress"
 	backupNamespace(t, ns, 1, "")
 	srv := newHookServer(t)
+	// The cluster's own networks are discovered, not only listed by the
+	// operator: the API server's Service address and a pod on the node.
+	var cidrs networkingv1.ServiceCIDRList
+	if err := env.Client.List(testContext(t), &cidrs); err != nil || len(cidrs.Items) == 0 || len(cidrs.Items[0].Spec.CIDRs) == 0 {
+		t.Fatalf("the control plane should have a ServiceCIDR: %d (%v)", len(cidrs.Items), err)
+	}
+	svcRange := netip.MustParsePrefix(cidrs.Items[0].Spec.CIDRs[0])
+	apiServer := svcRange.Addr().Next()
+	podAddr := netip.MustParsePrefix(localnode.PodCIDR).Addr().Next().Next()
 	kubectl(t, policy(ns, "app", fmt.Sprintf(`  copyMethod: Direct
   hooks:
     beforeSnapshot:
       - httpRequest: {url: %q, continueOnFailure: true}
+      - httpRequest: {url: "https://%s:443/api", continueOnFailure: true}
+      - httpRequest: {url: "http://%s:8080/", continueOnFailure: true}
       - httpRequest: {url: "http://169.254.169.254/latest/meta-data/iam/security-credentials/"}
-`, srv.URL+"/redirect")), 0, "apply", "-f", "-")
+`, srv.URL+"/redirect", apiServer, podAddr)), 0, "apply", "-f", "-")
 	kubectl(t, snapshotOf(ns, "egress", "app"), 0, "create", "-f", "-")
 	s := waitSnapshot(t, ns, "egress", snapv1.SnapshotFailed)
 	if s.Status.Failure == nil || s.Status.Failure.Class != "HookFailed" {
@@ -161,7 +175,13 @@ func TestHTTPHookEgressIsRefused(t *testing.T) {
 	if r := res[0]; r.Succeeded || !strings.Contains(r.Message, "redirects are not followed") {
 		t.Errorf("redirect hook result %+v", r)
 	}
-	if r := res[1]; r.Succeeded || !strings.Contains(r.Message, "cloud metadata") {
+	if r := res[1]; r.Succeeded || !strings.Contains(r.Message, svcRange.String()) {
+		t.Errorf("API server address hook result %+v, want it refused naming %s", r, svcRange)
+	}
+	if r := res[2]; r.Succeeded || !strings.Contains(r.Message, localnode.PodCIDR) {
+		t.Errorf("pod address hook result %+v, want it refused naming %s", r, localnode.PodCIDR)
+	}
+	if r := res[3]; r.Succeeded || !strings.Contains(r.Message, "cloud metadata") {
 		t.Errorf("metadata hook result %+v", r)
 	}
 	for _, c := range srv.got() {

@@ -72,9 +72,15 @@ func (n *Node) ServeExec(ctx context.Context) error {
 	return nil
 }
 
+// PodCIDR is the stand-in node's pod range.
+const PodCIDR = "10.244.0.0/24"
+
 // register creates or refreshes the Node and points its kubelet endpoint at port.
 func (n *Node) register(ctx context.Context, port int32) error {
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: NodeName, Labels: map[string]string{"kubernetes.io/hostname": NodeName}}}
+	// A real node's pod range is assigned by the controller manager; the
+	// stand-in carries one so what reads it (hook egress) sees a cluster.
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: NodeName, Labels: map[string]string{"kubernetes.io/hostname": NodeName}},
+		Spec: corev1.NodeSpec{PodCIDR: PodCIDR, PodCIDRs: []string{PodCIDR}}}
 	if err := n.o.Client.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("register node %s: %w", NodeName, err)
 	}

@@ -66,6 +66,14 @@ because the functions act on snapflow objects in every namespace. Notes:
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["snapshotpolicies/status"]
   verbs: ["get", "patch"]
+# httpRequest hooks may not reach the cluster's own networks: Service
+# ranges, node pod ranges and node addresses.
+- apiGroups: ["networking.k8s.io"]
+  resources: ["servicecidrs"]
+  verbs: ["list"]
+- apiGroups: [""]
+  resources: ["nodes"]
+  verbs: ["list"]
 {{ include "snapflow.rules.events" . }}
 {{- end -}}
 
