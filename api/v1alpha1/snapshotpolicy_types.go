@@ -555,10 +555,21 @@ type SnapshotPolicyStatus struct {
 	// RepositorySummary lists the repositories for the printer column.
 	// +optional
 	RepositorySummary string `json:"repositorySummary,omitempty"`
+	// LastRequest is the last request event (dev.snapflow.snapshot.requested)
+	// that fired this policy; it is claimed with an optimistic lock, so two
+	// requests racing within the request interval cannot both fire.
+	// +optional
+	LastRequest *RequestStamp `json:"lastRequest,omitempty"`
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// RequestStamp names a request event (its source and id) and when it fired.
+type RequestStamp struct {
+	Event string      `json:"event"`
+	At    metav1.Time `json:"at"`
 }
 
 // SnapshotPolicy is the recipe: what to back up, where, and how long to keep it.

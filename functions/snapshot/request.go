@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
@@ -164,7 +165,7 @@ func (f *Function) handleRequest(ctx context.Context, e event.Event) error {
 	// ce-time cannot place a backup in the past for retention to rank.
 	key := e.Source() + " " + e.ID() // CloudEvents identity: source and id together
 	base := requestBase(req.Policy, key)
-	if err := f.requestAllowed(ctx, &p, key); err != nil {
+	if err := f.claimRequest(ctx, &p, key); err != nil {
 		return err
 	}
 	names, err := Mint(ctx, f.Client, &p, base, Minted{Origin: snapv1.OriginManual, Tags: req.Tags,
@@ -224,9 +225,40 @@ func (f *Function) requestAllowed(ctx context.Context, p *snapv1.SnapshotPolicy,
 			last = t
 		}
 	}
+	if lr := p.Status.LastRequest; lr != nil && lr.Event != key && lr.At.After(last) {
+		last = lr.At.Time // claimed by a request whose Snapshots are not listed yet
+	}
 	if wait := interval - f.now().Sub(last); !last.IsZero() && wait > 0 {
 		return events.Malformed("snapshot request for SnapshotPolicy %s/%s: the last request was %s ago, and requests are taken at most once per %s; send it again after %s",
 			p.Namespace, p.Name, f.now().Sub(last).Round(time.Second), interval, wait.Round(time.Second))
 	}
+	if lr := p.Status.LastRequest; lr != nil && lr.Event == key {
+		return nil // claimed already: a redelivery finishes minting
+	}
+	// Claim the firing on the policy's status with an optimistic lock: of
+	// two requests that both passed the check above (concurrent deliveries,
+	// several replicas), one write wins; the other conflicts and is judged
+	// again against the policy as the winner left it.
+	patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	p.Status.LastRequest = &snapv1.RequestStamp{Event: key, At: metav1.NewTime(f.now())}
+	if err := f.Client.Status().Patch(ctx, p, patch); err != nil {
+		return fmt.Errorf("claim the request firing of SnapshotPolicy %s/%s: %w", p.Namespace, p.Name, err)
+	}
 	return nil
+}
+
+// claimRequest runs requestAllowed until its claim is not lost to a
+// concurrent write of the policy (any status update conflicts, not only
+// another request's), re-reading the policy each time.
+func (f *Function) claimRequest(ctx context.Context, p *snapv1.SnapshotPolicy, key string) error {
+	first := true
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if !first {
+			if err := f.Client.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+				return err
+			}
+		}
+		first = false
+		return f.requestAllowed(ctx, p, key)
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -32,7 +33,7 @@ func TestSnapshotRequestEvents(t *testing.T) {
 	ctx := context.Background()
 	pol := &snapv1.SnapshotPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "db"},
 		Spec: snapv1.SnapshotPolicySpec{Repository: &snapv1.RepositoryRef{Name: "primary"}, Sources: []snapv1.Source{{PVC: &snapv1.LocalObjectRef{Name: "data"}}}}}
-	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(pol).Build()
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(pol).WithStatusSubresource(pol).Build()
 	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	f := &Function{Client: c, Access: allowOnly("ci"), Now: func() time.Time { return now }}
 	as := func(user string) context.Context {
@@ -82,14 +83,64 @@ func TestSnapshotRequestEvents(t *testing.T) {
 	if err := f.Handle(as("ci"), other); err == nil || !events.IsClientError(err) {
 		t.Fatalf("the same id from another source within the interval: %v, want a refusal", err)
 	}
-	got[0].CreationTimestamp = metav1.NewTime(now.Add(-2 * DefaultRequestInterval))
-	if err := c.Update(ctx, &got[0]); err != nil {
-		t.Fatal(err)
+	// The fake API server stamps no creation time; the real one would.
+	stamp := func() {
+		for _, sn := range snaps() {
+			if sn.CreationTimestamp.IsZero() {
+				sn.CreationTimestamp = metav1.NewTime(now)
+				if err := c.Update(ctx, &sn); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 	}
+	stamp()
+	now = now.Add(2 * DefaultRequestInterval)
 	if err := f.Handle(as("ci"), request("2", now)); err != nil {
 		t.Fatalf("a request after the interval: %v", err)
 	}
 	if n := len(snaps()); n != 2 {
 		t.Fatalf("%d Snapshots, want 2", n)
+	}
+
+	// Two requests that both read the policy before either fired (two
+	// deliveries at once, or two replicas): the claim lets one through.
+	stamp()
+	now = now.Add(2 * DefaultRequestInterval)
+	var p1, p2 snapv1.SnapshotPolicy
+	for _, p := range []*snapv1.SnapshotPolicy{&p1, &p2} {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pol), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.requestAllowed(ctx, &p1, "ci/pipeline 3"); err != nil {
+		t.Fatalf("the first of two racing requests: %v", err)
+	}
+	err := f.requestAllowed(ctx, &p2, "ci/pipeline 4")
+	if !apierrors.IsConflict(err) {
+		t.Fatalf("the second of two racing requests: %v, want a conflict (retried, then refused)", err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(pol), &p2); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.requestAllowed(ctx, &p2, "ci/pipeline 4"); err == nil || !events.IsClientError(err) {
+		t.Fatalf("the retried loser: %v, want a refusal within the interval", err)
+	}
+	// Through claimRequest, the loser re-reads and is refused at once.
+	now = now.Add(2 * DefaultRequestInterval)
+	var stale, fresh snapv1.SnapshotPolicy
+	for _, p := range []*snapv1.SnapshotPolicy{&stale, &fresh} {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pol), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.claimRequest(ctx, &fresh, "ci/pipeline 6"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.claimRequest(ctx, &stale, "ci/pipeline 7"); err == nil || !events.IsClientError(err) {
+		t.Fatalf("a stale loser through claimRequest: %v, want a refusal", err)
+	}
+	if err := f.requestAllowed(ctx, &p2, "ci/pipeline 3"); err != nil {
+		t.Fatalf("the winner's redelivery: %v", err)
 	}
 }
