@@ -5,12 +5,14 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,10 +60,22 @@ type Authenticator struct {
 	// Trusted lists the senders that may deliver any event: user names,
 	// or a prefix ending in "*" (system:serviceaccount:knative-eventing:*).
 	Trusted []string
+	// Reviews bounds the TokenReviews of tokens not seen recently
+	// (DefaultReviewRate when nil): a flood of made-up tokens is answered
+	// 429 here instead of being passed on to the API server.
+	Reviews *rate.Limiter
 
 	mu    sync.Mutex
 	cache map[[32]byte]review
 }
+
+// DefaultReviewRate is how many new tokens a function reviews per second,
+// with bursts of twice that: far above what its own sources need, since a
+// token is reviewed once per reviewTTL.
+const DefaultReviewRate = 20
+
+// maxReviews bounds the review cache.
+const maxReviews = 4096
 
 type review struct {
 	user    authnv1.UserInfo
@@ -87,22 +101,50 @@ func (a *Authenticator) Authenticate(ctx context.Context, r *http.Request) (Send
 	rv, hit := a.cache[key]
 	a.mu.Unlock()
 	if !hit || now.After(rv.expires) {
+		if !a.limiter().Allow() {
+			return Sender{}, http.StatusTooManyRequests, "too many new tokens to review now; retry shortly"
+		}
 		res, err := a.Reviewer.Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{a.Audience}}}, metav1.CreateOptions{})
 		if err != nil {
 			return Sender{}, http.StatusServiceUnavailable, "cannot review the sender's token now: " + err.Error()
 		}
 		rv = review{user: res.Status.User, ok: res.Status.Authenticated && slices.Contains(res.Status.Audiences, a.Audience), expires: now.Add(reviewTTL)}
 		a.mu.Lock()
-		if a.cache == nil || len(a.cache) > 4096 {
-			a.cache = map[[32]byte]review{}
-		}
-		a.cache[key] = rv
+		a.remember(key, rv, now)
 		a.mu.Unlock()
 	}
 	if !rv.ok {
 		return Sender{}, http.StatusUnauthorized, fmt.Sprintf("the bearer token is not valid for audience %q", a.Audience)
 	}
 	return Sender{User: rv.user, Trusted: Trusts(a.Trusted, rv.user.Username)}, 0, ""
+}
+
+func (a *Authenticator) limiter() *rate.Limiter {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.Reviews == nil {
+		a.Reviews = rate.NewLimiter(DefaultReviewRate, 2*DefaultReviewRate)
+	}
+	return a.Reviews
+}
+
+// remember caches a review. When full it drops expired reviews first, then
+// refused ones, so made-up tokens cannot push out the senders' own.
+func (a *Authenticator) remember(key [32]byte, rv review, now time.Time) {
+	if a.cache == nil {
+		a.cache = map[[32]byte]review{}
+	}
+	for _, drop := range []func(review) bool{
+		func(r review) bool { return now.After(r.expires) },
+		func(r review) bool { return !r.ok },
+		func(review) bool { return true },
+	} {
+		if len(a.cache) < maxReviews {
+			break
+		}
+		maps.DeleteFunc(a.cache, func(_ [32]byte, r review) bool { return drop(r) })
+	}
+	a.cache[key] = rv
 }
 
 // Trusts says whether user matches one of patterns (exact, or a prefix

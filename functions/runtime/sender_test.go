@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -9,9 +10,11 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -173,5 +176,64 @@ func TestSinkEmitterSendsItsToken(t *testing.T) {
 	}
 	if err := (&LateSink{TokenFile: filepath.Join(t.TempDir(), "missing")}).Set(srv.URL); err == nil {
 		t.Fatal("a missing token file must be an error, not a sink without a token")
+	}
+}
+
+// countingTokens counts the TokenReviews that reach the API server.
+type countingTokens struct {
+	tokens
+	n atomic.Int32
+}
+
+func (c *countingTokens) Create(ctx context.Context, tr *authnv1.TokenReview, o metav1.CreateOptions) (*authnv1.TokenReview, error) {
+	c.n.Add(1)
+	return c.tokens.Create(ctx, tr, o)
+}
+
+// A flood of made-up tokens costs the API server a bounded number of
+// TokenReviews and is answered 429; a sender reviewed before the flood
+// keeps working, and refused tokens never push it out of the cache.
+func TestTokenReviewsAreRateLimited(t *testing.T) {
+	const aud = "snapflow-functions"
+	rev := &countingTokens{tokens: tokens{"source": {"system:serviceaccount:snapflow:snapflow-kube-source", aud}}}
+	auth := &Authenticator{Audience: aud, Reviewer: rev, Reviews: rate.NewLimiter(rate.Limit(1), 5)}
+	req := func(token string) int {
+		r := httptest.NewRequest(http.MethodPost, "/", nil)
+		r.Header.Set("Authorization", "Bearer "+token)
+		_, code, _ := auth.Authenticate(context.Background(), r)
+		return code
+	}
+	if code := req("source"); code != 0 {
+		t.Fatalf("the source: %d", code)
+	}
+	limited := 0
+	for i := range 200 {
+		switch code := req(fmt.Sprintf("forged-%d", i)); code {
+		case http.StatusTooManyRequests:
+			limited++
+		case http.StatusUnauthorized:
+		default:
+			t.Fatalf("a forged token answered %d", code)
+		}
+	}
+	if n := rev.n.Load(); n > 7 || limited < 190 {
+		t.Fatalf("%d reviews reached the API server and %d were limited: want the burst only", n, limited)
+	}
+	if code := req("source"); code != 0 {
+		t.Fatalf("the source during the flood: %d", code)
+	}
+
+	// A full cache drops refused reviews before a sender's own.
+	auth.mu.Lock()
+	now := time.Now()
+	for i := range maxReviews {
+		auth.remember([32]byte{byte(i), byte(i >> 8), 1}, review{expires: now.Add(time.Minute)}, now)
+	}
+	auth.mu.Unlock()
+	if n := len(auth.cache); n > maxReviews {
+		t.Fatalf("cache grew to %d", n)
+	}
+	if code := req("source"); code != 0 {
+		t.Fatalf("the source after the cache filled: %d", code)
 	}
 }
