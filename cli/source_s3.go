@@ -72,7 +72,7 @@ func newSourceS3Cmd() *cobra.Command {
 	cmd.Flags().StringArrayVar(&buckets, "bucket", nil, "forward only records of this bucket (repeatable; default all)")
 	cmd.Flags().BoolVar(&confirmSNS, "confirm-sns-subscriptions", false, "confirm SNS subscriptions by visiting their SubscribeURL (SNS hosts only)")
 	cmd.Flags().BoolVar(&snsVerify, "sns-verify", true, "refuse SNS envelopes without a valid SNS signature (certificates from sns.<region>.amazonaws.com over HTTPS)")
-	cmd.Flags().StringArrayVar(&topics, "sns-topic-arn", nil, "accept SNS envelopes of this topic ARN (repeatable; with none, SNS envelopes are refused)")
+	cmd.Flags().StringArrayVar(&topics, "sns-topic-arn", nil, "accept SNS envelopes of this topic ARN (repeatable); once one is listed, only notifications inside a signed envelope are taken. With none, SNS envelopes are refused")
 	cmd.Flags().BoolVar(&devLogs, "dev-logs", false, "human-readable logs instead of JSON")
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", tokenFileHelp)
 	return cmd

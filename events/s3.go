@@ -79,8 +79,11 @@ func DecodeS3Notification(body []byte) (S3Notification, error) {
 // S3Decoder decodes notifications like DecodeS3Notification. With SNS set,
 // every SNS envelope met at any depth (an HTTP delivery, an SQS body, a
 // Lambda record) must carry a valid signature, or decoding fails with
-// ErrSNSSignature. Formats that SNS did not wrap carry no signature and
-// are decoded as before.
+// ErrSNSSignature. Once the verifier lists topics, only notifications
+// inside such a signed envelope are taken: a bare Records body, an SQS
+// message or an EventBridge event carries no proof of who sent it, and the
+// operator who lists topics has said where notifications come from.
+// Without topics, formats that SNS did not wrap are decoded as before.
 type S3Decoder struct {
 	SNS *SNSVerifier
 }
@@ -88,7 +91,7 @@ type S3Decoder struct {
 // Decode reads one notification body; ctx bounds certificate downloads.
 func (d S3Decoder) Decode(ctx context.Context, body []byte) (S3Notification, error) {
 	var n S3Notification
-	if err := d.decodeS3(ctx, body, &n, 0); err != nil {
+	if err := d.decodeS3(ctx, body, &n, 0, false); err != nil {
 		return S3Notification{}, err
 	}
 	return n, nil
@@ -136,7 +139,20 @@ func (p probe) str(k string) string {
 	return s
 }
 
-func (d S3Decoder) decodeS3(ctx context.Context, body []byte, n *S3Notification, depth int) error {
+// signedOnly says whether records must come from a signed SNS envelope.
+func (d S3Decoder) signedOnly() bool { return d.SNS != nil && len(d.SNS.Topics) > 0 }
+
+// unsigned refuses what reached a record or test event outside a signed
+// envelope, when only signed ones are taken.
+func (d S3Decoder) unsigned(signed bool) error {
+	if signed || !d.signedOnly() {
+		return nil
+	}
+	return fmt.Errorf("%w: this receiver takes only notifications inside a signed SNS envelope from its listed topics (%s); an unsigned S3, SQS or EventBridge body is refused",
+		ErrSNSSignature, strings.Join(d.SNS.Topics, ", "))
+}
+
+func (d S3Decoder) decodeS3(ctx context.Context, body []byte, n *S3Notification, depth int, signed bool) error {
 	if depth >= maxEnvelopes {
 		return Malformed("s3 notification nests more than %d envelopes", maxEnvelopes)
 	}
@@ -149,7 +165,7 @@ func (d S3Decoder) decodeS3(ctx context.Context, body []byte, n *S3Notification,
 		if err := json.Unmarshal(body, &items); err != nil {
 			return Malformed("s3 notification: %v", err)
 		}
-		return d.decodeItems(ctx, items, n, depth)
+		return d.decodeItems(ctx, items, n, depth, signed)
 	}
 	p, err := newProbe(body)
 	if err != nil {
@@ -157,6 +173,9 @@ func (d S3Decoder) decodeS3(ctx context.Context, body []byte, n *S3Notification,
 	}
 	switch typ := p.str("type"); {
 	case p.str("event") == "s3:TestEvent":
+		if err := d.unsigned(signed); err != nil {
+			return err
+		}
 		n.Test = true
 		return nil
 	case p.has("records"):
@@ -164,7 +183,7 @@ func (d S3Decoder) decodeS3(ctx context.Context, body []byte, n *S3Notification,
 		if err := json.Unmarshal(p["records"], &items); err != nil {
 			return Malformed("s3 notification Records: %v", err)
 		}
-		return d.decodeItems(ctx, items, n, depth)
+		return d.decodeItems(ctx, items, n, depth, signed)
 	case typ == "SubscriptionConfirmation":
 		if n.SubscribeURL = p.str("subscribeurl"); n.SubscribeURL == "" {
 			return Malformed("sns SubscriptionConfirmation without SubscribeURL")
@@ -180,12 +199,17 @@ func (d S3Decoder) decodeS3(ctx context.Context, body []byte, n *S3Notification,
 			return err
 		}
 		n.TopicARN = p.str("topicarn")
-		return d.decodeS3(ctx, []byte(p.str("message")), n, depth+1)
+		// Only a verifier makes the message signed: without one the
+		// signature was not checked.
+		return d.decodeS3(ctx, []byte(p.str("message")), n, depth+1, d.SNS != nil)
 	case p.has("body"):
-		return d.decodeS3(ctx, []byte(p.str("body")), n, depth+1)
+		return d.decodeS3(ctx, []byte(p.str("body")), n, depth+1, signed)
 	case p.has("detail-type") && p.str("source") == "aws.s3":
 		r, ok, err := eventBridgeRecord(body, p.str("detail-type"))
 		if err != nil || !ok {
+			return err
+		}
+		if err := d.unsigned(signed); err != nil {
 			return err
 		}
 		n.Records = append(n.Records, r)
@@ -193,6 +217,9 @@ func (d S3Decoder) decodeS3(ctx context.Context, body []byte, n *S3Notification,
 	case p.has("s3"):
 		r, err := awsRecord(body)
 		if err != nil {
+			return err
+		}
+		if err := d.unsigned(signed); err != nil {
 			return err
 		}
 		n.Records = append(n.Records, r)
@@ -203,7 +230,7 @@ func (d S3Decoder) decodeS3(ctx context.Context, body []byte, n *S3Notification,
 
 // decodeItems reads the elements of a Records array: S3 records, or the
 // SQS and SNS records of a Lambda batch that wrap S3 messages.
-func (d S3Decoder) decodeItems(ctx context.Context, items []json.RawMessage, n *S3Notification, depth int) error {
+func (d S3Decoder) decodeItems(ctx context.Context, items []json.RawMessage, n *S3Notification, depth int, signed bool) error {
 	for i, it := range items {
 		p, err := newProbe(it)
 		if err != nil {
@@ -215,13 +242,16 @@ func (d S3Decoder) decodeItems(ctx context.Context, items []json.RawMessage, n *
 			if err != nil {
 				return err
 			}
+			if err := d.unsigned(signed); err != nil {
+				return err
+			}
 			n.Records = append(n.Records, r)
 		case p.has("body"):
-			if err := d.decodeS3(ctx, []byte(p.str("body")), n, depth+1); err != nil {
+			if err := d.decodeS3(ctx, []byte(p.str("body")), n, depth+1, signed); err != nil {
 				return err
 			}
 		case p.has("sns"):
-			if err := d.decodeS3(ctx, p["sns"], n, depth+1); err != nil {
+			if err := d.decodeS3(ctx, p["sns"], n, depth+1, signed); err != nil {
 				return err
 			}
 		default:

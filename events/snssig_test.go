@@ -161,9 +161,14 @@ func TestSNSVerifyRefusesRecordedExamples(t *testing.T) {
 			t.Errorf("%s: err = %v, want ErrSNSSignature", file, err)
 		}
 	}
-	// Bodies SNS did not wrap have nothing to verify.
+	// Bodies SNS did not wrap carry no proof of their sender: once topics
+	// are listed they are refused; a verifier without topics (SNS refused
+	// altogether) still decodes them.
 	body, _ := os.ReadFile(filepath.Join("testdata", "aws-put.json"))
-	if n, err := (S3Decoder{SNS: &SNSVerifier{Fetcher: f, Topics: []string{testTopic}}}).Decode(context.Background(), body); err != nil || len(n.Records) != 1 {
+	if _, err := (S3Decoder{SNS: &SNSVerifier{Fetcher: f, Topics: []string{testTopic}}}).Decode(context.Background(), body); !errors.Is(err, ErrSNSSignature) || !strings.Contains(err.Error(), "signed SNS envelope") {
+		t.Fatalf("an unsigned body with topics listed: %v", err)
+	}
+	if n, err := (S3Decoder{SNS: &SNSVerifier{Fetcher: f}}).Decode(context.Background(), body); err != nil || len(n.Records) != 1 {
 		t.Fatalf("%+v %v", n, err)
 	}
 }

@@ -48,7 +48,8 @@ type Settings struct {
 	// without checking their signature (KBBACKUP_PRUNE_SNS_VERIFY=false).
 	SkipSNSVerify bool
 	// SNSTopics are the TopicArns whose signed SNS envelopes are accepted
-	// (KBBACKUP_PRUNE_SNS_TOPIC_ARNS, comma-separated); with none, every
+	// (KBBACKUP_PRUNE_SNS_TOPIC_ARNS, comma-separated); once listed, an
+	// unsigned S3, SQS or EventBridge body is refused too. With none, every
 	// SNS envelope is refused unless SkipSNSVerify.
 	SNSTopics []string
 

@@ -76,6 +76,8 @@ func TestHandleS3VerifiesSNSOverHTTP(t *testing.T) {
 		{name: "verification off", skip: true, body: tampered, status: http.StatusOK},
 		{name: "signed by a topic the deployment does not trust", topics: []string{"arn:aws:sns:us-east-1:123456789012:someone-elses"}, body: signed, status: http.StatusBadRequest, reason: "not in the SNS topic allowlist"},
 		{name: "no topic configured", topics: []string{}, body: signed, status: http.StatusBadRequest, reason: "no SNS topic is trusted"},
+		{name: "unsigned records once topics are listed", body: message, status: http.StatusBadRequest, reason: "only notifications inside a signed SNS envelope"},
+		{name: "unsigned records without topics", topics: []string{}, body: message, status: http.StatusOK},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
