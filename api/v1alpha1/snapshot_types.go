@@ -193,10 +193,6 @@ type Staged struct {
 type CleanupStatus struct {
 	// +optional
 	CredsReapedAt *metav1.Time `json:"credsReapedAt,omitempty"`
-	// KopiaDeletedAt is when the kopia snapshot was removed from the
-	// repository (a snapflow extension); the finalizer is released after it.
-	// +optional
-	KopiaDeletedAt *metav1.Time `json:"kopiaDeletedAt,omitempty"`
 	// Batch names the deletion Job that handled (or is handling) this Snapshot.
 	// +optional
 	Batch string `json:"batch,omitempty"`

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -150,7 +151,7 @@ func (f *Function) reconcileRepository(ctx context.Context, ref snapv1.Repositor
 	if err != nil {
 		return err
 	}
-	batch, err := f.settleBatch(ctx, repo)
+	batch, released, err := f.settleBatch(ctx, repo)
 	if err != nil {
 		return err
 	}
@@ -158,6 +159,9 @@ func (f *Function) reconcileRepository(ctx context.Context, ref snapv1.Repositor
 	var pending []deletion.Pending
 	byName := map[string]*snapv1.Snapshot{}
 	for _, s := range members {
+		if released[s.UID] {
+			continue
+		}
 		facts, err := f.facts(ctx, s)
 		if err != nil {
 			return err
@@ -166,10 +170,6 @@ func (f *Function) reconcileRepository(ctx context.Context, ref snapv1.Repositor
 		switch {
 		case d.Action == deletion.Release:
 			if err := f.release(ctx, s, d.Reason, d.Message); err != nil {
-				return err
-			}
-		case s.Status.Cleanup != nil && s.Status.Cleanup.KopiaDeletedAt != nil:
-			if err := f.release(ctx, s, deletion.ReasonDeleted, "kopia snapshot "+s.Status.Snapshot.KopiaSnapshotID+" deleted"); err != nil {
 				return err
 			}
 		default:
@@ -356,53 +356,106 @@ func leaseName(repo *repoState) string { return "snapflow-delete-" + poolKey(rep
 
 // settleBatch looks at the repository's batch Job: it returns the Job while
 // one runs; once it finished it removes it and frees the Lease.
-func (f *Function) settleBatch(ctx context.Context, repo *repoState) (*batchv1.Job, error) {
+func (f *Function) settleBatch(ctx context.Context, repo *repoState) (*batchv1.Job, map[types.UID]bool, error) {
 	if repo.missing {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var lease coordv1.Lease
 	err := f.Client.Get(ctx, client.ObjectKey{Namespace: repo.homeNS, Name: leaseName(repo)}, &lease)
 	if apierrors.IsNotFound(err) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	holder := ""
 	if lease.Spec.HolderIdentity != nil {
 		holder = *lease.Spec.HolderIdentity
 	}
 	if holder == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var job batchv1.Job
+	var released map[types.UID]bool
 	err = f.Client.Get(ctx, client.ObjectKey{Namespace: repo.homeNS, Name: holder}, &job)
 	switch {
 	case err == nil && !jobwatch.Done(&job):
-		return &job, nil
+		return &job, nil, nil
 	case err != nil && !apierrors.IsNotFound(err):
-		return nil, err
+		return nil, nil, err
 	case err == nil:
+		// Released before the Job is reaped: its pod's message is the only
+		// record of what it deleted.
+		if released, err = f.releaseFinished(ctx, &job); err != nil {
+			return nil, nil, err
+		}
 		if msg := failedMessage(&job); msg != "" {
 			runtime.Log(ctx).Info("deletion batch failed; its unfinished members go into the next batch", "job", job.Name, "reason", msg)
 		}
 		if err := f.Client.Delete(ctx, &job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
-			return nil, err
+			return nil, nil, err
 		}
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name}}
 		if err := f.Client.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := projection.Reap(ctx, f.Client, job.Namespace, job.Name); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	// Free the Lease (optimistic: a concurrent holder change wins).
 	lease.Spec.HolderIdentity = nil
 	if err := f.Client.Update(ctx, &lease); err != nil && !apierrors.IsConflict(err) {
+		return nil, nil, err
+	}
+	return nil, released, nil
+}
+
+// releaseFinished releases the members a finished batch deleted, as its own
+// pod reported them in its termination message, matched against the work
+// spec this function wrote. A Snapshot's status is never enough: any pod
+// with its namespace's mover account can write it.
+func (f *Function) releaseFinished(ctx context.Context, job *batchv1.Job) (map[types.UID]bool, error) {
+	msg, err := jobwatch.TerminationMessage(ctx, f.Client, job)
+	if err != nil {
 		return nil, err
 	}
-	return nil, nil
+	var cm corev1.ConfigMap
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: job.Name}, &cm); apierrors.IsNotFound(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	spec, err := mover.Parse([]byte(cm.Data[mover.WorkSpecKey]))
+	if err != nil || spec.Delete == nil || cm.Labels[wellknown.LabelManagedBy] != wellknown.ManagedByValue {
+		runtime.Log(ctx).Info("deletion batch has no work spec of snapflow's; nothing released", "job", job.Name)
+		return nil, nil
+	}
+	members := spec.Delete.Members
+	done, err := mover.ParseDeleted(msg, len(members))
+	if err != nil {
+		runtime.Log(ctx).Info("deletion batch reported members it did not have; nothing released", "job", job.Name, "error", err.Error())
+		return nil, nil
+	}
+	released := map[types.UID]bool{}
+	for _, i := range done {
+		m := members[i]
+		var s snapv1.Snapshot
+		if err := f.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Name}, &s); apierrors.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		if string(s.UID) != m.UID || s.DeletionTimestamp == nil {
+			continue
+		}
+		id := m.SnapshotID
+		if err := f.release(ctx, &s, deletion.ReasonDeleted, "kopia snapshot "+id+" deleted by batch job "+job.Name); err != nil {
+			return nil, err
+		}
+		released[s.UID] = true
+	}
+	return released, nil
 }
 
 func failedMessage(j *batchv1.Job) string {

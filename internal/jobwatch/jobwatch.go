@@ -10,6 +10,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/snapflow/snapflow/internal/moverjob"
@@ -38,25 +39,37 @@ func Live(j *batchv1.Job) bool {
 
 // PodMessage is the termination message of j's newest pod.
 func PodMessage(ctx context.Context, c client.Client, j *batchv1.Job) string {
+	msg, _ := TerminationMessage(ctx, c, j)
+	return msg
+}
+
+// TerminationMessage is the termination message of j's latest pod, read
+// only from pods j controls: a pod that merely carries the job-name label
+// could have been made by anyone in the namespace.
+func TerminationMessage(ctx context.Context, c client.Client, j *batchv1.Job) (string, error) {
 	var pods corev1.PodList
 	if err := c.List(ctx, &pods, client.InNamespace(j.Namespace), client.MatchingLabels{"job-name": j.Name}); err != nil {
-		return ""
+		return "", fmt.Errorf("list the pods of job %s: %w", j.Name, err)
 	}
 	var last *corev1.Pod
 	for i := range pods.Items {
-		if last == nil || pods.Items[i].CreationTimestamp.After(last.CreationTimestamp.Time) {
-			last = &pods.Items[i]
+		p := &pods.Items[i]
+		if !metav1.IsControlledBy(p, j) {
+			continue
+		}
+		if last == nil || p.CreationTimestamp.After(last.CreationTimestamp.Time) {
+			last = p
 		}
 	}
 	if last == nil {
-		return ""
+		return "", nil
 	}
 	for _, cs := range last.Status.ContainerStatuses {
 		if t := cs.State.Terminated; t != nil && t.Message != "" {
-			return t.Message
+			return t.Message, nil
 		}
 	}
-	return ""
+	return "", nil
 }
 
 // Wedged says whether no pod of j has started within its startup deadline,

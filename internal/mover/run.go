@@ -186,8 +186,12 @@ func run(ctx context.Context, o Options, start time.Time) (string, error) {
 			done[id] = true
 		}
 		var results []MemberResult
-		for _, m := range w.Delete.Members {
+		var finished []int
+		for i, m := range w.Delete.Members {
 			mr := MemberResult{Member: m, Deleted: done[m.SnapshotID]}
+			if mr.Deleted {
+				finished = append(finished, i)
+			}
 			if e := res.Failed[m.SnapshotID]; e != nil {
 				mr.Message, mr.Class = oneLine(e.Error()), kopia.ClassOf(e)
 			}
@@ -196,7 +200,9 @@ func run(ctx context.Context, o Options, start time.Time) (string, error) {
 		if err := o.Reporter.DeleteDone(ctx, results); err != nil {
 			return "", fmt.Errorf("report the result: %w", err)
 		}
-		return fmt.Sprintf("deleted %d kopia snapshots (%d already gone, %d failed) in one session", len(res.Deleted), len(res.Missing), len(res.Failed)), nil
+		// The second line is what the cleanup function releases on.
+		return fmt.Sprintf("deleted %d kopia snapshots (%d already gone, %d failed) in one session\n%s",
+			len(res.Deleted), len(res.Missing), len(res.Failed), FormatDeleted(finished)), nil
 
 	case OpRestore:
 		return runRestore(ctx, o, start, open)

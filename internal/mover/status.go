@@ -94,11 +94,11 @@ func (k *KubeReporter) isSnapshot() bool { return k.Target.Kind == "Snapshot" }
 // kopia snapshot of another namespace in a shared repository.
 const ReasonSnapshotNotOwned = "SnapshotNotOwned"
 
-// DeleteDone records each member's outcome on its own Snapshot, so the
-// cleanup function can release exactly the finished ones.
+// DeleteDone records why members were not deleted on their own Snapshots.
+// What was deleted goes to the termination message only: the cleanup
+// function releases on that, never on status a tenant's pod could write.
 func (k *KubeReporter) DeleteDone(ctx context.Context, results []MemberResult) error {
 	var errs []error
-	now := metav1.Now()
 	for _, r := range results {
 		m := r.Member
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -114,7 +114,10 @@ func (k *KubeReporter) DeleteDone(ctx context.Context, results []MemberResult) e
 				s.Status.Cleanup = &snapv1.CleanupStatus{}
 			}
 			if r.Deleted {
-				s.Status.Cleanup.KopiaDeletedAt, s.Status.Cleanup.Message = &now, ""
+				if s.Status.Cleanup.Message == "" {
+					return nil
+				}
+				s.Status.Cleanup.Message = ""
 			} else {
 				s.Status.Cleanup.Message = r.Message
 			}

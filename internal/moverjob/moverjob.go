@@ -142,7 +142,10 @@ func render(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {
 		Data:       map[string]string{mover.WorkSpecKey: work},
 	}
 
-	args := []string{"mover", "--work", WorkDir + "/" + mover.WorkSpecKey, "--cache-dir", CacheDir, "--config-dir", ConfigDir}
+	// The termination message is part of the run's result (what a
+	// deletion finished), so its path is spelled out, not left to a default.
+	args := []string{"mover", "--work", WorkDir + "/" + mover.WorkSpecKey, "--cache-dir", CacheDir, "--config-dir", ConfigDir,
+		"--termination-log", corev1.TerminationMessagePathDefault}
 	vols := []corev1.Volume{
 		{Name: "work", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: p.Name}}}},
 		{Name: "cache", VolumeSource: CacheVolume(p.Cache, p.CacheClaim)},
@@ -197,6 +200,7 @@ func render(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {
 	container := corev1.Container{
 		Name: "mover", Image: p.Image, Command: []string{"snapflow"}, Args: args,
 		Env: env, EnvFrom: envFrom, VolumeMounts: mounts, SecurityContext: sc,
+		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
 	if r := resources(p.Defaults, p.Mover); r != nil {

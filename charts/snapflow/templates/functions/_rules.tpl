@@ -92,13 +92,17 @@ because the functions act on snapflow objects in every namespace. Notes:
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["repositories", "clusterrepositories", "snapshotschedules"]
   verbs: ["get"]
-# One deletion Job per repository at a time, guarded by a Lease.
+# One deletion Job per repository at a time, guarded by a Lease; what it
+# deleted is read from its pod's termination message and its work spec.
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["get", "create", "delete"]
 - apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list"]
+- apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["create", "delete"]
+  verbs: ["get", "create", "delete"]
 - apiGroups: ["coordination.k8s.io"]
   resources: ["leases"]
   verbs: ["get", "create", "update"]

@@ -1,0 +1,81 @@
+package cleanup
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/kopia"
+	"github.com/snapflow/snapflow/internal/mover"
+	"github.com/snapflow/snapflow/internal/scheme"
+)
+
+// A finished batch releases exactly the members its own pod reported in
+// its termination message; a look-alike pod's message, a member the
+// report does not name, or a recreated Snapshot under a member's name are
+// never released.
+func TestReleaseFinishedTrustsOnlyTheBatchPod(t *testing.T) {
+	ctx := context.Background()
+	now := metav1.NewTime(time.Date(2026, 12, 4, 3, 0, 0, 0, time.UTC))
+	snap := func(name, uid string) *snapv1.Snapshot {
+		return &snapv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name, UID: types.UID(uid),
+			DeletionTimestamp: &now, Finalizers: []string{wellknown.FinalizerSnapshotCleanup}}}
+	}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "snapdel-1", UID: "job-uid"}}
+	work := mover.WorkSpec{Operation: mover.OpDelete, Repository: mover.Repository{Backend: kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: "/r"}}},
+		Target: mover.Target{Kind: "Repository", Namespace: "app", Name: "primary"},
+		Delete: &mover.DeleteWork{Members: []mover.DeleteMember{
+			{Namespace: "app", Name: "a", UID: "ua", SnapshotID: "k1"},
+			{Namespace: "app", Name: "b", UID: "ub", SnapshotID: "k2"},
+			{Namespace: "app", Name: "c", UID: "old-uc", SnapshotID: "k3"},
+		}}}
+	body, err := work.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "snapdel-1", Labels: map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue}},
+		Data: map[string]string{mover.WorkSpecKey: body}}
+	terminated := func(name string, owned bool, msg string, at time.Time) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name, Labels: map[string]string{"job-name": "snapdel-1"}, CreationTimestamp: metav1.NewTime(at)},
+			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "mover", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: msg}}}}}}
+		if owned {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "snapdel-1", UID: "job-uid", Controller: ptrTo(true)}}
+		}
+		return p
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
+		snap("a", "ua"), snap("b", "ub"), snap("c", "new-uc"), cm,
+		terminated("mover-pod", true, "deleted 1 kopia snapshots\n"+mover.FormatDeleted([]int{0, 2}), now.Time),
+		// Newer, but not the Job's: a tenant's pod with the right label.
+		terminated("forged", false, mover.FormatDeleted([]int{0, 1, 2}), now.Add(time.Minute)),
+	).Build()
+	f := &Function{Client: c}
+	released, err := f.releaseFinished(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(released) != 1 || !released["ua"] {
+		t.Fatalf("released %v, want only a", released)
+	}
+	var s snapv1.Snapshot
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "app", Name: "a"}, &s); !apierrors.IsNotFound(err) {
+		t.Fatalf("a keeps its finalizer: %v", err)
+	}
+	for _, name := range []string{"b", "c"} {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "app", Name: name}, &s); err != nil || len(s.Finalizers) != 1 {
+			t.Fatalf("%s was released (%v)", name, err)
+		}
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
