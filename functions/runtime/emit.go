@@ -59,7 +59,7 @@ func (s *SinkEmitter) Emit(ctx context.Context, e event.Event) error {
 		return nil
 	}
 	var hr *cehttp.Result
-	if errors.As(res, &hr) && hr.StatusCode >= 400 && hr.StatusCode < 500 {
+	if errors.As(res, &hr) && sink.Final(hr.StatusCode) {
 		// The sink refused the event for good; resending cannot help.
 		s.Log.Info("sink refused the event", "type", e.Type(), "id", e.ID(), "status", hr.StatusCode, "reason", fmt.Sprint(res))
 		return nil

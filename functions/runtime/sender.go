@@ -60,9 +60,9 @@ type Authenticator struct {
 	// Trusted lists the senders that may deliver any event: user names,
 	// or a prefix ending in "*" (system:serviceaccount:knative-eventing:*).
 	Trusted []string
-	// Reviews bounds the TokenReviews of tokens not seen recently
+	// Reviews bounds the TokenReviews of tokens not accepted before
 	// (DefaultReviewRate when nil): a flood of made-up tokens is answered
-	// 429 here instead of being passed on to the API server.
+	// 429 (which senders retry) instead of being passed on to the API server.
 	Reviews *rate.Limiter
 
 	mu    sync.Mutex
@@ -101,7 +101,9 @@ func (a *Authenticator) Authenticate(ctx context.Context, r *http.Request) (Send
 	rv, hit := a.cache[key]
 	a.mu.Unlock()
 	if !hit || now.After(rv.expires) {
-		if !a.limiter().Allow() {
+		// A token accepted before is re-reviewed outside the budget, so a
+		// flood of made-up ones cannot lock out the real senders.
+		if !(hit && rv.ok) && !a.limiter().Allow() {
 			return Sender{}, http.StatusTooManyRequests, "too many new tokens to review now; retry shortly"
 		}
 		res, err := a.Reviewer.Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{a.Audience}}}, metav1.CreateOptions{})

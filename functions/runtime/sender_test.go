@@ -222,6 +222,19 @@ func TestTokenReviewsAreRateLimited(t *testing.T) {
 	if code := req("source"); code != 0 {
 		t.Fatalf("the source during the flood: %d", code)
 	}
+	// Its review expires while the budget is spent: it is re-reviewed
+	// anyway, since it was accepted before.
+	auth.mu.Lock()
+	for k, rv := range auth.cache {
+		rv.expires = time.Now().Add(-time.Second)
+		auth.cache[k] = rv
+	}
+	auth.mu.Unlock()
+	for auth.Reviews.Allow() { // spend whatever the limiter refilled
+	}
+	if code := req("source"); code != 0 {
+		t.Fatalf("the source after its review expired during the flood: %d", code)
+	}
 
 	// A full cache drops refused reviews before a sender's own.
 	auth.mu.Lock()

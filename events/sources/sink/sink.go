@@ -118,10 +118,20 @@ func Refused(err error) bool {
 func refused(res protocol.Result) bool {
 	var hr *cehttp.Result
 	if errors.As(res, &hr) {
-		return hr.StatusCode >= 400 && hr.StatusCode < 500
+		return final(hr.StatusCode)
 	}
 	return false
 }
+
+// final says whether an HTTP status refuses an event for good: a 4xx,
+// except 429 (the receiver is shedding load, say because someone floods it
+// with made-up tokens) and 408, which a later try can get past.
+func final(code int) bool {
+	return code >= 400 && code < 500 && code != http.StatusTooManyRequests && code != http.StatusRequestTimeout
+}
+
+// Final is final for the functions' own emitter.
+func Final(code int) bool { return final(code) }
 
 // sleep waits d or until ctx ends, and reports whether the wait ran out
 // (a shutdown must not sit out a backoff).

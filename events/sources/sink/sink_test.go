@@ -25,6 +25,8 @@ func TestSendRetriesServerErrorsButNotRefusals(t *testing.T) {
 		{"refused is not retried", []int{http.StatusBadRequest}, true, 1},
 		{"server error then accepted", []int{http.StatusInternalServerError, http.StatusInternalServerError, http.StatusOK}, false, 3},
 		{"server error throughout", []int{http.StatusServiceUnavailable}, true, 6},
+		// A receiver shedding load (a flood of made-up tokens) is retried.
+		{"too many requests then accepted", []int{http.StatusTooManyRequests, http.StatusAccepted}, false, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
