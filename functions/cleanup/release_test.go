@@ -38,6 +38,8 @@ func TestReleaseFinishedTrustsOnlyTheBatchPod(t *testing.T) {
 			{Namespace: "app", Name: "a", UID: "ua", SnapshotID: "k1"},
 			{Namespace: "app", Name: "b", UID: "ub", SnapshotID: "k2"},
 			{Namespace: "app", Name: "c", UID: "old-uc", SnapshotID: "k3"},
+			// Deleting, but not in this repository's pool: a tampered spec.
+			{Namespace: "app", Name: "d", UID: "ud", SnapshotID: "k4"},
 		}}}
 	body, err := work.Marshal()
 	if err != nil {
@@ -53,14 +55,18 @@ func TestReleaseFinishedTrustsOnlyTheBatchPod(t *testing.T) {
 		}
 		return p
 	}
+	repo := &snapv1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "primary"}}
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
-		snap("a", "ua"), snap("b", "ub"), snap("c", "new-uc"), cm,
-		terminated("mover-pod", true, "deleted 1 kopia snapshots\n"+mover.FormatDeleted([]int{0, 2}), now.Time),
+		repo, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}},
+		snap("a", "ua"), snap("b", "ub"), snap("c", "new-uc"), snap("d", "ud"), cm,
+		terminated("mover-pod", true, "deleted 1 kopia snapshots\n"+mover.FormatDeleted([]int{0, 2, 3}), now.Time),
 		// Newer, but not the Job's: a tenant's pod with the right label.
 		terminated("forged", false, mover.FormatDeleted([]int{0, 1, 2}), now.Add(time.Minute)),
 	).Build()
 	f := &Function{Client: c}
-	released, err := f.releaseFinished(ctx, job)
+	pool := map[types.UID]bool{"ua": true, "ub": true, "new-uc": true}
+	ref := snapv1.RepositoryRef{Kind: snapv1.KindRepository, Namespace: "app", Name: "primary"}
+	released, err := f.releaseFinished(ctx, job, pool, ref)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,10 +77,28 @@ func TestReleaseFinishedTrustsOnlyTheBatchPod(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "app", Name: "a"}, &s); !apierrors.IsNotFound(err) {
 		t.Fatalf("a keeps its finalizer: %v", err)
 	}
-	for _, name := range []string{"b", "c"} {
+	for _, name := range []string{"b", "c", "d"} {
 		if err := c.Get(ctx, client.ObjectKey{Namespace: "app", Name: name}, &s); err != nil || len(s.Finalizers) != 1 {
 			t.Fatalf("%s was released (%v)", name, err)
 		}
+	}
+}
+
+// A mover that did not exit 0 releases nothing: with FallbackToLogsOnError
+// its message may be its log.
+func TestReleaseFinishedNeedsACleanExit(t *testing.T) {
+	ctx := context.Background()
+	now := metav1.NewTime(time.Date(2026, 12, 4, 3, 0, 0, 0, time.UTC))
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "snapdel-2", UID: "job-uid"}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "p", Labels: map[string]string{"job-name": "snapdel-2"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "snapdel-2", UID: "job-uid", Controller: ptrTo(true)}}},
+		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "mover", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: mover.FormatDeleted([]int{0})}}}}}}
+	s := &snapv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "a", UID: "ua", DeletionTimestamp: &now, Finalizers: []string{wellknown.FinalizerSnapshotCleanup}}}
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(pod, s).Build()
+	f := &Function{Client: c}
+	released, err := f.releaseFinished(ctx, job, map[types.UID]bool{"ua": true}, snapv1.RepositoryRef{Kind: snapv1.KindRepository, Namespace: "app", Name: "primary"})
+	if err != nil || len(released) != 0 {
+		t.Fatalf("released %v (%v), want nothing", released, err)
 	}
 }
 

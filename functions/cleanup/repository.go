@@ -151,7 +151,11 @@ func (f *Function) reconcileRepository(ctx context.Context, ref snapv1.Repositor
 	if err != nil {
 		return err
 	}
-	batch, released, err := f.settleBatch(ctx, repo)
+	pool := map[types.UID]bool{}
+	for _, s := range members {
+		pool[s.UID] = true
+	}
+	batch, released, err := f.settleBatch(ctx, repo, pool)
 	if err != nil {
 		return err
 	}
@@ -356,7 +360,7 @@ func leaseName(repo *repoState) string { return "snapflow-delete-" + poolKey(rep
 
 // settleBatch looks at the repository's batch Job: it returns the Job while
 // one runs; once it finished it removes it and frees the Lease.
-func (f *Function) settleBatch(ctx context.Context, repo *repoState) (*batchv1.Job, map[types.UID]bool, error) {
+func (f *Function) settleBatch(ctx context.Context, repo *repoState, pool map[types.UID]bool) (*batchv1.Job, map[types.UID]bool, error) {
 	if repo.missing {
 		return nil, nil, nil
 	}
@@ -386,7 +390,7 @@ func (f *Function) settleBatch(ctx context.Context, repo *repoState) (*batchv1.J
 	case err == nil:
 		// Released before the Job is reaped: its pod's message is the only
 		// record of what it deleted.
-		if released, err = f.releaseFinished(ctx, &job); err != nil {
+		if released, err = f.releaseFinished(ctx, &job, pool, repo.ref); err != nil {
 			return nil, nil, err
 		}
 		if msg := failedMessage(&job); msg != "" {
@@ -415,10 +419,13 @@ func (f *Function) settleBatch(ctx context.Context, repo *repoState) (*batchv1.J
 // pod reported them in its termination message, matched against the work
 // spec this function wrote. A Snapshot's status is never enough: any pod
 // with its namespace's mover account can write it.
-func (f *Function) releaseFinished(ctx context.Context, job *batchv1.Job) (map[types.UID]bool, error) {
-	msg, err := jobwatch.TerminationMessage(ctx, f.Client, job)
+func (f *Function) releaseFinished(ctx context.Context, job *batchv1.Job, pool map[types.UID]bool, ref snapv1.RepositoryRef) (map[types.UID]bool, error) {
+	msg, exited0, err := jobwatch.TerminationMessage(ctx, f.Client, job, "mover")
 	if err != nil {
 		return nil, err
+	}
+	if !exited0 {
+		return nil, nil // a crashed mover's message may be its log
 	}
 	var cm corev1.ConfigMap
 	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: job.Name}, &cm); apierrors.IsNotFound(err) {
@@ -446,7 +453,9 @@ func (f *Function) releaseFinished(ctx context.Context, job *batchv1.Job) (map[t
 		} else if err != nil {
 			return nil, err
 		}
-		if string(s.UID) != m.UID || s.DeletionTimestamp == nil {
+		// Only a deleting member of this repository's pool, and one its
+		// namespace may use: the work spec is not proof of either.
+		if string(s.UID) != m.UID || s.DeletionTimestamp == nil || !pool[s.UID] || snapshot.AccessProblem(ctx, f.Client, s.Namespace, ref) != "" {
 			continue
 		}
 		id := m.SnapshotID

@@ -27,9 +27,11 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/internal/egress"
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/moverjob"
+	"github.com/snapflow/snapflow/internal/privilege"
 )
 
 // Hook lists, as recorded in status.hooks.results.
@@ -430,6 +432,17 @@ func (f *Function) jobHook(ctx context.Context, s *snapv1.Snapshot, list string,
 		if j.Spec.ActiveDeadlineSeconds == nil {
 			d := int64(hookTimeout(h.Timeout) / time.Second)
 			j.Spec.ActiveDeadlineSeconds = &d
+		}
+		// snapflow creates the Job, so it passes the gate every mover does.
+		if reasons := privilege.RunJob(&j.Spec.Template); len(reasons) > 0 {
+			allowed, err := runtime.PrivilegedAllowed(ctx, f.Client, s.Namespace)
+			if err != nil {
+				return false, "", false, err
+			}
+			if !allowed {
+				refused := &privilege.NotPermitted{Namespace: s.Namespace, Reasons: reasons}
+				return false, "runJob hook " + name + " was not created: " + refused.Error(), false, nil
+			}
 		}
 		if err := f.Client.Create(ctx, &j); err != nil && !apierrors.IsAlreadyExists(err) {
 			return false, "", false, fmt.Errorf("create hook job %s: %w", name, err)

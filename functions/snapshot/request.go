@@ -225,7 +225,10 @@ func (f *Function) requestAllowed(ctx context.Context, p *snapv1.SnapshotPolicy,
 			last = t
 		}
 	}
-	if lr := p.Status.LastRequest; lr != nil && lr.Event != key && lr.At.After(last) {
+	// A stamp from the future is not the function's (it stamps now, give or
+	// take replicas' clock skew): honouring it would let whoever wrote it
+	// turn requests off for good.
+	if lr := p.Status.LastRequest; lr != nil && lr.Event != key && lr.At.After(last) && !lr.At.After(f.now().Add(time.Minute)) {
 		last = lr.At.Time // claimed by a request whose Snapshots are not listed yet
 	}
 	if wait := interval - f.now().Sub(last); !last.IsZero() && wait > 0 {

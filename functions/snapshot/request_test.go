@@ -140,6 +140,22 @@ func TestSnapshotRequestEvents(t *testing.T) {
 	if err := f.claimRequest(ctx, &stale, "ci/pipeline 7"); err == nil || !events.IsClientError(err) {
 		t.Fatalf("a stale loser through claimRequest: %v, want a refusal", err)
 	}
+
+	// A stamp written into the future (status is writable by the
+	// namespace's mover account) does not turn requests off for good.
+	now = now.Add(2 * DefaultRequestInterval)
+	stamp()
+	var cur snapv1.SnapshotPolicy
+	if err := c.Get(ctx, client.ObjectKeyFromObject(pol), &cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Status.LastRequest = &snapv1.RequestStamp{Event: "forged", At: metav1.NewTime(now.AddDate(10, 0, 0))}
+	if err := c.Status().Update(ctx, &cur); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.claimRequest(ctx, &cur, "ci/pipeline 8"); err != nil {
+		t.Fatalf("a future stamp blocked a request: %v", err)
+	}
 	if err := f.requestAllowed(ctx, &p2, "ci/pipeline 3"); err != nil {
 		t.Fatalf("the winner's redelivery: %v", err)
 	}

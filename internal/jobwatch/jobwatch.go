@@ -39,17 +39,18 @@ func Live(j *batchv1.Job) bool {
 
 // PodMessage is the termination message of j's newest pod.
 func PodMessage(ctx context.Context, c client.Client, j *batchv1.Job) string {
-	msg, _ := TerminationMessage(ctx, c, j)
+	msg, _, _ := TerminationMessage(ctx, c, j, "")
 	return msg
 }
 
-// TerminationMessage is the termination message of j's latest pod, read
-// only from pods j controls: a pod that merely carries the job-name label
-// could have been made by anyone in the namespace.
-func TerminationMessage(ctx context.Context, c client.Client, j *batchv1.Job) (string, error) {
+// TerminationMessage is the termination message of j's latest pod (of its
+// container named container, any when ""), and whether that container
+// exited 0. It reads only pods j controls: a pod that merely carries the
+// job-name label could have been made by anyone in the namespace.
+func TerminationMessage(ctx context.Context, c client.Client, j *batchv1.Job, container string) (string, bool, error) {
 	var pods corev1.PodList
 	if err := c.List(ctx, &pods, client.InNamespace(j.Namespace), client.MatchingLabels{"job-name": j.Name}); err != nil {
-		return "", fmt.Errorf("list the pods of job %s: %w", j.Name, err)
+		return "", false, fmt.Errorf("list the pods of job %s: %w", j.Name, err)
 	}
 	var last *corev1.Pod
 	for i := range pods.Items {
@@ -62,14 +63,17 @@ func TerminationMessage(ctx context.Context, c client.Client, j *batchv1.Job) (s
 		}
 	}
 	if last == nil {
-		return "", nil
+		return "", false, nil
 	}
 	for _, cs := range last.Status.ContainerStatuses {
-		if t := cs.State.Terminated; t != nil && t.Message != "" {
-			return t.Message, nil
+		if container != "" && cs.Name != container {
+			continue
+		}
+		if t := cs.State.Terminated; t != nil && (t.Message != "" || container != "") {
+			return t.Message, t.ExitCode == 0, nil
 		}
 	}
-	return "", nil
+	return "", false, nil
 }
 
 // Wedged says whether no pod of j has started within its startup deadline,

@@ -30,7 +30,7 @@ const (
 	// ConfigDir is a memory-backed emptyDir: kopia's connection config
 	// holds the storage credentials and must not outlive the pod.
 	ConfigDir = "/etc/snapflow/kopia"
-	CADir          = "/etc/snapflow/ca"
+	CADir     = "/etc/snapflow/ca"
 )
 
 // Defaults from the reference: the mover identity and failure policy.
@@ -124,7 +124,7 @@ func escalations(p Params, job *batchv1.Job) []string {
 	if p.RepositoryHostTrusted && p.RepositoryHost != "" {
 		t.HostPaths = []string{p.RepositoryHost}
 	}
-	return privilege.Pod(&job.Spec.Template.Spec, t)
+	return append(privilege.Pod(&job.Spec.Template.Spec, t), privilege.Annotations(job.Spec.Template.Annotations)...)
 }
 
 func render(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {

@@ -191,4 +191,3 @@ func TestCacheVolume(t *testing.T) {
 		t.Fatalf("default capacity %v", pvc.Spec.Resources.Requests.Storage())
 	}
 }
-

@@ -8,6 +8,7 @@ package privilege
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -62,6 +63,11 @@ func Pod(spec *corev1.PodSpec, trusted Trusted) []string {
 		}
 	}
 	for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
+		for _, p := range c.Ports {
+			if p.HostPort != 0 {
+				r.add(fmt.Sprintf("container %s binds the node's port %d", c.Name, p.HostPort))
+			}
+		}
 		sc := c.SecurityContext
 		if sc == nil {
 			continue
@@ -100,6 +106,29 @@ func Pod(spec *corev1.PodSpec, trusted Trusted) []string {
 	return r
 }
 
+// RunJob lists what a runJob hook's pod needs the opt-in for.
+func RunJob(t *corev1.PodTemplateSpec) []string {
+	return append(Pod(&t.Spec, Trusted{}), Annotations(t.Annotations)...)
+}
+
+// Annotations lists the pod annotations that switch a confinement off:
+// the legacy AppArmor and seccomp keys, which the API server still turns
+// into the pod's fields.
+func Annotations(ann map[string]string) []string {
+	var r reasons
+	keys := slices.Sorted(maps.Keys(ann))
+	for _, k := range keys {
+		v := strings.ToLower(ann[k])
+		switch {
+		case strings.HasPrefix(k, "container.apparmor.security.beta.kubernetes.io/") && v == "unconfined":
+			r.add("annotation " + k + " runs without AppArmor")
+		case (k == "seccomp.security.alpha.kubernetes.io/pod" || strings.HasPrefix(k, "container.seccomp.security.alpha.kubernetes.io/")) && v == "unconfined":
+			r.add("annotation " + k + " runs without seccomp")
+		}
+	}
+	return r
+}
+
 // Mover lists what the mover settings of a policy or restore (m) or of a
 // repository (d, with hostPath the node path of a bare-path filesystem
 // backend on a namespaced Repository) need the opt-in for, on the pod those
@@ -110,7 +139,11 @@ func Mover(d *snapv1.MoverDefaults, m *snapv1.MoverSpec, hostPath string) []stri
 	if hostPath != "" {
 		spec.Volumes = []corev1.Volume{{Name: "repository", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: hostPath}}}}
 	}
-	return Pod(spec, Trusted{})
+	out := Pod(spec, Trusted{})
+	if d != nil {
+		out = append(out, Annotations(d.PodAnnotations)...)
+	}
+	return out
 }
 
 // safeSysctls are the namespaced sysctls Pod Security's baseline allows.

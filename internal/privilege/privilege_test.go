@@ -6,10 +6,10 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 )
-
 
 func TestMover(t *testing.T) {
 	uid := int64(1000)
@@ -71,6 +71,34 @@ func TestPodChecksEveryContainerAndTheHost(t *testing.T) {
 	}
 	if got := Pod(&corev1.PodSpec{Volumes: spec.Volumes}, Trusted{HostPaths: []string{"/srv"}}); len(got) != 0 {
 		t.Errorf("a trusted node path: %q", got)
+	}
+}
+
+// A runJob hook's pod is judged like a mover's, legacy annotations included.
+func TestRunJobAndAnnotations(t *testing.T) {
+	tpl := &corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+			"container.apparmor.security.beta.kubernetes.io/hook": "unconfined",
+			"seccomp.security.alpha.kubernetes.io/pod":            "Unconfined",
+			"example.com/harmless":                                "unconfined",
+		}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "hook", Ports: []corev1.ContainerPort{{ContainerPort: 80, HostPort: 8080}}}}},
+	}
+	got := RunJob(tpl)
+	for _, w := range []string{"node's port 8080", "apparmor.security.beta.kubernetes.io/hook runs without AppArmor", "seccomp.security.alpha.kubernetes.io/pod runs without seccomp"} {
+		if !slices.ContainsFunc(got, func(r string) bool { return strings.Contains(r, w) }) {
+			t.Errorf("reasons %q miss %q", got, w)
+		}
+	}
+	if len(got) != 3 {
+		t.Errorf("reasons %q: want exactly three", got)
+	}
+	if got := RunJob(&corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "hook", Ports: []corev1.ContainerPort{{ContainerPort: 80}}}}}}); len(got) != 0 {
+		t.Errorf("an ordinary hook pod: %q", got)
+	}
+	d := &snapv1.MoverDefaults{PodAnnotations: map[string]string{"container.apparmor.security.beta.kubernetes.io/mover": "unconfined"}}
+	if got := Mover(d, nil, ""); len(got) != 1 {
+		t.Errorf("moverDefaults.podAnnotations: %q", got)
 	}
 }
 

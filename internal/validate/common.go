@@ -289,6 +289,12 @@ func mover(m *snapv1.MoverSpec, restore bool) *apis.FieldError {
 // privilegedMoverWarning warns when a mover would be refused at run time for
 // want of the namespace opt-in; lk may be nil.
 func privilegedMoverWarning(ctx context.Context, lk Lookup, namespace string, reasons []string, r *Result) {
+	privilegeWarning(ctx, lk, namespace, "the mover", reasons, r)
+}
+
+// privilegeWarning warns that what (a mover, a runJob hook) would be
+// refused at run time for want of the namespace opt-in.
+func privilegeWarning(ctx context.Context, lk Lookup, namespace, what string, reasons []string, r *Result) {
 	if len(reasons) == 0 || lk == nil {
 		return
 	}
@@ -297,6 +303,6 @@ func privilegedMoverWarning(ctx context.Context, lk Lookup, namespace string, re
 		return
 	}
 	if v := ns.Annotations[wellknown.AnnotationPrivilegedMovers]; v != "true" {
-		r.Warn("the mover would run with elevated privileges (%s), but namespace %q lacks the annotation %s: \"true\", so each run will be refused with MoverPermitted=False; annotate the namespace or remove those settings", strings.Join(reasons, "; "), namespace, wellknown.AnnotationPrivilegedMovers)
+		r.Warn("%s would run with elevated privileges (%s), but namespace %q lacks the annotation %s: \"true\", so each run will be refused (MoverPermitted=False, or a failed hook); annotate the namespace or remove those settings", what, strings.Join(reasons, "; "), namespace, wellknown.AnnotationPrivilegedMovers)
 	}
 }

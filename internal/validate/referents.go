@@ -193,6 +193,13 @@ func PolicyReferents(ctx context.Context, lk Lookup, p, old *snapv1.SnapshotPoli
 		return r
 	}
 	privilegedMoverWarning(ctx, lk, p.Namespace, privilege.Mover(nil, p.Spec.Mover, ""), &r)
+	if h := p.Spec.Hooks; h != nil {
+		for i, hk := range append(append([]snapv1.Hook(nil), h.BeforeSnapshot...), h.AfterSnapshot...) {
+			if hk.RunJob != nil {
+				privilegeWarning(ctx, lk, p.Namespace, fmt.Sprintf("runJob hook %d", i), privilege.RunJob(&hk.RunJob.JobSpec.Template), &r)
+			}
+		}
+	}
 
 	// Resolve this policy's identity in each repository once.
 	ids := make([]identity.Identity, len(refs))

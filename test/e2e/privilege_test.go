@@ -67,6 +67,22 @@ spec:
 	})
 	noJobs(t, ns, wellknown.LabelSnapshot, "capable")
 
+	// A runJob hook is a pod snapflow creates too: same gate, same opt-in.
+	kubectl(t, policy(ns, "hooked", `  copyMethod: Direct
+  hooks:
+    beforeSnapshot:
+      - runJob: {jobSpec: {template: {spec: {containers: [{name: hook, image: busybox, command: [/bin/true], securityContext: {privileged: true}}]}}}}
+`), 0, "apply", "-f", "-")
+	kubectl(t, snapshotOf(ns, "hooked", "hooked"), 0, "create", "-f", "-")
+	hooked := waitSnapshot(t, ns, "hooked", snapv1.SnapshotFailed)
+	if f := hooked.Status.Failure; f == nil || f.Class != "HookFailed" || !strings.Contains(f.Message, "container hook is privileged") {
+		t.Fatalf("failure %+v, want the privileged runJob hook refused", hooked.Status.Failure)
+	}
+	var hookJobs batchv1.JobList
+	if err := env.Client.List(testContext(t), &hookJobs, client.InNamespace(ns), client.MatchingLabels{wellknown.LabelSnapshot: "hooked"}); err != nil || len(hookJobs.Items) != 0 {
+		t.Fatalf("the refused hook created %d Jobs (%v)", len(hookJobs.Items), err)
+	}
+
 	// The opt-in lets the root repository connect, with the hardened drop
 	// list kept for the capability-adding backup.
 	kubectl(t, nil, 0, "annotate", "namespace", ns, wellknown.AnnotationPrivilegedMovers+"=true")
