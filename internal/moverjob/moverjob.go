@@ -30,7 +30,10 @@ const (
 	// ConfigDir is a memory-backed emptyDir: kopia's connection config
 	// holds the storage credentials and must not outlive the pod.
 	ConfigDir = "/etc/snapflow/kopia"
-	CADir     = "/etc/snapflow/ca"
+	// TmpDir is not /tmp: the local node stand-in keeps its pods under /tmp
+	// and maps mount paths by prefix.
+	TmpDir = "/var/tmp"
+	CADir  = "/etc/snapflow/ca"
 )
 
 // Defaults from the reference: the mover identity and failure policy.
@@ -150,8 +153,12 @@ func render(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {
 		{Name: "work", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: p.Name}}}},
 		{Name: "cache", VolumeSource: CacheVolume(p.Cache, p.CacheClaim)},
 		{Name: "kopia-config", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: ptr(resource.MustParse("1Mi"))}}},
+		// The root filesystem is read-only; kopia spills large tree walks
+		// (verification, deletion) to temporary files.
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 	}
-	mounts := []corev1.VolumeMount{{Name: "work", MountPath: WorkDir, ReadOnly: true}, {Name: "cache", MountPath: CacheDir}, {Name: "kopia-config", MountPath: ConfigDir}}
+	mounts := []corev1.VolumeMount{{Name: "work", MountPath: WorkDir, ReadOnly: true}, {Name: "cache", MountPath: CacheDir},
+		{Name: "kopia-config", MountPath: ConfigDir}, {Name: "tmp", MountPath: TmpDir}}
 	if p.SourceClaim != "" {
 		vols = append(vols, corev1.Volume{Name: "source", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: p.SourceClaim, ReadOnly: p.SourceReadOnly}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: "source", MountPath: SourceDir, ReadOnly: p.SourceReadOnly})
@@ -191,6 +198,7 @@ func render(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {
 	}
 	env := []corev1.EnvVar{{Name: mover.EnvPassword, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 		LocalObjectReference: corev1.LocalObjectReference{Name: p.PasswordSecret}, Key: passKey}}}}
+	env = append(env, corev1.EnvVar{Name: "TMPDIR", Value: TmpDir})
 	var envFrom []corev1.EnvFromSource
 	if p.CredentialsSecret != "" {
 		envFrom = append(envFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: p.CredentialsSecret}}})

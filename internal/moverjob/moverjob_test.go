@@ -2,6 +2,7 @@ package moverjob
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -45,13 +46,35 @@ func TestBuildDefaults(t *testing.T) {
 		t.Errorf("container security context %+v", c.SecurityContext)
 	}
 	args := strings.Join(c.Args, " ")
-	for _, want := range []string{"mover", "--work " + WorkDir + "/work.json", "--source " + SourceDir, "--repository-root " + RepositoryRoot, "--cache-dir " + CacheDir} {
+	for _, want := range []string{"mover", "--work " + WorkDir + "/work.json", "--source " + SourceDir, "--repository-root " + RepositoryRoot, "--cache-dir " + CacheDir,
+		"--config-dir " + ConfigDir, "--termination-log " + corev1.TerminationMessagePathDefault} {
 		if !strings.Contains(args, want) {
 			t.Errorf("args %q lack %q", args, want)
 		}
 	}
 	if c.Env[0].Name != mover.EnvPassword || c.Env[0].ValueFrom.SecretKeyRef.Name != "pw" || c.Env[0].ValueFrom.SecretKeyRef.Key != mover.EnvPassword {
 		t.Errorf("password env %+v", c.Env[0])
+	}
+	// With a read-only root, kopia's config lives in memory and its
+	// temporary files in a volume of the pod's own.
+	mountedAt := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		mountedAt[m.MountPath] = m.Name
+	}
+	for _, v := range spec.Volumes {
+		switch v.Name {
+		case mountedAt[ConfigDir]:
+			if v.EmptyDir == nil || v.EmptyDir.Medium != corev1.StorageMediumMemory {
+				t.Errorf("kopia's config volume %+v, want a memory emptyDir", v.VolumeSource)
+			}
+		case mountedAt[TmpDir]:
+			if v.EmptyDir == nil {
+				t.Errorf("the temp volume %+v, want an emptyDir", v.VolumeSource)
+			}
+		}
+	}
+	if mountedAt[ConfigDir] == "" || mountedAt[TmpDir] == "" || !slices.Contains(c.Env, corev1.EnvVar{Name: "TMPDIR", Value: TmpDir}) {
+		t.Errorf("config and temp volumes or TMPDIR missing: mounts %v env %+v", mountedAt, c.Env)
 	}
 	var sawSource bool
 	for _, v := range spec.Volumes {
