@@ -92,6 +92,9 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 	if p.DeletionTimestamp != nil {
 		return nil // the policy cascade decides now
 	}
+	if p.Spec.Suspend {
+		return nil // a suspended recipe is skipped entirely: nothing is pruned
+	}
 	var list snapv1.SnapshotList
 	if err := f.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{wellknown.LabelConfig: name}); err != nil {
 		return err

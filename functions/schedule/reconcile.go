@@ -31,8 +31,11 @@ const (
 	reasonNoPolicy     = "PolicyNotFound"
 	reasonInvalid      = "InvalidSchedule"
 	reasonSuspended    = "Suspended"
-	reasonReplaced     = "ReplacedRun"
-	reasonNotInherited = "Ambiguous"
+	// reasonPolicySuspended: a slot passed without a run for a policy
+	// whose spec.suspend is true.
+	reasonPolicySuspended = "PolicySuspended"
+	reasonReplaced        = "ReplacedRun"
+	reasonNotInherited    = "Ambiguous"
 )
 
 // Reconcile fires whatever is due for one schedule and records the rest.
@@ -159,9 +162,14 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 			})
 		}
 	}
-	var minted, failed []string
+	var minted, failed, suspended []string
 	for i := range r.policies {
 		p := &r.policies[i]
+		if p.Spec.Suspend {
+			// A suspended recipe is skipped, not queued: its slots pass.
+			suspended = append(suspended, p.Name)
+			continue
+		}
 		base := expand.Base(s.Name, slot)
 		if s.Spec.PolicySelector != nil {
 			base = expand.Base(s.Name+"-"+p.Name, slot)
@@ -186,7 +194,10 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 		}
 		minted = append(minted, names...)
 	}
-	runtime.Log(ctx).Info("fired", "schedule", s.Namespace+"/"+s.Name, "slot", slot, "snapshots", minted)
+	if len(suspended) > 0 {
+		f.event(s, false, reasonPolicySuspended, "slot %s: skipped for suspended SnapshotPolicy %s (spec.suspend: true)", slot.UTC().Format(time.RFC3339), strings.Join(suspended, ", "))
+	}
+	runtime.Log(ctx).Info("fired", "schedule", s.Namespace+"/"+s.Name, "slot", slot, "snapshots", minted, "suspendedPolicies", suspended)
 	if len(minted) > 0 {
 		f.event(s, false, reasonFired, "slot %s: created %s", slot.UTC().Format(time.RFC3339), strings.Join(minted, ", "))
 	}
