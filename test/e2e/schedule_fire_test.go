@@ -50,18 +50,24 @@ func getSchedule(t *testing.T, ns, name string) *snapv1.SnapshotSchedule {
 	return &s
 }
 
+// hourlySchedule applies a SnapshotSchedule firing policy on the hour, UTC.
+func hourlySchedule(t *testing.T, ns, name, policy string) {
+	t.Helper()
+	kubectl(t, []byte(`
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotSchedule
+metadata: {name: `+name+`, namespace: `+ns+`}
+spec:
+  policyRef: {name: `+policy+`}
+  schedule: {cron: "0 * * * *", timezone: UTC}
+`), 0, "apply", "-f", "-")
+}
+
 func TestScheduleFiresOnceAndDeletingItKeepsTheData(t *testing.T) {
 	const ns = "schedule-fire"
 	backupNamespace(t, ns, 2, "")
 	kubectl(t, policy(ns, "app", "  copyMethod: Direct\n"), 0, "apply", "-f", "-")
-	kubectl(t, []byte(`
-apiVersion: kopiur.home-operations.com/v1alpha1
-kind: SnapshotSchedule
-metadata: {name: hourly, namespace: `+ns+`}
-spec:
-  policyRef: {name: app}
-  schedule: {cron: "0 * * * *", timezone: UTC}
-`), 0, "apply", "-f", "-")
+	hourlySchedule(t, ns, "hourly", "app")
 	t.Cleanup(func() { clock.Set(time.Time{}) })
 
 	// The first tick pins the next slot, and nothing is due yet.

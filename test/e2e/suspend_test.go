@@ -22,14 +22,7 @@ func TestSuspendedPolicyIsSkippedBySchedulesAndRetention(t *testing.T) {
 	}
 	kubectl(t, policy(ns, "app", "  copyMethod: Direct\n  suspend: true\n  retention: {keepLatest: 1}\n"), 0, "apply", "-f", "-")
 	resync(t, "retention")
-	kubectl(t, []byte(`
-apiVersion: kopiur.home-operations.com/v1alpha1
-kind: SnapshotSchedule
-metadata: {name: hourly, namespace: `+ns+`}
-spec:
-  policyRef: {name: app}
-  schedule: {cron: "0 * * * *", timezone: UTC}
-`), 0, "apply", "-f", "-")
+	hourlySchedule(t, ns, "hourly", "app")
 	t.Cleanup(func() { clock.Set(time.Time{}) })
 	tick(t, "ps1")
 	next := getSchedule(t, ns, "hourly").Status.NextSchedule
