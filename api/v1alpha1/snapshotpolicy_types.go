@@ -194,7 +194,8 @@ type Upload struct {
 	MaxParallelSnapshots *int32 `json:"maxParallelSnapshots,omitempty"`
 	// +optional
 	MaxParallelFileReads *int32 `json:"maxParallelFileReads,omitempty"`
-	// LimitMb caps the upload rate in megabytes per second.
+	// LimitMb aborts the snapshot after this many MB uploaded, as kopia's
+	// --upload-limit-mb does (unlimited when unset).
 	// +optional
 	LimitMb *int32 `json:"limitMb,omitempty"`
 }

@@ -307,3 +307,35 @@ func keysStayOffTheCache(t *testing.T, backend kopia.Backend, secret string) {
 		t.Fatalf("walk the cache: %d files, %v", files, err)
 	}
 }
+
+// upload.limitMb is kopia's --upload-limit-mb: the upload stops after that
+// much and no snapshot is saved; a run without the limit then completes.
+func TestUploadLimitAbortsTheSnapshot(t *testing.T) {
+	ctx := context.Background()
+	b := kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: filepath.Join(t.TempDir(), "repo")}}
+	r, err := kopia.Open(ctx, kopia.OpenOptions{Backend: b, Password: "pw", Create: &kopia.CreateOptions{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	data := t.TempDir()
+	for i := range 4 {
+		buf := make([]byte, 1<<20) // incompressible, so each file writes its size
+		if _, err := rand.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(data, fmt.Sprintf("f%d", i)), buf, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = r.Snapshot(ctx, kopia.SnapshotRequest{Dir: data, Source: src, Policy: kopia.Policy{UploadLimitMB: 1}})
+	if kopia.ClassOf(err) != kopia.ClassUploadLimit {
+		t.Fatalf("4 MB under a 1 MB limit: class %s (%v)", kopia.ClassOf(err), err)
+	}
+	if list, err := r.List(ctx, &src); err != nil || len(list) != 0 {
+		t.Fatalf("an aborted upload saved %d snapshots (%v)", len(list), err)
+	}
+	if _, err := r.Snapshot(ctx, kopia.SnapshotRequest{Dir: data, Source: src}); err != nil {
+		t.Fatalf("without the limit: %v", err)
+	}
+}

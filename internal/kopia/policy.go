@@ -25,7 +25,8 @@ type Policy struct {
 	FailFast                 bool     `json:"failFast,omitempty"`
 	MaxParallelFileReads     int      `json:"maxParallelFileReads,omitempty"`
 	MaxParallelSnapshots     int      `json:"maxParallelSnapshots,omitempty"`
-	// UploadLimitMB caps the upload rate in megabytes per second.
+	// UploadLimitMB stops the upload after this many MB (kopia's
+	// --upload-limit-mb): the run fails and saves no snapshot.
 	UploadLimitMB int `json:"uploadLimitMb,omitempty"`
 }
 

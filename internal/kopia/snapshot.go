@@ -159,6 +159,8 @@ func (r *Repo) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResul
 		u := upload.NewUploader(w)
 		u.Progress = prog
 		u.FailFast = req.Policy.FailFast
+		// kopia's --upload-limit-mb: stop once this much is written.
+		u.MaxUploadBytes = int64(req.Policy.UploadLimitMB) << 20
 		// The prefetch walks until here: the lookups above leave a core idle too.
 		entry := req.Prefetch.source(dir)
 		man, err := u.Upload(logging.WithAdditionalLogger(ctx, counter.loggers), entry, tree, si, previous...)
@@ -174,6 +176,12 @@ func (r *Repo) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResul
 		res.Start, res.End = man.StartTime.ToTime(), man.EndTime.ToTime()
 		res.Incomplete = man.IncompleteReason
 		res.Stats = prog.stats(man)
+		if man.IncompleteReason == upload.IncompleteReasonLimitReached {
+			// No manifest: an incomplete tree is not a restore point. What
+			// was uploaded stays as content the next run need not send.
+			return &Error{Class: ClassUploadLimit, Err: fmt.Errorf("the upload of %s stopped after %d MB, the limit spec.upload.limitMb sets, before the snapshot was complete (%d bytes new); raise the limit or remove it, and the next run sends only what is still missing",
+				req.Dir, req.Policy.UploadLimitMB, res.Stats.BytesNew)}
+		}
 		if ds := man.RootEntry.DirSummary; ds != nil {
 			res.IgnoredErrors = int64(ds.IgnoredErrorCount)
 			if ds.FatalErrorCount > 0 {

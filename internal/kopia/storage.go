@@ -126,7 +126,10 @@ const (
 	// owner may not touch (another namespace's, in a shared repository).
 	ClassSourceNotAllowed = "SourceNotAllowed"
 	ClassPartial          = "PartialSnapshot"
-	ClassInternal         = "Internal"
+	// ClassUploadLimit: the run stopped at upload.limitMb before the
+	// snapshot was whole, as kopia's --upload-limit-mb does.
+	ClassUploadLimit = "UploadLimitReached"
+	ClassInternal    = "Internal"
 )
 
 // Error is an engine error with a class and whether a retry may help.

@@ -232,9 +232,6 @@ func run(ctx context.Context, o Options, start time.Time) (string, error) {
 	case OpSnapshot:
 		s := w.Snapshot
 		open.Username, open.Hostname = s.Source.Username, s.Source.Hostname
-		if s.Policy.UploadLimitMB > 0 {
-			open.UploadBytesPerSecond = float64(s.Policy.UploadLimitMB) * 1e6
-		}
 		// List the source while the repository opens (key derivation
 		// keeps one core busy); the snapshot takes over what is listed.
 		pf := kopia.StartPrefetch(o.SourceDir)

@@ -57,7 +57,7 @@ func SnapshotPolicy(p *snapv1.SnapshotPolicy, opts Options) Result {
 	}
 	if u := s.Upload; u != nil {
 		if u.LimitMb != nil && *u.LimitMb < 1 {
-			r.Also(fieldErr("spec.upload.limitMb", "must be at least 1 megabyte per second (got %d); remove it for no limit", *u.LimitMb))
+			r.Also(fieldErr("spec.upload.limitMb", "must be at least 1 MB, the most a run uploads before it is aborted (got %d); remove it for no limit", *u.LimitMb))
 		}
 		r.Also(minCount("spec.upload.maxParallelSnapshots", u.MaxParallelSnapshots), minCount("spec.upload.maxParallelFileReads", u.MaxParallelFileReads))
 	}

@@ -263,7 +263,7 @@ func TestSnapshotPolicyRules(t *testing.T) {
 		}, "spec.hooks.afterSnapshot[0].httpRequest.headers[0].name", "one auth source", admission},
 		{"rule 25: limitMb", func(p *snapv1.SnapshotPolicy) {
 			p.Spec.Upload = &snapv1.Upload{LimitMb: ptr.To[int32](0)}
-		}, "spec.upload.limitMb", "at least 1 megabyte", admission},
+		}, "spec.upload.limitMb", "at least 1 MB", admission},
 		{"rule 26: snapshot inheritance on a policy", func(p *snapv1.SnapshotPolicy) {
 			p.Spec.Mover = &snapv1.MoverSpec{InheritSecurityContextFrom: &snapv1.InheritSecurityContextFrom{Snapshot: &snapv1.Empty{}}}
 		}, "spec.mover.inheritSecurityContextFrom.snapshot", "restore-only", admission},
