@@ -193,7 +193,23 @@ func RepositoryWork(ref snapv1.RepositoryRef, obj client.Object, spec *snapv1.Re
 		ann = obj.GetAnnotations()
 	}
 	return mover.Repository{Kind: string(ref.Kind), Name: ref.Name, Backend: b, Create: createOptions(spec), HasCA: m.CABundle != nil,
-		NamespaceBound: identity.NamespaceBound(ref.Kind, ann)}, m, nil
+		NamespaceBound: identity.NamespaceBound(ref.Kind, ann), Throttle: throttleOf(spec.MoverDefaults)}, m, nil
+}
+
+// throttleOf is moverDefaults.throttle for the engine; nil when unset.
+func throttleOf(d *snapv1.MoverDefaults) *kopia.Throttle {
+	if d == nil || d.Throttle == nil {
+		return nil
+	}
+	f := func(v *int64) float64 {
+		if v == nil {
+			return 0
+		}
+		return float64(*v)
+	}
+	t := d.Throttle
+	return &kopia.Throttle{UploadBytesPerSecond: f(t.UploadBytesPerSecond), DownloadBytesPerSecond: f(t.DownloadBytesPerSecond),
+		ReadsPerSecond: f(t.ReadOpsPerSecond), WritesPerSecond: f(t.WriteOpsPerSecond)}
 }
 
 // resolveIdentity is the kopia identity of policy p's source in repository r.

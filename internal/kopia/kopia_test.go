@@ -339,3 +339,26 @@ func TestUploadLimitAbortsTheSnapshot(t *testing.T) {
 		t.Fatalf("without the limit: %v", err)
 	}
 }
+
+// moverDefaults.throttle reaches kopia's storage throttler: the limits are
+// in the connection config the repository is opened from.
+func TestThrottleReachesTheStorage(t *testing.T) {
+	ctx := context.Background()
+	config := t.TempDir()
+	b := kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: filepath.Join(t.TempDir(), "repo")}}
+	r, err := kopia.Open(ctx, kopia.OpenOptions{Backend: b, Password: "pw", Create: &kopia.CreateOptions{}, ConfigDir: config,
+		Throttle: kopia.Throttle{UploadBytesPerSecond: 5e6, DownloadBytesPerSecond: 7e6, ReadsPerSecond: 11, WritesPerSecond: 13}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	cfg, err := os.ReadFile(filepath.Join(config, "repository.config"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"maxUploadSpeedBytesPerSecond":5000000`, `"maxDownloadSpeedBytesPerSecond":7000000`, `"readsPerSecond":11`, `"writesPerSecond":13`} {
+		if !bytes.Contains(cfg, []byte(want)) {
+			t.Errorf("connection config lacks %s: %s", want, cfg)
+		}
+	}
+}

@@ -48,8 +48,8 @@ type OpenOptions struct {
 	// its credentials; a private temp dir when empty. It is never WorkDir:
 	// a Persistent cache is a PVC that outlives the run.
 	ConfigDir string
-	// UploadBytesPerSecond throttles writes to storage; 0 is unlimited.
-	UploadBytesPerSecond float64
+	// Throttle limits IO against storage; zero fields are unlimited.
+	Throttle Throttle
 	// ContentCacheMB and MetadataCacheMB bound the local caches (DefaultCacheMB when 0).
 	ContentCacheMB, MetadataCacheMB int64
 	// ReadOnly opens the repository without write access.
@@ -71,6 +71,15 @@ type OpenOptions struct {
 // SourceGuard says why a snapshot of src is not this session's to touch,
 // or nil when it is.
 type SourceGuard func(src Source) error
+
+// Throttle is a repository's moverDefaults.throttle, as kopia's storage
+// throttler takes it.
+type Throttle struct {
+	UploadBytesPerSecond   float64 `json:"uploadBytesPerSecond,omitempty"`
+	DownloadBytesPerSecond float64 `json:"downloadBytesPerSecond,omitempty"`
+	ReadsPerSecond         float64 `json:"readsPerSecond,omitempty"`
+	WritesPerSecond        float64 `json:"writesPerSecond,omitempty"`
+}
 
 // Repo is an open kopia repository.
 type Repo struct {
@@ -111,7 +120,8 @@ func Open(ctx context.Context, o OpenOptions) (*Repo, error) {
 	if err := os.Remove(filepath.Join(r.workDir, "repository.config")); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fail(classify(fmt.Errorf("remove an old kopia config from the cache: %w", err)))
 	}
-	limits := throttling.Limits{UploadBytesPerSecond: o.UploadBytesPerSecond}
+	limits := throttling.Limits{UploadBytesPerSecond: o.Throttle.UploadBytesPerSecond, DownloadBytesPerSecond: o.Throttle.DownloadBytesPerSecond,
+		ReadsPerSecond: o.Throttle.ReadsPerSecond, WritesPerSecond: o.Throttle.WritesPerSecond}
 	st, err := o.Backend.storage(ctx, o.Create != nil, limits)
 	if err != nil {
 		return fail(err)

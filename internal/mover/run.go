@@ -308,6 +308,9 @@ func openOptions(o Options) (kopia.OpenOptions, error) {
 		Password: o.Getenv(EnvPassword), WorkDir: o.CacheDir, ConfigDir: o.ConfigDir,
 		ContentCacheMB: w.ContentCacheMB, MetadataCacheMB: w.MetadataCacheMB,
 	}
+	if t := w.Repository.Throttle; t != nil {
+		open.Throttle = *t
+	}
 	if open.Password == "" {
 		return open, &kopia.Error{Class: kopia.ClassInvalidConfig, Err: fmt.Errorf("%s is empty: the Secret named by spec.encryption.passwordSecretRef has no value under that key", EnvPassword)}
 	}

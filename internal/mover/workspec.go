@@ -60,6 +60,8 @@ type Repository struct {
 	// its target's namespace (each member's, in a delete batch), whatever
 	// ids the spec names.
 	NamespaceBound bool `json:"namespaceBound,omitempty"`
+	// Throttle is the repository's moverDefaults.throttle.
+	Throttle *kopia.Throttle `json:"throttle,omitempty"`
 }
 
 // SnapshotWork is what to back up and how.

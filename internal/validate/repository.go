@@ -348,6 +348,14 @@ func moverDefaults(md *snapv1.MoverDefaults, s *snapv1.RepositorySpec) Result {
 	if md.Cache != nil {
 		r.Also(moverCache(md.Cache).ViaField("spec.moverDefaults.cache"))
 	}
+	if t := md.Throttle; t != nil {
+		for name, v := range map[string]*int64{"uploadBytesPerSecond": t.UploadBytesPerSecond, "downloadBytesPerSecond": t.DownloadBytesPerSecond,
+			"readOpsPerSecond": t.ReadOpsPerSecond, "writeOpsPerSecond": t.WriteOpsPerSecond} {
+			if v != nil && *v < 1 {
+				r.Also(fieldErr("spec.moverDefaults.throttle."+name, "must be at least 1 (got %d): kopia treats an absent field, not 0, as no limit; remove it for no limit", *v))
+			}
+		}
+	}
 	if fs := s.Backend.Filesystem; fs != nil && fs.Volume != nil && fs.Volume.NFS != nil && md.PodSecurityContext != nil && md.PodSecurityContext.FSGroup != nil && len(md.PodSecurityContext.SupplementalGroups) == 0 {
 		r.Warn("NFS filesystem repository: fsGroup is ignored on NFS; grant the mover write access via moverDefaults.podSecurityContext.supplementalGroups (the export's group) instead")
 	}

@@ -110,6 +110,14 @@ func TestRepositoryRules(t *testing.T) {
 			s.Seed = &snapv1.Seed{From: snapv1.SeedFrom{Backend: &snapv1.Backend{S3: &snapv1.S3Backend{Bucket: "old-backups"}}}}
 		}, "spec.seed.from.backend.s3.auth", "needs credentials"},
 		{"password namespace on a Repository", func(s *snapv1.RepositorySpec) { s.Encryption.PasswordSecretRef.Namespace = "other" }, "spec.encryption.passwordSecretRef.namespace", "its own namespace"},
+		{"throttle of 0", func(s *snapv1.RepositorySpec) {
+			zero := int64(0)
+			s.MoverDefaults = &snapv1.MoverDefaults{Throttle: &snapv1.Throttle{UploadBytesPerSecond: &zero}}
+		}, "spec.moverDefaults.throttle.uploadBytesPerSecond", "absent field, not 0"},
+		{"throttle set", func(s *snapv1.RepositorySpec) {
+			rate := int64(5 << 20)
+			s.MoverDefaults = &snapv1.MoverDefaults{Throttle: &snapv1.Throttle{UploadBytesPerSecond: &rate, ReadOpsPerSecond: &rate}}
+		}, "", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
