@@ -64,7 +64,7 @@ func TestReleaseFinishedTrustsOnlyTheBatchPod(t *testing.T) {
 		terminated("forged", false, mover.FormatDeleted([]int{0, 1, 2}), now.Add(time.Minute)),
 	).Build()
 	f := &Function{Client: c}
-	pool := map[types.UID]bool{"ua": true, "ub": true, "new-uc": true}
+	pool := map[types.UID]*snapv1.Snapshot{"ua": snap("a", "ua"), "ub": snap("b", "ub"), "new-uc": snap("c", "new-uc")}
 	ref := snapv1.RepositoryRef{Kind: snapv1.KindRepository, Namespace: "app", Name: "primary"}
 	released, err := f.releaseFinished(ctx, job, pool, ref)
 	if err != nil {
@@ -96,7 +96,7 @@ func TestReleaseFinishedNeedsACleanExit(t *testing.T) {
 	s := &snapv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "a", UID: "ua", DeletionTimestamp: &now, Finalizers: []string{wellknown.FinalizerSnapshotCleanup}}}
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(pod, s).Build()
 	f := &Function{Client: c}
-	released, err := f.releaseFinished(ctx, job, map[types.UID]bool{"ua": true}, snapv1.RepositoryRef{Kind: snapv1.KindRepository, Namespace: "app", Name: "primary"})
+	released, err := f.releaseFinished(ctx, job, map[types.UID]*snapv1.Snapshot{"ua": s}, snapv1.RepositoryRef{Kind: snapv1.KindRepository, Namespace: "app", Name: "primary"})
 	if err != nil || len(released) != 0 {
 		t.Fatalf("released %v (%v), want nothing", released, err)
 	}

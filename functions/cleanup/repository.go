@@ -151,9 +151,9 @@ func (f *Function) reconcileRepository(ctx context.Context, ref snapv1.Repositor
 	if err != nil {
 		return err
 	}
-	pool := map[types.UID]bool{}
+	pool := map[types.UID]*snapv1.Snapshot{}
 	for _, s := range members {
-		pool[s.UID] = true
+		pool[s.UID] = s
 	}
 	batch, released, err := f.settleBatch(ctx, repo, pool)
 	if err != nil {
@@ -360,7 +360,7 @@ func leaseName(repo *repoState) string { return "snapflow-delete-" + poolKey(rep
 
 // settleBatch looks at the repository's batch Job: it returns the Job while
 // one runs; once it finished it removes it and frees the Lease.
-func (f *Function) settleBatch(ctx context.Context, repo *repoState, pool map[types.UID]bool) (*batchv1.Job, map[types.UID]bool, error) {
+func (f *Function) settleBatch(ctx context.Context, repo *repoState, pool map[types.UID]*snapv1.Snapshot) (*batchv1.Job, map[types.UID]bool, error) {
 	if repo.missing {
 		return nil, nil, nil
 	}
@@ -419,7 +419,9 @@ func (f *Function) settleBatch(ctx context.Context, repo *repoState, pool map[ty
 // pod reported them in its termination message, matched against the work
 // spec this function wrote. A Snapshot's status is never enough: any pod
 // with its namespace's mover account can write it.
-func (f *Function) releaseFinished(ctx context.Context, job *batchv1.Job, pool map[types.UID]bool, ref snapv1.RepositoryRef) (map[types.UID]bool, error) {
+// pool holds the repository's deleting Snapshots, just listed; release
+// re-reads each before it removes the finalizer.
+func (f *Function) releaseFinished(ctx context.Context, job *batchv1.Job, pool map[types.UID]*snapv1.Snapshot, ref snapv1.RepositoryRef) (map[types.UID]bool, error) {
 	msg, exited0, err := jobwatch.TerminationMessage(ctx, f.Client, job, "mover")
 	if err != nil {
 		return nil, err
@@ -445,21 +447,24 @@ func (f *Function) releaseFinished(ctx context.Context, job *batchv1.Job, pool m
 		return nil, nil
 	}
 	released := map[types.UID]bool{}
+	allowed := map[string]bool{} // by namespace: one access check each
 	for _, i := range done {
 		m := members[i]
-		var s snapv1.Snapshot
-		if err := f.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Name}, &s); apierrors.IsNotFound(err) {
-			continue
-		} else if err != nil {
-			return nil, err
-		}
 		// Only a deleting member of this repository's pool, and one its
 		// namespace may use: the work spec is not proof of either.
-		if string(s.UID) != m.UID || s.DeletionTimestamp == nil || !pool[s.UID] || snapshot.AccessProblem(ctx, f.Client, s.Namespace, ref) != "" {
+		s, ok := pool[types.UID(m.UID)]
+		if !ok || s.Namespace != m.Namespace || s.Name != m.Name {
 			continue
 		}
-		id := m.SnapshotID
-		if err := f.release(ctx, &s, deletion.ReasonDeleted, "kopia snapshot "+id+" deleted by batch job "+job.Name); err != nil {
+		may, checked := allowed[s.Namespace]
+		if !checked {
+			may = snapshot.AccessProblem(ctx, f.Client, s.Namespace, ref) == ""
+			allowed[s.Namespace] = may
+		}
+		if !may {
+			continue
+		}
+		if err := f.release(ctx, s, deletion.ReasonDeleted, "kopia snapshot "+m.SnapshotID+" deleted by batch job "+job.Name); err != nil {
 			return nil, err
 		}
 		released[s.UID] = true
@@ -520,7 +525,7 @@ func (f *Function) startBatch(ctx context.Context, repo *repoState, ready []*sna
 		PasswordSecret: repo.spec.Encryption.PasswordSecretRef.Name, PasswordKey: repo.spec.Encryption.PasswordSecretRef.Key,
 		CredentialsSecret: mounts.Credentials, CABundle: mounts.CABundle,
 		RepositoryClaim: mounts.RepoClaim, RepositoryNFS: mounts.RepoNFS, RepositoryHost: mounts.HostPath,
-		RepositoryHostTrusted: repo.ref.Kind == snapv1.KindClusterRepository,
+		RepositoryHostTrusted: mounts.HostTrusted,
 		Defaults:              repo.spec.MoverDefaults,
 	}
 	job, cm, err := runtime.BuildMoverJob(ctx, f.Client, params)

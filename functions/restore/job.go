@@ -58,7 +58,7 @@ func (f *Function) build(ctx context.Context, rs *snapv1.Restore, res *resolutio
 		// A restore's cache is its own (never a backup's Persistent one).
 		SourceClaim: pvc, SourceReadOnly: false, Cache: c,
 		RepositoryClaim: mounts.RepoClaim, RepositoryNFS: mounts.RepoNFS, RepositoryHost: mounts.HostPath,
-		RepositoryHostTrusted: repo.Ref.Kind == snapv1.KindClusterRepository,
+		RepositoryHostTrusted: mounts.HostTrusted,
 		Mover:                 mv, Defaults: repo.Spec.MoverDefaults, FailurePolicy: rs.Spec.FailurePolicy,
 	})
 }

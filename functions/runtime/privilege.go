@@ -14,14 +14,23 @@ import (
 	"github.com/snapflow/snapflow/internal/privilege"
 )
 
-// PrivilegedAllowed reads namespace ns's privileged-movers opt-in from the
-// API server, not a cache: it decides whether a pod may run as root.
-func PrivilegedAllowed(ctx context.Context, c client.Client, ns string) (bool, error) {
+// Permit decides whether a pod that needs reasons (privilege.Pod's list)
+// may run in namespace ns: nil when it may, a *privilege.NotPermitted when
+// the namespace has not opted in. The opt-in is read from the API server,
+// not a cache, and only when there are reasons: it decides whether a pod
+// may run as root.
+func Permit(ctx context.Context, c client.Client, ns string, reasons []string) error {
+	if len(reasons) == 0 {
+		return nil
+	}
 	var obj corev1.Namespace
 	if err := c.Get(ctx, client.ObjectKey{Name: ns}, &obj); err != nil {
-		return false, fmt.Errorf("read namespace %s for its %s opt-in: %w", ns, wellknown.AnnotationPrivilegedMovers, err)
+		return fmt.Errorf("read namespace %s for its %s opt-in: %w", ns, wellknown.AnnotationPrivilegedMovers, err)
 	}
-	return obj.Annotations[wellknown.AnnotationPrivilegedMovers] == "true", nil
+	if obj.Annotations[wellknown.AnnotationPrivilegedMovers] != "true" {
+		return &privilege.NotPermitted{Namespace: ns, Reasons: reasons}
+	}
+	return nil
 }
 
 // BuildMoverJob builds a mover Job through the privilege gate, asking the
@@ -29,14 +38,11 @@ func PrivilegedAllowed(ctx context.Context, c client.Client, ns string) (bool, e
 // does not allow comes back as a *privilege.NotPermitted error.
 func BuildMoverJob(ctx context.Context, c client.Client, p moverjob.Params) (*batchv1.Job, *corev1.ConfigMap, error) {
 	job, cm, err := moverjob.Build(p)
-	if !errors.Is(err, privilege.ErrNotPermitted) || p.PrivilegedAllowed {
+	var refused *privilege.NotPermitted
+	if !errors.As(err, &refused) || p.PrivilegedAllowed {
 		return job, cm, err
 	}
-	allowed, lerr := PrivilegedAllowed(ctx, c, p.Namespace)
-	if lerr != nil {
-		return nil, nil, lerr
-	}
-	if !allowed {
+	if err := Permit(ctx, c, p.Namespace, refused.Reasons); err != nil {
 		return nil, nil, err
 	}
 	p.PrivilegedAllowed = true

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -434,15 +435,10 @@ func (f *Function) jobHook(ctx context.Context, s *snapv1.Snapshot, list string,
 			j.Spec.ActiveDeadlineSeconds = &d
 		}
 		// snapflow creates the Job, so it passes the gate every mover does.
-		if reasons := privilege.RunJob(&j.Spec.Template); len(reasons) > 0 {
-			allowed, err := runtime.PrivilegedAllowed(ctx, f.Client, s.Namespace)
-			if err != nil {
-				return false, "", false, err
-			}
-			if !allowed {
-				refused := &privilege.NotPermitted{Namespace: s.Namespace, Reasons: reasons}
-				return false, "runJob hook " + name + " was not created: " + refused.Error(), false, nil
-			}
+		if err := runtime.Permit(ctx, f.Client, s.Namespace, privilege.RunJob(&j.Spec.Template)); errors.Is(err, privilege.ErrNotPermitted) {
+			return false, "runJob hook " + name + " was not created: " + err.Error(), false, nil
+		} else if err != nil {
+			return false, "", false, err
 		}
 		if err := f.Client.Create(ctx, &j); err != nil && !apierrors.IsAlreadyExists(err) {
 			return false, "", false, fmt.Errorf("create hook job %s: %w", name, err)

@@ -73,7 +73,7 @@ func (f *Function) syncPin(ctx context.Context, s *snapv1.Snapshot) error {
 		PasswordSecret: repo.Spec.Encryption.PasswordSecretRef.Name, PasswordKey: repo.Spec.Encryption.PasswordSecretRef.Key,
 		CredentialsSecret: mounts.Credentials, CABundle: mounts.CABundle,
 		RepositoryClaim: mounts.RepoClaim, RepositoryNFS: mounts.RepoNFS, RepositoryHost: mounts.HostPath,
-		RepositoryHostTrusted: repo.Ref.Kind == snapv1.KindClusterRepository,
+		RepositoryHostTrusted: mounts.HostTrusted,
 		Defaults:              repo.Spec.MoverDefaults, ActiveDeadline: 600,
 	})
 	msg := ""

@@ -226,7 +226,7 @@ func (f *Function) plan(ctx context.Context, s *snapv1.Snapshot) (*runPlan, *gat
 	}
 	p.podSC, p.sc = privilege.SecurityContexts(repo.Spec.MoverDefaults, pol.Spec.Mover)
 	host := ""
-	if repo.Ref.Kind != snapv1.KindClusterRepository {
+	if !p.mounts.HostTrusted {
 		host = p.mounts.HostPath
 	}
 	p.escalations = privilege.Mover(repo.Spec.MoverDefaults, pol.Spec.Mover, host)
@@ -331,7 +331,7 @@ func (f *Function) createJob(ctx context.Context, s *snapv1.Snapshot, p *runPlan
 		CredentialsSecret: p.mounts.Credentials, CABundle: p.mounts.CABundle,
 		SourceClaim: claim, SourceReadOnly: readOnly,
 		RepositoryClaim: p.mounts.RepoClaim, RepositoryNFS: p.mounts.RepoNFS, RepositoryHost: p.mounts.HostPath,
-		RepositoryHostTrusted: p.repo.Ref.Kind == snapv1.KindClusterRepository, PrivilegedAllowed: p.privilegedAllowed,
+		RepositoryHostTrusted: p.mounts.HostTrusted, PrivilegedAllowed: p.privilegedAllowed,
 		Mover: p.policy.Spec.Mover, Defaults: p.repo.Spec.MoverDefaults, FailurePolicy: s.Spec.FailurePolicy,
 	}
 	job, cm, err := moverjob.Build(params)

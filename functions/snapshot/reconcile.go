@@ -108,18 +108,13 @@ func (f *Function) start(ctx context.Context, s *snapv1.Snapshot) error {
 		}
 		return f.hold(ctx, s, gate{cond: wellknown.ConditionReady, reason: ReasonWaitingForRepository, message: msg})
 	}
-	if len(plan.escalations) > 0 {
-		// Before hooks or staging: a refused run must not freeze the app.
-		allowed, err := runtime.PrivilegedAllowed(ctx, f.Client, s.Namespace)
-		if err != nil {
-			return err
-		}
-		if !allowed {
-			refused := &privilege.NotPermitted{Namespace: s.Namespace, Reasons: plan.escalations}
-			return f.hold(ctx, s, gate{cond: wellknown.ConditionMoverPermitted, reason: ReasonNotPermitted, message: refused.Error()})
-		}
-		plan.privilegedAllowed = true
+	// Before hooks or staging: a refused run must not freeze the app.
+	if err := runtime.Permit(ctx, f.Client, s.Namespace, plan.escalations); errors.Is(err, privilege.ErrNotPermitted) {
+		return f.hold(ctx, s, gate{cond: wellknown.ConditionMoverPermitted, reason: ReasonNotPermitted, message: err.Error()})
+	} else if err != nil {
+		return err
 	}
+	plan.privilegedAllowed = len(plan.escalations) > 0
 	jobName := moverjob.Name(s.Name, string(s.UID))
 	var existing batchv1.Job
 	err = f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: jobName}, &existing)

@@ -137,7 +137,7 @@ func (f *Function) startBootstrap(ctx context.Context, r *RepositoryObject, jobN
 		PasswordSecret: r.Spec.Encryption.PasswordSecretRef.Name, PasswordKey: r.Spec.Encryption.PasswordSecretRef.Key,
 		CredentialsSecret: mounts.Credentials, CABundle: mounts.CABundle,
 		RepositoryClaim: mounts.RepoClaim, RepositoryNFS: mounts.RepoNFS, RepositoryHost: mounts.HostPath,
-		RepositoryHostTrusted: r.Ref.Kind == snapv1.KindClusterRepository,
+		RepositoryHostTrusted: mounts.HostTrusted,
 		Defaults:              r.Spec.MoverDefaults, ActiveDeadline: moverjob.BootstrapActiveDeadline,
 	}
 	if b := r.Spec.Bootstrap; b != nil {

@@ -157,9 +157,12 @@ func backendFor(spec *snapv1.RepositorySpec) (kopia.Backend, JobMounts, error) {
 
 // JobMounts is what a mover Job mounts or injects to reach a repository.
 type JobMounts struct {
-	RepoClaim   string
-	RepoNFS     *snapv1.NFSExport
-	HostPath    string
+	RepoClaim string
+	RepoNFS   *snapv1.NFSExport
+	HostPath  string
+	// HostTrusted says HostPath is a ClusterRepository's, chosen by the
+	// cluster's administrator: it needs no namespace opt-in.
+	HostTrusted bool
 	Credentials string
 	CABundle    *snapv1.ConfigMapKeyRef
 }
@@ -188,6 +191,7 @@ func RepositoryWork(ref snapv1.RepositoryRef, obj client.Object, spec *snapv1.Re
 	if err != nil {
 		return mover.Repository{}, m, err
 	}
+	m.HostTrusted = m.HostPath != "" && ref.Kind == snapv1.KindClusterRepository
 	var ann map[string]string
 	if obj != nil {
 		ann = obj.GetAnnotations()

@@ -76,7 +76,7 @@ func (f *Function) build(ctx context.Context, p *snapv1.SnapshotPolicy, ref snap
 		PasswordSecret: repo.Spec.Encryption.PasswordSecretRef.Name, PasswordKey: repo.Spec.Encryption.PasswordSecretRef.Key,
 		CredentialsSecret: mounts.Credentials, CABundle: mounts.CABundle, Scratch: scratch,
 		RepositoryClaim: mounts.RepoClaim, RepositoryNFS: mounts.RepoNFS, RepositoryHost: mounts.HostPath,
-		RepositoryHostTrusted: ref.Kind == snapv1.KindClusterRepository,
+		RepositoryHostTrusted: mounts.HostTrusted,
 		Mover:                 p.Spec.Mover, Defaults: repo.Spec.MoverDefaults,
 	})
 	return job, cm, err

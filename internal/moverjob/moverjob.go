@@ -113,15 +113,6 @@ func Build(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {
 	return job, cm, nil
 }
 
-// Escalations lists what in the run's pod needs the namespace's opt-in.
-func Escalations(p Params) ([]string, error) {
-	job, _, err := render(p)
-	if err != nil {
-		return nil, err
-	}
-	return escalations(p, job), nil
-}
-
 func escalations(p Params, job *batchv1.Job) []string {
 	var t privilege.Trusted
 	if p.RepositoryHostTrusted && p.RepositoryHost != "" {

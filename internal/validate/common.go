@@ -286,14 +286,8 @@ func mover(m *snapv1.MoverSpec, restore bool) *apis.FieldError {
 	return errs.Also(resources(m.Resources).ViaField("resources"))
 }
 
-// privilegedMoverWarning warns when a mover would be refused at run time for
-// want of the namespace opt-in; lk may be nil.
-func privilegedMoverWarning(ctx context.Context, lk Lookup, namespace string, reasons []string, r *Result) {
-	privilegeWarning(ctx, lk, namespace, "the mover", reasons, r)
-}
-
-// privilegeWarning warns that what (a mover, a runJob hook) would be
-// refused at run time for want of the namespace opt-in.
+// privilegeWarning warns that what (the mover, a runJob hook) would be
+// refused at run time for want of the namespace opt-in; lk may be nil.
 func privilegeWarning(ctx context.Context, lk Lookup, namespace, what string, reasons []string, r *Result) {
 	if len(reasons) == 0 || lk == nil {
 		return

@@ -72,7 +72,7 @@ func SnapshotReferents(ctx context.Context, lk Lookup, s *snapv1.Snapshot) Resul
 func RestoreReferents(ctx context.Context, lk Lookup, rs *snapv1.Restore) Result {
 	var r Result
 	r.Merge(Tenancy(ctx, lk, rs.Namespace, rs.Spec.Repository).Via("spec.repository"))
-	privilegedMoverWarning(ctx, lk, rs.Namespace, privilege.Mover(nil, rs.Spec.Mover, ""), &r)
+	privilegeWarning(ctx, lk, rs.Namespace, "the mover", privilege.Mover(nil, rs.Spec.Mover, ""), &r)
 	if id := rs.Spec.Source.Identity; id != nil && rs.Spec.Repository != nil {
 		r.Merge(IdentityOwnership(ctx, lk, rs.Namespace, *rs.Spec.Repository, id.Hostname, "spec.source.identity.hostname"))
 	}
@@ -137,7 +137,7 @@ func RepositoryPrivilege(ctx context.Context, lk Lookup, repo *snapv1.Repository
 	if fs := repo.Spec.Backend.Filesystem; fs != nil && fs.Volume == nil {
 		host = fs.Path
 	}
-	privilegedMoverWarning(ctx, lk, repo.Namespace, privilege.Mover(repo.Spec.MoverDefaults, nil, host), &r)
+	privilegeWarning(ctx, lk, repo.Namespace, "the mover", privilege.Mover(repo.Spec.MoverDefaults, nil, host), &r)
 	return r
 }
 
