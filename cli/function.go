@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -174,6 +175,7 @@ var functionNames = []string{"snapshot", "cleanup", "retention", "schedule", "re
 type senderFlags struct {
 	audience  string
 	trusted   []string
+	triggers  []string
 	anySender bool
 }
 
@@ -181,11 +183,12 @@ func (s *senderFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&s.audience, "sender-audience", "snapflow-functions", "audience a sender's bearer token must be issued for; each request's token is checked with a TokenReview")
 	fl.StringArrayVar(&s.trusted, "trusted-sender", nil, "user (a ServiceAccount as system:serviceaccount:NS:NAME, or a prefix ending in *) that may send any event: snapflow's sources, a Broker (repeatable); other authenticated senders may only send request events, each checked with a SubjectAccessReview")
+	fl.StringArrayVar(&s.triggers, "trusted-trigger", nil, "Knative Trigger in --namespace whose deliveries may carry any event: its OIDC ServiceAccount (as Knative Eventing names it) is trusted (repeatable)")
 	fl.BoolVar(&s.anySender, "insecure-accept-any-sender", false, "serve every sender without a token (only where the network already limits who reaches the function)")
 }
 
 // authenticator is nil only when the operator turned authentication off.
-func (s *senderFlags) authenticator(log logr.Logger) (*runtime.Authenticator, error) {
+func (s *senderFlags) authenticator(log logr.Logger, namespace string) (*runtime.Authenticator, error) {
 	if s.anySender {
 		log.Info("sender authentication is off (--insecure-accept-any-sender): anyone who reaches this function can drive it")
 		return nil, nil
@@ -201,7 +204,11 @@ func (s *senderFlags) authenticator(log logr.Logger) (*runtime.Authenticator, er
 	if err != nil {
 		return nil, err
 	}
-	return &runtime.Authenticator{Reviewer: cs.AuthenticationV1().TokenReviews(), Audience: s.audience, Trusted: s.trusted}, nil
+	trusted := slices.Clone(s.trusted)
+	for _, t := range s.triggers {
+		trusted = append(trusted, runtime.KnativeTriggerSender(namespace, t))
+	}
+	return &runtime.Authenticator{Reviewer: cs.AuthenticationV1().TokenReviews(), Audience: s.audience, Trusted: trusted}, nil
 }
 
 func newFunctionCmd() *cobra.Command {
@@ -215,7 +222,7 @@ func newFunctionCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log := zap.New(zap.UseDevMode(f.devLogs)).WithName(args[0])
 			ctrl.SetLogger(log)
-			auth, err := senders.authenticator(log)
+			auth, err := senders.authenticator(log, f.namespace)
 			if err != nil {
 				return err
 			}

@@ -667,7 +667,8 @@ func TestChartKnativeManifests(t *testing.T) {
 	// The chart with release snapflow in snapflow-system renders the same
 	// rules and the same Trigger filters.
 	chart := renderChart(t, "snapflow", "snapflow-system", map[string]any{
-		"knative": map[string]any{"enabled": true}, "prune": map[string]any{"function": map[string]any{"enabled": true}}})
+		"knative": map[string]any{"enabled": true}, "prune": map[string]any{"function": map[string]any{"enabled": true}},
+		"image": map[string]any{"tag": "latest"}})
 	index := func(objs []chartObject) map[string]chartObject {
 		m := map[string]chartObject{}
 		for _, o := range objs {
@@ -686,24 +687,30 @@ func TestChartKnativeManifests(t *testing.T) {
 			t.Errorf("config/knative has %s, which the chart does not render", key)
 			continue
 		}
-		var field []string
+		var fields [][]string
 		switch o.kind() {
 		case "ClusterRole":
-			field = []string{"rules"}
+			fields = [][]string{{"rules"}}
 		case "Trigger":
-			field = []string{"spec", "filter"}
+			// The subscriber carries the audience its function requires.
+			fields = [][]string{{"spec", "filter"}, {"spec", "subscriber"}}
 		case "Service":
-			field = []string{"spec", "template", "spec", "serviceAccountName"}
+			// The arguments carry who the function trusts.
+			fields = [][]string{{"spec", "template", "spec", "serviceAccountName"}, {"spec", "template", "spec", "containers"}}
+		case "EventPolicy":
+			fields = [][]string{{"spec"}}
 		default:
 			continue
 		}
 		compared++
-		if !reflect.DeepEqual(normalize(t, o.dig(field...)), normalize(t, c.dig(field...))) {
-			t.Errorf("%s %v differs from the chart's:\nconfig/knative: %v\nchart:          %v", key, field, o.dig(field...), c.dig(field...))
+		for _, field := range fields {
+			if !reflect.DeepEqual(normalize(t, o.dig(field...)), normalize(t, c.dig(field...))) {
+				t.Errorf("%s %v differs from the chart's:\nconfig/knative: %v\nchart:          %v", key, field, o.dig(field...), c.dig(field...))
+			}
 		}
 	}
 	for key, c := range fromChart {
-		if (c.kind() == "Trigger" || c.kind() == "ClusterRole" && !strings.HasPrefix(c.name(), "snapflow-webhook")) && fromDir[key] == nil {
+		if (c.kind() == "Trigger" || c.kind() == "EventPolicy" || c.kind() == "ClusterRole" && !strings.HasPrefix(c.name(), "snapflow-webhook")) && fromDir[key] == nil {
 			t.Errorf("the chart renders %s, config/knative lacks it", key)
 		}
 	}

@@ -178,7 +178,27 @@ snapshot cleanup retention schedule restore verify prune
 {{- if include "snapflow.sinkToken" . }}
 - --sink-token-file=/var/run/secrets/snapflow/token
 {{- end }}
-{{- if include "snapflow.senderAuth" .root }}
+{{- if and (include "snapflow.senderAuth" .root) $v.knative.enabled }}
+{{- /* Knative Eventing's OIDC: the Broker delivers each Trigger's events
+with that Trigger's token, issued for the audience the Trigger names; what
+a function emits goes to the Broker with the SinkBinding's token. */}}
+- --sender-audience={{ include "snapflow.knativeAudience" . }}
+{{- $fn := .name -}}
+{{- range include "snapflow.knativeTriggers" .root | fromJsonArray }}
+{{- if eq .fn $fn }}
+- --trusted-trigger={{ .name }}
+{{- end }}
+{{- end }}
+{{- if and (eq .name "prune") $v.prune.s3Source.enabled }}
+- --trusted-sender=system:serviceaccount:{{ .root.Release.Namespace }}:{{ include "snapflow.fullname" .root }}-s3-source
+{{- end }}
+{{- range $v.functions.senderAuth.trustedSenders }}
+- --trusted-sender={{ . }}
+{{- end }}
+{{- if not $v.functions.eventSink }}
+- --sink-token-file=/oidc/token
+{{- end }}
+{{- else if include "snapflow.senderAuth" .root }}
 - --sender-audience={{ $v.functions.senderAuth.audience }}
 {{- range include "snapflow.trustedSenders" .root | splitList " " }}
 - --trusted-sender={{ . }}
@@ -272,7 +292,46 @@ snapshot cleanup retention schedule restore verify prune
 
 {{/* Non-empty when the functions check their senders' tokens. */}}
 {{- define "snapflow.senderAuth" -}}
-{{- if and .Values.functions.senderAuth.enabled (not .Values.knative.enabled) -}}true{{- end -}}
+{{- if .Values.functions.senderAuth.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/* The audience function NAME's Knative Service is addressed with, in
+Knative's own format; each Trigger's subscriber names it. */}}
+{{- define "snapflow.knativeAudience" -}}
+{{- printf "serving.knative.dev/service/%s/%s-%s" .root.Release.Namespace (include "snapflow.fullname" .root) .name | lower -}}
+{{- end -}}
+
+{{/* The Triggers, as a JSON list of {name, fn, filter}: one per (function,
+CloudEvent type), filtering on `type` exactly as docs/events.md lists who
+consumes what. The prune function gets only its own PingSource's ticks
+(filtered on `source` too), never the minute tick. */}}
+{{- define "snapflow.knativeTriggers" -}}
+{{- $root := . -}}
+{{- $fullname := include "snapflow.fullname" . -}}
+{{- $apiserver := dict "add" "dev.knative.apiserver.resource.add" "update" "dev.knative.apiserver.resource.update" "delete" "dev.knative.apiserver.resource.delete" -}}
+{{- $ping := "dev.knative.sources.ping" -}}
+{{- $tickSource := printf "/apis/v1/namespaces/%s/pingsources/%s-tick" .Release.Namespace $fullname -}}
+{{- $triggers := list -}}
+{{- range $name := list "snapshot" "cleanup" "retention" "schedule" "restore" "verify" }}
+{{- range $short, $type := $apiserver }}
+{{- $triggers = append $triggers (dict "fn" $name "short" $short "filter" (dict "type" $type)) }}
+{{- end }}
+{{- $triggers = append $triggers (dict "fn" $name "short" "ping" "filter" (dict "type" $ping "source" $tickSource)) }}
+{{- end }}
+{{- $triggers = append $triggers (dict "fn" "retention" "short" "succeeded" "filter" (dict "type" "dev.snapflow.snapshot.succeeded")) }}
+{{- $triggers = append $triggers (dict "fn" "retention" "short" "unchanged" "filter" (dict "type" "dev.snapflow.snapshot.unchanged")) }}
+{{- $triggers = append $triggers (dict "fn" "snapshot" "short" "requested" "filter" (dict "type" "dev.snapflow.snapshot.requested")) }}
+{{- $triggers = append $triggers (dict "fn" "restore" "short" "requested" "filter" (dict "type" "dev.snapflow.restore.requested")) }}
+{{- $triggers = append $triggers (dict "fn" "prune" "short" "requested" "filter" (dict "type" "dev.snapflow.prune.requested")) }}
+{{- $triggers = append $triggers (dict "fn" "prune" "short" "s3" "filter" (dict "type" "dev.snapflow.s3.notification")) }}
+{{- $triggers = append $triggers (dict "fn" "prune" "short" "ping" "filter" (dict "type" $ping "source" (printf "/apis/v1/namespaces/%s/pingsources/%s-prune-tick" $root.Release.Namespace $fullname))) }}
+{{- $out := list -}}
+{{- range $triggers }}
+{{- if include "snapflow.functionEnabled" (dict "root" $root "name" .fn) }}
+{{- $out = append $out (dict "name" (printf "%s-%s-%s" $fullname .fn .short) "fn" .fn "filter" .filter) }}
+{{- end }}
+{{- end }}
+{{- toJson $out -}}
 {{- end -}}
 
 {{/* The users that may send any event: snapflow's sources and the listed ones. */}}
@@ -295,7 +354,12 @@ snapshot cleanup retention schedule restore verify prune
   projected:
     sources:
       - serviceAccountToken:
+          {{- if .Values.knative.enabled }}
+          {{- /* Only the S3 source sends directly to a Knative Service: prune. */}}
+          audience: {{ include "snapflow.knativeAudience" (dict "root" . "name" "prune") }}
+          {{- else }}
           audience: {{ .Values.functions.senderAuth.audience }}
+          {{- end }}
           expirationSeconds: 3600
           path: token
 {{- end -}}
@@ -309,5 +373,5 @@ snapshot cleanup retention schedule restore verify prune
 (snapshot to retention without Knative) and so carries a token. */}}
 {{- define "snapflow.sinkToken" -}}
 {{- $v := .root.Values -}}
-{{- if and (include "snapflow.senderAuth" .root) (eq .name "snapshot") (not $v.functions.eventSink) $v.functions.retention.enabled -}}true{{- end -}}
+{{- if and (include "snapflow.senderAuth" .root) (not $v.knative.enabled) (eq .name "snapshot") (not $v.functions.eventSink) $v.functions.retention.enabled -}}true{{- end -}}
 {{- end -}}
