@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"time"
 
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -27,8 +28,10 @@ default): the signing certificate is fetched over HTTPS from
 sns.<region>.amazonaws.com only. A valid signature proves only that some
 SNS topic sent the message, so the envelope's TopicArn must also be one
 listed with --sns-topic-arn; with none listed every SNS envelope is
-refused. An unsigned or forged envelope, an unknown SignatureVersion, a
-certificate on another host or a topic not listed gets 403 naming why.
+refused. A Timestamp older than --sns-max-age (a replayed capture) or
+ahead of this clock is refused too. An unsigned or forged envelope, an
+unknown SignatureVersion, a certificate on another host, a topic not
+listed or a stale message gets 403 naming why.
 Other formats (webhooks, SNS raw message delivery) carry no signature, and
 the endpoint does not authenticate their senders: expose it only to the
 S3 server and SNS.
@@ -44,6 +47,7 @@ func newSourceS3Cmd() *cobra.Command {
 	var sinks, buckets, topics []string
 	var confirmSNS, snsVerify, devLogs bool
 	var tokenFile string
+	var snsMaxAge time.Duration
 	cmd := &cobra.Command{
 		Use:   "s3 --sink URL [--sink URL...]",
 		Short: "Receive S3 bucket notifications over HTTP and POST one CloudEvent per object record to the sinks",
@@ -60,7 +64,7 @@ func newSourceS3Cmd() *cobra.Command {
 			} else if len(topics) == 0 {
 				log.Info("no --sns-topic-arn: SNS envelopes are refused; other notification formats are forwarded")
 			}
-			src, err := s3source.New(s3source.Options{Sinks: sinks, Buckets: buckets, ConfirmSNS: confirmSNS, VerifySNS: snsVerify, SNSTopics: topics, TokenFile: tokenFile}, log)
+			src, err := s3source.New(s3source.Options{Sinks: sinks, Buckets: buckets, ConfirmSNS: confirmSNS, VerifySNS: snsVerify, SNSTopics: topics, SNSMaxAge: snsMaxAge, TokenFile: tokenFile}, log)
 			if err != nil {
 				return err
 			}
@@ -73,6 +77,7 @@ func newSourceS3Cmd() *cobra.Command {
 	cmd.Flags().BoolVar(&confirmSNS, "confirm-sns-subscriptions", false, "confirm SNS subscriptions by visiting their SubscribeURL (SNS hosts only)")
 	cmd.Flags().BoolVar(&snsVerify, "sns-verify", true, "refuse SNS envelopes without a valid SNS signature (certificates from sns.<region>.amazonaws.com over HTTPS)")
 	cmd.Flags().StringArrayVar(&topics, "sns-topic-arn", nil, "accept SNS envelopes of this topic ARN (repeatable); once one is listed, only notifications inside a signed envelope are taken. With none, SNS envelopes are refused")
+	cmd.Flags().DurationVar(&snsMaxAge, "sns-max-age", events.DefaultSNSMaxAge, "refuse signed SNS messages whose Timestamp is older than this (a replayed capture); raise it only for a delivery policy that retries longer")
 	cmd.Flags().BoolVar(&devLogs, "dev-logs", false, "human-readable logs instead of JSON")
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", tokenFileHelp)
 	return cmd

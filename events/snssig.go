@@ -85,6 +85,14 @@ var snsCertHost = regexp.MustCompile(`^sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?$`)
 // regional endpoint: sns.<region>.amazonaws.com or .amazonaws.com.cn.
 func IsSNSHost(host string) bool { return snsCertHost.MatchString(host) }
 
+// DefaultSNSMaxAge is the oldest message accepted: SNS's default HTTP
+// delivery policy retries for well under a minute, a custom one for longer,
+// so an hour keeps real retries and refuses old captures.
+const DefaultSNSMaxAge = time.Hour
+
+// snsClockSkew is how far in the future a Timestamp may be.
+const snsClockSkew = 5 * time.Minute
+
 // defaultCertCache bounds the certificates kept: SNS uses one per region
 // and rotates it rarely.
 const defaultCertCache = 32
@@ -107,8 +115,13 @@ type SNSVerifier struct {
 	AllowHost func(host string) bool
 	// CacheSize bounds the certificates cached by URL (0: 32).
 	CacheSize int
-	// Now is the clock for certificate validity; nil is time.Now.
+	// Now is the clock for certificate validity and message age; nil is
+	// time.Now.
 	Now func() time.Time
+	// MaxAge bounds how old a message's Timestamp may be (0: DefaultSNSMaxAge),
+	// so a captured notification cannot be replayed later. Within it a
+	// replay is a redelivery, which the handlers absorb (they are idempotent).
+	MaxAge time.Duration
 
 	mu    sync.Mutex
 	lru   *list.List // of *certEntry, most recent first
@@ -238,16 +251,42 @@ func (v *SNSVerifier) verify(ctx context.Context, p probe) error {
 		return snsRejected("signature mismatch: the %s %s was not signed by the certificate at %s (altered in transit or forged)",
 			p.str("type"), p.str("messageid"), certURL)
 	}
+	return v.fresh(p)
+}
+
+// fresh refuses a signed message whose Timestamp is too old (a replay of a
+// captured message) or in the future.
+func (v *SNSVerifier) fresh(p probe) error {
+	ts, err := time.Parse(time.RFC3339Nano, p.str("timestamp"))
+	if err != nil {
+		return snsRejected("the Timestamp %q is not an RFC 3339 time", p.str("timestamp"))
+	}
+	now := v.now()
+	maxAge := v.MaxAge
+	if maxAge <= 0 {
+		maxAge = DefaultSNSMaxAge
+	}
+	switch {
+	case now.Sub(ts) > maxAge:
+		return snsRejected("stale: the %s %s was sent at %s, more than %s ago (a replay, or a retry policy longer than --sns-max-age or KBBACKUP_PRUNE_SNS_MAX_AGE)",
+			p.str("type"), p.str("messageid"), ts.UTC().Format(time.RFC3339), maxAge)
+	case ts.Sub(now) > snsClockSkew:
+		return snsRejected("the %s %s is dated %s, in the future: check this node's clock", p.str("type"), p.str("messageid"), ts.UTC().Format(time.RFC3339))
+	}
 	return nil
+}
+
+func (v *SNSVerifier) now() time.Time {
+	if v.Now != nil {
+		return v.Now()
+	}
+	return time.Now()
 }
 
 // cert returns the certificate at certURL, from the cache when it holds
 // it. A failed download is not cached, so the next delivery tries again.
 func (v *SNSVerifier) cert(ctx context.Context, certURL string) (*x509.Certificate, error) {
-	now := time.Now()
-	if v.Now != nil {
-		now = v.Now()
-	}
+	now := v.now()
 	v.mu.Lock()
 	if el, ok := v.byURL[certURL]; ok {
 		v.lru.MoveToFront(el)

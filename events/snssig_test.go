@@ -26,17 +26,21 @@ func mustJSON(t *testing.T, v any) []byte {
 
 const s3Message = `{"Records":[{"eventName":"ObjectCreated:Put","s3":{"bucket":{"name":"kb-backups"},"object":{"key":"pvc-x/a+b"}}}]}`
 
+// now is a Timestamp as SNS writes it, for messages the verifier must
+// find fresh.
+func now() string { return time.Now().UTC().Format("2006-01-02T15:04:05.000Z") }
+
 func notification() map[string]any {
 	return map[string]any{
 		"Type": "Notification", "MessageId": "22b80b92-fdea-4c2c-8f9d-bdfb0c7bf324", "TopicArn": "arn:aws:sns:us-east-1:123456789012:kb-backups-events",
-		"Subject": "Amazon S3 Notification", "Message": s3Message, "Timestamp": "2026-11-30T10:15:00.456Z",
+		"Subject": "Amazon S3 Notification", "Message": s3Message, "Timestamp": now(),
 	}
 }
 
 func confirmation() map[string]any {
 	return map[string]any{
 		"Type": "SubscriptionConfirmation", "MessageId": "165545c9", "Token": "2336412f", "TopicArn": "arn:aws:sns:us-east-1:123456789012:kb-backups-events",
-		"Message": "You have chosen to subscribe.", "Timestamp": "2026-11-30T09:59:00.000Z",
+		"Message": "You have chosen to subscribe.", "Timestamp": now(),
 		"SubscribeURL": "https://sns.us-east-1.amazonaws.com/?Action=ConfirmSubscription&Token=2336412f",
 	}
 }
@@ -45,6 +49,7 @@ func confirmation() map[string]any {
 func TestSNSStringToSign(t *testing.T) {
 	n := notification()
 	delete(n, "Subject")
+	n["Timestamp"] = "2026-11-30T10:15:00.456Z"
 	p, _ := newProbe(mustJSON(t, n))
 	got, err := snsStringToSign(p)
 	want := "Message\n" + s3Message + "\nMessageId\n22b80b92-fdea-4c2c-8f9d-bdfb0c7bf324\nTimestamp\n2026-11-30T10:15:00.456Z\n" +
@@ -52,7 +57,9 @@ func TestSNSStringToSign(t *testing.T) {
 	if err != nil || got != want {
 		t.Fatalf("got %q %v\nwant %q", got, err, want)
 	}
-	p, _ = newProbe(mustJSON(t, confirmation()))
+	c := confirmation()
+	c["Timestamp"] = "2026-11-30T09:59:00.000Z"
+	p, _ = newProbe(mustJSON(t, c))
 	got, _ = snsStringToSign(p)
 	want = "Message\nYou have chosen to subscribe.\nMessageId\n165545c9\nSubscribeURL\nhttps://sns.us-east-1.amazonaws.com/?Action=ConfirmSubscription&Token=2336412f\n" +
 		"Timestamp\n2026-11-30T09:59:00.000Z\nToken\n2336412f\nTopicArn\narn:aws:sns:us-east-1:123456789012:kb-backups-events\nType\nSubscriptionConfirmation\n"
@@ -75,6 +82,12 @@ func TestSNSVerify(t *testing.T) {
 	lambdaStyle := s.Sign(t, noSubject, "1")
 	lambdaStyle["SigningCertUrl"], lambdaStyle["Subject"] = lambdaStyle["SigningCertURL"], nil
 	delete(lambdaStyle, "SigningCertURL")
+	at := func(ts string) map[string]any {
+		m := notification()
+		m["Timestamp"] = ts
+		return s.Sign(t, m, "2")
+	}
+	ago := func(d time.Duration) string { return time.Now().Add(-d).UTC().Format(time.RFC3339Nano) }
 	withHost := func(u string) map[string]any {
 		m := notification()
 		m["SigningCertURL"] = u
@@ -111,6 +124,16 @@ func TestSNSVerify(t *testing.T) {
 		{name: "signed by a topic not in the allowlist", msg: s.Sign(t, notification(), "2"), topics: []string{"arn:aws:sns:us-east-1:123456789012:other"}, reason: "is not in the SNS topic allowlist"},
 		{name: "no topic trusted", msg: s.Sign(t, notification(), "2"), topics: []string{}, reason: "no SNS topic is trusted"},
 		{name: "one of several trusted topics", msg: s.Sign(t, notification(), "2"), topics: []string{"arn:aws:sns:eu-west-1:1:a", testTopic}, records: 1, fetched: true},
+		{name: "sent 50 minutes ago (a retry)", msg: at(ago(50 * time.Minute)), records: 1, fetched: true},
+		{name: "a replay two hours later", msg: at(ago(2 * time.Hour)), reason: "stale", fetched: true},
+		{name: "a confirmation replayed a day later", msg: func() map[string]any {
+			m := confirmation()
+			m["Timestamp"] = ago(24 * time.Hour)
+			return s.Sign(t, m, "1")
+		}(), reason: "stale", fetched: true},
+		{name: "dated in the future", msg: at(ago(-time.Hour)), reason: "in the future", fetched: true},
+		{name: "a few seconds ahead (clock skew)", msg: at(ago(-30 * time.Second)), records: 1, fetched: true},
+		{name: "timestamp not a time", msg: at("yesterday"), reason: "not an RFC 3339 time", fetched: true},
 		{name: "china partition allowed", msg: withHost("https://sns.cn-north-1.amazonaws.com.cn/SimpleNotificationService-x.pem"), records: 1, fetched: true},
 	}
 	for _, tt := range tests {

@@ -112,7 +112,7 @@ func (s *Signer) Notification(tb testing.TB, message, version string) []byte {
 	m := s.Sign(tb, map[string]any{
 		"Type": "Notification", "MessageId": "22b80b92-fdea-4c2c-8f9d-bdfb0c7bf324",
 		"TopicArn": Topic, "Subject": "Amazon S3 Notification",
-		"Message": message, "Timestamp": "2026-11-30T10:15:00.456Z",
+		"Message": message, "Timestamp": time.Now().UTC().Format("2006-01-02T15:04:05.000Z"),
 	}, version)
 	b, err := json.Marshal(m)
 	if err != nil {

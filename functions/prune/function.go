@@ -76,6 +76,9 @@ func (f *Function) snsDecoder() events.S3Decoder {
 		if len(f.SNS.Topics) == 0 {
 			f.SNS.Topics = f.Settings.SNSTopics
 		}
+		if f.SNS.MaxAge == 0 {
+			f.SNS.MaxAge = f.Settings.SNSMaxAge
+		}
 	})
 	return events.S3Decoder{SNS: f.SNS}
 }

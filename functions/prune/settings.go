@@ -52,6 +52,9 @@ type Settings struct {
 	// unsigned S3, SQS or EventBridge body is refused too. With none, every
 	// SNS envelope is refused unless SkipSNSVerify.
 	SNSTopics []string
+	// SNSMaxAge bounds a signed SNS message's age (KBBACKUP_PRUNE_SNS_MAX_AGE;
+	// 0: events.DefaultSNSMaxAge).
+	SNSMaxAge time.Duration
 
 	// Concurrency is --concurrency (0: 4); Timeout bounds one run (0: 30m).
 	Concurrency int
@@ -116,6 +119,7 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 		}
 		s.SNSTopics = append(s.SNSTopics, arn)
 	}
+	duration("SNS_MAX_AGE", &s.SNSMaxAge)
 	duration("MIN_AGE", &s.MinAge)
 	s.DisableMinAge = get("MIN_AGE") != "" && s.MinAge == 0
 	duration("TIMEOUT", &s.Timeout)

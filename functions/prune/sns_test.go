@@ -51,6 +51,31 @@ func TestFromEnvSNSTopics(t *testing.T) {
 	}
 }
 
+func TestFromEnvSNSMaxAge(t *testing.T) {
+	for _, tt := range []struct {
+		value   string
+		want    time.Duration
+		wantErr bool
+	}{
+		{"", 0, false},
+		{"3h", 3 * time.Hour, false},
+		{"an hour", 0, true},
+	} {
+		s, err := FromEnv(func(k string) string {
+			if k == "KBBACKUP_PRUNE_SNS_MAX_AGE" {
+				return tt.value
+			}
+			return ""
+		})
+		if (err != nil) != tt.wantErr || s.SNSMaxAge != tt.want {
+			t.Errorf("SNS_MAX_AGE=%q: max age %s err %v, want %s (error %v)", tt.value, s.SNSMaxAge, err, tt.want, tt.wantErr)
+		}
+		if err != nil && !strings.Contains(err.Error(), "SNS_MAX_AGE") {
+			t.Errorf("SNS_MAX_AGE=%q: error %v does not name the variable", tt.value, err)
+		}
+	}
+}
+
 // An S3 adapter event whose data is an SNS envelope (SNS to SQS without raw
 // delivery) is acknowledged over HTTP when signed and refused with 400
 // naming the reason when tampered with, unless verification is off.

@@ -246,6 +246,10 @@ a function emits goes to the Broker with the SinkBinding's token. */}}
 - name: KBBACKUP_PRUNE_SNS_TOPIC_ARNS
   value: {{ join "," . | quote }}
 {{- end }}
+{{- with .root.Values.prune.s3Source.snsMaxAge }}
+- name: KBBACKUP_PRUNE_SNS_MAX_AGE
+  value: {{ . | quote }}
+{{- end }}
 {{- with .root.Values.prune.extraEnv }}
 {{ toYaml . }}
 {{- end }}

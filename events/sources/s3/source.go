@@ -55,6 +55,8 @@ type Options struct {
 	// SNSTopics are the TopicArns whose signed envelopes are accepted; with
 	// VerifySNS and none, every SNS envelope is refused.
 	SNSTopics []string
+	// SNSMaxAge bounds a signed message's age (0: events.DefaultSNSMaxAge).
+	SNSMaxAge time.Duration
 	// TokenFile holds the bearer token sent with every event (see sink.New).
 	TokenFile string
 }
@@ -64,6 +66,7 @@ func New(o Options, log logr.Logger) (*Source, error) {
 	s := &Source{confirmSNS: o.ConfirmSNS, log: log, confirm: &http.Client{Timeout: 10 * time.Second}}
 	if o.VerifySNS {
 		s.decoder.SNS = events.NewSNSVerifier(o.SNSTopics...)
+		s.decoder.SNS.MaxAge = o.SNSMaxAge
 	}
 	for _, u := range o.Sinks {
 		if p, err := url.Parse(u); err != nil || p.Scheme == "" || p.Host == "" {
