@@ -59,6 +59,9 @@ type Options struct {
 	// anything is decoded. Nil serves anyone: only for a loopback dev
 	// server or a deployment that turned sender authentication off.
 	Auth *Authenticator
+
+	// sweeps, when set, receives each function's sweep coalescer (tests).
+	sweeps map[string]*sweeps
 }
 
 // Serve runs the functions until ctx ends, then drains in-flight requests.
@@ -70,7 +73,7 @@ func Serve(ctx context.Context, o Options) error {
 		reg = prometheus.NewRegistry()
 	}
 	handled := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "snapflow_function_events_total", Help: "CloudEvents handled, by function, event type and result (ack, refused, retry).",
+		Name: "snapflow_function_events_total", Help: "CloudEvents handled, by function, event type and result (ack, coalesced, forbidden, refused, retry).",
 	}, []string{"function", "type", "result"})
 	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "snapflow_function_event_duration_seconds", Help: "Time to handle one CloudEvent.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
@@ -94,6 +97,10 @@ func Serve(ctx context.Context, o Options) error {
 			return fmt.Errorf("cloudevents protocol: %w", err)
 		}
 		f := f
+		sw := &sweeps{}
+		if o.sweeps != nil {
+			o.sweeps[f.Name] = sw
+		}
 		fn := func(ctx context.Context, e event.Event) protocol.Result {
 			start := time.Now()
 			log := o.Log.WithValues("function", f.Name, "eventID", e.ID(), "eventType", e.Type(), "subject", e.Subject())
@@ -105,9 +112,19 @@ func Serve(ctx context.Context, o Options) error {
 					return cehttp.NewResult(http.StatusForbidden, "%s may not send %s events to %s", s.User.Username, typeLabel(e.Type()), f.Name)
 				}
 			}
-			err := f.Handle(logr.NewContext(ctx, log), e)
+			var err error
+			joined := false
+			if isSweep(e.Type()) {
+				err, joined = sw.do(ctx, func(ctx context.Context) error { return f.Handle(logr.NewContext(ctx, log), e) })
+			} else {
+				err = f.Handle(logr.NewContext(ctx, log), e)
+			}
 			duration.WithLabelValues(f.Name).Observe(time.Since(start).Seconds())
 			switch {
+			case joined && err == nil:
+				handled.WithLabelValues(f.Name, typeLabel(e.Type()), "coalesced").Inc()
+				log.V(1).Info("joined a queued sweep", "took", time.Since(start).String())
+				return protocol.ResultACK
 			case errors.Is(err, ErrForbidden):
 				handled.WithLabelValues(f.Name, typeLabel(e.Type()), "forbidden").Inc()
 				log.Info("refused", "reason", err.Error())

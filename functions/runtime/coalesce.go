@@ -1,0 +1,87 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/snapflow/snapflow/events"
+)
+
+// sweeps coalesces a function's full sweeps (resync and ping events): at
+// most one runs, at most one waits behind it, and every sweep request that
+// arrives while one waits joins it and answers with its result. That is
+// safe because the waiting sweep starts after the joiner arrived, so it
+// sees everything the joiner's sweep would have seen; it keeps a burst of
+// resyncs (a restarted source, a retrying Broker, a noisy sender) from
+// stacking up full listings of the cluster.
+type sweeps struct {
+	mu   sync.Mutex
+	cur  *sweep // running, or nil
+	next *sweep // queued behind cur, or nil
+}
+
+var errSweepAborted = errors.New("the sweep this event joined ended without a result; the sender should retry")
+
+type sweep struct {
+	done    chan struct{}
+	err     error
+	joiners int
+}
+
+// isSweep reports whether an event type asks a function for a full sweep.
+func isSweep(eventType string) bool {
+	return eventType == events.Resync || eventType == events.Ping
+}
+
+// do runs fn as a sweep, or joins the one queued. joined tells which.
+func (s *sweeps) do(ctx context.Context, fn func(context.Context) error) (err error, joined bool) {
+	s.mu.Lock()
+	if s.cur == nil {
+		r := &sweep{done: make(chan struct{})}
+		s.cur = r
+		s.mu.Unlock()
+		return s.run(ctx, r, fn), false
+	}
+	if r := s.next; r != nil {
+		r.joiners++
+		s.mu.Unlock()
+		select {
+		case <-r.done:
+			return r.err, true
+		case <-ctx.Done():
+			return ctx.Err(), true
+		}
+	}
+	r := &sweep{done: make(chan struct{})}
+	s.next = r
+	prev := s.cur
+	s.mu.Unlock()
+	// The running sweep hands over to r as it ends (run), so nothing can
+	// start between the two.
+	<-prev.done
+	return s.run(ctx, r, fn), false
+}
+
+func (s *sweeps) run(ctx context.Context, r *sweep, fn func(context.Context) error) error {
+	defer func() {
+		s.mu.Lock()
+		s.cur, s.next = s.next, nil
+		s.mu.Unlock()
+		close(r.done)
+	}()
+	// A panic must not answer the joiners with success.
+	r.err = errSweepAborted
+	r.err = fn(ctx)
+	return r.err
+}
+
+// state reports what runs and waits, for tests and logs.
+func (s *sweeps) state() (running, queued bool, joiners int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.next != nil {
+		joiners = s.next.joiners
+	}
+	return s.cur != nil, s.next != nil, joiners
+}
