@@ -42,6 +42,7 @@ func TestMain(m *testing.M) {
 			SenderAudience: senderAudience, SourceServiceAccount: chartRelease + "-kube-source",
 			EmitterServiceAccount: chartRelease + "-snapshot",
 			TrustedSenders:        []string{chartIdentity("kube-source"), chartIdentity("snapshot"), "system:serviceaccount:" + harness.WebhookNamespace + ":" + pipelineSA}},
+		AfterAll: checkRBACDrift,
 	}, func(e *harness.Env) { env = e })
 }
 
@@ -63,7 +64,7 @@ const chartRelease = "snapflow"
 // act as their ServiceAccount under the chart's mover role.
 func chartRBAC() []byte {
 	rbac, tenant := renderRBAC()
-	tenantDocs = tenant
+	tenantDocs, releaseDocs = tenant, rbac
 	// The pipeline may create Snapshots and Restores, as a Tekton or Argo
 	// Events ServiceAccount would to send request events.
 	return append(rbac, fmt.Sprintf(`---
@@ -116,8 +117,9 @@ func senderToken(t *testing.T) string {
 // mover.namespaces; tenantRBAC swaps in each test namespace.
 const tenantPlaceholder = "e2e-tenant-placeholder"
 
-// tenantDocs are the chart's documents for tenantPlaceholder, set by chartRBAC.
-var tenantDocs []byte
+// tenantDocs are the chart's documents for tenantPlaceholder, and
+// releaseDocs those of the release, set by chartRBAC.
+var tenantDocs, releaseDocs []byte
 
 // tenantRBAC is what the chart gives a namespace listed in mover.namespaces
 // (its mover ServiceAccount and the RoleBinding of the mover role there):
@@ -137,7 +139,7 @@ func renderRBAC() (release, tenant []byte) {
 	_, file, _, _ := goruntime.Caller(0)
 	chart := filepath.Join(filepath.Dir(file), "..", "..", "charts", "snapflow")
 	out, err := exec.Command(helm, "template", chartRelease, chart, "--namespace", harness.WebhookNamespace,
-		"--set", "credentialProjection.enabled=true", "--set", "mover.namespaces={"+tenantPlaceholder+"}").Output()
+		"--set", "credentialProjection.enabled=true", "--set", "prune.function.enabled=true", "--set", "mover.namespaces={"+tenantPlaceholder+"}").Output()
 	if err != nil {
 		panic(fmt.Sprintf("helm template: %v", err))
 	}
@@ -181,6 +183,6 @@ var clock = &harness.Clock{}
 // pruneFunction serves the prune function with no default BackupRepo (each
 // test's prune requested event names its own); versitygw needs path-style.
 func pruneFunction(d harness.Deps) []runtime.Function {
-	fn := &prunefn.Function{Client: d.Client, Settings: prunefn.Settings{PathStyle: true}, Emitter: d.Emitter, Recorder: d.Recorder("snapflow-prune")}
+	fn := &prunefn.Function{Client: d.As("prune"), Settings: prunefn.Settings{PathStyle: true}, Emitter: d.Emitter, Recorder: d.Recorder("snapflow-prune")}
 	return []runtime.Function{{Name: "prune", Handle: fn.Handle}}
 }

@@ -135,6 +135,8 @@ func (w *pruneWorld) manifest(name, policy string) string {
 // returns its URL.
 func servePruneFunction(t *testing.T, fn *prunefn.Function) string {
 	t.Helper()
+	// It acts as the chart's prune ServiceAccount, as in a cluster.
+	fn.Client = env.Functions.As("prune")
 	ctx, cancel := context.WithCancel(context.Background())
 	listening := make(chan string, 1)
 	done := make(chan struct{})

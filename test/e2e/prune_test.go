@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/snapflow/snapflow/internal/prune"
 	"github.com/snapflow/snapflow/internal/prune/kubeinv"
+	"github.com/snapflow/snapflow/test/harness"
 )
 
 // pruneWorld is one KubeBlocks BackupRepo in Mount mode on the real API
@@ -86,6 +88,13 @@ func newPruneWorld(t *testing.T, versioned bool, sessionToken string) *pruneWorl
 		secret["sessionToken"] = sessionToken
 	}
 	w.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "gen-cred"}, StringData: secret})
+	// The prune function may read it as the chart lets it when the
+	// operator lists it in prune.secretReader.secrets: by name only.
+	w.create(&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: chartRelease + "-prune-secrets"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"gen-cred"}, Verbs: []string{"get"}}}})
+	w.create(&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: chartRelease + "-prune-secrets"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: chartRelease + "-prune-secrets"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: harness.WebhookNamespace, Name: chartRelease + "-prune"}}})
 	w.create(&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: w.sc}, Provisioner: prune.CSIDriverS3,
 		Parameters: map[string]string{"bucket": w.bucket}})
 	for _, pv := range []struct {

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -81,7 +82,10 @@ type FunctionsOptions struct {
 
 // Deps are what an Extra function gets from the harness.
 type Deps struct {
+	// Client is the suite's admin; As is the client of a component's
+	// Identity, its requests recorded in Functions.Access.
 	Client   client.Client
+	As       func(component string) client.Client
 	Emitter  runtime.Emitter
 	Recorder func(component string) record.EventRecorder
 }
@@ -99,9 +103,13 @@ type Functions struct {
 	// SenderAudience is the audience senders' tokens need ("" when the
 	// functions serve anyone).
 	SenderAudience string
-	cs             kubernetes.Interface
-	stop           context.CancelFunc
-	wg             sync.WaitGroup
+	// Access records the API requests of every component acting as its
+	// Identity (the functions and the kube source).
+	Access AccessLog
+	as     func(component string) (*rest.Config, client.Client)
+	cs     kubernetes.Interface
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // EventLog collects what the functions emit.
@@ -128,6 +136,17 @@ func (l *EventLog) Types() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]string(nil), l.All...)
+}
+
+// Events returns a copy of every emitted event.
+func (l *EventLog) Events() []event.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]event.Event, len(l.events))
+	for i, e := range l.events {
+		out[i] = e.Clone()
+	}
+	return out
 }
 
 // Emit records e; it is the functions' emitter in tests.
@@ -184,8 +203,6 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 		stop()
 		return nil, err
 	}
-	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
 	// The functions' events reach the retention function as a broker would
 	// deliver them; the test log sees them too.
 	toRetention := &runtime.LateSink{}
@@ -215,11 +232,27 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 		}
 		cfg := rest.CopyConfig(cp.Config)
 		cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+		cfg.Wrap(f.Access.Wrap(component))
 		c, err := client.New(cfg, client.Options{Scheme: cp.Scheme})
 		if err != nil {
 			panic(fmt.Sprintf("client for %s: %v", user, err)) // only a malformed config gets here
 		}
 		return cfg, c
+	}
+	f.as = as
+	// Each component writes its Events as itself, as its pod would.
+	recorderAs := func(cfg *rest.Config, component string) record.EventRecorder {
+		ecs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			panic(fmt.Sprintf("clientset for %s: %v", component, err)) // only a malformed config gets here
+		}
+		b := record.NewBroadcaster(record.WithContext(ctx))
+		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: ecs.CoreV1().Events("")})
+		return b.NewRecorder(cp.Scheme, corev1.EventSource{Component: component})
+	}
+	recorder := func(component string) record.EventRecorder {
+		cfg, _ := as(strings.TrimPrefix(component, "snapflow-"))
+		return recorderAs(cfg, component)
 	}
 	snapCfg, snapClient := as("snapshot")
 	_, cleanupClient := as("cleanup")
@@ -257,18 +290,18 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 		// The tests' hook receivers listen on loopback, which a cluster refuses.
 		HookEgress: egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
 		Access:     access(snapCfg), MaxConcurrentJobs: o.MaxConcurrentJobs, RepositoryRetry: o.RepositoryRetry, GlobalVolumePoliciesConfigMap: o.GlobalVolumePoliciesConfigMap,
-		Emitter: runtime.Fanout{f.Emitted, runtime.Trigger{Types: retention.Subscribes, Emitter: toRetention}}, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-snapshot"})}
+		Emitter: runtime.Fanout{f.Emitted, runtime.Trigger{Types: retention.Subscribes, Emitter: toRetention}}, Recorder: recorder("snapflow-snapshot")}
 	if o.DeleteWindow == 0 {
 		o.DeleteWindow = time.Second
 	}
 	cleanupFn := &cleanup.Function{Client: cleanupClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount, Window: o.DeleteWindow,
-		Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-cleanup"})}
-	retentionFn := &retention.Function{Client: retentionClient, Emitter: f.Emitted, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-retention"})}
-	scheduleFn := &schedule.Function{Client: scheduleClient, Now: o.Clock, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-schedule"})}
+		Recorder: recorder("snapflow-cleanup")}
+	retentionFn := &retention.Function{Client: retentionClient, Emitter: f.Emitted, Recorder: recorder("snapflow-retention")}
+	scheduleFn := &schedule.Function{Client: scheduleClient, Now: o.Clock, Recorder: recorder("snapflow-schedule")}
 	restoreFn := &restore.Function{Access: access(restoreCfg), Client: restoreClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount, Now: o.Clock,
-		Emitter: f.Emitted, Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-restore"})}
+		Emitter: f.Emitted, Recorder: recorder("snapflow-restore")}
 	verifyFn := &verify.Function{Client: verifyClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount, Now: o.Clock,
-		Recorder: b.NewRecorder(cp.Scheme, corev1.EventSource{Component: "snapflow-verify"})}
+		Recorder: recorder("snapflow-verify")}
 	fns := []runtime.Function{{Name: "snapshot", Handle: fn.Handle, Requests: []string{events.SnapshotRequested}}, {Name: "cleanup", Handle: cleanupFn.Handle},
 		{Name: "retention", Handle: retentionFn.Handle}, {Name: "schedule", Handle: scheduleFn.Handle},
 		{Name: "restore", Handle: restoreFn.Handle, Requests: []string{events.RestoreRequested}},
@@ -276,9 +309,10 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	if o.Extra != nil {
 		// Functions the harness cannot import (they import packages whose
 		// own tests use the harness) are built by the test binary.
-		fns = append(fns, o.Extra(Deps{Client: cp.Client, Emitter: f.Emitted,
+		fns = append(fns, o.Extra(Deps{Client: cp.Client, As: f.As, Emitter: f.Emitted,
 			Recorder: func(component string) record.EventRecorder {
-				return b.NewRecorder(cp.Scheme, corev1.EventSource{Component: component})
+				cfg, _ := as(strings.TrimPrefix(component, "snapflow-"))
+				return recorderAs(cfg, component)
 			}})...)
 	}
 	listening := make(chan string, 1)
@@ -312,6 +346,13 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 		}
 	}()
 	return f, nil
+}
+
+// As is a client acting as component's Identity (the suite's admin
+// without one), its requests recorded in Access.
+func (f *Functions) As(component string) client.Client {
+	_, c := f.as(component)
+	return c
 }
 
 // Token mints a token of ServiceAccount namespace/name for the functions'

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"testing"
@@ -23,6 +24,10 @@ type MainOptions struct {
 	Webhook *WebhookOptions
 	// Functions starts the local node, the functions and the kube source.
 	Functions *FunctionsOptions
+	// AfterAll runs once every test of a whole-package run has passed
+	// (not with -run or -skip, which leave paths unexercised); an error
+	// fails the run.
+	AfterAll func(*Env) error
 }
 
 // Main is a TestMain body: it starts the shared environment once per test
@@ -81,6 +86,12 @@ func run(m *testing.M, opts MainOptions, use func(*Env)) int {
 	}
 	use(env)
 	code := m.Run()
+	if code == 0 && opts.AfterAll != nil && wholePackage() {
+		if err := opts.AfterAll(env); err != nil {
+			fmt.Fprintf(os.Stderr, "harness: after all tests: %v\n", err)
+			code = 1
+		}
+	}
 	if code != 0 && env.Functions != nil {
 		fmt.Fprintf(os.Stderr, "functions log:\n%s\n", env.Functions.Log())
 	}
@@ -88,4 +99,14 @@ func run(m *testing.M, opts MainOptions, use func(*Env)) int {
 		fmt.Fprintf(os.Stderr, "webhook log:\n%s\n", env.Webhook.Log())
 	}
 	return code
+}
+
+// wholePackage reports whether this run selects every test.
+func wholePackage() bool {
+	for _, name := range []string{"test.run", "test.skip"} {
+		if f := flag.Lookup(name); f != nil && f.Value.String() != "" {
+			return false
+		}
+	}
+	return true
 }

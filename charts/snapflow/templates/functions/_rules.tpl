@@ -6,7 +6,8 @@ because the functions act on snapflow objects in every namespace. Notes:
   with an ownerReference that sets blockOwnerDeletion (mover Jobs, their
   ConfigMaps, staged PVCs), as the OwnerReferencesPermissionEnforcement
   admission plugin demands.
-- status writes go through statuspatch (get the object, patch /status).
+- status writes go through statuspatch: get the object itself, patch
+  /status (which needs no get of its own).
 - "events: create, patch" is the Kubernetes Event recorder.
 */ -}}
 
@@ -23,7 +24,7 @@ because the functions act on snapflow objects in every namespace. Notes:
   verbs: ["get", "list", "create"]
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["snapshots/status", "repositories/status", "clusterrepositories/status"]
-  verbs: ["get", "patch"]
+  verbs: ["patch"]
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["snapshots/finalizers"]
   verbs: ["update"]
@@ -65,7 +66,7 @@ because the functions act on snapflow objects in every namespace. Notes:
 # A firing refused over the fan-out cap is recorded on the policy.
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["snapshotpolicies/status"]
-  verbs: ["get", "patch"]
+  verbs: ["patch"]
 # httpRequest hooks may not reach the cluster's own networks: Service
 # ranges, node pod ranges and node addresses.
 - apiGroups: ["networking.k8s.io"]
@@ -84,7 +85,7 @@ because the functions act on snapflow objects in every namespace. Notes:
   verbs: ["get", "list", "update", "patch", "delete"]
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["snapshots/status", "repositories/status", "clusterrepositories/status"]
-  verbs: ["get", "patch"]
+  verbs: ["patch"]
 # Policies carry the cascade finalizer.
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["snapshotpolicies"]
@@ -119,7 +120,7 @@ because the functions act on snapflow objects in every namespace. Notes:
   verbs: ["get", "list"]
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["snapshotpolicies/status"]
-  verbs: ["get", "patch"]
+  verbs: ["patch"]
 # The retention budget reads the repositories' deletionProtection.threshold.
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["repositories", "clusterrepositories"]
@@ -134,10 +135,10 @@ because the functions act on snapflow objects in every namespace. Notes:
   verbs: ["get", "list"]
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["snapshotschedules/status", "snapshotpolicies/status"]
-  verbs: ["get", "patch"]
+  verbs: ["patch"]
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["snapshots"]
-  verbs: ["get", "list", "create", "patch", "delete"]
+  verbs: ["list", "create", "patch", "delete"]
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["snapshotpolicies"]
   verbs: ["get", "list"]
@@ -162,13 +163,16 @@ because the functions act on snapflow objects in every namespace. Notes:
   verbs: ["get", "list", "create"]
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["restores/status"]
-  verbs: ["get", "patch"]
+  verbs: ["patch"]
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["restores/finalizers"]
   verbs: ["update"]
 - apiGroups: ["kopiur.home-operations.com"]
-  resources: ["snapshots", "snapshotpolicies"]
+  resources: ["snapshots"]
   verbs: ["get", "list"]
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["snapshotpolicies"]
+  verbs: ["get"]
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["repositories", "clusterrepositories"]
   verbs: ["get"]
@@ -201,7 +205,7 @@ because the functions act on snapflow objects in every namespace. Notes:
   verbs: ["get", "list"]
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["snapshotpolicies/status"]
-  verbs: ["get", "patch"]
+  verbs: ["patch"]
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["snapshotpolicies/finalizers"]
   verbs: ["update"]

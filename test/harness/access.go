@@ -1,0 +1,81 @@
+package harness
+
+import (
+	"net/http"
+	"sort"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/endpoints/request"
+)
+
+// Access is one kind of API request a component made: what RBAC checks.
+type Access struct {
+	Component   string
+	Verb        string
+	Group       string
+	Resource    string
+	Subresource string
+}
+
+// AccessLog records the API requests each component's client makes, so a
+// test can compare what the code calls with what its role grants. It sees
+// the request as the API server's authorizer does (the same parser).
+type AccessLog struct {
+	mu   sync.Mutex
+	seen map[Access]int
+}
+
+var requestInfo = &request.RequestInfoFactory{APIPrefixes: sets.NewString("api", "apis"), GrouplessAPIPrefixes: sets.NewString("api")}
+
+// Wrap returns a rest.Config Wrap function recording component's requests.
+func (l *AccessLog) Wrap(component string) func(http.RoundTripper) http.RoundTripper {
+	return func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if info, err := requestInfo.NewRequestInfo(req); err == nil && info.IsResourceRequest {
+				l.add(Access{Component: component, Verb: info.Verb, Group: info.APIGroup, Resource: info.Resource, Subresource: info.Subresource})
+			}
+			return rt.RoundTrip(req)
+		})
+	}
+}
+
+func (l *AccessLog) add(a Access) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen == nil {
+		l.seen = map[Access]int{}
+	}
+	l.seen[a]++
+}
+
+// Seen returns every access recorded so far, sorted.
+func (l *AccessLog) Seen() []Access {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]Access, 0, len(l.seen))
+	for a := range l.seen {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Component != b.Component {
+			return a.Component < b.Component
+		}
+		if a.Group != b.Group {
+			return a.Group < b.Group
+		}
+		if a.Resource != b.Resource {
+			return a.Resource < b.Resource
+		}
+		if a.Subresource != b.Subresource {
+			return a.Subresource < b.Subresource
+		}
+		return a.Verb < b.Verb
+	})
+	return out
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
