@@ -65,6 +65,10 @@ func New(o Options) *Node {
 	return &Node{o: o, running: map[types.UID]context.CancelFunc{}, done: map[types.UID]bool{}, claims: map[string]int{}}
 }
 
+// RootDir holds everything the stand-in writes: volumes, pod work
+// directories and container logs.
+func (n *Node) RootDir() string { return n.o.Root }
+
 // PVCDir is the directory backing a PVC.
 func (n *Node) PVCDir(namespace, name string) string {
 	return filepath.Join(n.o.Root, "pvc", namespace, name)
