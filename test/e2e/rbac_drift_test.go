@@ -41,7 +41,7 @@ var unexercised = func() map[string]string {
 	add("one server holds every function in the suite, and it reviews senders' tokens as the snapshot function; in a cluster each function reviews its own",
 		"cleanup create authentication.k8s.io/tokenreviews", "restore create authentication.k8s.io/tokenreviews",
 		"retention create authentication.k8s.io/tokenreviews", "schedule create authentication.k8s.io/tokenreviews",
-		"verify create authentication.k8s.io/tokenreviews")
+		"verify create authentication.k8s.io/tokenreviews", "prune create authentication.k8s.io/tokenreviews")
 	add("credentialProjection is one opt-in ClusterRole shared by the four functions that project; the suite projects for snapshots and deletions only, and never updates a projected copy",
 		"cleanup list /configmaps", "cleanup list /secrets", "cleanup update /configmaps", "cleanup update /secrets",
 		"restore list /configmaps", "restore list /secrets", "restore update /configmaps", "restore update /secrets",
@@ -49,7 +49,12 @@ var unexercised = func() map[string]string {
 		"verify get /configmaps", "verify list /configmaps", "verify update /configmaps", "verify delete /configmaps",
 		"verify get /secrets", "verify list /secrets", "verify create /secrets", "verify update /secrets", "verify delete /secrets")
 	add("the Event recorder patches an Event it already wrote when the same one repeats; no test makes this function repeat one",
-		"cleanup patch /events", "restore patch /events", "retention patch /events", "verify patch /events")
+		"cleanup patch /events", "restore patch /events", "retention patch /events", "verify patch /events", "prune patch /events")
+	add("the prune ServiceAccount also runs the `snapflow prune` Job and CronJob, whose inventory (internal/prune/kubeinv) reads these; the suite runs that command as its admin",
+		"prune get /persistentvolumeclaims", "prune get /persistentvolumes", "prune get dataprotection.kubeblocks.io/backups",
+		"prune get dataprotection.kubeblocks.io/restores", "prune list dataprotection.kubeblocks.io/backuprepos", "prune list storage.k8s.io/storageclasses")
+	add("workloadExec hooks exec over WebSocket first (get); create is SPDY's, taken where an API server or a proxy refuses the WebSocket upgrade",
+		"snapshot create /pods/exec")
 	add("the verify function records Events only for a refused request, a failed verification and an ignored scratch StorageClass, which the suite does not drive",
 		"verify create /events")
 	add("setting blockOwnerDeletion on an ownerReference needs update on the owner's finalizers where the OwnerReferencesPermissionEnforcement admission plugin runs; the suite's API server does not enable it",
@@ -73,6 +78,13 @@ var unexercised = func() map[string]string {
 		"snapshot list kopiur.home-operations.com/snapshotpolicies")
 	return m
 }()
+
+// intermittent are grants some runs of the suite use and others do not,
+// because whether the path is taken depends on timing; neither direction
+// is reported for them.
+var intermittent = map[string]string{
+	"cleanup patch kopiur.home-operations.com/clusterrepositories/status": "a ClusterRepository's deletion status is written only when a resync finds a batch of its Snapshots pending",
+}
 
 // grant is one verb on one resource ("pods/exec") of one group; "*" matches all.
 type grant struct{ group, resource, verb string }
@@ -188,6 +200,10 @@ func rbacDrift(grants map[string][]grant, seen []harness.Access, components []st
 					break
 				}
 			}
+			if _, ok := intermittent[key]; ok {
+				used[key] = true
+				continue
+			}
 			_, excused := exceptions[key]
 			switch {
 			case !used[key] && !excused:
@@ -217,6 +233,10 @@ func checkRBACDrift(e *harness.Env) error {
 	if err != nil {
 		return fmt.Errorf("read the chart's RBAC: %w", err)
 	}
+	// The prune tests grant their credential Secret by name, as the chart's
+	// prune.secretReader Role does for each Secret listed there.
+	prune := chartIdentity("prune")
+	grants[prune] = append(grants[prune], grant{"", "secrets", "get"})
 	seen := e.Functions.Access.Seen()
 	var report strings.Builder
 	for _, a := range seen {

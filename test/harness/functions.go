@@ -265,7 +265,14 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	var auth *runtime.Authenticator
 	tokenFile := ""
 	if o.SenderAudience != "" {
-		auth = &runtime.Authenticator{Reviewer: cs.AuthenticationV1().TokenReviews(), Audience: o.SenderAudience, Trusted: o.TrustedSenders}
+		// One server holds every function here, so one identity reviews
+		// the tokens for all of them: the snapshot function's.
+		reviewer, err := kubernetes.NewForConfig(snapCfg)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		auth = &runtime.Authenticator{Reviewer: reviewer.AuthenticationV1().TokenReviews(), Audience: o.SenderAudience, Trusted: o.TrustedSenders}
 		if tokenFile, err = f.tokenFile(ctx, cp.WorkDir, o.SourceServiceAccount); err != nil {
 			stop()
 			return nil, err
