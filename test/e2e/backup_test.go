@@ -130,10 +130,11 @@ func createBucket(t *testing.T, name string) {
 	}
 }
 
-func TestBackupToS3(t *testing.T) {
-	const ns = "backup-s3"
-	ctx := testContext(t)
-	createBucket(t, "snapflow-backups")
+// s3RepoNamespace applies a namespace with an app-data PVC and a Repository
+// named primary on the suite's versitygw (bucket, prefix), created with
+// password; the credentials Secret is s3-creds.
+func s3RepoNamespace(t *testing.T, ns, bucket, prefix, password string) {
+	t.Helper()
 	kubectl(t, []byte(fmt.Sprintf(`
 apiVersion: v1
 kind: Namespace
@@ -142,7 +143,7 @@ metadata: {name: %[1]s}
 apiVersion: v1
 kind: Secret
 metadata: {name: s3-creds, namespace: %[1]s}
-stringData: {AWS_ACCESS_KEY_ID: %[2]s, AWS_SECRET_ACCESS_KEY: %[3]s, KOPIA_PASSWORD: s3-password}
+stringData: {AWS_ACCESS_KEY_ID: %[2]s, AWS_SECRET_ACCESS_KEY: %[3]s, KOPIA_PASSWORD: %[6]s}
 ---
 apiVersion: v1
 kind: PersistentVolumeClaim
@@ -155,15 +156,22 @@ metadata: {name: primary, namespace: %[1]s}
 spec:
   backend:
     s3:
-      bucket: snapflow-backups
-      prefix: team-a/
+      bucket: %[7]s
+      prefix: %[8]q
       endpoint: %[4]s
       region: %[5]s
       auth: {secretRef: {name: s3-creds}}
       tls: {disableTls: true}
   encryption: {passwordSecretRef: {name: s3-creds, key: KOPIA_PASSWORD}}
   create: {enabled: true}
-`, ns, env.S3.AccessKey, env.S3.SecretKey, env.S3.Endpoint, env.S3.Region)), 0, "apply", "-f", "-")
+`, ns, env.S3.AccessKey, env.S3.SecretKey, env.S3.Endpoint, env.S3.Region, password, bucket, prefix)), 0, "apply", "-f", "-")
+}
+
+func TestBackupToS3(t *testing.T) {
+	const ns = "backup-s3"
+	ctx := testContext(t)
+	createBucket(t, "snapflow-backups")
+	s3RepoNamespace(t, ns, "snapflow-backups", "team-a/", "s3-password")
 	src := env.Functions.Node.PVCDir(ns, "app-data")
 	writeFiles(t, src, 20)
 	repo := waitRepository(t, ns, "primary", snapv1.RepositoryReady)

@@ -28,35 +28,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	secrets := map[string]string{"repository password": password, "wrong password": wrong, "S3 secret key": env.S3.SecretKey}
 
 	createBucket(t, "secret-scan")
-	kubectl(t, []byte(fmt.Sprintf(`
-apiVersion: v1
-kind: Namespace
-metadata: {name: %[1]s}
----
-apiVersion: v1
-kind: Secret
-metadata: {name: s3-creds, namespace: %[1]s}
-stringData: {AWS_ACCESS_KEY_ID: %[2]s, AWS_SECRET_ACCESS_KEY: %[3]s, KOPIA_PASSWORD: %[6]s}
----
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: app-data, namespace: %[1]s}
-spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
----
-apiVersion: kopiur.home-operations.com/v1alpha1
-kind: Repository
-metadata: {name: primary, namespace: %[1]s}
-spec:
-  backend:
-    s3:
-      bucket: secret-scan
-      endpoint: %[4]s
-      region: %[5]s
-      auth: {secretRef: {name: s3-creds}}
-      tls: {disableTls: true}
-  encryption: {passwordSecretRef: {name: s3-creds, key: KOPIA_PASSWORD}}
-  create: {enabled: true}
-`, ns, env.S3.AccessKey, env.S3.SecretKey, env.S3.Endpoint, env.S3.Region, password)), 0, "apply", "-f", "-")
+	s3RepoNamespace(t, ns, "secret-scan", "", password)
 	writeFiles(t, env.Functions.Node.PVCDir(ns, "app-data"), 5)
 	waitRepository(t, ns, "primary", snapv1.RepositoryReady)
 	kubectl(t, policy(ns, "app", "  copyMethod: Direct\n  retention: {keepLatest: 5}\n"), 0, "apply", "-f", "-")
