@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/snapflow/snapflow/events"
 )
 
-// sweeps coalesces a function's full sweeps (resync and ping events): at
+// sweeps coalesces a function's full sweeps of one event type (resync, or
+// ping: a ping sweep may read the watch cache and skip quiet objects, so
+// it never stands in for a resync): at
 // most one runs, at most one waits behind it, and every sweep request that
 // arrives while one waits joins it and answers with its result. That is
 // safe because the waiting sweep starts after the joiner arrived, so it
@@ -33,6 +36,11 @@ type sweep struct {
 func isSweep(eventType string) bool {
 	return eventType == events.Resync || eventType == events.Ping
 }
+
+// sweepTimeout bounds a sweep, which runs on past its own sender's
+// disconnect for the senders that joined it; it matches the server's
+// write timeout.
+const sweepTimeout = 10 * time.Minute
 
 // do runs fn as a sweep, or joins the one queued. joined tells which.
 func (s *sweeps) do(ctx context.Context, fn func(context.Context) error) (err error, joined bool) {
@@ -64,6 +72,10 @@ func (s *sweeps) do(ctx context.Context, fn func(context.Context) error) (err er
 }
 
 func (s *sweeps) run(ctx context.Context, r *sweep, fn func(context.Context) error) error {
+	// Joiners wait on this sweep too: one sender hanging up must not fail
+	// it for all of them.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sweepTimeout)
+	defer cancel()
 	defer func() {
 		s.mu.Lock()
 		s.cur, s.next = s.next, nil

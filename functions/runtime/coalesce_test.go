@@ -129,52 +129,98 @@ func TestSweepJoinerHonoursItsContext(t *testing.T) {
 	}
 }
 
-// Over HTTP: resyncs and pings that arrive while a sweep runs and another
-// waits are answered 2xx without running the handler, and counted as
-// coalesced; other events are never coalesced.
+// Over HTTP: resyncs that arrive while a resync runs and another waits are
+// answered 2xx without running the handler, and counted as coalesced. A
+// ping is a lighter sweep (it may read the watch cache), so it never joins
+// a resync, and other events are never coalesced.
 func TestServeCoalescesSweepEvents(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	release := make(chan struct{})
-	var sweepsRun, requests atomic.Int32
+	var resyncs, pings, requests atomic.Int32
 	handle := func(_ context.Context, e event.Event) error {
-		if isSweep(e.Type()) {
-			if sweepsRun.Add(1) == 1 {
+		switch e.Type() {
+		case events.Resync:
+			if resyncs.Add(1) == 1 {
 				<-release
 			}
-			return nil
+		case events.Ping:
+			pings.Add(1)
+		default:
+			requests.Add(1)
 		}
-		requests.Add(1)
 		return nil
 	}
 	sw := map[string]*sweeps{}
 	url := serveWith(t, Options{Registry: reg, sweeps: sw, Functions: []Function{{Name: "f", Handle: handle}}})
-	s := sw["f"]
+	s := sw["f "+events.Resync]
 	codes := make(chan int, 8)
 	send := func(typ string) { codes <- post(t, url, typ, strings.NewReader(`{}`), 2) }
 	go send(events.Resync)
-	waitFor(t, "the first resync to run", func() bool { return sweepsRun.Load() == 1 })
-	go send(events.Ping)
-	waitFor(t, "a queued sweep", func() bool { _, q, _ := s.state(); return q })
+	waitFor(t, "the first resync to run", func() bool { return resyncs.Load() == 1 })
+	go send(events.Resync)
+	waitFor(t, "a queued resync", func() bool { _, q, _ := s.state(); return q })
 	for i := 0; i < 3; i++ {
 		go send(events.Resync)
 	}
-	go send(events.Ping)
-	waitFor(t, "four joiners", func() bool { _, _, n := s.state(); return n == 4 })
-	// A request is not a sweep: it runs while the sweep is still blocked.
-	if code := post(t, url, events.SnapshotRequested, strings.NewReader(`{}`), 2); code/100 != 2 || requests.Load() != 1 {
-		t.Fatalf("a snapshot request during a sweep: status %d, handled %d", code, requests.Load())
-	}
-	close(release)
-	for i := 0; i < 6; i++ {
-		if code := <-codes; code/100 != 2 {
-			t.Errorf("a sweep event answered %d", code)
+	waitFor(t, "three joiners", func() bool { _, _, n := s.state(); return n == 3 })
+	// Neither a ping nor a request waits for the blocked resync.
+	for _, typ := range []string{events.Ping, events.SnapshotRequested} {
+		if code := post(t, url, typ, strings.NewReader(`{}`), 2); code/100 != 2 {
+			t.Fatalf("%s during a resync: status %d", typ, code)
 		}
 	}
-	if n := sweepsRun.Load(); n != 2 {
-		t.Errorf("%d sweeps ran for 6 sweep events, want 2", n)
+	if pings.Load() != 1 || requests.Load() != 1 {
+		t.Fatalf("during a resync: %d pings and %d requests handled, want 1 each", pings.Load(), requests.Load())
 	}
-	if got := counter(t, reg, "coalesced"); got != 4 {
-		t.Errorf("coalesced counter %v, want 4", got)
+	close(release)
+	for i := 0; i < 5; i++ {
+		if code := <-codes; code/100 != 2 {
+			t.Errorf("a resync answered %d", code)
+		}
+	}
+	if n := resyncs.Load(); n != 2 {
+		t.Errorf("%d resync sweeps ran for 5 resync events, want 2", n)
+	}
+	if got := counter(t, reg, "coalesced"); got != 3 {
+		t.Errorf("coalesced counter %v, want 3", got)
+	}
+}
+
+// The queued sweep serves its joiners even when its own sender hangs up
+// while it waits: one sender cannot fail it for the rest.
+func TestQueuedSweepOutlivesItsSender(t *testing.T) {
+	var s sweeps
+	release := make(chan struct{})
+	var calls atomic.Int32
+	var sawCancel atomic.Bool
+	fn := func(ctx context.Context) error {
+		if calls.Add(1) == 1 {
+			<-release
+			return nil
+		}
+		if ctx.Err() != nil {
+			sawCancel.Store(true)
+			return ctx.Err()
+		}
+		return nil
+	}
+	go s.do(context.Background(), fn)
+	waitFor(t, "the first sweep", func() bool { return calls.Load() == 1 })
+	ctx, cancel := context.WithCancel(context.Background())
+	queued := make(chan error, 1)
+	go func() { err, _ := s.do(ctx, fn); queued <- err }()
+	waitFor(t, "a queued sweep", func() bool { _, q, _ := s.state(); return q })
+	joined := make(chan error, 1)
+	go func() { err, _ := s.do(context.Background(), fn); joined <- err }()
+	waitFor(t, "the joiner", func() bool { _, _, n := s.state(); return n == 1 })
+	cancel()
+	close(release)
+	if err := <-joined; err != nil {
+		t.Errorf("the joiner got %v after the queued sweep's sender left, want the sweep's result", err)
+	}
+	<-queued
+	if sawCancel.Load() {
+		t.Error("the queued sweep ran on its sender's cancelled context")
 	}
 }
 

@@ -97,9 +97,11 @@ func Serve(ctx context.Context, o Options) error {
 			return fmt.Errorf("cloudevents protocol: %w", err)
 		}
 		f := f
-		sw := &sweeps{}
+		sw := map[string]*sweeps{events.Resync: {}, events.Ping: {}}
 		if o.sweeps != nil {
-			o.sweeps[f.Name] = sw
+			for typ, s := range sw {
+				o.sweeps[f.Name+" "+typ] = s
+			}
 		}
 		fn := func(ctx context.Context, e event.Event) protocol.Result {
 			start := time.Now()
@@ -115,7 +117,7 @@ func Serve(ctx context.Context, o Options) error {
 			var err error
 			joined := false
 			if isSweep(e.Type()) {
-				err, joined = sw.do(ctx, func(ctx context.Context) error { return f.Handle(logr.NewContext(ctx, log), e) })
+				err, joined = sw[e.Type()].do(ctx, func(ctx context.Context) error { return f.Handle(logr.NewContext(ctx, log), e) })
 			} else {
 				err = f.Handle(logr.NewContext(ctx, log), e)
 			}

@@ -810,6 +810,12 @@ func TestChartInstallDryRunNotes(t *testing.T) {
 			values: map[string]any{"knative": map[string]any{"enabled": true}},
 			want:   []string{"Knative Services behind the Broker rel-snapflow", "kubectl apply --server-side -f <chart>/crds/"},
 		},
+		// Senders the NetworkPolicy would block are named before they fail.
+		"network policy": {
+			values: map[string]any{"functions": map[string]any{"eventSink": "http://broker.example", "senderAuth": map[string]any{"trustedSenders": []any{"system:serviceaccount:argo-events:sensor"}}}},
+			want: []string{"NetworkPolicy rel-snapflow-functions admits only snapflow's own pods",
+				"functions.eventSink is set", "trustedSenders lists senders the NetworkPolicy does not admit"},
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			out, errOut, err := runHelm(t, "install", "rel", chartDir(t), "--dry-run=server", "--kubeconfig", env.Kubeconfig,

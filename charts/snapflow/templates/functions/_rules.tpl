@@ -28,10 +28,13 @@ because the functions act on snapflow objects in every namespace. Notes:
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["snapshots/finalizers"]
   verbs: ["update"]
-# Repositories are bootstrapped; policies read (and listed by the tenancy check).
+# Repositories are bootstrapped (and listed by the tenancy check); policies read.
 - apiGroups: ["kopiur.home-operations.com"]
-  resources: ["repositories", "clusterrepositories", "snapshotpolicies"]
+  resources: ["repositories", "clusterrepositories"]
   verbs: ["get", "list"]
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["snapshotpolicies"]
+  verbs: ["get"]
 # Namespaces: tenancy and the privileged-movers annotation.
 - apiGroups: [""]
   resources: ["namespaces"]
