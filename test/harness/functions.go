@@ -241,7 +241,8 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	}
 	f.as = as
 	// Each component writes its Events as itself, as its pod would.
-	recorderAs := func(cfg *rest.Config, component string) record.EventRecorder {
+	recorder := func(component string) record.EventRecorder {
+		cfg, _ := as(strings.TrimPrefix(component, "snapflow-"))
 		ecs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			panic(fmt.Sprintf("clientset for %s: %v", component, err)) // only a malformed config gets here
@@ -249,10 +250,6 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 		b := record.NewBroadcaster(record.WithContext(ctx))
 		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: ecs.CoreV1().Events("")})
 		return b.NewRecorder(cp.Scheme, corev1.EventSource{Component: component})
-	}
-	recorder := func(component string) record.EventRecorder {
-		cfg, _ := as(strings.TrimPrefix(component, "snapflow-"))
-		return recorderAs(cfg, component)
 	}
 	snapCfg, snapClient := as("snapshot")
 	_, cleanupClient := as("cleanup")
@@ -317,10 +314,7 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 		// Functions the harness cannot import (they import packages whose
 		// own tests use the harness) are built by the test binary.
 		fns = append(fns, o.Extra(Deps{Client: cp.Client, As: f.As, Emitter: f.Emitted,
-			Recorder: func(component string) record.EventRecorder {
-				cfg, _ := as(strings.TrimPrefix(component, "snapflow-"))
-				return recorderAs(cfg, component)
-			}})...)
+			Recorder: recorder})...)
 	}
 	listening := make(chan string, 1)
 	errc := make(chan error, 1)
