@@ -216,6 +216,9 @@ func (f *Function) plan(ctx context.Context, s *snapv1.Snapshot) (*runPlan, *gat
 			return invalid("%s", pr)
 		}
 	}
+	if g, err := f.collisionGate(ctx, &pol, ref); g != nil || err != nil {
+		return nil, g, err
+	}
 	p.copyMethod = pol.Spec.CopyMethod
 	if p.copyMethod == "" {
 		p.copyMethod = snapv1.CopySnapshot

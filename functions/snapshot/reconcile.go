@@ -40,6 +40,7 @@ const (
 	ReasonNotPermitted         = "PrivilegedMoverNotPermitted"
 	ReasonSourceNotFound       = "SourceNotFound"
 	ReasonSourceNotBound       = "SourceNotBound"
+	ReasonIdentityCollision    = "IdentityCollision"
 )
 
 // ReconcileSnapshot moves one Snapshot forward by at most one step per call

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/internal/identity"
 	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/internal/mover"
@@ -223,6 +224,24 @@ func resolveIdentity(p *snapv1.SnapshotPolicy, r *RepositoryObject, src snapv1.S
 		return kopia.Source{}, err
 	}
 	return kopia.Source{Username: id.Username, Hostname: id.Hostname, Path: identity.PVCSourcePath(src, p.Namespace, pvc)}, nil
+}
+
+// collisionGate re-runs admission's identity-collision rule for the run's
+// repository: two policies writing one kopia source would mix their
+// lineages, and each one's retention would prune the other's history. The
+// policy that came first keeps running.
+func (f *Function) collisionGate(ctx context.Context, p *snapv1.SnapshotPolicy, ref snapv1.RepositoryRef) (*gate, error) {
+	cs, err := validate.IdentityCollisions(ctx, lookup{f.Client}, p, ref)
+	if err != nil {
+		return nil, fmt.Errorf("check identity collisions: %w", err)
+	}
+	c := validate.Earlier(p, cs)
+	if c == nil {
+		return nil, nil
+	}
+	return &gate{cond: wellknown.ConditionReady, reason: ReasonIdentityCollision, fatal: true,
+		message: fmt.Sprintf("SnapshotPolicy %s/%s, created before SnapshotPolicy %s, also writes kopia source %q in %s, so this run was stopped before it mixed the two lineages; give SnapshotPolicy %s a distinct spec.identity, or point it at another repository",
+			c.Policy.Namespace, c.Policy.Name, p.Name, c.Address, validate.RepoKey(ref, p.Namespace), p.Name)}, nil
 }
 
 // tenancyProblem re-runs the webhook's tenancy rule (the webhook may have

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -243,34 +244,86 @@ func identityCollisions(ctx context.Context, lk Lookup, p *snapv1.SnapshotPolicy
 		if ids[i].Username == "" {
 			continue
 		}
-		mine := addresses(p, ids[i])
 		key := RepoKey(ref, p.Namespace)
-		for oi := range others {
-			o := &others[oi]
-			if o.Namespace == p.Namespace && o.Name == p.Name {
+		for _, c := range collisionsIn(ctx, lk, p, ref, ids[i], others) {
+			r.Also(fieldErr(refField(p, i), "resolved identity %q collides with existing SnapshotPolicy %s/%s in repository %s; two policies must not share a kopia identity in the same repository (give this policy a distinct spec.identity, or target a different repository)", c.Address, c.Policy.Namespace, c.Policy.Name, key))
+		}
+	}
+	return r
+}
+
+// Collision is another SnapshotPolicy that writes to one of a policy's
+// kopia addresses (user@host:path) in the same repository.
+type Collision struct {
+	Policy  *snapv1.SnapshotPolicy
+	Address string
+}
+
+// IdentityCollisions is the admission check for one repository of p, run
+// again before a backup: the webhook may have been bypassed, or a
+// repository's identityDefaults changed since the policies were admitted.
+func IdentityCollisions(ctx context.Context, lk Lookup, p *snapv1.SnapshotPolicy, ref snapv1.RepositoryRef) ([]Collision, error) {
+	defaults, err := identityDefaults(ctx, lk, ref, p.Namespace)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", RepoKey(ref, p.Namespace), err)
+	}
+	id, err := identity.Resolve(p, defaults)
+	if err != nil {
+		return nil, err
+	}
+	others, err := lk.SnapshotPolicies(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list SnapshotPolicies: %w", err)
+	}
+	return collisionsIn(ctx, lk, p, ref, id, others), nil
+}
+
+// Earlier is the colliding policy that was there first, if any: at run
+// time the older policy keeps its lineage and the newer one stops, so a
+// policy slipped past admission cannot halt another's backups.
+func Earlier(p *snapv1.SnapshotPolicy, cs []Collision) *Collision {
+	for i := range cs {
+		o := cs[i].Policy
+		ot, pt := o.CreationTimestamp, p.CreationTimestamp
+		if ot.Before(&pt) || (ot.Equal(&pt) && o.Namespace+"/"+o.Name < p.Namespace+"/"+p.Name) {
+			return &cs[i]
+		}
+	}
+	return nil
+}
+
+// collisionsIn compares p's addresses under id in ref with every other
+// policy writing to the same repository.
+func collisionsIn(ctx context.Context, lk Lookup, p *snapv1.SnapshotPolicy, ref snapv1.RepositoryRef, id identity.Identity, others []snapv1.SnapshotPolicy) []Collision {
+	var out []Collision
+	mine := addresses(p, id)
+	key := RepoKey(ref, p.Namespace)
+	for oi := range others {
+		o := &others[oi]
+		if o.Namespace == p.Namespace && o.Name == p.Name {
+			continue
+		}
+		for _, oref := range PolicyRefs(o) {
+			if RepoKey(oref, o.Namespace) != key {
 				continue
 			}
-			for _, oref := range PolicyRefs(o) {
-				if RepoKey(oref, o.Namespace) != key {
-					continue
-				}
-				defaults, err := identityDefaults(ctx, lk, oref, o.Namespace)
-				if err != nil {
-					continue
-				}
-				oid, err := identity.Resolve(o, defaults)
-				if err != nil {
-					continue
-				}
-				for addr := range addresses(o, oid) {
-					if mine[addr] {
-						r.Also(fieldErr(refField(p, i), "resolved identity %q collides with existing SnapshotPolicy %s/%s in repository %s; two policies must not share a kopia identity in the same repository (give this policy a distinct spec.identity, or target a different repository)", addr, o.Namespace, o.Name, key))
-					}
+			defaults, err := identityDefaults(ctx, lk, oref, o.Namespace)
+			if err != nil {
+				continue
+			}
+			oid, err := identity.Resolve(o, defaults)
+			if err != nil {
+				continue
+			}
+			for addr := range addresses(o, oid) {
+				if mine[addr] {
+					out = append(out, Collision{Policy: o, Address: addr})
 				}
 			}
 		}
 	}
-	return r
+	slices.SortStableFunc(out, func(a, b Collision) int { return strings.Compare(a.Address, b.Address) })
+	return out
 }
 
 func identityChange(ctx context.Context, lk Lookup, p, old *snapv1.SnapshotPolicy, refs []snapv1.RepositoryRef, ids []identity.Identity) Result {

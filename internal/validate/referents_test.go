@@ -111,6 +111,61 @@ func TestIdentityCollision(t *testing.T) {
 	}
 }
 
+// The run-time recheck: the webhook may have been bypassed, and the
+// older of two colliding policies keeps running.
+func TestIdentityCollisionsAtRunTime(t *testing.T) {
+	ctx := context.Background()
+	at := func(p *snapv1.SnapshotPolicy, sec int64) *snapv1.SnapshotPolicy {
+		p.CreationTimestamp = metav1.Unix(1_700_000_000+sec, 0)
+		return p
+	}
+	objs := NewObjects()
+	stored := func(name string) *snapv1.SnapshotPolicy { return objs.Policies["billing/"+name] }
+	objs.Add(at(policyWith("first", "shared", "data"), 0))
+	objs.Add(at(policyWith("tie-b", "tied", "data"), 5))
+	objs.Add(at(policyWith("later", "shared", "data"), 10))
+	tests := []struct {
+		name     string
+		p        *snapv1.SnapshotPolicy
+		collides []string // the other policies, in order
+		earlier  string   // the one that was there first, or ""
+	}{
+		{"newest stops for the first", stored("later"), []string{"billing/first"}, "billing/first"},
+		{"oldest keeps running", stored("first"), []string{"billing/later"}, ""},
+		{"a tie goes to the lower name", at(policyWith("tie-a", "tied", "data"), 5), []string{"billing/tie-b"}, ""},
+		{"the higher name of a tie stops", at(policyWith("tie-c", "tied", "data"), 5), []string{"billing/tie-b"}, "billing/tie-b"},
+		{"another PVC does not collide", at(policyWith("other", "shared", "other"), 20), nil, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cs, err := IdentityCollisions(ctx, objs, tc.p, *tc.p.Spec.Repository)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, c := range cs {
+				got = append(got, c.Policy.Namespace+"/"+c.Policy.Name)
+				if !strings.Contains(c.Address, "@") {
+					t.Errorf("address %q names no kopia source", c.Address)
+				}
+			}
+			if strings.Join(got, ",") != strings.Join(tc.collides, ",") {
+				t.Fatalf("collisions %v, want %v", got, tc.collides)
+			}
+			e, want := Earlier(tc.p, cs), tc.earlier
+			switch {
+			case want == "" && e != nil:
+				t.Fatalf("%s stopped for %s/%s, want it to keep running", tc.p.Name, e.Policy.Namespace, e.Policy.Name)
+			case want != "" && (e == nil || e.Policy.Namespace+"/"+e.Policy.Name != want):
+				t.Fatalf("earlier %v, want %s", e, want)
+			}
+		})
+	}
+	if _, err := IdentityCollisions(ctx, broken{}, stored("later"), *stored("later").Spec.Repository); err == nil {
+		t.Fatal("an unreadable cluster must be an error at run time, not a pass")
+	}
+}
+
 func TestIdentityChangeGuard(t *testing.T) {
 	ctx := context.Background()
 	objs := NewObjects()

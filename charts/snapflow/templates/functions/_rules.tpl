@@ -28,13 +28,14 @@ because the functions act on snapflow objects in every namespace. Notes:
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["snapshots/finalizers"]
   verbs: ["update"]
-# Repositories are bootstrapped (and listed by the tenancy check); policies read.
+# Repositories are bootstrapped (and listed by the tenancy check); policies
+# read, and listed to check identity collisions again before each backup.
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["repositories", "clusterrepositories"]
   verbs: ["get", "list"]
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["snapshotpolicies"]
-  verbs: ["get"]
+  verbs: ["get", "list"]
 # Namespaces: tenancy and the privileged-movers annotation.
 - apiGroups: [""]
   resources: ["namespaces"]
