@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	snapadm "github.com/snapflow/snapflow/internal/admission"
 	"github.com/snapflow/snapflow/internal/validate"
 )
@@ -93,7 +94,8 @@ func (h *Handler) handle(ctx context.Context, req admission.Request) admission.R
 		}
 	}
 	if h.Mutate {
-		patches, err := snapadm.Mutate(ctx, h.Lookup, h.VolumePolicies, op, obj)
+		patches, err := snapadm.Mutate(ctx, h.Lookup, h.VolumePolicies, op, obj,
+			&snapadm.Requester{User: authorOf(req), Controller: h.Controllers[req.UserInfo.Username], Old: old})
 		if err != nil {
 			return admission.Denied(err.Error())
 		}
@@ -108,10 +110,20 @@ func (h *Handler) handle(ctx context.Context, req admission.Request) admission.R
 	if req.SubResource == "" && !h.Controllers[req.UserInfo.Username] {
 		r.Merge(controllerMetadata(req))
 	}
+	if p, ok := obj.(*snapv1.SnapshotPolicy); ok && req.SubResource == "" {
+		was, _ := old.(*snapv1.SnapshotPolicy)
+		r.Merge(validate.HooksAuthorProblem(was, p, authorOf(req), h.Controllers[req.UserInfo.Username]))
+	}
 	if r.OK() {
 		return admission.Allowed("").WithWarnings(r.Warnings...)
 	}
 	return denied(r)
+}
+
+// authorOf is the requester as a hooks author.
+func authorOf(req admission.Request) validate.HooksAuthor {
+	u := req.UserInfo
+	return validate.HooksAuthor{Username: u.Username, UID: u.UID, Groups: u.Groups}
 }
 
 // controllerMetadata checks the controller-owned keys of a request. Only

@@ -89,6 +89,10 @@ const (
 	// AnnotationRequestedBy records who sent the request event a Snapshot
 	// or Restore was made for (the authenticated user, or "unauthenticated").
 	AnnotationRequestedBy = SnapflowPrefix + "requested-by"
+	// AnnotationHooksAuthor records who last set a SnapshotPolicy's runJob
+	// and workloadExec hooks (admission stamps it): those hooks run only
+	// while that user may create Jobs and exec into pods themselves.
+	AnnotationHooksAuthor = SnapflowPrefix + "hooks-author"
 	// AnnotationRequestEvent identifies that event (a Restore: its id; a
 	// Snapshot: "<source> <id>"): a redelivery finds its object again.
 	AnnotationRequestEvent       = SnapflowPrefix + "requested-by-event"

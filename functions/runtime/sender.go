@@ -172,6 +172,27 @@ type AccessReviewer interface {
 	Create(ctx context.Context, sar *authzv1.SubjectAccessReview, opts metav1.CreateOptions) (*authzv1.SubjectAccessReview, error)
 }
 
+// Review asks the API server whether the user in who may do attrs; an
+// answer of no is ErrForbidden, naming the user and what was asked.
+func Review(ctx context.Context, rev AccessReviewer, who authzv1.SubjectAccessReviewSpec, attrs authzv1.ResourceAttributes) error {
+	if rev == nil {
+		return fmt.Errorf("%w: this function cannot check %s's rights (no SubjectAccessReview client)", ErrForbidden, who.User)
+	}
+	who.ResourceAttributes = &attrs
+	res, err := rev.Create(ctx, &authzv1.SubjectAccessReview{Spec: who}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("review the rights of %s: %w", who.User, err)
+	}
+	if !res.Status.Allowed {
+		what := attrs.Resource
+		if attrs.Subresource != "" {
+			what += "/" + attrs.Subresource
+		}
+		return fmt.Errorf("%w: %s may not %s %s in namespace %q; grant it that in RBAC", ErrForbidden, who.User, attrs.Verb, what, attrs.Namespace)
+	}
+	return nil
+}
+
 // Authorize checks that the event's sender may do attrs itself, so a
 // request event never lends the function's rights to its sender. It
 // returns the sender's user name to record on what the request creates.
@@ -190,13 +211,8 @@ func Authorize(ctx context.Context, rev AccessReviewer, attrs authzv1.ResourceAt
 	for k, v := range s.User.Extra {
 		extra[k] = authzv1.ExtraValue(v)
 	}
-	res, err := rev.Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
-		ResourceAttributes: &attrs, User: s.User.Username, Groups: s.User.Groups, UID: s.User.UID, Extra: extra}}, metav1.CreateOptions{})
-	if err != nil {
-		return "", fmt.Errorf("review the sender's rights: %w", err)
-	}
-	if !res.Status.Allowed {
-		return "", fmt.Errorf("%w: %s may not %s %s in namespace %q; grant it that in RBAC, or create the object with kubectl", ErrForbidden, s.User.Username, attrs.Verb, attrs.Resource, attrs.Namespace)
+	if err := Review(ctx, rev, authzv1.SubjectAccessReviewSpec{User: s.User.Username, Groups: s.User.Groups, UID: s.User.UID, Extra: extra}, attrs); err != nil {
+		return "", err
 	}
 	return s.User.Username, nil
 }

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	authzv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,6 +34,7 @@ import (
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/moverjob"
 	"github.com/snapflow/snapflow/internal/privilege"
+	"github.com/snapflow/snapflow/internal/validate"
 )
 
 // Hook lists, as recorded in status.hooks.results.
@@ -56,7 +58,7 @@ type hookOutcome struct {
 // of two functions handling the same Snapshot only one runs it. Synchronous
 // hooks (httpRequest, workloadExec) run here; a runJob hook is started and
 // checked on later events.
-func (f *Function) runHooks(ctx context.Context, s *snapv1.Snapshot, list string, hooks []snapv1.Hook) (hookOutcome, error) {
+func (f *Function) runHooks(ctx context.Context, s *snapv1.Snapshot, pol *snapv1.SnapshotPolicy, list string, hooks []snapv1.Hook) (hookOutcome, error) {
 	for i, h := range hooks {
 		if r := hookResult(s, list, i); r != nil && !r.Running {
 			if !r.Succeeded && !continueOnFailure(h) {
@@ -86,7 +88,7 @@ func (f *Function) runHooks(ctx context.Context, s *snapv1.Snapshot, list string
 				return hookOutcome{pending: fmt.Sprintf("%s[%d] (%s) is running elsewhere", list, i, kind)}, nil
 			}
 		}
-		ok, msg, pending, err := f.runHook(ctx, s, list, i, h)
+		ok, msg, pending, err := f.runHook(ctx, s, pol, list, i, h)
 		if err != nil {
 			return hookOutcome{}, err
 		}
@@ -207,16 +209,19 @@ func (f *Function) recordHook(ctx context.Context, s *snapv1.Snapshot, r snapv1.
 }
 
 // runHook runs one hook; pending means a runJob hook has not finished yet.
-func (f *Function) runHook(ctx context.Context, s *snapv1.Snapshot, list string, i int, h snapv1.Hook) (ok bool, msg string, pending bool, err error) {
+func (f *Function) runHook(ctx context.Context, s *snapv1.Snapshot, pol *snapv1.SnapshotPolicy, list string, i int, h snapv1.Hook) (ok bool, msg string, pending bool, err error) {
 	switch {
 	case h.HTTPRequest != nil:
 		ok, msg = f.httpHook(ctx, h.HTTPRequest)
 		return ok, msg, false, nil
 	case h.WorkloadExec != nil:
+		if msg, err := f.authorMay(ctx, pol, authzv1.ResourceAttributes{Namespace: s.Namespace, Verb: "create", Resource: "pods", Subresource: "exec"}); msg != "" || err != nil {
+			return false, msg, false, err
+		}
 		ok, msg = f.execHook(ctx, s.Namespace, h.WorkloadExec)
 		return ok, msg, false, nil
 	case h.RunJob != nil:
-		return f.jobHook(ctx, s, list, i, h.RunJob)
+		return f.jobHook(ctx, s, pol, list, i, h.RunJob)
 	}
 	return false, "the hook names no action", false, nil
 }
@@ -413,7 +418,22 @@ func lastBytes(s string, n int) string {
 }
 
 // jobHook starts the hook's Job (owned by the Snapshot) and reports its end.
-func (f *Function) jobHook(ctx context.Context, s *snapv1.Snapshot, list string, i int, h *snapv1.RunJobHook) (ok bool, msg string, pending bool, err error) {
+// authorMay checks that the user who set pol's hooks may do attrs
+// themselves, so a hook never lends the function's rights: "" when they
+// may, otherwise why the hook was not run.
+func (f *Function) authorMay(ctx context.Context, pol *snapv1.SnapshotPolicy, attrs authzv1.ResourceAttributes) (string, error) {
+	a, err := validate.ParseHooksAuthor(pol)
+	if err != nil {
+		return "not run: " + err.Error(), nil
+	}
+	err = runtime.Review(ctx, f.Access, authzv1.SubjectAccessReviewSpec{User: a.Username, UID: a.UID, Groups: a.Groups}, attrs)
+	if errors.Is(err, runtime.ErrForbidden) {
+		return fmt.Sprintf("not run: a hook acts with the rights of the user who set it (%s), and %v", a.Username, err), nil
+	}
+	return "", err
+}
+
+func (f *Function) jobHook(ctx context.Context, s *snapv1.Snapshot, pol *snapv1.SnapshotPolicy, list string, i int, h *snapv1.RunJobHook) (ok bool, msg string, pending bool, err error) {
 	short := "pre"
 	if list == ListAfter {
 		short = "post"
@@ -433,6 +453,9 @@ func (f *Function) jobHook(ctx context.Context, s *snapv1.Snapshot, list string,
 		if j.Spec.ActiveDeadlineSeconds == nil {
 			d := int64(hookTimeout(h.Timeout) / time.Second)
 			j.Spec.ActiveDeadlineSeconds = &d
+		}
+		if msg, err := f.authorMay(ctx, pol, authzv1.ResourceAttributes{Namespace: s.Namespace, Verb: "create", Group: "batch", Resource: "jobs"}); msg != "" || err != nil {
+			return false, "runJob hook " + name + " was " + msg, false, err
 		}
 		// snapflow creates the Job, so it passes the gate every mover does.
 		if err := runtime.Permit(ctx, f.Client, s.Namespace, privilege.RunJob(&j.Spec.Template)); errors.Is(err, privilege.ErrNotPermitted) {

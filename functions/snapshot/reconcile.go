@@ -133,7 +133,7 @@ func (f *Function) start(ctx context.Context, s *snapv1.Snapshot) error {
 		return f.hold(ctx, s, gate{cond: wellknown.ConditionRepositorySlotAvailable, reason: ReasonWaitingForSlot, message: msg})
 	}
 	if hooks := plan.policy.Spec.Hooks; hooks != nil && len(hooks.BeforeSnapshot) > 0 && (s.Status.Hooks == nil || s.Status.Hooks.PreCompletedAt == nil) {
-		out, err := f.runHooks(ctx, s, ListBefore, hooks.BeforeSnapshot)
+		out, err := f.runHooks(ctx, s, plan.policy, ListBefore, hooks.BeforeSnapshot)
 		switch {
 		case err != nil:
 			return err
@@ -327,7 +327,7 @@ func (f *Function) afterHooks(ctx context.Context, s *snapv1.Snapshot) (bool, er
 	if err != nil || pol == nil || pol.Spec.Hooks == nil || len(pol.Spec.Hooks.AfterSnapshot) == 0 {
 		return false, err
 	}
-	out, err := f.runHooks(ctx, s, ListAfter, pol.Spec.Hooks.AfterSnapshot)
+	out, err := f.runHooks(ctx, s, pol, ListAfter, pol.Spec.Hooks.AfterSnapshot)
 	if err != nil || out.pending != "" {
 		return out.pending != "", err
 	}

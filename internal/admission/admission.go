@@ -123,7 +123,17 @@ type VolumePolicies interface {
 // Mutate returns the patches for obj. lk (may be nil) supplies the recipe;
 // vp (may be nil) the volume policies stamped on a new Snapshot. An error
 // means the object must be denied.
-func Mutate(ctx context.Context, lk validate.Lookup, vp VolumePolicies, op Operation, obj Object) ([]jsonpatch.Operation, error) {
+// Requester is who writes the object and what it was before (nil on
+// CREATE): admission records some of it on the object. Nil offline, where
+// nobody is writing.
+type Requester struct {
+	User validate.HooksAuthor
+	// Controller is set for snapflow's own functions.
+	Controller bool
+	Old        Object
+}
+
+func Mutate(ctx context.Context, lk validate.Lookup, vp VolumePolicies, op Operation, obj Object, req *Requester) ([]jsonpatch.Operation, error) {
 	switch o := obj.(type) {
 	case *snapv1.Snapshot:
 		var policy *snapv1.SnapshotPolicy
@@ -160,7 +170,16 @@ func Mutate(ctx context.Context, lk validate.Lookup, vp VolumePolicies, op Opera
 		}
 		return ops, nil
 	case *snapv1.SnapshotPolicy:
-		return mutate.SnapshotPolicy(o), nil
+		ops := mutate.SnapshotPolicy(o)
+		if req != nil {
+			was, _ := req.Old.(*snapv1.SnapshotPolicy)
+			author, err := validate.ExpectedHooksAuthor(was, o, req.User, req.Controller)
+			if err != nil {
+				return nil, err
+			}
+			ops = append(ops, mutate.EnsureAnnotation(o.Annotations, wellknown.AnnotationHooksAuthor, author)...)
+		}
+		return ops, nil
 	}
 	return nil, nil
 }

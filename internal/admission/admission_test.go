@@ -25,7 +25,7 @@ func TestMutateDropsABroughtVolumePolicyStamp(t *testing.T) {
 	s := &snapv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "billing",
 		Annotations: map[string]string{wellknown.AnnotationVolumePolicies: `{"rules":[{"action":{"type":"skip"}}]}`}},
 		Spec: snapv1.SnapshotSpec{PolicyRef: &snapv1.PolicyRef{Name: "p"}}}
-	ops, err := admission.Mutate(context.Background(), validate.NewObjects(), noPolicies{}, admission.Create, s)
+	ops, err := admission.Mutate(context.Background(), validate.NewObjects(), noPolicies{}, admission.Create, s, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

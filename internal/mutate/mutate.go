@@ -95,6 +95,19 @@ func Annotate(existing map[string]string, key string, v any) (jsonpatch.Operatio
 	return SetAnnotations(existing, map[string]string{key: string(b)})[0], nil
 }
 
+// EnsureAnnotation makes annotation key hold v, or removes it when v is
+// empty; nothing when it already does.
+func EnsureAnnotation(existing map[string]string, key, v string) []jsonpatch.Operation {
+	cur, has := existing[key]
+	switch {
+	case v == "" && has:
+		return []jsonpatch.Operation{jsonpatch.NewOperation("remove", "/metadata/annotations/"+EscapeKey(key), nil)}
+	case v == "" || (has && cur == v):
+		return nil
+	}
+	return SetAnnotations(existing, map[string]string{key: v})
+}
+
 // SetAnnotations sets annotations, creating the map if needed. "add" on an
 // existing member replaces it: what admission computed wins over anything
 // the user wrote there.

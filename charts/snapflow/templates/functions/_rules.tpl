@@ -249,16 +249,19 @@ because the functions act on snapflow objects in every namespace. Notes:
 
 {{- /* Sender checks (runtime.Authenticator): every token is reviewed; the
 snapshot and restore functions also check a request's sender may create
-what it asks for. */ -}}
+what it asks for. The snapshot function checks, whatever the sender
+settings, that whoever set a policy's runJob and workloadExec hooks may
+create Jobs and exec into pods themselves. */ -}}
 {{- define "snapflow.rules.senders" -}}
-{{- if include "snapflow.senderAuth" .root }}
+{{- $senders := include "snapflow.senderAuth" .root }}
+{{- if $senders }}
 - apiGroups: ["authentication.k8s.io"]
   resources: ["tokenreviews"]
   verbs: ["create"]
-{{- if has .name (list "snapshot" "restore") }}
+{{- end }}
+{{- if or (eq .name "snapshot") (and $senders (eq .name "restore")) }}
 - apiGroups: ["authorization.k8s.io"]
   resources: ["subjectaccessreviews"]
   verbs: ["create"]
-{{- end }}
 {{- end }}
 {{- end -}}

@@ -1,0 +1,65 @@
+package validate
+
+import (
+	"strings"
+	"testing"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+)
+
+func TestHooksAuthor(t *testing.T) {
+	alice := HooksAuthor{Username: "alice", Groups: []string{"dev"}}
+	const aliceJSON = `{"username":"alice","groups":["dev"]}`
+	withHooks := func(author string, hooks ...snapv1.Hook) *snapv1.SnapshotPolicy {
+		p := basePolicy()
+		p.Spec.Hooks = &snapv1.Hooks{BeforeSnapshot: hooks}
+		if author != "" {
+			p.Annotations = map[string]string{wellknown.AnnotationHooksAuthor: author}
+		}
+		return p
+	}
+	job := snapv1.Hook{RunJob: &snapv1.RunJobHook{}}
+	exec := snapv1.Hook{WorkloadExec: &snapv1.WorkloadExecHook{}}
+	http := snapv1.Hook{HTTPRequest: &snapv1.HTTPRequestHook{URL: "https://example.invalid"}}
+	tests := []struct {
+		name       string
+		old, p     *snapv1.SnapshotPolicy
+		controller bool
+		want       string
+	}{
+		{"a runJob hook gets its writer", nil, withHooks("", job), false, aliceJSON},
+		{"so does a workloadExec hook", nil, withHooks("", http, exec), false, aliceJSON},
+		{"an httpRequest hook needs no rights", nil, withHooks("", http), false, ""},
+		{"no hooks, no author: a stale one goes", withHooks(`{"username":"bob"}`, job), withHooks(`{"username":"bob"}`), false, ""},
+		{"any write makes the writer the author", withHooks(`{"username":"bob"}`, job), withHooks(`{"username":"bob"}`, job), false, aliceJSON},
+		{"a forged author is replaced", nil, withHooks(`{"username":"admin"}`, job), false, aliceJSON},
+		{"a controller keeps the author", withHooks(`{"username":"bob"}`, job), withHooks(`{"username":"bob"}`, job), true, `{"username":"bob"}`},
+		{"a controller never becomes one", withHooks("", job), withHooks("", job), true, ""},
+		{"a controller cannot set one", withHooks("", job), withHooks(aliceJSON, job), true, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ExpectedHooksAuthor(tc.old, tc.p, alice, tc.controller)
+			if err != nil || got != tc.want {
+				t.Fatalf("author %q (%v), want %q", got, err, tc.want)
+			}
+			// The validating side refuses anything else on the object.
+			ok := tc.p.Annotations[wellknown.AnnotationHooksAuthor] == tc.want
+			if r := HooksAuthorProblem(tc.old, tc.p, alice, tc.controller); r.OK() != ok {
+				t.Fatalf("validation OK=%v for annotation %q, want %v: %v", r.OK(), tc.p.Annotations[wellknown.AnnotationHooksAuthor], ok, r.Problems())
+			} else if !ok && !strings.Contains(r.Errs.Error(), "metadata.annotations["+wellknown.AnnotationHooksAuthor+"]") {
+				t.Fatalf("refusal does not name the annotation: %v", r.Errs)
+			}
+		})
+	}
+
+	if a, err := ParseHooksAuthor(withHooks(aliceJSON, job)); err != nil || a.Username != "alice" || a.Groups[0] != "dev" {
+		t.Fatalf("parse %+v %v", a, err)
+	}
+	for _, bad := range []string{"", "alice", `{"groups":["dev"]}`} {
+		if _, err := ParseHooksAuthor(withHooks(bad, job)); err == nil || !strings.Contains(err.Error(), "apply the policy again") {
+			t.Fatalf("annotation %q: %v, want a refusal that says how to fix it", bad, err)
+		}
+	}
+}
