@@ -7,15 +7,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/events"
 )
 
-// A backup, a restore and a failed run with recognisable credentials; then
+// A backup, a restore, a failed run and orphan prunes (one failing) with
+// recognisable credentials; then
 // everything snapflow writes where others can read it is scanned for them:
 // every log, Event, status, emitted CloudEvent, ConfigMap, Job and Pod
 // spec, file the node keeps (container logs, volumes other than the Secret
@@ -60,6 +63,28 @@ func TestSecretsNeverLeak(t *testing.T) {
 	failed := waitSnapshot(t, ns, "fails", snapv1.SnapshotFailed)
 	if failed.Status.LogTail == "" {
 		t.Error("the failed run left no log tail, so the scan of status proves little")
+	}
+
+	// Orphan pruning through the prune function: a dry run with the
+	// suite's S3 keys, and a run whose session token (a canary) the
+	// gateway refuses, so its failure path is scanned too.
+	token := "tok-canary-" + randomHex(t)
+	secrets["S3 session token"] = token
+	pw := newPruneWorld(t, false, "")
+	pw.seedBackup("b-orphan", "Delete", true)
+	if code := sendPruneRequest(t, env.Functions.Base+"/prune", "scan-"+pw.repo, events.PruneRequest{BackupRepo: pw.repo}); code != http.StatusOK {
+		t.Fatalf("dry-run prune: status %d", code)
+	}
+	if ex := executedOf(t, pw.repo); !ex.DryRun || ex.DeletedCandidates == 0 {
+		t.Fatalf("the dry-run prune found nothing, so the scan of its outputs proves little: %+v", ex)
+	}
+	tw := newPruneWorld(t, false, token)
+	code := sendPruneRequest(t, env.Functions.Base+"/prune", "scan-"+tw.repo, events.PruneRequest{BackupRepo: tw.repo})
+	if code == http.StatusOK {
+		t.Fatalf("a prune whose session token the gateway refuses answered %d, want a failure", code)
+	}
+	if !strings.Contains(env.Functions.Log(), tw.repo) {
+		t.Fatal("the failed prune left no log line, so the scan of the log proves little")
 	}
 
 	places := map[string][]byte{
