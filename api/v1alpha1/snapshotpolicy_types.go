@@ -378,6 +378,11 @@ type SnapshotPolicySpec struct {
 	Compression *Compression `json:"compression,omitempty"`
 	// +optional
 	Files *Files `json:"files,omitempty"`
+	// ExtraArgs are kopia `snapshot create` flags for what the typed fields
+	// do not cover. Only the flags snapflow maps to kopia's library are
+	// accepted (--parallel, --force-hash, --checkpoint-interval,
+	// --fail-fast, --upload-limit-mb; see docs/extra-args.md); any other
+	// flag is refused.
 	// +optional
 	ExtraArgs []string `json:"extraArgs,omitempty"`
 	// +optional

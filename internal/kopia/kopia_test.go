@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/test/harness"
 )
@@ -337,6 +339,40 @@ func TestUploadLimitAbortsTheSnapshot(t *testing.T) {
 	}
 	if _, err := r.Snapshot(ctx, kopia.SnapshotRequest{Dir: data, Source: src}); err != nil {
 		t.Fatalf("without the limit: %v", err)
+	}
+}
+
+// spec.extraArgs reach kopia's uploader: --force-hash=100 hashes every
+// unchanged file again instead of taking it from the previous snapshot,
+// and the parsed policy carries each option.
+func TestExtraArgsReachTheUploader(t *testing.T) {
+	ctx := context.Background()
+	b := kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: filepath.Join(t.TempDir(), "repo")}}
+	r, err := kopia.Open(ctx, kopia.OpenOptions{Backend: b, Password: "pw", Create: &kopia.CreateOptions{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	data := t.TempDir()
+	for i := range 5 {
+		if err := os.WriteFile(filepath.Join(data, fmt.Sprintf("f%d", i)), []byte(strings.Repeat("x", 100+i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pol := kopia.PolicyFromSpec(&snapv1.SnapshotPolicySpec{ExtraArgs: []string{"--force-hash=100", "--parallel", "2", "--checkpoint-interval=5m"}})
+	if pol.ForceHashPercentage != 100 || pol.ParallelUploads != 2 || pol.CheckpointInterval != 5*time.Minute {
+		t.Fatalf("policy %+v misses the extraArgs", pol)
+	}
+	if _, err := r.Snapshot(ctx, kopia.SnapshotRequest{Dir: data, Source: src}); err != nil {
+		t.Fatal(err)
+	}
+	plain, err := r.Snapshot(ctx, kopia.SnapshotRequest{Dir: data, Source: src})
+	if err != nil || plain.Stats.FilesUnchanged != 5 {
+		t.Fatalf("an unchanged second run: %d files unchanged (%v), want 5", plain.Stats.FilesUnchanged, err)
+	}
+	forced, err := r.Snapshot(ctx, kopia.SnapshotRequest{Dir: data, Source: src, Policy: pol})
+	if err != nil || forced.Stats.FilesUnchanged != 0 {
+		t.Fatalf("with --force-hash=100: %d files taken unchanged (%v), want every file hashed again", forced.Stats.FilesUnchanged, err)
 	}
 }
 

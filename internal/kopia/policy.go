@@ -2,12 +2,14 @@ package kopia
 
 import (
 	"math"
+	"time"
 
 	"github.com/kopia/kopia/repo/compression"
 	"github.com/kopia/kopia/snapshot/policy"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/kopiaflags"
 )
 
 // Policy is what snapflow tells kopia about one source: the subset of a
@@ -28,6 +30,10 @@ type Policy struct {
 	// UploadLimitMB stops the upload after this many MB (kopia's
 	// --upload-limit-mb): the run fails and saves no snapshot.
 	UploadLimitMB int `json:"uploadLimitMb,omitempty"`
+	// The uploader options spec.extraArgs sets (internal/kopiaflags).
+	ParallelUploads     int           `json:"parallelUploads,omitempty"`
+	ForceHashPercentage float64       `json:"forceHashPercentage,omitempty"`
+	CheckpointInterval  time.Duration `json:"checkpointInterval,omitempty"`
 }
 
 // PolicyFromSpec translates the kopia-facing parts of a SnapshotPolicy spec.
@@ -54,6 +60,18 @@ func PolicyFromSpec(spec *snapv1.SnapshotPolicySpec) Policy {
 		}
 		if u.LimitMb != nil {
 			p.UploadLimitMB = int(*u.LimitMb)
+		}
+	}
+	// Admission refuses extraArgs it cannot parse, and those that
+	// contradict a typed field; a bypassed webhook's are ignored here and
+	// refused by the snapshot function (validate.SnapshotPolicy).
+	if x, err := kopiaflags.Parse(spec.ExtraArgs); err == nil {
+		p.ParallelUploads, p.ForceHashPercentage, p.CheckpointInterval = x.ParallelUploads, x.ForceHashPercentage, x.CheckpointInterval
+		if x.FailFast != nil {
+			p.FailFast = *x.FailFast
+		}
+		if x.UploadLimitMB > 0 {
+			p.UploadLimitMB = x.UploadLimitMB
 		}
 	}
 	return p

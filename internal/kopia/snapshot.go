@@ -161,6 +161,12 @@ func (r *Repo) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResul
 		u.FailFast = req.Policy.FailFast
 		// kopia's --upload-limit-mb: stop once this much is written.
 		u.MaxUploadBytes = int64(req.Policy.UploadLimitMB) << 20
+		// spec.extraArgs: zero leaves kopia's default.
+		u.ParallelUploads = req.Policy.ParallelUploads
+		u.ForceHashPercentage = req.Policy.ForceHashPercentage
+		if d := req.Policy.CheckpointInterval; d > 0 {
+			u.CheckpointInterval = d
+		}
 		// The prefetch walks until here: the lookups above leave a core idle too.
 		entry := req.Prefetch.source(dir)
 		man, err := u.Upload(logging.WithAdditionalLogger(ctx, counter.loggers), entry, tree, si, previous...)
@@ -179,7 +185,7 @@ func (r *Repo) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResul
 		if man.IncompleteReason == upload.IncompleteReasonLimitReached {
 			// No manifest: an incomplete tree is not a restore point. What
 			// was uploaded stays as content the next run need not send.
-			return &Error{Class: ClassUploadLimit, Err: fmt.Errorf("the upload of %s stopped after %d MB, the limit spec.upload.limitMb sets, before the snapshot was complete (%d bytes new); raise the limit or remove it, and the next run sends only what is still missing",
+			return &Error{Class: ClassUploadLimit, Err: fmt.Errorf("the upload of %s stopped after %d MB, the limit spec.upload.limitMb (or --upload-limit-mb in spec.extraArgs) sets, before the snapshot was complete (%d bytes new); raise the limit or remove it, and the next run sends only what is still missing",
 				req.Dir, req.Policy.UploadLimitMB, res.Stats.BytesNew)}
 		}
 		if ds := man.RootEntry.DirSummary; ds != nil {

@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/snapflow/snapflow/internal/egress"
 	"github.com/snapflow/snapflow/internal/expr"
 	"github.com/snapflow/snapflow/internal/identity"
+	"github.com/snapflow/snapflow/internal/kopiaflags"
 )
 
 var accessModes = map[string]bool{"ReadWriteOnce": true, "ReadOnlyMany": true, "ReadWriteMany": true, "ReadWriteOncePod": true}
@@ -32,6 +34,7 @@ func SnapshotPolicy(p *snapv1.SnapshotPolicy, opts Options) Result {
 			}
 		}
 	}
+	r.Also(extraArgs(s))
 	if s.Retention != nil && retentionKeepsNothing(s.Retention) {
 		r.Also(fieldErr("spec.retention", "keeps no snapshots: every keep* bucket is unset or 0, so GFS retention would prune every Snapshot immediately (data loss). Set at least one bucket (e.g. keepLatest: 1), or omit spec.retention entirely to disable pruning"))
 	}
@@ -427,4 +430,25 @@ func isToken(s string) bool {
 		}
 	}
 	return true
+}
+
+// extraArgs refuses kopia flags snapflow does not map to the library, and
+// those that contradict the typed field setting the same option.
+func extraArgs(s *snapv1.SnapshotPolicySpec) *apis.FieldError {
+	if len(s.ExtraArgs) == 0 {
+		return nil
+	}
+	x, err := kopiaflags.Parse(s.ExtraArgs)
+	var fe *kopiaflags.Error
+	if errors.As(err, &fe) {
+		return fieldErr(fmt.Sprintf("spec.extraArgs[%d]", fe.Index), "%v", fe.Err)
+	}
+	var errs *apis.FieldError
+	if lim := s.Upload; x.UploadLimitMB > 0 && lim != nil && lim.LimitMb != nil && int(*lim.LimitMb) != x.UploadLimitMB {
+		errs = errs.Also(fieldErr("spec.extraArgs", "--upload-limit-mb=%d contradicts spec.upload.limitMb: %d; set the limit in one place", x.UploadLimitMB, *lim.LimitMb))
+	}
+	if e := s.ErrorHandling; x.FailFast != nil && e != nil && e.FailFast != nil && *e.FailFast != *x.FailFast {
+		errs = errs.Also(fieldErr("spec.extraArgs", "--fail-fast=%t contradicts spec.errorHandling.failFast: %t; set it in one place", *x.FailFast, *e.FailFast))
+	}
+	return errs
 }

@@ -264,6 +264,20 @@ func TestSnapshotPolicyRules(t *testing.T) {
 		{"rule 25: limitMb", func(p *snapv1.SnapshotPolicy) {
 			p.Spec.Upload = &snapv1.Upload{LimitMb: ptr.To[int32](0)}
 		}, "spec.upload.limitMb", "at least 1 MB", admission},
+		{"extraArgs: a flag snapflow does not map", func(p *snapv1.SnapshotPolicy) {
+			p.Spec.ExtraArgs = []string{"--parallel=2", "--compression=zstd"}
+		}, "spec.extraArgs[1]", "supported: --parallel", admission},
+		{"extraArgs: a flag snapflow decides", func(p *snapv1.SnapshotPolicy) {
+			p.Spec.ExtraArgs = []string{"--tags", "a:b"}
+		}, "spec.extraArgs[0]", "decided by snapflow", admission},
+		{"extraArgs: contradicts upload.limitMb", func(p *snapv1.SnapshotPolicy) {
+			p.Spec.ExtraArgs = []string{"--upload-limit-mb=5"}
+			p.Spec.Upload = &snapv1.Upload{LimitMb: ptr.To[int32](6)}
+		}, "spec.extraArgs", "contradicts spec.upload.limitMb", admission},
+		{"extraArgs: contradicts errorHandling.failFast", func(p *snapv1.SnapshotPolicy) {
+			p.Spec.ExtraArgs = []string{"--fail-fast"}
+			p.Spec.ErrorHandling = &snapv1.ErrorHandling{FailFast: ptr.To(false)}
+		}, "spec.extraArgs", "contradicts spec.errorHandling.failFast", admission},
 		{"rule 26: snapshot inheritance on a policy", func(p *snapv1.SnapshotPolicy) {
 			p.Spec.Mover = &snapv1.MoverSpec{InheritSecurityContextFrom: &snapv1.InheritSecurityContextFrom{Snapshot: &snapv1.Empty{}}}
 		}, "spec.mover.inheritSecurityContextFrom.snapshot", "restore-only", admission},
