@@ -96,7 +96,7 @@ func (w *pruneWorld) useGateway(endpoint string) {
 		w.t.Fatal(err)
 	}
 	var sec corev1.Secret
-	if err := env.Client.Get(w.ctx, client.ObjectKey{Namespace: w.ns, Name: "gen-cred"}, &sec); err != nil {
+	if err := env.Client.Get(w.ctx, client.ObjectKey{Namespace: w.ns, Name: pruneSecret}, &sec); err != nil {
 		w.t.Fatal(err)
 	}
 	sec.Data["endpoint"] = []byte(endpoint)

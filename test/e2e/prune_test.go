@@ -61,6 +61,10 @@ func randomUUID(t *testing.T) string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
+// pruneSecret is each prune world's credential Secret, which the prune
+// ServiceAccount may read by name.
+const pruneSecret = "gen-cred"
+
 func newPruneWorld(t *testing.T, versioned bool, sessionToken string) *pruneWorld {
 	t.Helper()
 	n := randomUUID(t)[:8]
@@ -87,11 +91,11 @@ func newPruneWorld(t *testing.T, versioned bool, sessionToken string) *pruneWorl
 	if sessionToken != "" {
 		secret["sessionToken"] = sessionToken
 	}
-	w.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "gen-cred"}, StringData: secret})
+	w.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: pruneSecret}, StringData: secret})
 	// The prune function may read it as the chart lets it when the
 	// operator lists it in prune.secretReader.secrets: by name only.
 	w.create(&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: chartRelease + "-prune-secrets"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"gen-cred"}, Verbs: []string{"get"}}}})
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{pruneSecret}, Verbs: []string{"get"}}}})
 	w.create(&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: chartRelease + "-prune-secrets"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: chartRelease + "-prune-secrets"},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: harness.WebhookNamespace, Name: chartRelease + "-prune"}}})
@@ -129,7 +133,7 @@ func newPruneWorld(t *testing.T, versioned bool, sessionToken string) *pruneWorl
 		"storageProviderRef": "s3", "pvReclaimPolicy": "Retain", "config": map[string]any{"bucket": w.bucket}}})
 	w.create(repo)
 	w.setStatus(repo, map[string]any{"generatedStorageClassName": w.sc, "backupPVCName": w.pvcName,
-		"generatedCSIDriverSecret": map[string]any{"namespace": w.ns, "name": "gen-cred"}})
+		"generatedCSIDriverSecret": map[string]any{"namespace": w.ns, "name": pruneSecret}})
 	return w
 }
 

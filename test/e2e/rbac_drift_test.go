@@ -88,8 +88,19 @@ var intermittent = map[string]string{
 	"verify delete batch/jobs": "jobwatch", "verify list /pods": "jobwatch",
 }
 
-// grant is one verb on one resource ("pods/exec") of one group; "*" matches all.
-type grant struct{ group, resource, verb string }
+// oneNamespace are cluster-wide grants the suite uses only in the release
+// namespace, each with the reason a cluster needs them everywhere.
+var oneNamespace = map[string]string{}
+
+// grant is one verb on one resource ("pods/exec") of one group; "*"
+// matches all. ns is where it holds: "" cluster-wide (a
+// ClusterRoleBinding), "*" in any namespace but not cluster-wide (a tenant
+// namespace's RoleBinding, as each test namespace gets), else that
+// namespace. names are its resourceNames; none means any name.
+type grant struct {
+	group, resource, verb, ns string
+	names                     []string
+}
 
 func (g grant) String() string { return g.verb + " " + g.group + "/" + g.resource }
 
@@ -98,7 +109,9 @@ func (g grant) covers(a harness.Access) bool {
 	if a.Subresource != "" {
 		res += "/" + a.Subresource
 	}
-	return (g.group == "*" || g.group == a.Group) && (g.resource == "*" || g.resource == res) && (g.verb == "*" || g.verb == a.Verb)
+	where := g.ns == "" || g.ns == a.Namespace || (g.ns == "*" && a.Namespace != "")
+	return (g.group == "*" || g.group == a.Group) && (g.resource == "*" || g.resource == res) && (g.verb == "*" || g.verb == a.Verb) &&
+		where && (len(g.names) == 0 || slices.Contains(g.names, a.Name))
 }
 
 // chartGrants reads the roles and bindings in docs and returns what each
@@ -156,7 +169,7 @@ func chartGrants(docs ...[]byte) (map[string][]grant, error) {
 				for _, g := range r.APIGroups {
 					for _, res := range r.Resources {
 						for _, v := range r.Verbs {
-							out[user] = append(out[user], grant{g, res, v})
+							out[user] = append(out[user], grant{group: g, resource: res, verb: v, ns: b.Namespace, names: r.ResourceNames})
 						}
 					}
 				}
@@ -167,7 +180,9 @@ func chartGrants(docs ...[]byte) (map[string][]grant, error) {
 }
 
 // rbacDrift compares what components did with what they are granted.
-func rbacDrift(grants map[string][]grant, seen []harness.Access, components []string, identity func(string) string, exceptions map[string]string) (problems, notes []string) {
+// exceptions excuse grants no test used (unexercised); oneNamespace excuses
+// cluster-wide grants that every test used only in the release namespace.
+func rbacDrift(grants map[string][]grant, seen []harness.Access, components []string, identity func(string) string, release string, exceptions, oneNamespace map[string]string) (problems, notes []string) {
 	byComponent := map[string][]harness.Access{}
 	for _, a := range seen {
 		byComponent[a.Component] = append(byComponent[a.Component], a)
@@ -216,6 +231,36 @@ func rbacDrift(grants map[string][]grant, seen []harness.Access, components []st
 			used[key] = used[key] || excused
 		}
 	}
+	// A cluster-wide grant every call of which was in the release namespace
+	// is a Role's worth of need given the whole cluster. (One used only in
+	// some tenant's namespace is needed in every tenant's.)
+	narrow := map[string]bool{}
+	for _, c := range components {
+		for _, g := range grants[identity(c)] {
+			if g.ns != "" {
+				continue
+			}
+			nss := map[string]bool{}
+			for _, a := range byComponent[c] {
+				if g.covers(a) {
+					nss[a.Namespace] = true
+				}
+			}
+			key := c + " " + g.String()
+			if len(nss) != 1 || !nss[release] || narrow[key] {
+				continue
+			}
+			narrow[key] = true
+			if _, ok := oneNamespace[key]; !ok {
+				problems = append(problems, fmt.Sprintf("the chart grants %s %s cluster-wide, but every call was in the release namespace %s: grant it there with a Role, or list it in oneNamespace with the reason it needs every namespace", c, g, release))
+			}
+		}
+	}
+	for key := range oneNamespace {
+		if !narrow[key] {
+			notes = append(notes, fmt.Sprintf("oneNamespace lists %q, which this run did not use in the release namespace alone: if no run does, remove the entry", key))
+		}
+	}
 	for key := range exceptions {
 		if !used[key] {
 			problems = append(problems, fmt.Sprintf("unexercised lists %q, which the chart no longer grants: remove the entry", key))
@@ -243,18 +288,25 @@ func checkRBACDrift(e *harness.Env) error {
 	}
 	// The prune tests grant their credential Secret by name, as the chart's
 	// prune.secretReader Role does for each Secret listed there.
+	for user, gs := range grants {
+		for i := range gs {
+			if gs[i].ns == tenantPlaceholder {
+				grants[user][i].ns = "*"
+			}
+		}
+	}
 	prune := chartIdentity("prune")
-	grants[prune] = append(grants[prune], grant{"", "secrets", "get"})
+	grants[prune] = append(grants[prune], grant{resource: "secrets", verb: "get", ns: "*", names: []string{pruneSecret}})
 	seen := e.Functions.Access.Seen()
 	var report strings.Builder
 	for _, a := range seen {
-		fmt.Fprintf(&report, "%s\t%s\t%s\t%s\t%s\n", a.Component, a.Verb, a.Group, a.Resource, a.Subresource)
+		fmt.Fprintf(&report, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Component, a.Verb, a.Group, a.Resource, a.Subresource, a.Namespace, a.Name)
 	}
 	path := filepath.Join(e.WorkDir, "rbac-access.tsv")
 	if err := os.WriteFile(path, []byte(report.String()), 0o600); err != nil {
 		return err
 	}
-	problems, notes := rbacDrift(grants, seen, driftComponents, chartIdentity, unexercised)
+	problems, notes := rbacDrift(grants, seen, driftComponents, chartIdentity, harness.WebhookNamespace, unexercised, oneNamespace)
 	for _, n := range notes {
 		fmt.Fprintln(os.Stderr, "rbac drift note:", n)
 	}
@@ -264,41 +316,72 @@ func checkRBACDrift(e *harness.Env) error {
 	return nil
 }
 
-// The drift kernel finds both directions and keeps its exception list honest.
+// The drift kernel finds both directions, honours where and by which name
+// a grant holds, and keeps its exception lists honest.
 func TestRBACDriftKernel(t *testing.T) {
 	id := func(c string) string { return "u:" + c }
+	const release = "sys"
 	grants := map[string][]grant{"u:a": {
-		{"", "pods", "get"}, {"batch", "jobs", "create"}, {"", "pods/exec", "create"}, {"", "secrets", "get"},
+		{resource: "pods", verb: "get"}, {group: "batch", resource: "jobs", verb: "create"}, {resource: "pods/exec", verb: "create"},
+		{resource: "secrets", verb: "get"},
+		{resource: "configmaps", verb: "get", ns: release}, {resource: "leases", verb: "update", ns: "*", names: []string{"mine"}},
+		{resource: "events", verb: "create"},
 	}}
 	seen := []harness.Access{
-		{Component: "a", Verb: "get", Resource: "pods"},
-		{Component: "a", Verb: "create", Group: "batch", Resource: "jobs"},
-		{Component: "a", Verb: "delete", Resource: "pods"},
-		{Component: "a", Verb: "create", Resource: "pods", Subresource: "exec"},
+		{Component: "a", Verb: "get", Resource: "pods", Namespace: "t1"},
+		{Component: "a", Verb: "create", Group: "batch", Resource: "jobs", Namespace: "t2"},
+		{Component: "a", Verb: "delete", Resource: "pods", Namespace: "t1"},
+		{Component: "a", Verb: "create", Resource: "pods", Subresource: "exec", Namespace: "t1"},
+		{Component: "a", Verb: "get", Resource: "configmaps", Namespace: release},
+		{Component: "a", Verb: "update", Resource: "leases", Namespace: "t1", Name: "mine"},
+		{Component: "a", Verb: "create", Resource: "events", Namespace: "t1"},
+		{Component: "a", Verb: "create", Resource: "events", Namespace: release},
 	}
+	outside := []harness.Access{
+		{Component: "a", Verb: "get", Resource: "configmaps", Namespace: "t1"},
+		{Component: "a", Verb: "update", Resource: "leases", Namespace: "t1", Name: "theirs"},
+		{Component: "a", Verb: "update", Resource: "leases", Name: "mine"},
+	}
+	inRelease := []harness.Access{{Component: "a", Verb: "get", Resource: "secrets", Namespace: release}}
 	tests := []struct {
 		name       string
 		seen       []harness.Access
 		exceptions map[string]string
+		oneNS      map[string]string
 		want       []string
 	}{
-		{"an ungranted call and an unused grant", seen, nil, []string{
+		{"an ungranted call and an unused grant", seen, nil, nil, []string{
 			"a calls delete /pods, which the chart does not grant it",
 			"the chart grants a get /secrets, which no test saw it use",
 		}},
-		{"an unused grant excused", seen, map[string]string{"a get /secrets": "reason"}, []string{
+		{"an unused grant excused", seen, map[string]string{"a get /secrets": "reason"}, nil, []string{
 			"a calls delete /pods",
 		}},
-		{"an exception for a used grant is only a note", seen, map[string]string{"a get /secrets": "r", "a get /pods": "r"}, []string{
+		{"an exception for a used grant is only a note", seen, map[string]string{"a get /secrets": "r", "a get /pods": "r"}, nil, []string{
 			"a calls delete /pods",
 		}},
-		{"an exception for a grant that is gone", seen[:2], map[string]string{"a get /secrets": "r", "a create /pods/exec": "r", "a list /nodes": "r"}, []string{
+		{"an exception for a grant that is gone", seen[:2], map[string]string{"a get /secrets": "r", "a create /pods/exec": "r", "a list /nodes": "r",
+			"a get /configmaps": "r", "a update /leases": "r", "a create /events": "r"}, nil, []string{
 			`unexercised lists "a list /nodes", which the chart no longer grants`,
+		}},
+		{"a namespaced grant does not cover another namespace, nor a name grant another name or the cluster", slices.Concat(seen, outside),
+			map[string]string{"a get /secrets": "r"}, nil, []string{
+				"a calls delete /pods",
+				"a calls get /configmaps",
+				"a calls update /leases",
+				"a calls update /leases",
+			}},
+		{"a cluster-wide grant used only in the release namespace", slices.Concat(seen, inRelease), nil, nil, []string{
+			"a calls delete /pods",
+			"the chart grants a get /secrets cluster-wide, but every call was in the release namespace sys",
+		}},
+		{"one excused with its reason", slices.Concat(seen, inRelease), nil, map[string]string{"a get /secrets": "r"}, []string{
+			"a calls delete /pods",
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, notes := rbacDrift(grants, tt.seen, []string{"a"}, id, tt.exceptions)
+			got, notes := rbacDrift(grants, tt.seen, []string{"a"}, id, release, tt.exceptions, tt.oneNS)
 			if _, ok := tt.exceptions["a get /pods"]; ok && (len(notes) != 1 || !strings.Contains(notes[0], `"a get /pods"`)) {
 				t.Errorf("notes %v, want one on the used exception", notes)
 			}

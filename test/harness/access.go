@@ -3,6 +3,7 @@ package harness
 import (
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -16,6 +17,10 @@ type Access struct {
 	Group       string
 	Resource    string
 	Subresource string
+	// Namespace is "" for a cluster-scoped resource or an all-namespaces
+	// list; Name is "" for list, watch and create.
+	Namespace string
+	Name      string
 }
 
 // AccessLog records the API requests each component's client makes, so a
@@ -33,7 +38,8 @@ func (l *AccessLog) Wrap(component string) func(http.RoundTripper) http.RoundTri
 	return func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			if info, err := requestInfo.NewRequestInfo(req); err == nil && info.IsResourceRequest {
-				l.add(Access{Component: component, Verb: info.Verb, Group: info.APIGroup, Resource: info.Resource, Subresource: info.Subresource})
+				l.add(Access{Component: component, Verb: info.Verb, Group: info.APIGroup, Resource: info.Resource, Subresource: info.Subresource,
+					Namespace: info.Namespace, Name: info.Name})
 			}
 			return rt.RoundTrip(req)
 		})
@@ -59,19 +65,8 @@ func (l *AccessLog) Seen() []Access {
 	}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
-		if a.Component != b.Component {
-			return a.Component < b.Component
-		}
-		if a.Group != b.Group {
-			return a.Group < b.Group
-		}
-		if a.Resource != b.Resource {
-			return a.Resource < b.Resource
-		}
-		if a.Subresource != b.Subresource {
-			return a.Subresource < b.Subresource
-		}
-		return a.Verb < b.Verb
+		return strings.Join([]string{a.Component, a.Group, a.Resource, a.Subresource, a.Verb, a.Namespace, a.Name}, "\x00") <
+			strings.Join([]string{b.Component, b.Group, b.Resource, b.Subresource, b.Verb, b.Namespace, b.Name}, "\x00")
 	})
 	return out
 }
