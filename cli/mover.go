@@ -22,8 +22,10 @@ func newMoverCmd() *cobra.Command {
 		Use:   "mover",
 		Short: "Run one mover operation (what a mover Job's container runs)",
 		Long: `mover reads a work spec written by a snapflow function, performs the
-operation with the kopia library and writes progress and the result onto the
-target object's status. Credentials come from the environment (KOPIA_PASSWORD,
+operation with the kopia library and leaves the result in its termination
+message, from which the function that made the Job writes the target
+object's status; the mover itself needs no Kubernetes credentials.
+Repository credentials come from the environment (KOPIA_PASSWORD,
 AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN), never from the
 work spec. It exits non-zero when the operation fails, after recording why.`,
 		Args: cobra.NoArgs,
@@ -49,18 +51,17 @@ work spec. It exits non-zero when the operation fails, after recording why.`,
 			tail := &tailBuffer{max: 2048}
 			logw := io.MultiWriter(cmd.ErrOrStderr(), tail)
 			fmt.Fprintf(logw, "mover: %s for %s %s/%s\n", spec.Operation, spec.Target.Kind, spec.Target.Namespace, spec.Target.Name)
-			var target mover.Reporter = &mover.FileReporter{Path: o.statusFile}
-			if o.statusFile == "" {
-				c, err := kubeClient()
-				if err != nil {
-					return err
-				}
-				target = &mover.KubeReporter{Client: c, Target: spec.Target, Delete: spec.Delete, Verify: spec.Verify, Pin: spec.Pin, LogTail: tail.String}
-			}
-			rep := &loggingReporter{Reporter: target, w: logw}
+			// The mover holds no Kubernetes credentials: what it found leaves
+			// through the termination message (and --status-file).
+			rec := &mover.Recorder{Path: o.statusFile}
 			err = mover.Run(cmd.Context(), mover.Options{
 				Spec: spec, SourceDir: o.source, RepositoryRoot: o.repoRoot, CAFile: o.caFile, CacheDir: o.cacheDir, ConfigDir: o.configDir,
-				Reporter: rep, TerminationLog: o.termLog,
+				Reporter: &loggingReporter{Reporter: rec, w: logw}, TerminationLog: o.termLog,
+				Report: func() mover.Report {
+					r := rec.Report()
+					r.LogTail = tail.String()
+					return r
+				},
 			})
 			if err != nil {
 				fmt.Fprintf(logw, "mover: failed: %v\n", err)
@@ -77,8 +78,8 @@ work spec. It exits non-zero when the operation fails, after recording why.`,
 	f.StringVar(&o.caFile, "ca-file", "", "PEM CA bundle for the S3 endpoint")
 	f.StringVar(&o.cacheDir, "cache-dir", "", "kopia cache directory (a temp dir when empty)")
 	f.StringVar(&o.configDir, "config-dir", "", "kopia connection config directory, never on a persistent volume (a temp dir when empty)")
-	f.StringVar(&o.termLog, "termination-log", "/dev/termination-log", "file for the one-line result summary")
-	f.StringVar(&o.statusFile, "status-file", "", "write the report to this JSON file instead of the target's status (runs without a cluster)")
+	f.StringVar(&o.termLog, "termination-log", "/dev/termination-log", "file for the termination message: a summary and the report the function writes into status")
+	f.StringVar(&o.statusFile, "status-file", "", "also write the report to this JSON file (runs without a cluster)")
 	f.StringVar(&o.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the run to this file")
 	_ = f.MarkHidden("cpu-profile")
 	return cmd

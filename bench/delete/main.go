@@ -179,13 +179,13 @@ func moverDelete(bin, work, repoDir string, ids []string) (proc.Measure, error) 
 	if err != nil {
 		return m, err
 	}
-	var rep mover.FileReport
+	var rep mover.Report
 	if b, err := os.ReadFile(spec + ".status"); err != nil || json.Unmarshal(b, &rep) != nil {
 		return m, fmt.Errorf("read the mover's report: %v", err)
 	}
-	for _, d := range rep.Deleted {
+	for _, d := range rep.Members {
 		if !d.Deleted {
-			return m, fmt.Errorf("member %s was not deleted: %s", d.Member.SnapshotID, d.Message)
+			return m, fmt.Errorf("member %d was not deleted: %s", d.Index, d.Message)
 		}
 	}
 	return m, nil

@@ -426,9 +426,6 @@ func (f *Function) releaseFinished(ctx context.Context, job *batchv1.Job, pool m
 	if err != nil {
 		return nil, err
 	}
-	if !exited0 {
-		return nil, nil // a crashed mover's message may be its log
-	}
 	var cm corev1.ConfigMap
 	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: job.Name}, &cm); apierrors.IsNotFound(err) {
 		return nil, nil
@@ -441,20 +438,13 @@ func (f *Function) releaseFinished(ctx context.Context, job *batchv1.Job, pool m
 		return nil, nil
 	}
 	members := spec.Delete.Members
-	done, err := mover.ParseDeleted(msg, len(members))
-	if err != nil {
-		runtime.Log(ctx).Info("deletion batch reported members it did not have; nothing released", "job", job.Name, "error", err.Error())
-		return nil, nil
-	}
-	released := map[types.UID]bool{}
+	// Only a deleting member of this repository's pool, and one its
+	// namespace may use: the work spec is not proof of either.
 	allowed := map[string]bool{} // by namespace: one access check each
-	for _, i := range done {
-		m := members[i]
-		// Only a deleting member of this repository's pool, and one its
-		// namespace may use: the work spec is not proof of either.
+	vouched := func(m mover.DeleteMember) *snapv1.Snapshot {
 		s, ok := pool[types.UID(m.UID)]
 		if !ok || s.Namespace != m.Namespace || s.Name != m.Name {
-			continue
+			return nil
 		}
 		may, checked := allowed[s.Namespace]
 		if !checked {
@@ -462,12 +452,42 @@ func (f *Function) releaseFinished(ctx context.Context, job *batchv1.Job, pool m
 			allowed[s.Namespace] = may
 		}
 		if !may {
-			continue
+			return nil
 		}
-		if err := f.release(ctx, s, deletion.ReasonDeleted, "kopia snapshot "+m.SnapshotID+" deleted by batch job "+job.Name); err != nil {
+		return s
+	}
+	released := map[types.UID]bool{}
+	if exited0 { // a crashed mover's message may be its log
+		done, err := mover.ParseDeleted(msg, len(members))
+		if err != nil {
+			runtime.Log(ctx).Info("deletion batch reported members it did not have; nothing released", "job", job.Name, "error", err.Error())
+			return nil, nil
+		}
+		for _, i := range done {
+			m := members[i]
+			s := vouched(m)
+			if s == nil {
+				continue
+			}
+			if err := f.release(ctx, s, deletion.ReasonDeleted, "kopia snapshot "+m.SnapshotID+" deleted by batch job "+job.Name); err != nil {
+				return nil, err
+			}
+			released[s.UID] = true
+		}
+	}
+	// Why the rest were not deleted goes on their own status, for the
+	// members vouched for only (the others are blanked, keeping indexes).
+	if rep, err := mover.ParseReport(msg); err == nil {
+		own := *spec
+		own.Delete = &mover.DeleteWork{Members: make([]mover.DeleteMember, len(members))}
+		for i, m := range members {
+			if s := vouched(m); s != nil && !released[s.UID] {
+				own.Delete.Members[i] = m
+			}
+		}
+		if err := rep.Apply(ctx, f.Client, &own); err != nil && !errors.Is(err, mover.ErrReportMismatch) {
 			return nil, err
 		}
-		released[s.UID] = true
 	}
 	return released, nil
 }

@@ -282,14 +282,18 @@ func (f *Function) ownTarget(ctx context.Context, rs *snapv1.Restore) (string, s
 	return want.Name, "", "", nil
 }
 
-// observe settles a run whose mover ended without reporting, and fails
-// wedged pods. A mover that reported has made the Restore terminal already.
+// observe writes the result a finished mover reported, settles a run whose
+// mover ended without reporting, and fails wedged pods.
 func (f *Function) observe(ctx context.Context, rs *snapv1.Restore, j *batchv1.Job) error {
 	if c, done := jobwatch.Finished(j); done {
-		if c.Type == batchv1.JobFailed {
-			return f.failTail(ctx, rs, "Mover"+c.Reason, fmt.Sprintf("the mover job failed (%s): %s", c.Reason, c.Message), jobwatch.PodMessage(ctx, f.Client, j))
+		why, err := jobwatch.ApplyReport(ctx, f.Client, j, rs.UID)
+		if err != nil || why == "" {
+			return err
 		}
-		return f.failTail(ctx, rs, "MoverReportedNothing", "the mover job completed without writing a result to this Restore", jobwatch.PodMessage(ctx, f.Client, j))
+		if c.Type == batchv1.JobFailed {
+			return f.failTail(ctx, rs, "Mover"+c.Reason, fmt.Sprintf("the mover job failed (%s): %s; %s", c.Reason, c.Message, why), jobwatch.PodMessage(ctx, f.Client, j))
+		}
+		return f.failTail(ctx, rs, "MoverReportedNothing", "the mover job completed without a result for this Restore: "+why, jobwatch.PodMessage(ctx, f.Client, j))
 	}
 	if wedged, msg := jobwatch.Wedged(ctx, f.Client, j, f.now()); wedged {
 		_ = f.Client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground))

@@ -13,6 +13,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
 	"github.com/snapflow/snapflow/internal/privilege"
@@ -39,7 +40,15 @@ func (f *Function) syncPin(ctx context.Context, s *snapv1.Snapshot) error {
 	name := moverjob.Name(s.Name+"-pin", fmt.Sprintf("%s/%s/%v", s.UID, rec.KopiaSnapshotID, s.Spec.Pin))
 	var existing batchv1.Job
 	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, &existing); err == nil {
-		return nil // running, or failed with the reason on the KopiaPinned condition
+		if !jobwatch.Done(&existing) || !runtime.Owned(&existing, s) {
+			return nil // running, or not this Snapshot's
+		}
+		// The new kopia id, or why the pin failed (the KopiaPinned condition).
+		why, err := jobwatch.ApplyReport(ctx, f.Client, &existing, s.UID)
+		if why != "" {
+			runtime.Log(ctx).Info("pin job ended without a result", "snapshot", s.Namespace+"/"+s.Name, "job", name, "reason", why)
+		}
+		return err
 	} else if !apierrors.IsNotFound(err) {
 		return err
 	}

@@ -256,15 +256,17 @@ func (f *Function) observeJob(ctx context.Context, s *snapv1.Snapshot) error {
 	if err != nil {
 		return err
 	}
-	for _, c := range j.Status.Conditions {
-		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
-			// The mover writes its result before it exits, so a Snapshot still not
-			// terminal here means the mover died without reporting.
-			return f.failRun(ctx, s, "Mover"+c.Reason, fmt.Sprintf("the mover job failed (%s): %s", c.Reason, c.Message), jobwatch.PodMessage(ctx, f.Client, &j))
+	if c, done := jobwatch.Finished(&j); done {
+		// The mover's result is in its pod's termination message; without
+		// one, it died before it could report.
+		why, err := jobwatch.ApplyReport(ctx, f.Client, &j, s.UID)
+		if err != nil || why == "" {
+			return err
 		}
-		if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
-			return f.failRun(ctx, s, "MoverReportedNothing", "the mover job completed without writing a result to this Snapshot", jobwatch.PodMessage(ctx, f.Client, &j))
+		if c.Type == batchv1.JobFailed {
+			return f.failRun(ctx, s, "Mover"+c.Reason, fmt.Sprintf("the mover job failed (%s): %s; %s", c.Reason, c.Message, why), jobwatch.PodMessage(ctx, f.Client, &j))
 		}
+		return f.failRun(ctx, s, "MoverReportedNothing", "the mover job completed without a result for this Snapshot: "+why, jobwatch.PodMessage(ctx, f.Client, &j))
 	}
 	if wedged, msg := jobwatch.Wedged(ctx, f.Client, &j, f.now()); wedged {
 		_ = f.Client.Delete(ctx, &j, client.PropagationPolicy(metav1.DeletePropagationBackground))

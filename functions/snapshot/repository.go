@@ -60,6 +60,14 @@ func (f *Function) ReconcileRepository(ctx context.Context, kind snapv1.Reposito
 	if !jobwatch.Done(&job) {
 		return nil
 	}
+	if why, err := jobwatch.ApplyReport(ctx, f.Client, &job, r.Obj.GetUID()); err != nil {
+		return err
+	} else if why == "" {
+		// The report is on the repository's status now.
+		if r, err = f.getRepository(ctx, snapv1.RepositoryRef{Kind: kind, Name: name}, ns); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+	}
 	if r.Homes().Needed(jobNS) {
 		if err := projection.Reap(ctx, f.Client, jobNS, job.Name); err != nil {
 			return err

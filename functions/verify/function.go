@@ -211,7 +211,8 @@ func (f *Function) tier(ctx context.Context, p *snapv1.SnapshotPolicy, ref snapv
 	})
 }
 
-// observe settles a run whose mover ended without reporting.
+// observe writes the result a finished verify mover reported, and settles
+// a run whose mover ended without reporting.
 func (f *Function) observe(ctx context.Context, p *snapv1.SnapshotPolicy, ref snapv1.RepositoryRef, tier string, run *snapv1.VerificationRun) error {
 	var j batchv1.Job
 	err := f.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: run.Job}, &j)
@@ -227,7 +228,11 @@ func (f *Function) observe(ctx context.Context, p *snapv1.SnapshotPolicy, ref sn
 		return err
 	default:
 		if c, done := jobwatch.Finished(&j); done {
-			msg = fmt.Sprintf("the verify job %s ended (%s) without reporting: %s %s", j.Name, c.Reason, c.Message, jobwatch.PodMessage(ctx, f.Client, &j))
+			why, err := jobwatch.ApplyReport(ctx, f.Client, &j, p.UID)
+			if err != nil || why == "" {
+				return err
+			}
+			msg = fmt.Sprintf("the verify job %s ended (%s) without a result (%s): %s %s", j.Name, c.Reason, why, c.Message, jobwatch.PodMessage(ctx, f.Client, &j))
 		} else if wedged, why := jobwatch.Wedged(ctx, f.Client, &j, f.now()); wedged {
 			_ = f.Client.Delete(ctx, &j, client.PropagationPolicy(metav1.DeletePropagationBackground))
 			msg = why

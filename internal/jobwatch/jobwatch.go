@@ -5,14 +5,19 @@ package jobwatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
 )
 
@@ -104,4 +109,58 @@ func Wedged(ctx context.Context, c client.Client, j *batchv1.Job, now time.Time)
 		}
 	}
 	return true, fmt.Sprintf("the mover job %s did not start within %s (%s); check scheduling, image pulls and volume attachment", j.Name, deadline, why)
+}
+
+// Report reads what j's mover found: the report in the termination message
+// of j's latest pod (only pods j controls), with the work spec the function
+// wrote for it (the ConfigMap of the Job's name, which must be snapflow's).
+// It returns mover.ErrNoReport when the mover left none.
+func Report(ctx context.Context, c client.Client, j *batchv1.Job) (*mover.Report, *mover.WorkSpec, error) {
+	msg, _, err := TerminationMessage(ctx, c, j, "mover")
+	if err != nil {
+		return nil, nil, err
+	}
+	rep, err := mover.ParseReport(msg)
+	if err != nil {
+		return nil, nil, err
+	}
+	var cm corev1.ConfigMap
+	if err := c.Get(ctx, client.ObjectKey{Namespace: j.Namespace, Name: j.Name}, &cm); err != nil {
+		return nil, nil, fmt.Errorf("read the work spec of job %s: %w", j.Name, err)
+	}
+	if cm.Labels[wellknown.LabelManagedBy] != wellknown.ManagedByValue {
+		return nil, nil, fmt.Errorf("%w: configmap %s/%s is not snapflow's", mover.ErrReportMismatch, cm.Namespace, cm.Name)
+	}
+	spec, err := mover.Parse([]byte(cm.Data[mover.WorkSpecKey]))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", mover.ErrReportMismatch, err)
+	}
+	return rep, spec, nil
+}
+
+// ApplyReport writes the report of j's finished mover onto its target,
+// which must be the object of UID owner; it is how a mover's result reaches
+// status, since movers hold no Kubernetes credentials. It returns a reason
+// when there is no report to apply (the mover died first, or the report
+// does not fit its work spec), and an error only when the API server
+// failed.
+func ApplyReport(ctx context.Context, c client.Client, j *batchv1.Job, owner types.UID) (string, error) {
+	rep, spec, err := Report(ctx, c, j)
+	switch {
+	case errors.Is(err, mover.ErrNoReport):
+		return "the mover left no report", nil
+	case errors.Is(err, mover.ErrReportMismatch) || apierrors.IsNotFound(err):
+		return err.Error(), nil
+	case err != nil:
+		return "", err
+	}
+	if spec.Target.UID != string(owner) {
+		return fmt.Sprintf("%s: the work spec of job %s is for another object", mover.ErrReportMismatch, j.Name), nil
+	}
+	if err := rep.Apply(ctx, c, spec); errors.Is(err, mover.ErrReportMismatch) || errors.Is(err, mover.ErrTargetReplaced) {
+		return err.Error(), nil
+	} else if err != nil {
+		return "", err
+	}
+	return "", nil
 }

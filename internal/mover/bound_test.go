@@ -23,12 +23,12 @@ func TestNamespaceBoundRuns(t *testing.T) {
 	mine := backup(t, root, data, kopia.Source{Username: "pg", Hostname: "billing.prod", Path: "/pvc/data"})
 	bound := repoSection()
 	bound.Kind, bound.NamespaceBound = "ClusterRepository", true
-	run := func(spec *WorkSpec, dir string) (*FileReporter, error) {
+	run := func(spec *WorkSpec, dir string) (*Recorder, error) {
 		spec.Repository = bound
-		rep := &FileReporter{Path: filepath.Join(t.TempDir(), "r.json")}
+		rep := &Recorder{Path: filepath.Join(t.TempDir(), "r.json")}
 		return rep, Run(context.Background(), Options{Spec: spec, SourceDir: dir, RepositoryRoot: root, CacheDir: t.TempDir(), Getenv: env, Reporter: rep})
 	}
-	refused := func(t *testing.T, rep *FileReporter, err error) {
+	refused := func(t *testing.T, rep *Recorder, err error) {
 		t.Helper()
 		if err == nil || rep.r.Failure == nil || rep.r.Failure.Class != kopia.ClassSourceNotAllowed {
 			t.Fatalf("want a SourceNotAllowed failure, got %v (%+v)", err, rep.r.Failure)
@@ -70,9 +70,10 @@ func TestNamespaceBoundRuns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := map[string]MemberResult{}
-		for _, m := range rep.r.Deleted {
-			got[m.Member.Name] = m
+		got := map[string]MemberOutcome{}
+		names := []string{"decoy", "mine"}
+		for _, m := range rep.r.Members {
+			got[names[m.Index]] = m
 		}
 		if d := got["decoy"]; d.Deleted || d.Class != kopia.ClassSourceNotAllowed || !strings.Contains(d.Message, `belongs to namespace "payroll"`) {
 			t.Fatalf("decoy member: %+v", d)

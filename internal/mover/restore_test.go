@@ -35,7 +35,7 @@ func newRepository(t *testing.T) string {
 		t.Fatal(err)
 	}
 	boot := &WorkSpec{Operation: OpBootstrap, Target: Target{Kind: "Repository", Name: "r"}, Repository: repoSection()}
-	if err := Run(context.Background(), Options{Spec: boot, RepositoryRoot: root, CacheDir: t.TempDir(), Getenv: env, Reporter: &FileReporter{Path: filepath.Join(t.TempDir(), "b.json")}}); err != nil {
+	if err := Run(context.Background(), Options{Spec: boot, RepositoryRoot: root, CacheDir: t.TempDir(), Getenv: env, Reporter: &Recorder{Path: filepath.Join(t.TempDir(), "b.json")}}); err != nil {
 		t.Fatal(err)
 	}
 	return root
@@ -47,14 +47,14 @@ func backup(t *testing.T, root, dir string, src kopia.Source) string {
 	status := filepath.Join(t.TempDir(), "status.json")
 	spec := &WorkSpec{Operation: OpSnapshot, Target: Target{Kind: "Snapshot", Name: "s"}, Repository: repoSection(),
 		Snapshot: &SnapshotWork{Source: src, Policy: kopia.Policy{}}}
-	rep := &FileReporter{Path: status}
+	rep := &Recorder{Path: status}
 	if err := Run(context.Background(), Options{Spec: spec, SourceDir: dir, RepositoryRoot: root, CacheDir: t.TempDir(), Getenv: env, Reporter: rep}); err != nil {
 		t.Fatal(err)
 	}
 	return rep.r.Snapshot.Snapshot.ID
 }
 
-func restoreRun(t *testing.T, root, into string, w *RestoreWork, rep *FileReporter) error {
+func restoreRun(t *testing.T, root, into string, w *RestoreWork, rep *Recorder) error {
 	t.Helper()
 	spec := &WorkSpec{Operation: OpRestore, Target: Target{Kind: "Restore", Name: "rs"}, Repository: repoSection(), Restore: w}
 	b, _ := json.Marshal(spec)
@@ -89,7 +89,7 @@ func TestRestoreRuns(t *testing.T) {
 
 	t.Run("pinned id", func(t *testing.T) {
 		into := t.TempDir()
-		rep := &FileReporter{Path: filepath.Join(t.TempDir(), "s.json")}
+		rep := &Recorder{Path: filepath.Join(t.TempDir(), "s.json")}
 		if err := restoreRun(t, root, into, &RestoreWork{SnapshotID: first, OnMissing: "Fail", Options: opts}, rep); err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +102,7 @@ func TestRestoreRuns(t *testing.T) {
 	})
 	t.Run("query picks by offset and pins", func(t *testing.T) {
 		into := t.TempDir()
-		rep := &FileReporter{Path: filepath.Join(t.TempDir(), "s.json")}
+		rep := &Recorder{Path: filepath.Join(t.TempDir(), "s.json")}
 		q := &restoreplan.Query{Username: "app", Hostname: "ns", Offset: 1}
 		if err := restoreRun(t, root, into, &RestoreWork{Query: q, OnMissing: "Fail", Options: opts}, rep); err != nil {
 			t.Fatal(err)
@@ -113,7 +113,7 @@ func TestRestoreRuns(t *testing.T) {
 	})
 	t.Run("an earlier pin wins over a new resolution", func(t *testing.T) {
 		into := t.TempDir()
-		rep := &FileReporter{Path: filepath.Join(t.TempDir(), "s.json")}
+		rep := &Recorder{Path: filepath.Join(t.TempDir(), "s.json")}
 		rep.r.Resolved = &RestoreResolution{SnapshotID: second}
 		q := &restoreplan.Query{Username: "app", Hostname: "ns", Offset: 1}
 		if err := restoreRun(t, root, into, &RestoreWork{Query: q, OnMissing: "Fail", Options: opts}, rep); err != nil {
@@ -124,7 +124,7 @@ func TestRestoreRuns(t *testing.T) {
 		}
 	})
 	t.Run("missing fails with SnapshotMissing", func(t *testing.T) {
-		rep := &FileReporter{Path: filepath.Join(t.TempDir(), "s.json")}
+		rep := &Recorder{Path: filepath.Join(t.TempDir(), "s.json")}
 		q := &restoreplan.Query{Username: "nobody", Hostname: "ns"}
 		err := restoreRun(t, root, t.TempDir(), &RestoreWork{Query: q, OnMissing: "Fail", WaitTimeoutSeconds: 1, Options: opts}, rep)
 		var ke *kopia.Error
@@ -134,7 +134,7 @@ func TestRestoreRuns(t *testing.T) {
 	})
 	t.Run("missing with Continue completes empty", func(t *testing.T) {
 		into := t.TempDir()
-		rep := &FileReporter{Path: filepath.Join(t.TempDir(), "s.json")}
+		rep := &Recorder{Path: filepath.Join(t.TempDir(), "s.json")}
 		q := &restoreplan.Query{Username: "nobody", Hostname: "ns"}
 		if err := restoreRun(t, root, into, &RestoreWork{Query: q, OnMissing: "Continue", Options: opts}, rep); err != nil {
 			t.Fatal(err)
@@ -149,7 +149,7 @@ func TestRestoreRuns(t *testing.T) {
 	t.Run("enableFileDeletion removes extra files only when asked", func(t *testing.T) {
 		into := t.TempDir()
 		_ = os.WriteFile(filepath.Join(into, "extra.txt"), []byte("x"), 0o644)
-		rep := &FileReporter{Path: filepath.Join(t.TempDir(), "s.json")}
+		rep := &Recorder{Path: filepath.Join(t.TempDir(), "s.json")}
 		if err := restoreRun(t, root, into, &RestoreWork{SnapshotID: second, OnMissing: "Fail", Options: opts}, rep); err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +158,7 @@ func TestRestoreRuns(t *testing.T) {
 		}
 		del := opts
 		del.DeleteExtra = true
-		if err := restoreRun(t, root, into, &RestoreWork{SnapshotID: second, OnMissing: "Fail", Options: del}, &FileReporter{Path: filepath.Join(t.TempDir(), "s.json")}); err != nil {
+		if err := restoreRun(t, root, into, &RestoreWork{SnapshotID: second, OnMissing: "Fail", Options: del}, &Recorder{Path: filepath.Join(t.TempDir(), "s.json")}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := os.Stat(filepath.Join(into, "extra.txt")); !os.IsNotExist(err) {

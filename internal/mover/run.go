@@ -30,9 +30,13 @@ type Options struct {
 	// Getenv reads credentials; os.Getenv when nil.
 	Getenv   func(string) string
 	Reporter Reporter
-	// TerminationLog receives a one-line summary (the pod's termination message).
+	// TerminationLog receives the pod's termination message: a summary,
+	// and the Report when Report is set.
 	TerminationLog string
-	Now            func() time.Time
+	// Report returns what Reporter recorded (a Recorder's), for the
+	// termination message, from which the function writes the status.
+	Report func() Report
+	Now    func() time.Time
 	// ProgressInterval bounds how often progress is written to status.
 	ProgressInterval time.Duration
 	// PollInterval is how often a restore waiting for its snapshot re-lists.
@@ -117,11 +121,13 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	if o.TerminationLog != "" {
-		// Kubernetes keeps at most 4 KiB of a termination message.
-		if len(summary) > 4000 {
-			summary = summary[:4000]
+		msg := summary
+		if o.Report != nil {
+			msg = TerminationMessage(summary, o.Report())
+		} else if len(msg) > maxMessage {
+			msg = msg[:maxMessage]
 		}
-		_ = os.WriteFile(o.TerminationLog, []byte(summary), 0o644)
+		_ = os.WriteFile(o.TerminationLog, []byte(msg), 0o644)
 	}
 	return opErr
 }

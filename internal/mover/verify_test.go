@@ -19,10 +19,10 @@ func TestVerifyRuns(t *testing.T) {
 		}
 	}
 	id := backup(t, root, data, kopia.Source{Username: "app", Hostname: "ns", Path: "/pvc/data"})
-	run := func(t *testing.T, w *VerifyWork, scratch string) (*FileReporter, error) {
+	run := func(t *testing.T, w *VerifyWork, scratch string) (*Recorder, error) {
 		w.SnapshotID, w.Slot = id, time.Now()
 		spec := &WorkSpec{Operation: OpVerify, Target: Target{Kind: "SnapshotPolicy", Name: "p"}, Repository: repoSection(), Verify: w}
-		rep := &FileReporter{Path: filepath.Join(t.TempDir(), "s.json")}
+		rep := &Recorder{Path: filepath.Join(t.TempDir(), "s.json")}
 		err := Run(context.Background(), Options{Spec: spec, SourceDir: scratch, RepositoryRoot: root, CacheDir: t.TempDir(), Getenv: env, Reporter: rep})
 		return rep, err
 	}

@@ -236,9 +236,13 @@ func render(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {
 				Spec: corev1.PodSpec{
 					RestartPolicy:      corev1.RestartPolicyNever,
 					ServiceAccountName: p.ServiceAccount,
-					SecurityContext:    podSC,
-					Containers:         []corev1.Container{container},
-					Volumes:            vols,
+					// The mover reports through its termination message and
+					// talks to no API server: a pod of its namespace that
+					// took its account would get no token to misuse.
+					AutomountServiceAccountToken: ptr(false),
+					SecurityContext:              podSC,
+					Containers:                   []corev1.Container{container},
+					Volumes:                      vols,
 				},
 			},
 		},

@@ -45,6 +45,10 @@ func TestBuildDefaults(t *testing.T) {
 	if c.SecurityContext.Capabilities.Drop[0] != "ALL" || *c.SecurityContext.AllowPrivilegeEscalation || !*c.SecurityContext.ReadOnlyRootFilesystem {
 		t.Errorf("container security context %+v", c.SecurityContext)
 	}
+	// The mover reports through its termination message: no API token.
+	if a := spec.AutomountServiceAccountToken; a == nil || *a {
+		t.Errorf("automountServiceAccountToken = %v, want false", a)
+	}
 	args := strings.Join(c.Args, " ")
 	for _, want := range []string{"mover", "--work " + WorkDir + "/work.json", "--source " + SourceDir, "--repository-root " + RepositoryRoot, "--cache-dir " + CacheDir,
 		"--config-dir " + ConfigDir, "--termination-log " + corev1.TerminationMessagePathDefault} {

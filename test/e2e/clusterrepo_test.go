@@ -204,15 +204,10 @@ spec:
 			t.Fatalf("a policy writing under another tenant's hostname was not refused: %s %s", res.Stdout, res.Stderr)
 		}
 
-		// A decoy: tenant-b's failed Snapshot, its status forged through
-		// tenant-b's own mover account to name tenant-a's kopia snapshot.
+		// A decoy: tenant-b's failed Snapshot, its status forged (by someone
+		// who may write status in tenant-b) to name tenant-a's kopia snapshot.
 		forged := fmt.Sprintf(`{"status":{"phase":"Succeeded","resolved":{"repository":{"kind":"ClusterRepository","name":"shared"}},"snapshot":{"kopiaSnapshotID":%q}}}`, id)
-		eventually(t, func() error {
-			if code, out := asMover(t, attacker, "-n", attacker, "patch", "snapshot", "first", "--subresource=status", "--type=merge", "-p", forged); code != 0 {
-				return fmt.Errorf("forge status: %s", out)
-			}
-			return nil
-		})
+		forgeStatus(t, attacker, "first", forged)
 		kubectl(t, nil, 0, "-n", attacker, "delete", "snapshot", "first", "--wait=false")
 		eventually(t, func() error {
 			var s snapv1.Snapshot

@@ -33,35 +33,44 @@ func asMover(t *testing.T, ns string, args ...string) (int, string) {
 	return res.ExitCode, res.Stdout + res.Stderr
 }
 
-// A mover's rights end at its namespace: from a pod of tenant A, the status
-// of tenant B's objects (which the functions act on) and every
-// ClusterRepository's are out of reach.
-func TestMoverCannotWriteAnotherNamespace(t *testing.T) {
+// A mover reports through its pod's termination message, so its account
+// holds no rights: a tenant's pod that takes it can write no snapflow
+// status, not even its own namespace's, and the pod gets no token.
+func TestMoverAccountHasNoRights(t *testing.T) {
 	const a, b = "sec-rbac-a", "sec-rbac-b"
 	repoNamespace(t, a, "/repository", "")
 	repoNamespace(t, b, "/repository", "")
 	patch := []string{"--subresource=status", "--type=merge", "--dry-run=server", "-p", `{"status":{"phase":"Failed"}}`}
-
-	// Its own namespace: allowed (the harness binds it as the chart does).
-	eventually(t, func() error {
-		if code, out := asMover(t, a, append([]string{"-n", a, "patch", "repository", "primary"}, patch...)...); code != 0 {
-			return fmt.Errorf("the mover of %s may not patch its own Repository's status yet: %s", a, out)
-		}
-		return nil
-	})
 	for _, args := range [][]string{
-		{"-n", b, "patch", "repository", "primary"},
-		{"patch", "clusterrepository", "shared"},
+		append([]string{"-n", a, "patch", "repository", "primary"}, patch...),
+		append([]string{"-n", b, "patch", "repository", "primary"}, patch...),
+		append([]string{"patch", "clusterrepository", "shared"}, patch...),
+		{"-n", a, "get", "repositories"},
 	} {
-		code, out := asMover(t, a, append(args, patch...)...)
+		code, out := asMover(t, a, args...)
 		if code == 0 || !strings.Contains(out, "forbidden") {
 			t.Errorf("the mover of %s ran %v: exit %d, want forbidden:\n%s", a, args, code, out)
 		}
 	}
+	var sa corev1.ServiceAccount
+	if err := env.Client.Get(testContext(t), clientKey(a, chartRelease+"-mover"), &sa); err != nil {
+		t.Fatal(err)
+	}
+	if m := sa.AutomountServiceAccountToken; m == nil || *m {
+		t.Errorf("the mover ServiceAccount mounts a token: %v", m)
+	}
 }
 
-// A mover writes its own Snapshot's status, so what the snapshot function
-// deletes when a run ends may not be named by status: a forged
+// forgeStatus patches a Snapshot's status as someone who may write status
+// in its namespace. Movers may not (they hold no rights); what the
+// functions delete or release must not depend on status either way.
+func forgeStatus(t *testing.T, ns, name, patch string) {
+	t.Helper()
+	kubectl(t, nil, 0, "-n", ns, "patch", "snapshot", name, "--subresource=status", "--type=merge", "-p", patch)
+}
+
+// Whoever can write a Snapshot's status must not be able to name what the
+// snapshot function deletes when a run ends: a forged
 // status.staged pointing at the application's PVC leaves it in place.
 func TestForgedStagedStatusDeletesNothing(t *testing.T) {
 	const ns = "sec-staged"
@@ -78,12 +87,7 @@ func TestForgedStagedStatusDeletesNothing(t *testing.T) {
 	// Clearing the conditions makes the function finish the run again,
 	// and unstage what status now names.
 	forged := `{"status":{"conditions":null,"staged":{"pvcName":"app-data","copyMethod":"Clone","ready":true}}}`
-	eventually(t, func() error {
-		if code, out := asMover(t, ns, "-n", ns, "patch", "snapshot", "first", "--subresource=status", "--type=merge", "-p", forged); code != 0 {
-			return fmt.Errorf("forge status: %s", out)
-		}
-		return nil
-	})
+	forgeStatus(t, ns, "first", forged)
 	eventually(t, func() error {
 		var s snapv1.Snapshot
 		if err := env.Client.Get(ctx, clientKey(ns, "first"), &s); err != nil {
@@ -113,12 +117,7 @@ func TestDecoySnapshotCannotDeleteAnotherNamespacesBackup(t *testing.T) {
 	backups(t, attacker, "app", "decoy")
 
 	forged := fmt.Sprintf(`{"status":{"resolved":{"repository":{"kind":"Repository","name":"primary","namespace":%q}},"snapshot":{"kopiaSnapshotID":%q}}}`, victim, ids["precious"])
-	eventually(t, func() error {
-		if code, out := asMover(t, attacker, "-n", attacker, "patch", "snapshot", "decoy", "--subresource=status", "--type=merge", "-p", forged); code != 0 {
-			return fmt.Errorf("forge status: %s", out)
-		}
-		return nil
-	})
+	forgeStatus(t, attacker, "decoy", forged)
 	kubectl(t, nil, 0, "-n", attacker, "delete", "snapshot", "decoy", "--wait=false")
 	eventually(t, func() error {
 		var s snapv1.Snapshot

@@ -49,7 +49,11 @@ func (n *Node) awaitServiceAccount(ctx context.Context, j *batchv1.Job, log inte
 // kubeconfigFor is the kubeconfig a container of pod gets: the node's own,
 // or with AsServiceAccount a copy that impersonates the pod's
 // ServiceAccount, so a container is refused what its RBAC does not grant.
-func (n *Node) kubeconfigFor(pod *corev1.Pod, work string) (string, error) {
+// A pod that mounts no ServiceAccount token gets none ("").
+func (n *Node) kubeconfigFor(ctx context.Context, pod *corev1.Pod, work string) (string, error) {
+	if automount, err := n.automountsToken(ctx, pod); err != nil || !automount {
+		return "", err
+	}
 	if !n.o.AsServiceAccount {
 		return n.o.Kubeconfig, nil
 	}
@@ -69,4 +73,25 @@ func (n *Node) kubeconfigFor(pod *corev1.Pod, work string) (string, error) {
 		return "", fmt.Errorf("write the pod kubeconfig: %w", err)
 	}
 	return path, nil
+}
+
+// automountsToken says whether pod gets its ServiceAccount's token, as a
+// kubelet decides: the pod's automountServiceAccountToken, else its
+// ServiceAccount's, else yes.
+func (n *Node) automountsToken(ctx context.Context, pod *corev1.Pod) (bool, error) {
+	if a := pod.Spec.AutomountServiceAccountToken; a != nil {
+		return *a, nil
+	}
+	name := pod.Spec.ServiceAccountName
+	if name == "" {
+		name = "default"
+	}
+	var sa corev1.ServiceAccount
+	switch err := n.o.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: name}, &sa); {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("read ServiceAccount %s/%s: %w", pod.Namespace, name, err)
+	}
+	return sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken, nil
 }

@@ -254,12 +254,15 @@ func (n *Node) runContainer(ctx context.Context, j *batchv1.Job, pod *corev1.Pod
 	if err := ensureDir(home); err != nil {
 		return 1, err.Error()
 	}
-	kubeconfig, err := n.kubeconfigFor(pod, work)
+	kubeconfig, err := n.kubeconfigFor(ctx, pod, work)
 	if err != nil {
 		return 1, err.Error()
 	}
-	cmdEnv := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + home, "KUBECONFIG=" + kubeconfig,
+	cmdEnv := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + home,
 		"HOSTNAME=" + pod.Name, "KUBERNETES_NAMESPACE=" + pod.Namespace}
+	if kubeconfig != "" {
+		cmdEnv = append(cmdEnv, "KUBECONFIG="+kubeconfig)
+	}
 	for _, e := range env {
 		cmdEnv = append(cmdEnv, e.Name+"="+rewrite(e.Value))
 	}
@@ -277,7 +280,8 @@ func (n *Node) runContainer(ctx context.Context, j *batchv1.Job, pod *corev1.Pod
 	_ = os.WriteFile(filepath.Join(n.o.Root, "logs", pod.Namespace+"_"+pod.Name+"_"+c.Name+".log"), out.Bytes(), 0o644)
 	msg := ""
 	if b, rerr := os.ReadFile(termHost); rerr == nil {
-		msg = strings.TrimSpace(string(b))
+		// A kubelet keeps the first 4 KiB of the file.
+		msg = strings.TrimSpace(string(b[:min(len(b), maxTerminationMessage)]))
 	} else if c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError || err != nil {
 		msg = lastLines(out.String(), 20)
 	}
@@ -295,6 +299,9 @@ func (n *Node) runContainer(ctx context.Context, j *batchv1.Job, pod *corev1.Pod
 		return 127, fmt.Sprintf("start %s: %v", bin, err)
 	}
 }
+
+// maxTerminationMessage is what a kubelet keeps of a termination message.
+const maxTerminationMessage = 4096
 
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")

@@ -1,0 +1,177 @@
+package mover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/snapflow/snapflow/internal/kopia"
+)
+
+// ErrReportMismatch means a report claims results its work spec did not
+// ask for: another source, another kopia snapshot, members the batch did
+// not have. Nothing of it is written.
+var ErrReportMismatch = errors.New("the mover's report does not match its work spec")
+
+// Apply writes r onto the status of spec's target with c, as the function
+// that made the mover Job does once the Job has finished. spec is the work
+// spec that function wrote, never anything the report says about itself:
+// the report only fills in the results of that work. Applying a report
+// again changes nothing (a finished target refuses a second result), so
+// redelivered events are harmless. A delete run's members with no UID are
+// skipped: the caller blanks the members it does not vouch for.
+func (r *Report) Apply(ctx context.Context, c client.Client, spec *WorkSpec) error {
+	if err := r.check(spec); err != nil {
+		return err
+	}
+	if r.Failure == nil && !r.finished(spec.Operation) {
+		return fmt.Errorf("%w: it holds no result for a %s run", ErrReportMismatch, spec.Operation)
+	}
+	k := &KubeReporter{Client: c, Target: spec.Target, Delete: spec.Delete, Verify: spec.Verify, Pin: spec.Pin,
+		LogTail: func() string { return r.LogTail }}
+	// Started refuses a second result for a finished target. A bootstrap
+	// has no such end (its repository is re-connected on each change), and
+	// its Initializing phase is the function's to set.
+	if spec.Operation != OpBootstrap {
+		if err := k.Started(ctx, r.Started); errors.Is(err, ErrAlreadyFinished) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+	}
+	switch spec.Operation {
+	case OpSnapshot:
+		if r.Snapshot != nil {
+			return k.SnapshotDone(ctx, *r.Snapshot)
+		}
+	case OpBootstrap:
+		if r.Bootstrap != nil {
+			return k.BootstrapDone(ctx, *r.Bootstrap)
+		}
+	case OpRestore:
+		if r.Resolved != nil {
+			if _, err := k.RestoreResolved(ctx, *r.Resolved); err != nil {
+				return err
+			}
+		}
+		if r.RestoreProgress != nil {
+			if err := k.RestoreProgress(ctx, *r.RestoreProgress); err != nil {
+				return err
+			}
+		}
+		if r.Restored != nil {
+			return k.RestoreDone(ctx, *r.Restored)
+		}
+	case OpVerify:
+		if r.Verified != nil {
+			v := *r.Verified
+			v.Work = *spec.Verify
+			return k.VerifyDone(ctx, v)
+		}
+	case OpPin:
+		if r.PinnedID != "" {
+			return k.PinDone(ctx, spec.Pin.SnapshotID, r.PinnedID, spec.Pin.Pin)
+		}
+	case OpDelete:
+		if r.Failure == nil {
+			var results []MemberResult
+			for _, m := range r.Members {
+				if member := spec.Delete.Members[m.Index]; member.UID != "" && !m.Deleted {
+					results = append(results, MemberResult{Member: member, Message: m.Message, Class: m.Class})
+				}
+			}
+			return k.DeleteDone(ctx, results)
+		}
+		k.Delete = &DeleteWork{}
+		for _, m := range spec.Delete.Members {
+			if m.UID != "" {
+				k.Delete.Members = append(k.Delete.Members, m)
+			}
+		}
+	}
+	return k.Failed(ctx, *r.Failure, r.FailedAt)
+}
+
+// finished says whether r holds the result of an op run.
+func (r *Report) finished(op string) bool {
+	switch op {
+	case OpSnapshot:
+		return r.Snapshot != nil
+	case OpBootstrap:
+		return r.Bootstrap != nil
+	case OpRestore:
+		return r.Restored != nil
+	case OpVerify:
+		return r.Verified != nil
+	case OpPin:
+		return r.PinnedID != ""
+	case OpDelete:
+		return r.Phase == "Done"
+	}
+	return false
+}
+
+// check refuses a report whose results are not those of spec's work.
+func (r *Report) check(spec *WorkSpec) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrReportMismatch}, args...)...)
+	}
+	ns := spec.Target.Namespace
+	switch spec.Operation {
+	case OpSnapshot:
+		if spec.Snapshot == nil {
+			return bad("the work spec has no snapshot work")
+		}
+		if s := r.Snapshot; s != nil && s.Source != spec.Snapshot.Source {
+			return bad("it reports kopia source %s, the work was %s", s.Source, spec.Snapshot.Source)
+		}
+	case OpRestore:
+		if spec.Restore == nil {
+			return bad("the work spec has no restore work")
+		}
+		type picked struct {
+			id  string
+			src kopia.Source
+		}
+		var got []picked
+		if r.Resolved != nil {
+			got = append(got, picked{r.Resolved.SnapshotID, r.Resolved.Source})
+		}
+		if r.Restored != nil && r.Restored.SnapshotID != "" {
+			got = append(got, picked{r.Restored.SnapshotID, r.Restored.Source})
+		}
+		for _, g := range got {
+			if want := spec.Restore.SnapshotID; want != "" && g.id != want {
+				return bad("it restored kopia snapshot %s, the work named %s", g.id, want)
+			}
+			if spec.Repository.NamespaceBound {
+				if err := ownedBy(g.src, ns); err != nil {
+					return bad("%v", err)
+				}
+			}
+		}
+	case OpVerify:
+		if spec.Verify == nil {
+			return bad("the work spec has no verification work")
+		}
+		if v := r.Verified; v != nil && v.Outcome.SnapshotID != "" && v.Outcome.SnapshotID != spec.Verify.SnapshotID {
+			return bad("it verified kopia snapshot %s, the work named %s", v.Outcome.SnapshotID, spec.Verify.SnapshotID)
+		}
+	case OpPin:
+		if spec.Pin == nil {
+			return bad("the work spec has no pin work")
+		}
+	case OpDelete:
+		if spec.Delete == nil {
+			return bad("the work spec has no delete work")
+		}
+		for _, m := range r.Members {
+			if m.Index < 0 || m.Index >= len(spec.Delete.Members) {
+				return bad("member %d is outside the batch of %d", m.Index, len(spec.Delete.Members))
+			}
+		}
+	}
+	return nil
+}
