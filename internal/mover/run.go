@@ -37,7 +37,7 @@ type Options struct {
 	// termination message, from which the function writes the status.
 	Report func() Report
 	Now    func() time.Time
-	// ProgressInterval bounds how often progress is written to status.
+	// ProgressInterval bounds how often progress is reported (the log).
 	ProgressInterval time.Duration
 	// PollInterval is how often a restore waiting for its snapshot re-lists.
 	PollInterval time.Duration
