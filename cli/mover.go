@@ -27,7 +27,8 @@ message, from which the function that made the Job writes the target
 object's status; the mover itself needs no Kubernetes credentials.
 Repository credentials come from the environment (KOPIA_PASSWORD,
 AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN), never from the
-work spec. It exits non-zero when the operation fails, after recording why.`,
+work spec. When the operation fails it records why and exits 3, which the
+mover Job's pod failure policy takes as final.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.cpuProfile != "" {
@@ -65,7 +66,9 @@ work spec. It exits non-zero when the operation fails, after recording why.`,
 			})
 			if err != nil {
 				fmt.Fprintf(logw, "mover: failed: %v\n", err)
-				return err
+				// The failure is in the report: the Job's pod failure policy
+				// ends the Job on this code instead of running it again.
+				return exitError{code: mover.ExitReported, msg: err.Error()}
 			}
 			fmt.Fprintln(logw, "mover: done")
 			return nil

@@ -477,17 +477,23 @@ func (f *Function) releaseFinished(ctx context.Context, job *batchv1.Job, pool m
 	}
 	// Why the rest were not deleted goes on their own status, for the
 	// members vouched for only (the others are blanked, keeping indexes).
-	if rep, err := mover.ParseReport(msg); err == nil {
-		own := *spec
-		own.Delete = &mover.DeleteWork{Members: make([]mover.DeleteMember, len(members))}
-		for i, m := range members {
-			if s := vouched(m); s != nil && !released[s.UID] {
-				own.Delete.Members[i] = m
-			}
+	// The work is this function's delete batch whatever the ConfigMap,
+	// which a tenant may edit in its own namespace, says.
+	rep, err := jobwatch.Reported(ctx, f.Client, job)
+	if errors.Is(err, mover.ErrNoReport) || errors.Is(err, mover.ErrReportMismatch) {
+		return released, nil
+	} else if err != nil {
+		return nil, err
+	}
+	own := &mover.WorkSpec{Operation: mover.OpDelete, Target: mover.Target{Kind: string(ref.Kind), Namespace: ref.Namespace, Name: ref.Name},
+		Delete: &mover.DeleteWork{Members: make([]mover.DeleteMember, len(members))}}
+	for i, m := range members {
+		if s := vouched(m); s != nil && !released[s.UID] {
+			own.Delete.Members[i] = m
 		}
-		if err := rep.Apply(ctx, f.Client, &own); err != nil && !errors.Is(err, mover.ErrReportMismatch) {
-			return nil, err
-		}
+	}
+	if err := rep.Apply(ctx, f.Client, own); err != nil && !errors.Is(err, mover.ErrReportMismatch) {
+		return nil, err
 	}
 	return released, nil
 }

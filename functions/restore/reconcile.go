@@ -19,6 +19,7 @@ import (
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/conditions"
 	"github.com/snapflow/snapflow/internal/jobwatch"
+	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
 	"github.com/snapflow/snapflow/internal/privilege"
 	"github.com/snapflow/snapflow/internal/projection"
@@ -286,7 +287,7 @@ func (f *Function) ownTarget(ctx context.Context, rs *snapv1.Restore) (string, s
 // mover ended without reporting, and fails wedged pods.
 func (f *Function) observe(ctx context.Context, rs *snapv1.Restore, j *batchv1.Job) error {
 	if c, done := jobwatch.Finished(j); done {
-		why, err := jobwatch.ApplyReport(ctx, f.Client, j, rs.UID)
+		why, err := jobwatch.ApplyReport(ctx, f.Client, j, rs.UID, mover.OpRestore)
 		if err != nil || why == "" {
 			return err
 		}

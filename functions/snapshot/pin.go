@@ -44,7 +44,7 @@ func (f *Function) syncPin(ctx context.Context, s *snapv1.Snapshot) error {
 			return nil // running, or not this Snapshot's
 		}
 		// The new kopia id, or why the pin failed (the KopiaPinned condition).
-		why, err := jobwatch.ApplyReport(ctx, f.Client, &existing, s.UID)
+		why, err := jobwatch.ApplyReport(ctx, f.Client, &existing, s.UID, mover.OpPin)
 		if why != "" {
 			runtime.Log(ctx).Info("pin job ended without a result", "snapshot", s.Namespace+"/"+s.Name, "job", name, "reason", why)
 		}

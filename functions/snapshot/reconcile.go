@@ -259,7 +259,7 @@ func (f *Function) observeJob(ctx context.Context, s *snapv1.Snapshot) error {
 	if c, done := jobwatch.Finished(&j); done {
 		// The mover's result is in its pod's termination message; without
 		// one, it died before it could report.
-		why, err := jobwatch.ApplyReport(ctx, f.Client, &j, s.UID)
+		why, err := jobwatch.ApplyReport(ctx, f.Client, &j, s.UID, mover.OpSnapshot)
 		if err != nil || why == "" {
 			return err
 		}

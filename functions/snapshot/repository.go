@@ -60,7 +60,7 @@ func (f *Function) ReconcileRepository(ctx context.Context, kind snapv1.Reposito
 	if !jobwatch.Done(&job) {
 		return nil
 	}
-	if why, err := jobwatch.ApplyReport(ctx, f.Client, &job, r.Obj.GetUID()); err != nil {
+	if why, err := jobwatch.ApplyReport(ctx, f.Client, &job, r.Obj.GetUID(), mover.OpBootstrap); err != nil {
 		return err
 	} else if why == "" {
 		// The report is on the repository's status now.
@@ -141,7 +141,7 @@ func (f *Function) startBootstrap(ctx context.Context, r *RepositoryObject, jobN
 		Labels: map[string]string{wellknown.LabelRepository: r.Ref.Name, wellknown.LabelOp: op},
 		Image:  f.MoverImage, ServiceAccount: f.MoverServiceAccount,
 		Work: mover.WorkSpec{Operation: mover.OpBootstrap, Repository: work,
-			Target: mover.Target{Kind: kind, Namespace: r.Obj.GetNamespace(), Name: r.Ref.Name, UID: string(r.Obj.GetUID())}},
+			Target: mover.Target{Kind: kind, Namespace: r.Obj.GetNamespace(), Name: r.Ref.Name, UID: string(r.Obj.GetUID()), Generation: r.Obj.GetGeneration()}},
 		PasswordSecret: r.Spec.Encryption.PasswordSecretRef.Name, PasswordKey: r.Spec.Encryption.PasswordSecretRef.Key,
 		CredentialsSecret: mounts.Credentials, CABundle: mounts.CABundle,
 		RepositoryClaim: mounts.RepoClaim, RepositoryNFS: mounts.RepoNFS, RepositoryHost: mounts.HostPath,

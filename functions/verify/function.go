@@ -28,6 +28,7 @@ import (
 	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/jobwatch"
+	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/privilege"
 	"github.com/snapflow/snapflow/internal/projection"
 	"github.com/snapflow/snapflow/internal/schedule"
@@ -228,7 +229,7 @@ func (f *Function) observe(ctx context.Context, p *snapv1.SnapshotPolicy, ref sn
 		return err
 	default:
 		if c, done := jobwatch.Finished(&j); done {
-			why, err := jobwatch.ApplyReport(ctx, f.Client, &j, p.UID)
+			why, err := jobwatch.ApplyReport(ctx, f.Client, &j, p.UID, mover.OpVerify)
 			if err != nil || why == "" {
 				return err
 			}

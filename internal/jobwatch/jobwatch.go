@@ -53,9 +53,19 @@ func PodMessage(ctx context.Context, c client.Client, j *batchv1.Job) string {
 // exited 0. It reads only pods j controls: a pod that merely carries the
 // job-name label could have been made by anyone in the namespace.
 func TerminationMessage(ctx context.Context, c client.Client, j *batchv1.Job, container string) (string, bool, error) {
+	t, err := terminated(ctx, c, j, container)
+	if t == nil || err != nil {
+		return "", false, err
+	}
+	return t.Message, t.ExitCode == 0, nil
+}
+
+// terminated is how the container of j's latest pod ended (nil while none
+// has ended with a message, or with container named).
+func terminated(ctx context.Context, c client.Client, j *batchv1.Job, container string) (*corev1.ContainerStateTerminated, error) {
 	var pods corev1.PodList
 	if err := c.List(ctx, &pods, client.InNamespace(j.Namespace), client.MatchingLabels{"job-name": j.Name}); err != nil {
-		return "", false, fmt.Errorf("list the pods of job %s: %w", j.Name, err)
+		return nil, fmt.Errorf("list the pods of job %s: %w", j.Name, err)
 	}
 	var last *corev1.Pod
 	for i := range pods.Items {
@@ -68,17 +78,17 @@ func TerminationMessage(ctx context.Context, c client.Client, j *batchv1.Job, co
 		}
 	}
 	if last == nil {
-		return "", false, nil
+		return nil, nil
 	}
 	for _, cs := range last.Status.ContainerStatuses {
 		if container != "" && cs.Name != container {
 			continue
 		}
 		if t := cs.State.Terminated; t != nil && (t.Message != "" || container != "") {
-			return t.Message, t.ExitCode == 0, nil
+			return t, nil
 		}
 	}
-	return "", false, nil
+	return nil, nil
 }
 
 // Wedged says whether no pod of j has started within its startup deadline,
@@ -114,13 +124,13 @@ func Wedged(ctx context.Context, c client.Client, j *batchv1.Job, now time.Time)
 // Report reads what j's mover found: the report in the termination message
 // of j's latest pod (only pods j controls), with the work spec the function
 // wrote for it (the ConfigMap of the Job's name, which must be snapflow's).
-// It returns mover.ErrNoReport when the mover left none.
+// A report counts only from a mover that exited 0, or with
+// mover.ExitReported for a failure it recorded: any other exit is a crash,
+// whose message may be its log. It returns mover.ErrNoReport when the mover
+// left none, and an error wrapping mover.ErrReportMismatch when what it
+// left cannot be used.
 func Report(ctx context.Context, c client.Client, j *batchv1.Job) (*mover.Report, *mover.WorkSpec, error) {
-	msg, _, err := TerminationMessage(ctx, c, j, "mover")
-	if err != nil {
-		return nil, nil, err
-	}
-	rep, err := mover.ParseReport(msg)
+	rep, err := Reported(ctx, c, j)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -138,13 +148,35 @@ func Report(ctx context.Context, c client.Client, j *batchv1.Job) (*mover.Report
 	return rep, spec, nil
 }
 
+// Reported is the report in the termination message of j's latest pod, as
+// Report reads it, without the work spec.
+func Reported(ctx context.Context, c client.Client, j *batchv1.Job) (*mover.Report, error) {
+	t, err := terminated(ctx, c, j, "mover")
+	if err != nil {
+		return nil, err
+	}
+	if t == nil || (t.ExitCode != 0 && t.ExitCode != mover.ExitReported) {
+		return nil, mover.ErrNoReport
+	}
+	rep, err := mover.ParseReport(t.Message)
+	if err != nil {
+		return nil, err
+	}
+	if failed := rep.Failed(); failed != (t.ExitCode == mover.ExitReported) {
+		return nil, fmt.Errorf("%w: a mover that exited %d reports failed=%v", mover.ErrReportMismatch, t.ExitCode, failed)
+	}
+	return rep, nil
+}
+
 // ApplyReport writes the report of j's finished mover onto its target,
-// which must be the object of UID owner; it is how a mover's result reaches
-// status, since movers hold no Kubernetes credentials. It returns a reason
-// when there is no report to apply (the mover died first, or the report
-// does not fit its work spec), and an error only when the API server
-// failed.
-func ApplyReport(ctx context.Context, c client.Client, j *batchv1.Job, owner types.UID) (string, error) {
+// which must be the object of UID owner and the work op (the work spec is
+// a ConfigMap in the target's namespace, which its tenant may edit: the
+// caller's own object and operation are what count). It is how a mover's
+// result reaches status, since movers hold no Kubernetes credentials. It
+// returns a reason when there is no report to apply (the mover died first,
+// or the report does not fit its work), and an error only when the API
+// server failed.
+func ApplyReport(ctx context.Context, c client.Client, j *batchv1.Job, owner types.UID, op string) (string, error) {
 	rep, spec, err := Report(ctx, c, j)
 	switch {
 	case errors.Is(err, mover.ErrNoReport):
@@ -154,8 +186,8 @@ func ApplyReport(ctx context.Context, c client.Client, j *batchv1.Job, owner typ
 	case err != nil:
 		return "", err
 	}
-	if spec.Target.UID != string(owner) {
-		return fmt.Sprintf("%s: the work spec of job %s is for another object", mover.ErrReportMismatch, j.Name), nil
+	if spec.Target.UID != string(owner) || spec.Operation != op {
+		return fmt.Sprintf("%s: the work spec of job %s is not the %s work of this object", mover.ErrReportMismatch, j.Name, op), nil
 	}
 	if err := rep.Apply(ctx, c, spec); errors.Is(err, mover.ErrReportMismatch) || errors.Is(err, mover.ErrTargetReplaced) {
 		return err.Error(), nil

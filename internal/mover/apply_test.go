@@ -14,6 +14,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/internal/scheme"
+	"github.com/snapflow/snapflow/internal/verify"
 )
 
 // The termination message carries the report whole, and stays inside the
@@ -49,6 +50,14 @@ func TestTerminationMessageRoundTrip(t *testing.T) {
 					t.Fatalf("failure: %+v", got.Failure)
 				}
 			}},
+		{"a failed verification of a long successExpr", "verification failed", Report{Phase: "Failed", Started: at,
+			Verified: &VerifyReport{Work: VerifyWork{SuccessExpr: strings.Repeat("files > 0 && errors < 1 && ", 38)}, Message: "successExpr " + strings.Repeat("files > 0 && errors < 1 && ", 38) + " was false",
+				Outcome: verifyOutcome("k1")}},
+			func(t *testing.T, got *Report) {
+				if got.Verified == nil || got.Verified.Passed || got.Verified.Outcome.SnapshotID != "k1" || !strings.HasPrefix(got.Verified.Message, "successExpr files > 0") {
+					t.Fatalf("verified: %+v", got.Verified)
+				}
+			}},
 		{"a large batch keeps what fits, deleted members go", "deleted 1\n" + FormatDeleted([]int{300}), Report{Phase: "Done",
 			Members: append(members, MemberOutcome{Index: 300, Deleted: true})},
 			func(t *testing.T, got *Report) {
@@ -81,8 +90,13 @@ func TestTerminationMessageRoundTrip(t *testing.T) {
 	if _, err := ParseReport("OOMKilled\nsome log line"); !errors.Is(err, ErrNoReport) {
 		t.Fatalf("a message without a report: %v", err)
 	}
-	if _, err := ParseReport(ReportPrefix + "{not json"); err == nil || errors.Is(err, ErrNoReport) {
+	if _, err := ParseReport(ReportPrefix + "{not json"); !errors.Is(err, ErrReportMismatch) {
 		t.Fatalf("a broken report: %v", err)
+	}
+	// After a crash the message is the log tail: a report line in it that
+	// is not the last line (as the mover writes it) is not taken.
+	if _, err := ParseReport(ReportPrefix + `{"phase":"Succeeded"}` + "\nmover: killed"); !errors.Is(err, ErrNoReport) {
+		t.Fatalf("a report line inside a log: %v", err)
 	}
 }
 
@@ -162,3 +176,5 @@ func TestApplyWritesOnlyTheWorkSpecsResult(t *testing.T) {
 		})
 	}
 }
+
+func verifyOutcome(id string) verify.Outcome { return verify.Outcome{SnapshotID: id} }

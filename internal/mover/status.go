@@ -53,11 +53,15 @@ func (k *KubeReporter) key() types.NamespacedName {
 // merge patch, re-reading on conflict. A missing or replaced target is an
 // error: the mover must not report into the void.
 func update[T client.Object](ctx context.Context, k *KubeReporter, obj T, mutate func(T) error) error {
+	if k.Target.UID == "" {
+		// Only a UID pins the object the work was for.
+		return fmt.Errorf("%w: target %s %s names no UID", ErrReportMismatch, k.Target.Kind, k.key())
+	}
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := k.Client.Get(ctx, k.key(), obj); err != nil {
 			return fmt.Errorf("read %s %s: %w", k.Target.Kind, k.key(), err)
 		}
-		if k.Target.UID != "" && string(obj.GetUID()) != k.Target.UID {
+		if string(obj.GetUID()) != k.Target.UID {
 			return ErrTargetReplaced
 		}
 		orig := obj.DeepCopyObject().(client.Object)
@@ -76,16 +80,31 @@ func (k *KubeReporter) updateSnapshot(ctx context.Context, mutate func(*snapv1.S
 }
 
 func (k *KubeReporter) updateRepository(ctx context.Context, mutate func(*snapv1.RepositoryStatus, int64)) error {
+	// A bootstrap connects with one generation's spec: its result says
+	// nothing about a later one.
+	stale := func(gen int64) bool { return k.Target.Generation != 0 && gen != k.Target.Generation }
+	var err error
 	if k.Target.Kind == string(snapv1.KindClusterRepository) {
-		return update(ctx, k, &snapv1.ClusterRepository{}, func(r *snapv1.ClusterRepository) error {
+		err = update(ctx, k, &snapv1.ClusterRepository{}, func(r *snapv1.ClusterRepository) error {
+			if stale(r.Generation) {
+				return errNoChange
+			}
+			mutate(&r.Status, r.Generation)
+			return nil
+		})
+	} else {
+		err = update(ctx, k, &snapv1.Repository{}, func(r *snapv1.Repository) error {
+			if stale(r.Generation) {
+				return errNoChange
+			}
 			mutate(&r.Status, r.Generation)
 			return nil
 		})
 	}
-	return update(ctx, k, &snapv1.Repository{}, func(r *snapv1.Repository) error {
-		mutate(&r.Status, r.Generation)
+	if errors.Is(err, errNoChange) {
 		return nil
-	})
+	}
+	return err
 }
 
 func (k *KubeReporter) isSnapshot() bool { return k.Target.Kind == "Snapshot" }

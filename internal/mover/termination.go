@@ -33,9 +33,17 @@ func TerminationMessage(summary string, r Report) string {
 	}
 	r.Members = members
 	r.Progress = nil // the totals are in the result
+	if r.Verified != nil {
+		v := *r.Verified
+		v.Work = VerifyWork{} // the function has the work spec
+		r.Verified = &v
+	}
 	encode := func() string {
-		b, _ := json.Marshal(r)
-		return ReportPrefix + string(b)
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false) // a successExpr's < and > stay one byte
+		_ = enc.Encode(r)
+		return ReportPrefix + strings.TrimSuffix(b.String(), "\n")
 	}
 	line := encode()
 	for over := len(summary) + 1 + len(line) - maxMessage; over > 0; over = len(summary) + 1 + len(line) - maxMessage {
@@ -53,10 +61,20 @@ func TerminationMessage(summary string, r Report) string {
 			f := *r.Failure
 			f.Message = trimBack(f.Message, max(200, len(f.Message)-over))
 			r.Failure = &f
+		case r.Verified != nil && len(r.Verified.Message) > 200:
+			v := *r.Verified
+			v.Message = trimBack(v.Message, max(200, len(v.Message)-over))
+			r.Verified = &v
+		case r.Restored != nil && len(r.Restored.Message) > 200:
+			rr := *r.Restored
+			rr.Message = trimBack(rr.Message, max(200, len(rr.Message)-over))
+			r.Restored = &rr
 		case len(summary) > 0:
 			summary = trimBack(summary, max(0, len(summary)-over))
 		default:
-			return line[:maxMessage] // cannot happen with the fields a run fills
+			// Only a report whose fixed fields alone are over the limit gets
+			// here; the function treats a cut one as no report.
+			return line[:maxMessage]
 		}
 		line = encode()
 	}
@@ -84,18 +102,29 @@ func trimBack(s string, n int) string {
 // ended before writing one (killed, out of memory, never started).
 var ErrNoReport = errors.New("the mover left no report")
 
-// ParseReport reads the report line of a termination message.
+// ExitReported is the mover's exit code after it recorded a failure in its
+// report: the Job's pod failure policy fails the Job on it at once, since
+// the run's outcome is known and a retry could only replace it.
+const ExitReported = 3
+
+// ParseReport reads the report of a termination message: its last line,
+// which is where the mover writes it (a log tail in its place, after a
+// crash, holds none).
 func ParseReport(msg string) (*Report, error) {
-	for _, line := range strings.Split(msg, "\n") {
-		rest, ok := strings.CutPrefix(line, ReportPrefix)
-		if !ok {
-			continue
-		}
-		var r Report
-		if err := json.Unmarshal([]byte(rest), &r); err != nil {
-			return nil, fmt.Errorf("the mover's report is not valid: %w", err)
-		}
-		return &r, nil
+	lines := strings.Split(strings.TrimRight(msg, "\n"), "\n")
+	rest, ok := strings.CutPrefix(lines[len(lines)-1], ReportPrefix)
+	if !ok {
+		return nil, ErrNoReport
 	}
-	return nil, ErrNoReport
+	var r Report
+	if err := json.Unmarshal([]byte(rest), &r); err != nil {
+		return nil, fmt.Errorf("%w: it is not valid: %w", ErrReportMismatch, err)
+	}
+	return &r, nil
+}
+
+// Failed says whether r reports a failed run: a classified failure or a
+// verification that did not pass.
+func (r *Report) Failed() bool {
+	return r.Failure != nil || (r.Verified != nil && !r.Verified.Passed)
 }

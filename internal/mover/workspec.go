@@ -44,6 +44,9 @@ type Target struct {
 	Namespace string `json:"namespace,omitempty"`
 	Name      string `json:"name"`
 	UID       string `json:"uid"`
+	// Generation is the repository generation a bootstrap connects with;
+	// its result is not written onto a later one.
+	Generation int64 `json:"generation,omitempty"`
 }
 
 // Repository is how to reach the repository. A filesystem backend's path is

@@ -228,8 +228,15 @@ func render(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {
 		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: labels, OwnerReferences: owner,
 			Annotations: map[string]string{wellknown.SnapflowPrefix + "pod-startup-deadline-seconds": fmt.Sprint(*fp.PodStartupDeadlineSeconds)}},
 		Spec: batchv1.JobSpec{
-			BackoffLimit:            fp.BackoffLimit,
-			ActiveDeadlineSeconds:   fp.ActiveDeadlineSeconds,
+			BackoffLimit:          fp.BackoffLimit,
+			ActiveDeadlineSeconds: fp.ActiveDeadlineSeconds,
+			// A failure the mover reported is the run's outcome; only a
+			// crash (killed, evicted, out of memory) is worth another pod.
+			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+				Action: batchv1.PodFailurePolicyActionFailJob,
+				OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{ContainerName: ptr("mover"),
+					Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{mover.ExitReported}},
+			}}},
 			TTLSecondsAfterFinished: &ttl,
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: annotations},

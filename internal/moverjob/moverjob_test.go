@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,6 +45,11 @@ func TestBuildDefaults(t *testing.T) {
 	}
 	if c.SecurityContext.Capabilities.Drop[0] != "ALL" || *c.SecurityContext.AllowPrivilegeEscalation || !*c.SecurityContext.ReadOnlyRootFilesystem {
 		t.Errorf("container security context %+v", c.SecurityContext)
+	}
+	// A reported failure ends the Job; only crashes are retried.
+	if pfp := job.Spec.PodFailurePolicy; pfp == nil || len(pfp.Rules) != 1 || pfp.Rules[0].Action != batchv1.PodFailurePolicyActionFailJob ||
+		pfp.Rules[0].OnExitCodes.Values[0] != mover.ExitReported || *pfp.Rules[0].OnExitCodes.ContainerName != "mover" {
+		t.Errorf("pod failure policy %+v", job.Spec.PodFailurePolicy)
 	}
 	// The mover reports through its termination message: no API token.
 	if a := spec.AutomountServiceAccountToken; a == nil || *a {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -51,7 +52,7 @@ func (n *Node) runJob(ctx context.Context, j *batchv1.Job) {
 		if !deadline.IsZero() {
 			pctx, cancel = context.WithDeadline(ctx, deadline)
 		}
-		ok, msg := n.runPod(pctx, j, log)
+		ok, msg, statuses := n.runPod(pctx, j, log)
 		timedOut := errors.Is(pctx.Err(), context.DeadlineExceeded)
 		cancel()
 		if ctx.Err() != nil {
@@ -71,9 +72,12 @@ func (n *Node) runJob(ctx context.Context, j *batchv1.Job) {
 		}
 		failed++
 		reason := ""
+		rule, ruleMsg := failJobRule(j, statuses)
 		switch {
 		case timedOut:
 			reason, msg = "DeadlineExceeded", "Job was active longer than specified deadline"
+		case rule:
+			reason, msg = "PodFailurePolicy", ruleMsg
 		case failed > backoff:
 			reason, msg = "BackoffLimitExceeded", "Job has reached the specified backoff limit: "+msg
 		}
@@ -113,7 +117,7 @@ func (n *Node) updateJob(ctx context.Context, j *batchv1.Job, mutate func(*batch
 
 // runPod records a Pod for one attempt, runs its containers in order and
 // reports whether all succeeded, with the termination message.
-func (n *Node) runPod(ctx context.Context, j *batchv1.Job, log interface{ Info(string, ...any) }) (bool, string) {
+func (n *Node) runPod(ctx context.Context, j *batchv1.Job, log interface{ Info(string, ...any) }) (bool, string, []corev1.ContainerStatus) {
 	spec := j.Spec.Template.Spec
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -125,20 +129,20 @@ func (n *Node) runPod(ctx context.Context, j *batchv1.Job, log interface{ Info(s
 	}
 	pod.Spec.NodeName = NodeName
 	if err := n.o.Client.Create(ctx, pod); err != nil {
-		return false, "create pod: " + err.Error()
+		return false, "create pod: " + err.Error(), nil
 	}
 	n.setPod(ctx, pod, corev1.PodRunning, nil)
 
 	work, err := os.MkdirTemp(filepath.Join(n.o.Root), "pod-")
 	if err != nil {
-		return false, err.Error()
+		return false, err.Error(), nil
 	}
 	defer os.RemoveAll(work)
 	mounts, err := n.volumes(ctx, j.Namespace, spec.Volumes, work)
 	if err != nil {
 		msg := "volumes: " + err.Error()
 		n.setPod(ctx, pod, corev1.PodFailed, []corev1.ContainerStatus{terminated("setup", 1, msg)})
-		return false, msg
+		return false, msg, nil
 	}
 	var statuses []corev1.ContainerStatus
 	ok, msg := true, ""
@@ -157,7 +161,32 @@ func (n *Node) runPod(ctx context.Context, j *batchv1.Job, log interface{ Info(s
 		phase = corev1.PodFailed
 	}
 	n.setPod(context.WithoutCancel(ctx), pod, phase, statuses)
-	return ok, msg
+	return ok, msg, statuses
+}
+
+// failJobRule says whether a failed pod's container statuses match a
+// FailJob rule of j's pod failure policy on exit codes (the only rules
+// snapflow's Jobs use), with a message like the Job controller's.
+func failJobRule(j *batchv1.Job, statuses []corev1.ContainerStatus) (bool, string) {
+	if j.Spec.PodFailurePolicy == nil {
+		return false, ""
+	}
+	for i, r := range j.Spec.PodFailurePolicy.Rules {
+		req := r.OnExitCodes
+		if r.Action != batchv1.PodFailurePolicyActionFailJob || req == nil {
+			continue
+		}
+		for _, cs := range statuses {
+			t := cs.State.Terminated
+			if t == nil || t.ExitCode == 0 || (req.ContainerName != nil && *req.ContainerName != cs.Name) {
+				continue
+			}
+			if slices.Contains(req.Values, t.ExitCode) == (req.Operator == batchv1.PodFailurePolicyOnExitCodesOpIn) {
+				return true, fmt.Sprintf("Container %s for pod %s/%s failed with exit code %d matching FailJob rule at index %d", cs.Name, j.Namespace, j.Name, t.ExitCode, i)
+			}
+		}
+	}
+	return false, ""
 }
 
 // pendingPod records an unschedulable pod for j, the way the scheduler
