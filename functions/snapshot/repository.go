@@ -184,14 +184,14 @@ func (f *Function) startBootstrap(ctx context.Context, r *RepositoryObject, jobN
 			return err
 		}
 	}
-	if err := f.Client.Create(ctx, cm); err != nil {
-		if !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create bootstrap work spec: %w", err)
-		}
-		// Refresh a spec left by an earlier attempt at this generation.
-		if err := f.Client.Update(ctx, cm); err != nil {
+	if err := f.Client.Create(ctx, cm); apierrors.IsAlreadyExists(err) {
+		// A spec left by an earlier attempt at this generation is replaced,
+		// not updated: the function needs no right to rewrite ConfigMaps.
+		if err := f.replaceWorkSpec(ctx, cm); err != nil {
 			return err
 		}
+	} else if err != nil {
+		return fmt.Errorf("create bootstrap work spec: %w", err)
 	}
 	if err := f.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create bootstrap job: %w", err)
@@ -216,4 +216,25 @@ func (f *Function) updateRepoStatus(ctx context.Context, r *RepositoryObject, mu
 		mutate(live.Status, live.Obj.GetGeneration())
 		return f.Client.Status().Patch(ctx, live.Obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 	}))
+}
+
+// replaceWorkSpec deletes the work-spec ConfigMap under cm's name, if
+// snapflow made it, and creates cm in its place.
+func (f *Function) replaceWorkSpec(ctx context.Context, cm *corev1.ConfigMap) error {
+	var old corev1.ConfigMap
+	if err := f.Client.Get(ctx, client.ObjectKeyFromObject(cm), &old); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	} else if err == nil {
+		if old.Labels[wellknown.LabelManagedBy] != wellknown.ManagedByValue {
+			return fmt.Errorf("configmap %s/%s, which snapflow did not make, is where the bootstrap work spec goes: delete or rename it", old.Namespace, old.Name)
+		}
+		uid := old.UID
+		if err := f.Client.Delete(ctx, &old, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+	if err := f.Client.Create(ctx, cm); err != nil {
+		return fmt.Errorf("create bootstrap work spec: %w", err)
+	}
+	return nil
 }

@@ -40,22 +40,26 @@ because the functions act on snapflow objects in every namespace. Notes:
 - apiGroups: [""]
   resources: ["namespaces"]
   verbs: ["get"]
-# Mover, bootstrap, pin and hook Jobs; their pods for failure messages;
-# pods/exec for workloadExec hooks (get for the WebSocket upgrade, create
-# for SPDY and for API servers that authorize upgrades as create).
+# Mover, bootstrap, pin and hook Jobs; their pods for reports and failure
+# messages.
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["get", "list", "create", "delete"]
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list"]
+{{- if .Values.functions.snapshot.workloadExecHooks }}
+# pods/exec for workloadExec hooks, opted in (get for the WebSocket
+# upgrade, create for SPDY and for API servers that authorize upgrades as
+# create).
 - apiGroups: [""]
   resources: ["pods/exec"]
   verbs: ["get", "create"]
-# Work-spec ConfigMaps (bootstrap ones are updated), recipe and global volume policies.
+{{- end }}
+# Work-spec ConfigMaps (a bootstrap's is replaced, never updated), recipe and global volume policies.
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["get", "create", "update", "delete"]
+  verbs: ["get", "create", "delete"]
 # Source PVCs (read, selected by pvcSelector), staged PVCs (created, deleted), PVs for volume policies.
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
@@ -193,12 +197,13 @@ because the functions act on snapflow objects in every namespace. Notes:
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["get", "create", "delete"]
+# The mover's pod carries its report, read with the work spec it ran.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list"]
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["create", "delete"]
+  verbs: ["get", "create", "delete"]
 {{ include "snapflow.rules.events" . }}
 {{- end -}}
 
@@ -222,12 +227,13 @@ because the functions act on snapflow objects in every namespace. Notes:
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["get", "create", "delete"]
+# The mover's pod carries its report, read with the work spec it ran.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list"]
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["create"]
+  verbs: ["get", "create"]
 {{ include "snapflow.rules.events" . }}
 {{- end -}}
 
