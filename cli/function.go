@@ -43,6 +43,7 @@ type functionFlags struct {
 	globalPolicies                             string
 	deleteWindow                               time.Duration
 	hookDeny, hookAllow                        []string
+	workloadExecHooks                          bool
 	// local, in `snapflow dev`, delivers emitted events to the in-process functions.
 	local   *runtime.LateSink
 	maxJobs int
@@ -54,13 +55,14 @@ func (f *functionFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.addr, "addr", defaultListenAddr(), "listen address (Knative sets $PORT: all interfaces on it; else loopback only, so a laptop's functions are not open to its network)")
 	fl.StringVar(&f.namespace, "namespace", envOr("POD_NAMESPACE", "snapflow-system"), "snapflow's install namespace")
 	fl.StringVar(&f.moverImage, "mover-image", "snapflow/snapflow:"+version.Version, "image of mover Jobs (point it at your registry's copy of the snapflow image)")
-	fl.StringVar(&f.moverSA, "mover-service-account", "", "ServiceAccount of mover pods (needs status write on snapflow kinds)")
+	fl.StringVar(&f.moverSA, "mover-service-account", "", "ServiceAccount of mover pods (granted nothing: a mover reports through its termination message)")
 	fl.IntVar(&f.maxJobs, "max-concurrent-jobs", 0, "cluster-wide cap on concurrent mover Jobs (0: unlimited)")
 	fl.StringVar(&f.sink, "sink", os.Getenv("K_SINK"), "where emitted events go (Knative SinkBinding sets $K_SINK)")
 	fl.StringVar(&f.sinkTokenFile, "sink-token-file", "", "file holding the bearer token sent with emitted events (a projected ServiceAccount token with the audience of a sink that checks senders, such as another function)")
 	fl.BoolVar(&f.devLogs, "dev-logs", false, "human-readable logs instead of JSON")
 	fl.DurationVar(&f.deleteWindow, "delete-window", 10*time.Second, "cleanup: quiet period after the newest deletion before a repository's deletion batch starts")
 	fl.StringArrayVar(&f.hookDeny, "hook-deny-cidr", nil, "snapshot: a range httpRequest hooks may not connect to, beyond those always refused (loopback, link-local, cloud metadata, and the ServiceCIDRs, node pod ranges and node addresses read from the API server); repeatable")
+	fl.BoolVar(&f.workloadExecHooks, "workload-exec-hooks", false, "snapshot: run workloadExec hooks (needs pods/exec in every namespace; without it they fail, saying so)")
 	fl.StringArrayVar(&f.hookAllow, "hook-allow-cidr", nil, "snapshot: a range httpRequest hooks may connect to despite every refusal (repeatable)")
 	fl.StringVar(&f.globalPolicies, "global-backup-volume-policies-configmap", "", "ConfigMap in --namespace holding the global backup volume policies (checked at startup, re-read for every run)")
 }
@@ -135,7 +137,8 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 		case "snapshot":
 			fn := &snapshot.Function{Client: c, Config: cfg, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,
 				MaxConcurrentJobs: f.maxJobs, GlobalVolumePoliciesConfigMap: f.globalPolicies, Emitter: emitter, Recorder: recorder("snapflow-snapshot"),
-				Access: cs.AuthorizationV1().SubjectAccessReviews(), HookEgress: egress.Policy{Deny: deny, Allow: allow, Namespace: f.namespace}}
+				Access: cs.AuthorizationV1().SubjectAccessReviews(), HookEgress: egress.Policy{Deny: deny, Allow: allow, Namespace: f.namespace},
+				WorkloadExecHooks: f.workloadExecHooks}
 			out = append(out, runtime.Function{Name: n, Handle: fn.Handle, Requests: []string{events.SnapshotRequested}})
 		case "schedule":
 			fn := &schedule.Function{Client: c, Recorder: recorder("snapflow-schedule")}

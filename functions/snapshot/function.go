@@ -52,6 +52,10 @@ type Function struct {
 	// metadata and link-local always; the operator adds the cluster's
 	// ranges). Namespace is filled from the function's when empty.
 	HookEgress egress.Policy
+	// WorkloadExecHooks lets workloadExec hooks run. It is the operator's
+	// opt-in because it needs pods/exec in every namespace, the widest
+	// right a function holds; without it such hooks fail, saying so.
+	WorkloadExecHooks bool
 	// RepositoryRetry is how long a Failed repository waits before a new bootstrap.
 	RepositoryRetry time.Duration
 	Emitter         runtime.Emitter

@@ -40,14 +40,16 @@ func TestHooksNeedTheirAuthorsRights(t *testing.T) {
 	tests := []struct {
 		name    string
 		exec    bool
+		execOff bool // the operator has not turned workloadExec hooks on
 		author  string
 		allowed bool
 		want    string // in the failure; "" when the hook Job is created
 	}{
-		{"an author who may create Jobs", false, `{"username":"ops"}`, true, ""},
-		{"an author who may not", false, `{"username":"ops"}`, false, "ops may not create jobs in namespace \"app\""},
-		{"no recorded author", false, "", false, "does not record who set its runJob and workloadExec hooks"},
-		{"an exec hook's author who may not exec", true, `{"username":"ops"}`, false, "ops may not create pods/exec in namespace \"app\""},
+		{"an author who may create Jobs", false, false, `{"username":"ops"}`, true, ""},
+		{"an author who may not", false, false, `{"username":"ops"}`, false, "ops may not create jobs in namespace \"app\""},
+		{"no recorded author", false, false, "", false, "does not record who set its runJob and workloadExec hooks"},
+		{"an exec hook's author who may not exec", true, false, `{"username":"ops"}`, false, "ops may not create pods/exec in namespace \"app\""},
+		{"an exec hook where the operator has not turned them on", true, true, `{"username":"ops"}`, true, "functions.snapshot.workloadExecHooks=true"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -70,7 +72,7 @@ func TestHooksNeedTheirAuthorsRights(t *testing.T) {
 			c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).
 				WithStatusSubresource(&snapv1.Snapshot{}, &snapv1.Repository{}).Build()
 			rev := &reviewer{allowed: map[string]bool{"ops create jobs app": tc.allowed}}
-			f := &Function{Client: c, Namespace: "snapflow-system", MoverImage: "img", Access: rev}
+			f := &Function{Client: c, Namespace: "snapflow-system", MoverImage: "img", Access: rev, WorkloadExecHooks: !tc.execOff}
 			if err := f.ReconcileSnapshot(ctx, ns, "s1"); err != nil {
 				t.Fatal(err)
 			}

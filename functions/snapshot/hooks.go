@@ -208,6 +208,10 @@ func (f *Function) recordHook(ctx context.Context, s *snapv1.Snapshot, r snapv1.
 	})
 }
 
+// WorkloadExecOff is why a workloadExec hook fails where the operator has
+// not turned them on.
+const WorkloadExecOff = "workloadExec hooks are off in this installation: they need pods/exec in every namespace, which the snapshot function is granted only when the operator sets the chart value functions.snapshot.workloadExecHooks=true (flag --workload-exec-hooks); use a runJob hook meanwhile"
+
 // runHook runs one hook; pending means a runJob hook has not finished yet.
 func (f *Function) runHook(ctx context.Context, s *snapv1.Snapshot, pol *snapv1.SnapshotPolicy, list string, i int, h snapv1.Hook) (ok bool, msg string, pending bool, err error) {
 	switch {
@@ -215,6 +219,9 @@ func (f *Function) runHook(ctx context.Context, s *snapv1.Snapshot, pol *snapv1.
 		ok, msg = f.httpHook(ctx, h.HTTPRequest)
 		return ok, msg, false, nil
 	case h.WorkloadExec != nil:
+		if !f.WorkloadExecHooks {
+			return false, WorkloadExecOff, false, nil
+		}
 		if msg, err := f.authorMay(ctx, pol, authzv1.ResourceAttributes{Namespace: s.Namespace, Verb: "create", Resource: "pods", Subresource: "exec"}); msg != "" || err != nil {
 			return false, msg, false, err
 		}

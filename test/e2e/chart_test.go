@@ -266,6 +266,9 @@ type chartCase struct {
 	// projection grants the functions cluster-wide Secret access for
 	// credential projection (an opt-in ClusterRole of its own).
 	projection bool
+	// exec turns workloadExec hooks on, granting the snapshot function
+	// pods/exec.
+	exec bool
 }
 
 func (c chartCase) name() string {
@@ -314,7 +317,7 @@ func (c chartCase) values(t *testing.T, ns string) map[string]any {
 		"webhook":              webhook,
 		"prune":                prune,
 		"mover":                map[string]any{"namespaces": []any{ns + "-apps"}},
-		"functions":            map[string]any{"maxConcurrentJobs": 4},
+		"functions":            map[string]any{"maxConcurrentJobs": 4, "snapshot": map[string]any{"workloadExecHooks": c.exec}},
 		"globalVolumePolicies": map[string]any{"name": "global-volume-policies", "create": true},
 		"credentialProjection": map[string]any{"enabled": c.projection},
 		"monitoring": map[string]any{
@@ -341,7 +344,7 @@ func TestChartRenderMatrix(t *testing.T) {
 	for _, knative := range []bool{false, true} {
 		for _, tls := range []string{"self", "cert-manager", "manual"} {
 			for _, cron := range []bool{false, true} {
-				c := chartCase{knative: knative, tls: tls, pruneCron: cron, monitoring: i%2 == 0, projection: i%3 == 0}
+				c := chartCase{knative: knative, tls: tls, pruneCron: cron, monitoring: i%2 == 0, projection: i%3 == 0, exec: i%2 == 1}
 				i++
 				ns := fmt.Sprintf("chart-%d", i)
 				t.Run(c.name(), func(t *testing.T) {
@@ -511,6 +514,21 @@ func checkCase(t *testing.T, c chartCase, ns string, objs []chartObject) {
 	} else {
 		absent("ClusterRole/" + projection)
 	}
+	// pods/exec, and the snapshot function's flag for it, only when the
+	// operator turns workloadExec hooks on.
+	execArgs := 0
+	for _, o := range objs {
+		execArgs += strings.Count(fmt.Sprint(o), "--workload-exec-hooks")
+	}
+	if want := map[bool]int{false: 0, true: 1}[c.exec]; execArgs != want {
+		t.Errorf("--workload-exec-hooks rendered %d times, want %d", execArgs, want)
+	}
+	execGrants := 0
+	defer func() {
+		if c.exec && execGrants != 1 {
+			t.Errorf("the snapshot function is granted pods/exec %d times with workloadExecHooks on, want 1", execGrants)
+		}
+	}()
 	for _, o := range objs {
 		if o.kind() != "ClusterRole" {
 			continue
@@ -518,6 +536,11 @@ func checkCase(t *testing.T, c chartCase, ns string, objs []chartObject) {
 		for _, r := range o["rules"].([]any) {
 			rule := r.(map[string]any)
 			for _, res := range rule["resources"].([]any) {
+				if res == "pods/exec" && !(c.exec && o.name() == "rel-snapflow-snapshot") {
+					t.Errorf("ClusterRole %s grants pods/exec with workloadExecHooks=%v", o.name(), c.exec)
+				} else if res == "pods/exec" {
+					execGrants++
+				}
 				if (res == "secrets" && !(c.projection && o.name() == projection)) || res == "*" {
 					t.Errorf("ClusterRole %s grants %v on %v: Secrets are read through named Roles only", o.name(), rule["verbs"], res)
 				}

@@ -139,7 +139,7 @@ func renderRBAC() (release, tenant []byte) {
 	_, file, _, _ := goruntime.Caller(0)
 	chart := filepath.Join(filepath.Dir(file), "..", "..", "charts", "snapflow")
 	out, err := exec.Command(helm, "template", chartRelease, chart, "--namespace", harness.WebhookNamespace,
-		"--set", "credentialProjection.enabled=true", "--set", "prune.function.enabled=true", "--set", "mover.namespaces={"+tenantPlaceholder+"}").Output()
+		"--set", "credentialProjection.enabled=true", "--set", "prune.function.enabled=true", "--set", "functions.snapshot.workloadExecHooks=true", "--set", "mover.namespaces={"+tenantPlaceholder+"}").Output()
 	if err != nil {
 		panic(fmt.Sprintf("helm template: %v", err))
 	}

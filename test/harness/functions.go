@@ -293,7 +293,9 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	fn := &snapshot.Function{Client: snapClient, Config: snapCfg, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount,
 		// The tests' hook receivers listen on loopback, which a cluster refuses.
 		HookEgress: egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
-		Access:     access(snapCfg), MaxConcurrentJobs: o.MaxConcurrentJobs, RepositoryRetry: o.RepositoryRetry, GlobalVolumePoliciesConfigMap: o.GlobalVolumePoliciesConfigMap,
+		// As the e2e chart renders it (functions.snapshot.workloadExecHooks).
+		WorkloadExecHooks: true,
+		Access:            access(snapCfg), MaxConcurrentJobs: o.MaxConcurrentJobs, RepositoryRetry: o.RepositoryRetry, GlobalVolumePoliciesConfigMap: o.GlobalVolumePoliciesConfigMap,
 		Emitter: runtime.Fanout{f.Emitted, runtime.Trigger{Types: retention.Subscribes, Emitter: toRetention}}, Recorder: recorder("snapflow-snapshot")}
 	if o.DeleteWindow == 0 {
 		o.DeleteWindow = time.Second

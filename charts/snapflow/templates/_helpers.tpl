@@ -171,6 +171,9 @@ snapshot cleanup retention schedule restore verify prune
 {{- range $v.functions.snapshot.hookAllowCIDRs }}
 - --hook-allow-cidr={{ . }}
 {{- end }}
+{{- if $v.functions.snapshot.workloadExecHooks }}
+- --workload-exec-hooks
+{{- end }}
 {{- end }}
 {{- if eq .name "cleanup" }}
 - --delete-window={{ $v.functions.cleanup.deleteWindow }}
