@@ -417,8 +417,8 @@ func (f *Function) settleBatch(ctx context.Context, repo *repoState, pool map[ty
 
 // releaseFinished releases the members a finished batch deleted, as its own
 // pod reported them in its termination message, matched against the work
-// spec this function wrote. A Snapshot's status is never enough: any pod
-// with its namespace's mover account can write it.
+// spec this function wrote. A Snapshot's status is never enough: whoever
+// may write status in its namespace could have written it.
 // pool holds the repository's deleting Snapshots, just listed; release
 // re-reads each before it removes the finalizer.
 func (f *Function) releaseFinished(ctx context.Context, job *batchv1.Job, pool map[types.UID]*snapv1.Snapshot, ref snapv1.RepositoryRef) (map[types.UID]bool, error) {

@@ -141,8 +141,8 @@ func TestSnapshotRequestEvents(t *testing.T) {
 		t.Fatalf("a stale loser through claimRequest: %v, want a refusal", err)
 	}
 
-	// A stamp written into the future (status is writable by the
-	// namespace's mover account) does not turn requests off for good.
+	// A stamp written into the future (by whoever may write status in the
+	// namespace) does not turn requests off for good.
 	now = now.Add(2 * DefaultRequestInterval)
 	stamp()
 	var cur snapv1.SnapshotPolicy

@@ -13,7 +13,7 @@ import (
 
 // In a namespace-bound repository a run touches only its own namespace's
 // snapshots, whatever ids its work spec names: the spec's ids come from
-// status, which a tenant's mover account can write.
+// status, which whoever may write status in the namespace can set.
 func TestNamespaceBoundRuns(t *testing.T) {
 	root, data := newRepository(t), t.TempDir()
 	if err := os.WriteFile(filepath.Join(data, "a.txt"), []byte("payroll's"), 0o640); err != nil {

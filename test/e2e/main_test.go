@@ -61,7 +61,7 @@ const chartRelease = "snapflow"
 // chartRBAC renders the chart with its defaults (plus the opt-in credential
 // projection, which the ClusterRepository tests use) and keeps the
 // ServiceAccounts, roles and bindings of the release namespace; mover pods
-// act as their ServiceAccount under the chart's mover role.
+// run as their ServiceAccount, which the chart grants nothing.
 func chartRBAC() []byte {
 	rbac, tenant := renderRBAC()
 	tenantDocs, releaseDocs = tenant, rbac
@@ -122,7 +122,7 @@ const tenantPlaceholder = "e2e-tenant-placeholder"
 var tenantDocs, releaseDocs []byte
 
 // tenantRBAC is what the chart gives a namespace listed in mover.namespaces
-// (its mover ServiceAccount and the RoleBinding of the mover role there):
+// (its mover ServiceAccount, with no rights and no token):
 // tests make namespaces as they go, and the harness provisions each one.
 func tenantRBAC(ns string) []byte {
 	return bytes.ReplaceAll(tenantDocs, []byte(tenantPlaceholder), []byte(ns))
