@@ -104,6 +104,18 @@ func TestIdentityCollision(t *testing.T) {
 	p := policyWith("new", "shared", "data")
 	p.Spec.Repository.Name = "offsite"
 	expect(t, PolicyReferents(ctx, objs, p, nil), "", "")
+	// A collision that came about later (a repository's identityDefaults
+	// edited) does not refuse an update leaving the spec alone, such as a
+	// controller's finalizer; a spec change still is refused.
+	colliding := policyWith("new", "shared", "data")
+	withFinalizer := colliding.DeepCopy()
+	withFinalizer.Finalizers = []string{"snapflow.dev/cascade"}
+	if r := PolicyReferents(ctx, objs, withFinalizer, colliding); !r.OK() || !strings.Contains(strings.Join(r.Warnings, "\n"), "collides with existing SnapshotPolicy billing/existing") {
+		t.Fatalf("a metadata-only update of a colliding policy: problems %v, warnings %v", r.Problems(), r.Warnings)
+	}
+	edited := colliding.DeepCopy()
+	edited.Spec.Suspend = true
+	expect(t, PolicyReferents(ctx, objs, edited, colliding), "spec.repository", "collides with existing SnapshotPolicy billing/existing")
 	// Cannot list: fail open with a warning.
 	r := PolicyReferents(ctx, broken{}, policyWith("new", "shared", "data"), nil)
 	if !r.OK() || len(r.Warnings) == 0 {

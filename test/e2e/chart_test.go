@@ -508,12 +508,8 @@ func checkCase(t *testing.T, c chartCase, ns string, objs []chartObject) {
 		for _, s := range b["subjects"].([]any) {
 			subjects = append(subjects, fmt.Sprint(s.(map[string]any)["name"]))
 		}
-		if got := strings.Join(subjects, ","); got != "rel-snapflow-snapshot,rel-snapflow-restore,rel-snapflow-verify" {
+		if got := strings.Join(subjects, ","); got != "rel-snapflow-snapshot,rel-snapflow-restore,rel-snapflow-verify,rel-snapflow-cleanup" {
 			t.Errorf("%s binds %s", projection, got)
-		}
-		// Cleanup copies only where a ClusterRepository's batches run.
-		if rb := want("RoleBinding/" + projection + "-cleanup"); rb["metadata"].(map[string]any)["namespace"] != ns {
-			t.Errorf("%s-cleanup is bound in %v, want the release namespace %s", projection, rb["metadata"].(map[string]any)["namespace"], ns)
 		}
 	} else {
 		absent("ClusterRole/" + projection)

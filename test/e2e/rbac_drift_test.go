@@ -43,7 +43,7 @@ var unexercised = func() map[string]string {
 		"cleanup create authentication.k8s.io/tokenreviews", "restore create authentication.k8s.io/tokenreviews",
 		"retention create authentication.k8s.io/tokenreviews", "schedule create authentication.k8s.io/tokenreviews",
 		"verify create authentication.k8s.io/tokenreviews", "prune create authentication.k8s.io/tokenreviews")
-	add("credentialProjection is one opt-in ClusterRole shared by the functions that project (cleanup in the release namespace only); the suite projects for snapshots and deletions only, and never updates a projected copy",
+	add("credentialProjection is one opt-in ClusterRole shared by the four functions that project; the suite projects for snapshots and deletions only, and never updates a projected copy",
 		"cleanup list /configmaps", "cleanup list /secrets", "cleanup update /configmaps", "cleanup update /secrets",
 		"restore list /configmaps", "restore list /secrets", "restore update /configmaps", "restore update /secrets",
 		"snapshot update /secrets",
@@ -90,7 +90,15 @@ var intermittent = map[string]string{
 
 // oneNamespace are cluster-wide grants the suite uses only in the release
 // namespace, each with the reason a cluster needs them everywhere.
-var oneNamespace = map[string]string{}
+var oneNamespace = map[string]string{
+	"cleanup create /secrets": cleanupCopies, "cleanup delete /secrets": cleanupCopies,
+}
+
+// cleanupCopies: the cleanup function copies a ClusterRepository's
+// credentials into the release namespace only (its deletion batches run
+// there), but reads their sources wherever they live, and the shared
+// projection role grants both cluster-wide.
+const cleanupCopies = "the shared credential-projection ClusterRole grants copies cluster-wide; cleanup makes them in the release namespace only, and needs the role's cluster-wide get for the sources"
 
 // grant is one verb on one resource ("pods/exec") of one group; "*"
 // matches all. ns is where it holds: "" cluster-wide (a
