@@ -46,7 +46,7 @@ var unexercised = func() map[string]string {
 	add("credentialProjection is one opt-in ClusterRole shared by the four functions that project; the suite projects for snapshots and deletions only, and never updates a projected copy",
 		"cleanup list /configmaps", "cleanup list /secrets", "cleanup update /configmaps", "cleanup update /secrets",
 		"restore list /configmaps", "restore list /secrets", "restore update /configmaps", "restore update /secrets",
-		"snapshot update /secrets",
+		"snapshot update /secrets", "snapshot update /configmaps",
 		"verify list /configmaps", "verify update /configmaps", "verify delete /configmaps",
 		"verify get /secrets", "verify list /secrets", "verify create /secrets", "verify update /secrets", "verify delete /secrets")
 	add("the Event recorder patches an Event it already wrote when the same one repeats; no test makes this function repeat one",
