@@ -422,10 +422,11 @@ func (f *Function) settleBatch(ctx context.Context, repo *repoState, pool map[ty
 // pool holds the repository's deleting Snapshots, just listed; release
 // re-reads each before it removes the finalizer.
 func (f *Function) releaseFinished(ctx context.Context, job *batchv1.Job, pool map[types.UID]*snapv1.Snapshot, ref snapv1.RepositoryRef) (map[types.UID]bool, error) {
-	msg, exited0, err := jobwatch.TerminationMessage(ctx, f.Client, job, "mover")
-	if err != nil {
+	ended, err := jobwatch.Terminated(ctx, f.Client, job, "mover")
+	if err != nil || ended == nil {
 		return nil, err
 	}
+	msg, exited0 := ended.Message, ended.ExitCode == 0
 	var cm corev1.ConfigMap
 	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: job.Name}, &cm); apierrors.IsNotFound(err) {
 		return nil, nil
@@ -479,7 +480,7 @@ func (f *Function) releaseFinished(ctx context.Context, job *batchv1.Job, pool m
 	// members vouched for only (the others are blanked, keeping indexes).
 	// The work is this function's delete batch whatever the ConfigMap,
 	// which a tenant may edit in its own namespace, says.
-	rep, err := jobwatch.Reported(ctx, f.Client, job)
+	rep, err := jobwatch.ReportOf(ended)
 	if errors.Is(err, mover.ErrNoReport) || errors.Is(err, mover.ErrReportMismatch) {
 		return released, nil
 	} else if err != nil {

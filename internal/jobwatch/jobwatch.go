@@ -53,16 +53,16 @@ func PodMessage(ctx context.Context, c client.Client, j *batchv1.Job) string {
 // exited 0. It reads only pods j controls: a pod that merely carries the
 // job-name label could have been made by anyone in the namespace.
 func TerminationMessage(ctx context.Context, c client.Client, j *batchv1.Job, container string) (string, bool, error) {
-	t, err := terminated(ctx, c, j, container)
+	t, err := Terminated(ctx, c, j, container)
 	if t == nil || err != nil {
 		return "", false, err
 	}
 	return t.Message, t.ExitCode == 0, nil
 }
 
-// terminated is how the container of j's latest pod ended (nil while none
+// Terminated is how the container of j's latest pod ended (nil while none
 // has ended with a message, or with container named).
-func terminated(ctx context.Context, c client.Client, j *batchv1.Job, container string) (*corev1.ContainerStateTerminated, error) {
+func Terminated(ctx context.Context, c client.Client, j *batchv1.Job, container string) (*corev1.ContainerStateTerminated, error) {
 	var pods corev1.PodList
 	if err := c.List(ctx, &pods, client.InNamespace(j.Namespace), client.MatchingLabels{"job-name": j.Name}); err != nil {
 		return nil, fmt.Errorf("list the pods of job %s: %w", j.Name, err)
@@ -151,10 +151,16 @@ func Report(ctx context.Context, c client.Client, j *batchv1.Job) (*mover.Report
 // Reported is the report in the termination message of j's latest pod, as
 // Report reads it, without the work spec.
 func Reported(ctx context.Context, c client.Client, j *batchv1.Job) (*mover.Report, error) {
-	t, err := terminated(ctx, c, j, "mover")
+	t, err := Terminated(ctx, c, j, "mover")
 	if err != nil {
 		return nil, err
 	}
+	return ReportOf(t)
+}
+
+// ReportOf is the report a mover container that ended as t left (t nil:
+// not ended), under the exit-code rules of Report.
+func ReportOf(t *corev1.ContainerStateTerminated) (*mover.Report, error) {
 	if t == nil || (t.ExitCode != 0 && t.ExitCode != mover.ExitReported) {
 		return nil, mover.ErrNoReport
 	}
