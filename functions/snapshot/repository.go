@@ -60,12 +60,17 @@ func (f *Function) ReconcileRepository(ctx context.Context, kind snapv1.Reposito
 	if !jobwatch.Done(&job) {
 		return nil
 	}
-	if why, err := jobwatch.ApplyReport(ctx, f.Client, &job, r.Obj.GetUID(), mover.OpBootstrap); err != nil {
-		return err
-	} else if why == "" {
-		// The report is on the repository's status now.
-		if r, err = f.getRepository(ctx, snapv1.RepositoryRef{Kind: kind, Name: name}, ns); err != nil {
-			return client.IgnoreNotFound(err)
+	// Once connected at this generation the report is in status; later
+	// events on the finished Job need not read it again.
+	if r.Status.Phase != snapv1.RepositoryReady || r.Status.ObservedGeneration != gen {
+		why, err := jobwatch.ApplyReport(ctx, f.Client, &job, r.Obj.GetUID(), mover.OpBootstrap)
+		if err != nil {
+			return err
+		}
+		if why == "" { // the report is on the repository's status now
+			if r, err = f.getRepository(ctx, snapv1.RepositoryRef{Kind: kind, Name: name}, ns); err != nil {
+				return client.IgnoreNotFound(err)
+			}
 		}
 	}
 	if r.Homes().Needed(jobNS) {
