@@ -228,11 +228,11 @@ func (f *Function) plan(ctx context.Context, s *snapv1.Snapshot) (*runPlan, *gat
 		return nil, &gate{cond: wellknown.ConditionReady, reason: ReasonInvalidSpec, fatal: true, message: "volume policies: " + err.Error()}, nil
 	}
 	p.podSC, p.sc = privilege.SecurityContexts(repo.Spec.MoverDefaults, pol.Spec.Mover)
-	host := ""
+	var vol *corev1.VolumeSource
 	if !p.mounts.HostTrusted {
-		host = p.mounts.HostPath
+		vol = privilege.RepositoryVolume(repo.Spec.Backend.Filesystem)
 	}
-	p.escalations = privilege.Mover(repo.Spec.MoverDefaults, pol.Spec.Mover, host)
+	p.escalations = privilege.Mover(repo.Spec.MoverDefaults, pol.Spec.Mover, vol)
 	p.meta = kopia.Meta{UID: p.podSC.RunAsUser, GID: p.podSC.RunAsGroup, FSGroup: p.podSC.FSGroup, Src: "default"}
 	if pol.Spec.Mover != nil && (pol.Spec.Mover.PodSecurityContext != nil || pol.Spec.Mover.SecurityContext != nil || pol.Spec.Mover.PrivilegedMode) {
 		p.meta.Src = "explicit"

@@ -161,8 +161,8 @@ type JobMounts struct {
 	RepoClaim string
 	RepoNFS   *snapv1.NFSExport
 	HostPath  string
-	// HostTrusted says HostPath is a ClusterRepository's, chosen by the
-	// cluster's administrator: it needs no namespace opt-in.
+	// HostTrusted says HostPath or RepoNFS is a ClusterRepository's, chosen
+	// by the cluster's administrator: it needs no namespace opt-in.
 	HostTrusted bool
 	Credentials string
 	CABundle    *snapv1.ConfigMapKeyRef
@@ -192,7 +192,7 @@ func RepositoryWork(ref snapv1.RepositoryRef, obj client.Object, spec *snapv1.Re
 	if err != nil {
 		return mover.Repository{}, m, err
 	}
-	m.HostTrusted = m.HostPath != "" && ref.Kind == snapv1.KindClusterRepository
+	m.HostTrusted = (m.HostPath != "" || m.RepoNFS != nil) && ref.Kind == snapv1.KindClusterRepository
 	var ann map[string]string
 	if obj != nil {
 		ann = obj.GetAnnotations()

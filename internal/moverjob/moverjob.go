@@ -75,8 +75,8 @@ type Params struct {
 	RepositoryClaim string
 	RepositoryNFS   *snapv1.NFSExport
 	RepositoryHost  string
-	// RepositoryHostTrusted says RepositoryHost comes from a
-	// ClusterRepository, which the cluster's administrator wrote.
+	// RepositoryHostTrusted says RepositoryHost or RepositoryNFS comes from
+	// a ClusterRepository, which the cluster's administrator wrote.
 	RepositoryHostTrusted bool
 	// PrivilegedAllowed is the namespace's privileged-movers opt-in:
 	// without it Build refuses any pod privilege.Pod objects to.
@@ -117,6 +117,9 @@ func escalations(p Params, job *batchv1.Job) []string {
 	var t privilege.Trusted
 	if p.RepositoryHostTrusted && p.RepositoryHost != "" {
 		t.HostPaths = []string{p.RepositoryHost}
+	}
+	if p.RepositoryHostTrusted && p.RepositoryNFS != nil {
+		t.NFS = []string{p.RepositoryNFS.Server + ":" + p.RepositoryNFS.Path}
 	}
 	return append(privilege.Pod(&job.Spec.Template.Spec, t), privilege.Annotations(job.Spec.Template.Annotations)...)
 }

@@ -104,11 +104,14 @@ func TestBuildDefaults(t *testing.T) {
 }
 
 // Every mover Job passes the privilege gate in Build: a root mover, a
-// tenant's node path or added capabilities are refused unless the namespace
-// opted in; a ClusterRepository's node path is the administrator's choice.
+// tenant's node path or NFS export or added capabilities are refused unless
+// the namespace opted in; a ClusterRepository's are the administrator's choice.
 func TestBuildGatesPrivilege(t *testing.T) {
 	root := &snapv1.MoverDefaults{PodSecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr(int64(0))}}
 	hostRepo := func(p *Params) { p.RepositoryClaim, p.RepositoryHost = "", "/srv/backups" }
+	nfsRepo := func(p *Params) {
+		p.RepositoryClaim, p.RepositoryNFS = "", &snapv1.NFSExport{Server: "nas", Path: "/export"}
+	}
 	cases := []struct {
 		name    string
 		edit    func(*Params)
@@ -122,6 +125,8 @@ func TestBuildGatesPrivilege(t *testing.T) {
 		}, "SYS_ADMIN"},
 		{"namespaced node path", hostRepo, "node path /srv/backups"},
 		{"cluster repository node path", func(p *Params) { hostRepo(p); p.RepositoryHostTrusted = true }, ""},
+		{"namespaced inline NFS", nfsRepo, "NFS export nas:/export"},
+		{"cluster repository inline NFS", func(p *Params) { nfsRepo(p); p.RepositoryHostTrusted = true }, ""},
 		{"unconfined seccomp", func(p *Params) {
 			p.Mover = &snapv1.MoverSpec{PodSecurityContext: &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}}}
 		}, "seccomp"},

@@ -40,6 +40,9 @@ type Trusted struct {
 	// HostPaths are node paths the pod may mount: the bare-path
 	// filesystem backend of a ClusterRepository.
 	HostPaths []string
+	// NFS are the exports ("server:path") the pod may mount directly: the
+	// NFS filesystem backend of a ClusterRepository.
+	NFS []string
 }
 
 // Pod lists, in a stable order, each setting of spec that needs the
@@ -102,6 +105,12 @@ func Pod(spec *corev1.PodSpec, trusted Trusted) []string {
 		if hp := v.HostPath; hp != nil && !slices.Contains(trusted.HostPaths, hp.Path) {
 			r.add(fmt.Sprintf("mounts the node path %s (a bare-path filesystem backend on a namespaced Repository)", hp.Path))
 		}
+		// Pod Security's restricted level forbids inline NFS: the node
+		// mounts the export with its own identity, so any export the nodes
+		// can reach would be open to a tenant.
+		if nfs := v.NFS; nfs != nil && !slices.Contains(trusted.NFS, nfs.Server+":"+nfs.Path) {
+			r.add(fmt.Sprintf("mounts the NFS export %s:%s directly, with the node's identity (an NFS filesystem backend on a namespaced Repository)", nfs.Server, nfs.Path))
+		}
 	}
 	return r
 }
@@ -130,20 +139,36 @@ func Annotations(ann map[string]string) []string {
 }
 
 // Mover lists what the mover settings of a policy or restore (m) or of a
-// repository (d, with hostPath the node path of a bare-path filesystem
-// backend on a namespaced Repository) need the opt-in for, on the pod those
-// settings give. Admission warns with it; runs are gated on the whole pod.
-func Mover(d *snapv1.MoverDefaults, m *snapv1.MoverSpec, hostPath string) []string {
+// repository (d, with repo the volume of a namespaced Repository's
+// filesystem backend, see RepositoryVolume) need the opt-in for, on the pod
+// those settings give. Admission warns with it; runs are gated on the whole
+// pod.
+func Mover(d *snapv1.MoverDefaults, m *snapv1.MoverSpec, repo *corev1.VolumeSource) []string {
 	podSC, sc := SecurityContexts(d, m)
 	spec := &corev1.PodSpec{SecurityContext: podSC, Containers: []corev1.Container{{Name: "mover", SecurityContext: sc}}}
-	if hostPath != "" {
-		spec.Volumes = []corev1.Volume{{Name: "repository", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: hostPath}}}}
+	if repo != nil {
+		spec.Volumes = []corev1.Volume{{Name: "repository", VolumeSource: *repo}}
 	}
 	out := Pod(spec, Trusted{})
 	if d != nil {
 		out = append(out, Annotations(d.PodAnnotations)...)
 	}
 	return out
+}
+
+// RepositoryVolume is the volume a mover mounts for a filesystem backend
+// that the gate reads: a bare node path or an NFS export (nil for a PVC or
+// another backend).
+func RepositoryVolume(fs *snapv1.FilesystemBackend) *corev1.VolumeSource {
+	switch {
+	case fs == nil:
+		return nil
+	case fs.Volume == nil:
+		return &corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: fs.Path}}
+	case fs.Volume.NFS != nil:
+		return &corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: fs.Volume.NFS.Server, Path: fs.Volume.NFS.Path}}
+	}
+	return nil
 }
 
 // safeSysctls are the namespaced sysctls Pod Security's baseline allows.

@@ -17,33 +17,36 @@ func TestMover(t *testing.T) {
 		name     string
 		defaults *snapv1.MoverDefaults
 		mover    *snapv1.MoverSpec
-		host     string
+		repo     *snapv1.FilesystemBackend
 		want     []string // substrings, one per reason; nil means none
 	}{
-		{"hardened default", nil, nil, "", nil},
-		{"another uid", nil, &snapv1.MoverSpec{PodSecurityContext: &corev1.PodSecurityContext{RunAsUser: &uid}}, "", nil},
-		{"NET_BIND_SERVICE is baseline", nil, &snapv1.MoverSpec{SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_BIND_SERVICE"}}}}, "", nil},
-		{"localhost seccomp is fine", nil, &snapv1.MoverSpec{PodSecurityContext: &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr("p.json")}}}, "", nil},
-		{"container_t is baseline", nil, &snapv1.MoverSpec{SecurityContext: &corev1.SecurityContext{SELinuxOptions: &corev1.SELinuxOptions{Type: "container_t", Level: "s0:c1,c2"}}}, "", nil},
-		{"safe sysctl", nil, &snapv1.MoverSpec{PodSecurityContext: &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: "net.ipv4.tcp_syncookies", Value: "1"}}}}, "", nil},
+		{"hardened default", nil, nil, nil, nil},
+		{"another uid", nil, &snapv1.MoverSpec{PodSecurityContext: &corev1.PodSecurityContext{RunAsUser: &uid}}, nil, nil},
+		{"NET_BIND_SERVICE is baseline", nil, &snapv1.MoverSpec{SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_BIND_SERVICE"}}}}, nil, nil},
+		{"localhost seccomp is fine", nil, &snapv1.MoverSpec{PodSecurityContext: &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr("p.json")}}}, nil, nil},
+		{"container_t is baseline", nil, &snapv1.MoverSpec{SecurityContext: &corev1.SecurityContext{SELinuxOptions: &corev1.SELinuxOptions{Type: "container_t", Level: "s0:c1,c2"}}}, nil, nil},
+		{"safe sysctl", nil, &snapv1.MoverSpec{PodSecurityContext: &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: "net.ipv4.tcp_syncookies", Value: "1"}}}}, nil, nil},
 
-		{"root from repository defaults", &snapv1.MoverDefaults{PodSecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr(int64(0))}}, nil, "", []string{"pod runs as root", "runAsNonRoot: false"}},
-		{"root container", nil, &snapv1.MoverSpec{SecurityContext: &corev1.SecurityContext{RunAsUser: ptr(int64(0))}}, "", []string{"container mover runs as root"}},
-		{"runAsNonRoot false alone", nil, &snapv1.MoverSpec{SecurityContext: &corev1.SecurityContext{RunAsNonRoot: ptr(false)}}, "", []string{"runAsNonRoot: false"}},
-		{"privilegedMode", nil, &snapv1.MoverSpec{PrivilegedMode: true}, "", []string{"runs as root", "runAsNonRoot", "is privileged", "escalation"}},
-		{"escalation", nil, &snapv1.MoverSpec{SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(true)}}, "", []string{"allows privilege escalation"}},
-		{"added capabilities", nil, &snapv1.MoverSpec{SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_BIND_SERVICE", "DAC_READ_SEARCH", "SYS_ADMIN"}}}}, "", []string{"adds the capabilities DAC_READ_SEARCH, SYS_ADMIN"}},
-		{"unconfined seccomp on the container", nil, &snapv1.MoverSpec{SecurityContext: &corev1.SecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}}}, "", []string{"container mover runs without seccomp"}},
-		{"unconfined apparmor", &snapv1.MoverDefaults{PodSecurityContext: &corev1.PodSecurityContext{AppArmorProfile: &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeUnconfined}}}, nil, "", []string{"pod runs without AppArmor"}},
-		{"selinux spc_t", nil, &snapv1.MoverSpec{PodSecurityContext: &corev1.PodSecurityContext{SELinuxOptions: &corev1.SELinuxOptions{Type: "spc_t"}}}, "", []string{"pod sets SELinux"}},
-		{"selinux user", nil, &snapv1.MoverSpec{SecurityContext: &corev1.SecurityContext{SELinuxOptions: &corev1.SELinuxOptions{User: "system_u"}}}, "", []string{"container mover sets SELinux"}},
-		{"unmasked proc", nil, &snapv1.MoverSpec{SecurityContext: &corev1.SecurityContext{ProcMount: ptr(corev1.UnmaskedProcMount)}}, "", []string{"unmasks /proc"}},
-		{"unsafe sysctl", &snapv1.MoverDefaults{PodSecurityContext: &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: "kernel.msgmax", Value: "1"}}}}, nil, "", []string{"unsafe sysctl kernel.msgmax"}},
-		{"node path", nil, nil, "/", []string{"node path /"}},
+		{"root from repository defaults", &snapv1.MoverDefaults{PodSecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr(int64(0))}}, nil, nil, []string{"pod runs as root", "runAsNonRoot: false"}},
+		{"root container", nil, &snapv1.MoverSpec{SecurityContext: &corev1.SecurityContext{RunAsUser: ptr(int64(0))}}, nil, []string{"container mover runs as root"}},
+		{"runAsNonRoot false alone", nil, &snapv1.MoverSpec{SecurityContext: &corev1.SecurityContext{RunAsNonRoot: ptr(false)}}, nil, []string{"runAsNonRoot: false"}},
+		{"privilegedMode", nil, &snapv1.MoverSpec{PrivilegedMode: true}, nil, []string{"runs as root", "runAsNonRoot", "is privileged", "escalation"}},
+		{"escalation", nil, &snapv1.MoverSpec{SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(true)}}, nil, []string{"allows privilege escalation"}},
+		{"added capabilities", nil, &snapv1.MoverSpec{SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_BIND_SERVICE", "DAC_READ_SEARCH", "SYS_ADMIN"}}}}, nil, []string{"adds the capabilities DAC_READ_SEARCH, SYS_ADMIN"}},
+		{"unconfined seccomp on the container", nil, &snapv1.MoverSpec{SecurityContext: &corev1.SecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}}}, nil, []string{"container mover runs without seccomp"}},
+		{"unconfined apparmor", &snapv1.MoverDefaults{PodSecurityContext: &corev1.PodSecurityContext{AppArmorProfile: &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeUnconfined}}}, nil, nil, []string{"pod runs without AppArmor"}},
+		{"selinux spc_t", nil, &snapv1.MoverSpec{PodSecurityContext: &corev1.PodSecurityContext{SELinuxOptions: &corev1.SELinuxOptions{Type: "spc_t"}}}, nil, []string{"pod sets SELinux"}},
+		{"selinux user", nil, &snapv1.MoverSpec{SecurityContext: &corev1.SecurityContext{SELinuxOptions: &corev1.SELinuxOptions{User: "system_u"}}}, nil, []string{"container mover sets SELinux"}},
+		{"unmasked proc", nil, &snapv1.MoverSpec{SecurityContext: &corev1.SecurityContext{ProcMount: ptr(corev1.UnmaskedProcMount)}}, nil, []string{"unmasks /proc"}},
+		{"unsafe sysctl", &snapv1.MoverDefaults{PodSecurityContext: &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: "kernel.msgmax", Value: "1"}}}}, nil, nil, []string{"unsafe sysctl kernel.msgmax"}},
+		{"node path", nil, nil, &snapv1.FilesystemBackend{Path: "/"}, []string{"node path /"}},
+		{"inline NFS", nil, nil, &snapv1.FilesystemBackend{Path: "/kopia", Volume: &snapv1.FilesystemVolume{NFS: &snapv1.NFSExport{Server: "nas", Path: "/export"}}},
+			[]string{"mounts the NFS export nas:/export directly"}},
+		{"a PVC is the tenant's own", nil, nil, &snapv1.FilesystemBackend{Path: "/kopia", Volume: &snapv1.FilesystemVolume{PVC: &snapv1.LocalObjectRef{Name: "repo"}}}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := Mover(c.defaults, c.mover, c.host)
+			got := Mover(c.defaults, c.mover, RepositoryVolume(c.repo))
 			if len(got) != len(c.want) {
 				t.Fatalf("reasons %q, want %d matching %q", got, len(c.want), c.want)
 			}
@@ -72,6 +75,13 @@ func TestPodChecksEveryContainerAndTheHost(t *testing.T) {
 	if got := Pod(&corev1.PodSpec{Volumes: spec.Volumes}, Trusted{HostPaths: []string{"/srv"}}); len(got) != 0 {
 		t.Errorf("a trusted node path: %q", got)
 	}
+	nfs := []corev1.Volume{{Name: "r", VolumeSource: corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: "nas", Path: "/export"}}}}
+	if got := Pod(&corev1.PodSpec{Volumes: nfs}, Trusted{NFS: []string{"nas:/export"}}); len(got) != 0 {
+		t.Errorf("a trusted NFS export: %q", got)
+	}
+	if got := Pod(&corev1.PodSpec{Volumes: nfs}, Trusted{NFS: []string{"nas:/other"}}); len(got) != 1 {
+		t.Errorf("another NFS export than the trusted one: %q", got)
+	}
 }
 
 // A runJob hook's pod is judged like a mover's, legacy annotations included.
@@ -97,7 +107,7 @@ func TestRunJobAndAnnotations(t *testing.T) {
 		t.Errorf("an ordinary hook pod: %q", got)
 	}
 	d := &snapv1.MoverDefaults{PodAnnotations: map[string]string{"container.apparmor.security.beta.kubernetes.io/mover": "unconfined"}}
-	if got := Mover(d, nil, ""); len(got) != 1 {
+	if got := Mover(d, nil, nil); len(got) != 1 {
 		t.Errorf("moverDefaults.podAnnotations: %q", got)
 	}
 }

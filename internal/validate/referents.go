@@ -194,7 +194,7 @@ func PolicyReferents(ctx context.Context, lk Lookup, p, old *snapv1.SnapshotPoli
 		r.Warn("identity collision and identity-change checks were skipped (no cluster access); snapflow checks again before each backup")
 		return r
 	}
-	privilegeWarning(ctx, lk, p.Namespace, "the mover", privilege.Mover(nil, p.Spec.Mover, ""), &r)
+	privilegeWarning(ctx, lk, p.Namespace, "the mover", privilege.Mover(nil, p.Spec.Mover, nil), &r)
 	if h := p.Spec.Hooks; h != nil {
 		for i, hk := range append(append([]snapv1.Hook(nil), h.BeforeSnapshot...), h.AfterSnapshot...) {
 			if hk.RunJob != nil {

@@ -72,7 +72,7 @@ func SnapshotReferents(ctx context.Context, lk Lookup, s *snapv1.Snapshot) Resul
 func RestoreReferents(ctx context.Context, lk Lookup, rs *snapv1.Restore) Result {
 	var r Result
 	r.Merge(Tenancy(ctx, lk, rs.Namespace, rs.Spec.Repository).Via("spec.repository"))
-	privilegeWarning(ctx, lk, rs.Namespace, "the mover", privilege.Mover(nil, rs.Spec.Mover, ""), &r)
+	privilegeWarning(ctx, lk, rs.Namespace, "the mover", privilege.Mover(nil, rs.Spec.Mover, nil), &r)
 	if id := rs.Spec.Source.Identity; id != nil && rs.Spec.Repository != nil {
 		r.Merge(IdentityOwnership(ctx, lk, rs.Namespace, *rs.Spec.Repository, id.Hostname, "spec.source.identity.hostname"))
 	}
@@ -130,14 +130,12 @@ func RestoreReferents(ctx context.Context, lk Lookup, rs *snapv1.Restore) Result
 }
 
 // RepositoryPrivilege warns when a namespaced Repository's moverDefaults or
-// bare-path filesystem backend would have its movers refused at run time.
+// filesystem backend (a bare node path, an inline NFS export) would have its
+// movers refused at run time.
 func RepositoryPrivilege(ctx context.Context, lk Lookup, repo *snapv1.Repository) Result {
 	var r Result
-	host := ""
-	if fs := repo.Spec.Backend.Filesystem; fs != nil && fs.Volume == nil {
-		host = fs.Path
-	}
-	privilegeWarning(ctx, lk, repo.Namespace, "the mover", privilege.Mover(repo.Spec.MoverDefaults, nil, host), &r)
+	vol := privilege.RepositoryVolume(repo.Spec.Backend.Filesystem)
+	privilegeWarning(ctx, lk, repo.Namespace, "the mover", privilege.Mover(repo.Spec.MoverDefaults, nil, vol), &r)
 	return r
 }
 

@@ -318,11 +318,16 @@ func TestPrivilegedMoverWarning(t *testing.T) {
 		t.Fatalf("added capability: %v", r.Warnings)
 	}
 
-	// A namespaced Repository: its moverDefaults and a bare node path.
+	// A namespaced Repository: its moverDefaults, a bare node path and an
+	// inline NFS export.
 	repo := &snapv1.Repository{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "billing"}, Spec: snapv1.RepositorySpec{
 		Backend: snapv1.Backend{Filesystem: &snapv1.FilesystemBackend{Path: "/var/lib"}}}}
 	if r := RepositoryPrivilege(ctx, objs, repo); len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "node path /var/lib") {
 		t.Fatalf("bare node path: %v", r.Warnings)
+	}
+	repo.Spec.Backend.Filesystem.Volume = &snapv1.FilesystemVolume{NFS: &snapv1.NFSExport{Server: "nas", Path: "/export"}}
+	if r := RepositoryPrivilege(ctx, objs, repo); len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "NFS export nas:/export") {
+		t.Fatalf("inline NFS: %v", r.Warnings)
 	}
 	repo.Spec.Backend.Filesystem.Volume = &snapv1.FilesystemVolume{PVC: &snapv1.LocalObjectRef{Name: "repo"}}
 	if r := RepositoryPrivilege(ctx, objs, repo); len(r.Warnings) != 0 {

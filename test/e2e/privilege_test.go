@@ -13,8 +13,8 @@ import (
 	"github.com/snapflow/snapflow/api/wellknown"
 )
 
-// A tenant's Repository or policy cannot get a root, node-path or
-// extra-capability pod into its namespace without the namespace's opt-in:
+// A tenant's Repository or policy cannot get a root, node-path, inline-NFS
+// or extra-capability pod into its namespace without the namespace's opt-in:
 // not through the backup, and not through the bootstrap Job, which used to
 // run a Repository's moverDefaults unchecked. Admission says so up front.
 func TestPrivilegeGateCoversEveryMover(t *testing.T) {
@@ -36,13 +36,20 @@ metadata: {name: node, namespace: `+ns+`}
 spec:
   backend: {filesystem: {path: /}}
   encryption: {passwordSecretRef: {name: kopia-password, key: KOPIA_PASSWORD}}
+---
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: Repository
+metadata: {name: nas, namespace: `+ns+`}
+spec:
+  backend: {filesystem: {path: /kopia, volume: {nfs: {server: nas.example, path: /exports/all}}}}
+  encryption: {passwordSecretRef: {name: kopia-password, key: KOPIA_PASSWORD}}
 `), 0, "apply", "-f", "-")
-	for _, want := range []string{"runs as root", "node path /"} {
+	for _, want := range []string{"runs as root", "node path /", "NFS export nas.example:/exports/all"} {
 		if !strings.Contains(res.Stderr, want) {
 			t.Errorf("admission should warn about %q: %s", want, res.Stderr)
 		}
 	}
-	for _, name := range []string{"rooted", "node"} {
+	for _, name := range []string{"rooted", "node", "nas"} {
 		r := waitRepository(t, ns, name, snapv1.RepositoryFailed)
 		c := meta.FindStatusCondition(r.Status.Conditions, wellknown.ConditionReady)
 		if c == nil || c.Reason != "PrivilegedMoverNotPermitted" || !strings.Contains(c.Message, wellknown.AnnotationPrivilegedMovers) {
