@@ -499,20 +499,35 @@ func checkCase(t *testing.T, c chartCase, ns string, objs []chartObject) {
 	if !strings.Contains(rules, "kb-repo-credential") || !strings.Contains(rules, "kb-repo-generated") || strings.Contains(rules, "list") {
 		t.Errorf("secret reader rules: %s", rules)
 	}
-	// Cluster-wide Secret access exists only as the opt-in projection role,
-	// bound to the functions that copy credentials.
+	// Cluster-wide Secret access exists only as the opt-in projection
+	// roles, each bound to the functions that need its verbs: cleanup
+	// reads sources anywhere but writes copies only in the release
+	// namespace, and only the sweeping functions may list.
 	const projection = "rel-snapflow-credential-projection"
+	projectionRoles := map[string]string{projection: "get,list,create,update,delete", projection + "-copy": "get,create,update,delete", projection + "-sources": "get"}
 	if c.projection {
-		b := want("ClusterRoleBinding/" + projection)
-		var subjects []string
-		for _, s := range b["subjects"].([]any) {
-			subjects = append(subjects, fmt.Sprint(s.(map[string]any)["name"]))
+		for role, binds := range map[string]string{projection: "rel-snapflow-snapshot,rel-snapflow-verify", projection + "-copy": "rel-snapflow-restore",
+			projection + "-sources": "rel-snapflow-cleanup"} {
+			if got := subjectsOf(want("ClusterRoleBinding/" + role)); got != binds {
+				t.Errorf("%s binds %s, want %s", role, got, binds)
+			}
+			var verbs []string
+			for _, v := range want("ClusterRole/" + role)["rules"].([]any)[0].(map[string]any)["verbs"].([]any) {
+				verbs = append(verbs, fmt.Sprint(v))
+			}
+			if got := strings.Join(verbs, ","); got != projectionRoles[role] {
+				t.Errorf("%s grants %s, want %s", role, got, projectionRoles[role])
+			}
 		}
-		if got := strings.Join(subjects, ","); got != "rel-snapflow-snapshot,rel-snapflow-restore,rel-snapflow-verify,rel-snapflow-cleanup" {
-			t.Errorf("%s binds %s", projection, got)
+		batches := want("Role/" + projection + "-batches")
+		if batches.meta("namespace") != ns || subjectsOf(want("RoleBinding/"+projection+"-batches")) != "rel-snapflow-cleanup" {
+			t.Errorf("cleanup's copy Role: %v", batches)
 		}
 	} else {
-		absent("ClusterRole/" + projection)
+		for role := range projectionRoles {
+			absent("ClusterRole/" + role)
+		}
+		absent("Role/" + projection + "-batches")
 	}
 	// pods/exec, and the snapshot function's flag for it, only when the
 	// operator turns workloadExec hooks on.
@@ -541,7 +556,7 @@ func checkCase(t *testing.T, c chartCase, ns string, objs []chartObject) {
 				} else if res == "pods/exec" {
 					execGrants++
 				}
-				if (res == "secrets" && !(c.projection && o.name() == projection)) || res == "*" {
+				if _, ok := projectionRoles[o.name()]; (res == "secrets" && !(c.projection && ok)) || res == "*" {
 					t.Errorf("ClusterRole %s grants %v on %v: Secrets are read through named Roles only", o.name(), rule["verbs"], res)
 				}
 			}
@@ -552,6 +567,15 @@ func checkCase(t *testing.T, c chartCase, ns string, objs []chartObject) {
 			}
 		}
 	}
+}
+
+// subjectsOf lists a binding's subjects' names, comma-separated.
+func subjectsOf(b chartObject) string {
+	var names []string
+	for _, s := range b["subjects"].([]any) {
+		names = append(names, fmt.Sprint(s.(map[string]any)["name"]))
+	}
+	return strings.Join(names, ",")
 }
 
 // checkWiring checks that every ServiceAccount a pod, binding or source

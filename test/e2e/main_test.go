@@ -29,12 +29,15 @@ func TestMain(m *testing.M) {
 		S3:      &harness.S3Options{Versioning: true},
 		// The suite's cluster has a global volume policy baseline, as a
 		// platform team would configure it.
-		Webhook: &harness.WebhookOptions{GlobalVolumePolicies: globalPolicies, Velero: true, ControllerUsers: functionIdentities()},
+		// The webhook acts as its chart ServiceAccount too, and the chart's
+		// RBAC for every component is applied before it starts.
+		Webhook: &harness.WebhookOptions{GlobalVolumePolicies: globalPolicies, Velero: true, ControllerUsers: functionIdentities(),
+			RBAC: chartRBAC(), Identity: chartIdentity("webhook")},
 		// Backups run for real: local node, functions and the kube source.
 		// The functions act under the chart's RBAC, so every test also
 		// proves the rules suffice.
 		Functions: &harness.FunctionsOptions{RepositoryRetry: 2 * time.Second, GlobalVolumePoliciesConfigMap: harness.GlobalVolumePoliciesConfigMap,
-			Clock: clock.Now, Extra: pruneFunction, RBAC: chartRBAC(), Identity: chartIdentity,
+			Clock: clock.Now, Extra: pruneFunction, Identity: chartIdentity,
 			PodsAsServiceAccounts: true, MoverServiceAccount: chartRelease + "-mover", TenantRBAC: tenantRBAC,
 			// Senders are checked as the chart configures it: the kube
 			// source and the suite's "pipeline" (standing in for Argo
@@ -58,8 +61,9 @@ volumePolicies:
 // name makes the chart's fullname plain "snapflow".
 const chartRelease = "snapflow"
 
-// chartRBAC renders the chart with its defaults (plus the opt-in credential
-// projection, which the ClusterRepository tests use) and keeps the
+// chartRBAC renders the chart with its defaults (plus the opt-ins the suite
+// drives: credential projection, the prune function, workloadExec hooks and
+// Velero Backups) and keeps the
 // ServiceAccounts, roles and bindings of the release namespace; mover pods
 // run as their ServiceAccount, which the chart grants nothing.
 func chartRBAC() []byte {
@@ -139,7 +143,7 @@ func renderRBAC() (release, tenant []byte) {
 	_, file, _, _ := goruntime.Caller(0)
 	chart := filepath.Join(filepath.Dir(file), "..", "..", "charts", "snapflow")
 	out, err := exec.Command(helm, "template", chartRelease, chart, "--namespace", harness.WebhookNamespace,
-		"--set", "credentialProjection.enabled=true", "--set", "prune.function.enabled=true", "--set", "functions.snapshot.workloadExecHooks=true", "--set", "mover.namespaces={"+tenantPlaceholder+"}").Output()
+		"--set", "credentialProjection.enabled=true", "--set", "prune.function.enabled=true", "--set", "functions.snapshot.workloadExecHooks=true", "--set", "webhook.velero.enabled=true", "--set", "globalVolumePolicies.name="+harness.GlobalVolumePoliciesConfigMap, "--set", "mover.namespaces={"+tenantPlaceholder+"}").Output()
 	if err != nil {
 		panic(fmt.Sprintf("helm template: %v", err))
 	}

@@ -26,9 +26,9 @@ import (
 // chart does not grant is a feature that fails in a real cluster.
 
 // driftComponents are the components that act as their chart identity in
-// the suite (the mover's pods get no credentials at all, and the webhook
-// runs as the suite's admin, unrecorded).
-var driftComponents = []string{"snapshot", "cleanup", "retention", "schedule", "restore", "verify", "prune", "kube-source"}
+// the suite, the webhook among them (the mover's pods get no credentials at
+// all).
+var driftComponents = []string{"snapshot", "cleanup", "retention", "schedule", "restore", "verify", "prune", "kube-source", "webhook"}
 
 // unexercised are grants the suite does not drive, each with the reason it
 // stays. Keys are "component verb group/resource".
@@ -43,9 +43,8 @@ var unexercised = func() map[string]string {
 		"cleanup create authentication.k8s.io/tokenreviews", "restore create authentication.k8s.io/tokenreviews",
 		"retention create authentication.k8s.io/tokenreviews", "schedule create authentication.k8s.io/tokenreviews",
 		"verify create authentication.k8s.io/tokenreviews", "prune create authentication.k8s.io/tokenreviews")
-	add("credentialProjection is one opt-in ClusterRole shared by the four functions that project; the suite projects for snapshots and deletions only, and never updates a projected copy",
-		"cleanup list /configmaps", "cleanup list /secrets", "cleanup update /configmaps", "cleanup update /secrets",
-		"restore list /configmaps", "restore list /secrets", "restore update /configmaps", "restore update /secrets",
+	add("credential projection rewrites a copy only when a redelivered event finds it made already, which the suite does not arrange; verification on a ClusterRepository is not driven",
+		"cleanup update /configmaps", "cleanup update /secrets", "restore update /configmaps", "restore update /secrets",
 		"snapshot update /secrets", "snapshot update /configmaps",
 		"verify list /configmaps", "verify update /configmaps", "verify delete /configmaps",
 		"verify get /secrets", "verify list /secrets", "verify create /secrets", "verify update /secrets", "verify delete /secrets")
@@ -71,6 +70,13 @@ var unexercised = func() map[string]string {
 	add("policies, schedules and verification on a ClusterRepository read it; the suite's ClusterRepository tests take snapshots and delete them",
 		"retention get kopiur.home-operations.com/clusterrepositories", "schedule get kopiur.home-operations.com/clusterrepositories",
 		"verify get kopiur.home-operations.com/clusterrepositories")
+	add("the webhook reads a namespace or ClusterRepository live only when its cache has not seen it yet; the suite's exist well before they are named",
+		"webhook get /namespaces", "webhook get kopiur.home-operations.com/clusterrepositories")
+	add("the webhook's cache streams its initial list through a watch (WatchList) where the API server supports it, as the suite's does; API servers without it need list",
+		"webhook list /namespaces", "webhook list kopiur.home-operations.com/clusterrepositories",
+		"webhook list kopiur.home-operations.com/repositories", "webhook list kopiur.home-operations.com/snapshotpolicies")
+	add("the webhook writes its certificate Secret again when it renews; the suite's webhook does not live long enough, and TestSelfManagedTLS renews through its own instance",
+		"webhook update /secrets")
 	add("a snapshot.requested event for a policy with a pvcSelector lists the PVCs to expand it (functions/snapshot/request.go); the suite's requests name a PVC",
 		"snapshot list /persistentvolumeclaims")
 	return m
@@ -90,24 +96,18 @@ var intermittent = map[string]string{
 
 // oneNamespace are cluster-wide grants the suite uses only in the release
 // namespace, each with the reason a cluster needs them everywhere.
-var oneNamespace = map[string]string{
-	"cleanup create /secrets": cleanupCopies, "cleanup delete /secrets": cleanupCopies,
-}
-
-// cleanupCopies: the cleanup function copies a ClusterRepository's
-// credentials into the release namespace only (its deletion batches run
-// there), but reads their sources wherever they live, and the shared
-// projection role grants both cluster-wide.
-const cleanupCopies = "the shared credential-projection ClusterRole grants copies cluster-wide; cleanup makes them in the release namespace only, and needs the role's cluster-wide get for the sources"
+var oneNamespace = map[string]string{}
 
 // grant is one verb on one resource ("pods/exec") of one group; "*"
 // matches all. ns is where it holds: "" cluster-wide (a
 // ClusterRoleBinding), "*" in any namespace but not cluster-wide (a tenant
 // namespace's RoleBinding, as each test namespace gets), else that
 // namespace. names are its resourceNames; none means any name.
+// projection marks a grant of the opt-in credential projection roles.
 type grant struct {
 	group, resource, verb, ns string
 	names                     []string
+	projection                bool
 }
 
 func (g grant) String() string { return g.verb + " " + g.group + "/" + g.resource }
@@ -118,8 +118,39 @@ func (g grant) covers(a harness.Access) bool {
 		res += "/" + a.Subresource
 	}
 	where := g.ns == "" || g.ns == a.Namespace || (g.ns == "*" && a.Namespace != "")
+	if g.projection && !projectionCall(a) {
+		return false
+	}
 	return (g.group == "*" || g.group == a.Group) && (g.resource == "*" || g.resource == res) && (g.verb == "*" || g.verb == a.Verb) &&
 		where && (len(g.names) == 0 || slices.Contains(g.names, a.Name))
+}
+
+// everyone are the grants the API server's default roles give every
+// authenticated user (system:basic-user), which no chart needs to repeat.
+var everyone = []grant{
+	{group: "authentication.k8s.io", resource: "selfsubjectreviews", verb: "create"},
+	{group: "authorization.k8s.io", resource: "selfsubjectaccessreviews", verb: "create"},
+	{group: "authorization.k8s.io", resource: "selfsubjectrulesreviews", verb: "create"},
+}
+
+// projectionRole names the chart's credential projection roles.
+const projectionRole = "credential-projection"
+
+// projectionCall says whether a could be credential projection's own work.
+// The chart grants projection only when asked, and the suite asks, so a
+// function's own need of ConfigMaps must not pass through it: projection
+// touches ConfigMaps only as copies (named for their Job, "-ca"), CA bundle
+// sources (the suite names none) and the sweep's list. The functions touch
+// Secrets only through projection.
+func projectionCall(a harness.Access) bool {
+	if a.Group != "" || a.Resource != "configmaps" {
+		return true
+	}
+	name := a.Name
+	if a.Verb == "create" {
+		name = a.Creates
+	}
+	return a.Verb == "list" || strings.HasSuffix(name, "-ca")
 }
 
 // chartGrants reads the roles and bindings in docs and returns what each
@@ -177,7 +208,8 @@ func chartGrants(docs ...[]byte) (map[string][]grant, error) {
 				for _, g := range r.APIGroups {
 					for _, res := range r.Resources {
 						for _, v := range r.Verbs {
-							out[user] = append(out[user], grant{group: g, resource: res, verb: v, ns: b.Namespace, names: r.ResourceNames})
+							out[user] = append(out[user], grant{group: g, resource: res, verb: v, ns: b.Namespace, names: r.ResourceNames,
+								projection: strings.Contains(b.RoleRef.Name, projectionRole)})
 						}
 					}
 				}
@@ -197,7 +229,7 @@ func rbacDrift(grants map[string][]grant, seen []harness.Access, components []st
 	}
 	for _, a := range seen {
 		covered := false
-		for _, g := range grants[identity(a.Component)] {
+		for _, g := range slices.Concat(grants[identity(a.Component)], everyone) {
 			if g.covers(a) {
 				covered = true
 				break
@@ -211,19 +243,27 @@ func rbacDrift(grants map[string][]grant, seen []harness.Access, components []st
 			problems = append(problems, fmt.Sprintf("%s calls %s %s/%s, which the chart does not grant it", a.Component, a.Verb, a.Group, res))
 		}
 	}
+	// A verb on a resource is used when any of the grants giving it covered
+	// a call: two roles may grant one verb (a function's own and
+	// projection's), each for some calls.
 	used := map[string]bool{}
 	for _, c := range components {
 		for _, g := range grants[identity(c)] {
-			key := c + " " + g.String()
-			if used[key] {
-				continue
-			}
 			for _, a := range byComponent[c] {
-				if g.covers(a) {
-					used[key] = true
-					break
+				if !used[c+" "+g.String()] && g.covers(a) {
+					used[c+" "+g.String()] = true
 				}
 			}
+		}
+	}
+	judged := map[string]bool{}
+	for _, c := range components {
+		for _, g := range grants[identity(c)] {
+			key := c + " " + g.String()
+			if judged[key] {
+				continue
+			}
+			judged[key] = true
 			if _, ok := intermittent[key]; ok {
 				used[key] = true
 				continue
@@ -306,9 +346,12 @@ func checkRBACDrift(e *harness.Env) error {
 	prune := chartIdentity("prune")
 	grants[prune] = append(grants[prune], grant{resource: "secrets", verb: "get", ns: "*", names: []string{pruneSecret}})
 	seen := e.Functions.Access.Seen()
+	if e.Webhook != nil {
+		seen = append(seen, e.Webhook.Access.Seen()...)
+	}
 	var report strings.Builder
 	for _, a := range seen {
-		fmt.Fprintf(&report, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Component, a.Verb, a.Group, a.Resource, a.Subresource, a.Namespace, a.Name)
+		fmt.Fprintf(&report, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Component, a.Verb, a.Group, a.Resource, a.Subresource, a.Namespace, a.Name, a.Creates)
 	}
 	path := filepath.Join(e.WorkDir, "rbac-access.tsv")
 	if err := os.WriteFile(path, []byte(report.String()), 0o600); err != nil {
@@ -332,6 +375,8 @@ func TestRBACDriftKernel(t *testing.T) {
 	grants := map[string][]grant{"u:a": {
 		{resource: "pods", verb: "get"}, {group: "batch", resource: "jobs", verb: "create"}, {resource: "pods/exec", verb: "create"},
 		{resource: "secrets", verb: "get"},
+		// Two grants of one verb, the first covering no call: the verb is used.
+		{resource: "configmaps", verb: "get", ns: "elsewhere"},
 		{resource: "configmaps", verb: "get", ns: release}, {resource: "leases", verb: "update", ns: "*", names: []string{"mine"}},
 		{resource: "events", verb: "create"},
 	}}
@@ -402,5 +447,31 @@ func TestRBACDriftKernel(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A projection grant covers copies, the sweep and Secrets, never a
+// function's own ConfigMaps, which it needs with projection off too.
+func TestProjectionGrantCoversOnlyProjection(t *testing.T) {
+	get := grant{resource: "configmaps", verb: "get", projection: true}
+	create := grant{resource: "configmaps", verb: "create", projection: true}
+	list := grant{resource: "configmaps", verb: "list", projection: true}
+	secrets := grant{resource: "secrets", verb: "get", projection: true}
+	for _, tt := range []struct {
+		g    grant
+		a    harness.Access
+		want bool
+	}{
+		{get, harness.Access{Verb: "get", Resource: "configmaps", Namespace: "t", Name: "snap-x-ca"}, true},
+		{get, harness.Access{Verb: "get", Resource: "configmaps", Namespace: "t", Name: "snap-x"}, false},
+		{create, harness.Access{Verb: "create", Resource: "configmaps", Namespace: "t", Creates: "snap-x-ca"}, true},
+		{create, harness.Access{Verb: "create", Resource: "configmaps", Namespace: "t", Creates: "snap-x"}, false},
+		{list, harness.Access{Verb: "list", Resource: "configmaps", Namespace: "t"}, true},
+		{secrets, harness.Access{Verb: "get", Resource: "secrets", Namespace: "t", Name: "anything"}, true},
+		{grant{resource: "configmaps", verb: "get"}, harness.Access{Verb: "get", Resource: "configmaps", Namespace: "t", Name: "snap-x"}, true},
+	} {
+		if got := tt.g.covers(tt.a); got != tt.want {
+			t.Errorf("%v covers %+v: %v, want %v", tt.g, tt.a, got, tt.want)
+		}
 	}
 }

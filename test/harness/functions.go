@@ -158,6 +158,18 @@ func (l *EventLog) Emit(_ context.Context, e event.Event) error {
 	return nil
 }
 
+// applyRBAC applies the chart's ServiceAccounts, roles and bindings.
+func (cp *ControlPlane) applyRBAC(ctx context.Context, rbac []byte) error {
+	res, err := cp.Kubectl(ctx, rbac, "apply", "-f", "-")
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Stderr)
+	}
+	if err != nil {
+		return fmt.Errorf("apply the chart's RBAC: %w", err)
+	}
+	return nil
+}
+
 // StartFunctions starts the local node, the functions and the kube source.
 // Mover Jobs run bin/snapflow, so `make build` must have run.
 func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
@@ -207,13 +219,9 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	// deliver them; the test log sees them too.
 	toRetention := &runtime.LateSink{}
 	if len(o.RBAC) > 0 {
-		res, err := cp.Kubectl(ctx, o.RBAC, "apply", "-f", "-")
-		if err == nil && res.ExitCode != 0 {
-			err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Stderr)
-		}
-		if err != nil {
+		if err := cp.applyRBAC(ctx, o.RBAC); err != nil {
 			stop()
-			return nil, fmt.Errorf("apply the functions' RBAC: %w", err)
+			return nil, err
 		}
 	}
 	if o.TenantRBAC != nil {

@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -40,8 +41,10 @@ type Webhook struct {
 	MetricsURL string
 	HealthURL  string
 	LogPath    string
-	stop       context.CancelFunc
-	done       chan error
+	// Access records the webhook's API requests when it acts as Identity.
+	Access AccessLog
+	stop   context.CancelFunc
+	done   chan error
 }
 
 // WebhookOptions tunes StartWebhook.
@@ -58,6 +61,11 @@ type WebhookOptions struct {
 	// ControllerUsers may write controller-owned metadata (the functions'
 	// identities); the webhook's own (the suite's admin) always may.
 	ControllerUsers []string
+	// Identity, when set, is the user the webhook acts as (its chart
+	// ServiceAccount), after RBAC is applied; its requests are recorded in
+	// Access. Otherwise it acts as the suite's admin.
+	Identity string
+	RBAC     []byte
 }
 
 // GlobalVolumePoliciesConfigMap is the harness's global baseline ConfigMap.
@@ -107,10 +115,21 @@ func (cp *ControlPlane) StartWebhook(opts WebhookOptions) (*Webhook, error) {
 	log := logr.Logger(funcr.New(func(prefix, args string) { fmt.Fprintln(logFile, prefix, args) }, funcr.Options{Verbosity: 1}))
 	ctrllog.SetLogger(log)
 
+	cfg := cp.Config
+	if len(opts.RBAC) > 0 {
+		if err := cp.applyRBAC(ctx, opts.RBAC); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Identity != "" {
+		cfg = rest.CopyConfig(cp.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: opts.Identity}
+		cfg.Wrap(w.Access.Wrap("webhook"))
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	w.stop = stop
 	go func() {
-		w.done <- webhook.Run(runCtx, cp.Config, webhook.Options{
+		w.done <- webhook.Run(runCtx, cfg, webhook.Options{
 			Host: "127.0.0.1", Port: ports[0], Namespace: WebhookNamespace,
 			ExtraSANs:       []string{"127.0.0.1"},
 			MutatingConfigs: []string{webhook.DefaultMutatingConfig}, ValidatingConfigs: []string{webhook.DefaultValidatingConfig},
