@@ -14,7 +14,7 @@ LDFLAGS    := -X github.com/snapflow/snapflow/internal/version.Version=$(VERSION
 TEST_FLAGS ?= -count=1 -timeout 75m
 FLAKE_RUNS ?= 5
 
-.PHONY: all tools build generate test vet demo demo-up bench clean help flake-hunt
+.PHONY: all tools build generate test vet demo demo-up bench clean help flake-hunt image
 
 all: build
 
@@ -27,6 +27,9 @@ tools: ## build the pinned kube-apiserver, etcd, kubectl, controller-gen, helm a
 
 build: ## build bin/snapflow
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/snapflow ./cmd/snapflow
+
+image: ## build the container image (OCI layout, a loadable tarball per platform, its digest) into bin/image; reproducible per commit
+	$(GO) run ./hack/image -o $(BIN)/image -version $(VERSION)
 
 generate: ## regenerate deepcopy code and CRDs from api/v1alpha1
 	@bash hack/tools.sh controller-gen
