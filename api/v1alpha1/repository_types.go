@@ -435,6 +435,23 @@ type SeedStatus struct {
 	SnapshotsCopied *int64 `json:"snapshotsCopied,omitempty"`
 }
 
+// ConnectStatus is the retry state of a repository that failed to connect.
+// Attempts back off: each waits as long as the repository has been failing,
+// between the function's base retry interval and its ceiling. Deleting the
+// bootstrap Job, or editing the spec, starts an attempt at once.
+type ConnectStatus struct {
+	// Generation is the spec generation the attempts are for.
+	Generation int64 `json:"generation"`
+	// Attempts counts the failed attempts at this generation.
+	Attempts int32 `json:"attempts"`
+	// FailingSince is when the first attempt at this generation ended.
+	FailingSince metav1.Time `json:"failingSince"`
+	// LastAttemptAt is when the last attempt ended.
+	LastAttemptAt metav1.Time `json:"lastAttemptAt"`
+	// NextAttemptAt is the earliest time of the next attempt.
+	NextAttemptAt metav1.Time `json:"nextAttemptAt"`
+}
+
 // RepositoryStatus is written by snapflow's repository handling.
 type RepositoryStatus struct {
 	// +optional
@@ -461,6 +478,10 @@ type RepositoryStatus struct {
 	Parameters *RepositoryParameters `json:"parameters,omitempty"`
 	// +optional
 	LastReverifyAt *metav1.Time `json:"lastReverifyAt,omitempty"`
+	// Connect tracks the attempts to connect while the repository cannot be
+	// reached at its generation (a snapflow extension); gone once Ready.
+	// +optional
+	Connect *ConnectStatus `json:"connect,omitempty"`
 	// +listType=map
 	// +listMapKey=type
 	// +optional

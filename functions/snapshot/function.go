@@ -56,11 +56,12 @@ type Function struct {
 	// opt-in because it needs pods/exec in every namespace, the widest
 	// right a function holds; without it such hooks fail, saying so.
 	WorkloadExecHooks bool
-	// RepositoryRetry is how long a Failed repository waits before a new bootstrap.
-	RepositoryRetry time.Duration
-	Emitter         runtime.Emitter
-	Recorder        record.EventRecorder
-	Now             func() time.Time
+	// RepositoryRetry is how long a Failed repository waits before its
+	// second bootstrap; RepositoryRetryMax caps the backoff after that.
+	RepositoryRetry, RepositoryRetryMax time.Duration
+	Emitter                             runtime.Emitter
+	Recorder                            record.EventRecorder
+	Now                                 func() time.Time
 
 	ranges clusterRanges
 }

@@ -8,6 +8,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,13 +29,14 @@ const (
 	opBootstrap        = "bootstrap"
 	opClusterBootstrap = "cluster-bootstrap"
 	// DefaultRepositoryRetry is how long a Failed repository waits before
-	// the next connect attempt (a fixed Secret is picked up then).
+	// its second connect attempt (a fixed Secret is picked up then); later
+	// attempts back off (nextConnect).
 	DefaultRepositoryRetry = time.Minute
 )
 
 // ReconcileRepository connects to (and creates, when asked) a repository by
 // running a bootstrap mover Job whenever the spec is new to it, and retries a
-// Failed one after RepositoryRetry.
+// Failed one with backoff between RepositoryRetry and RepositoryRetryMax.
 func (f *Function) ReconcileRepository(ctx context.Context, kind snapv1.RepositoryKind, ns, name string) error {
 	r, err := f.getRepository(ctx, snapv1.RepositoryRef{Kind: kind, Name: name}, ns)
 	if err != nil {
@@ -51,7 +53,7 @@ func (f *Function) ReconcileRepository(ctx context.Context, kind snapv1.Reposito
 	switch {
 	case apierrors.IsNotFound(err):
 		if r.Status.Phase == snapv1.RepositoryReady && r.Status.ObservedGeneration == gen {
-			return nil // connected at this generation; the Job was collected since
+			return f.connected(ctx, r) // the Job was collected since
 		}
 		return f.startBootstrap(ctx, r, jobName)
 	case err != nil:
@@ -85,7 +87,7 @@ func (f *Function) ReconcileRepository(ctx context.Context, kind snapv1.Reposito
 		}
 	}
 	if r.Status.Phase == snapv1.RepositoryReady && r.Status.ObservedGeneration == gen {
-		return nil
+		return f.connected(ctx, r)
 	}
 	if failedJob && r.Status.Phase != snapv1.RepositoryFailed {
 		// The mover died before reporting: say so.
@@ -98,17 +100,38 @@ func (f *Function) ReconcileRepository(ctx context.Context, kind snapv1.Reposito
 			return err
 		}
 	}
-	retryAfter := f.RepositoryRetry
-	if retryAfter == 0 {
-		retryAfter = DefaultRepositoryRetry
+	done := finishTime(&job)
+	if done.IsZero() {
+		return nil
 	}
-	if done := finishTime(&job); !done.IsZero() && f.now().Sub(done) >= retryAfter {
+	base, ceiling := f.RepositoryRetry, f.RepositoryRetryMax
+	if base == 0 {
+		base = DefaultRepositoryRetry
+	}
+	if ceiling == 0 {
+		ceiling = DefaultRepositoryRetryMax
+	}
+	next := nextConnect(r.Status.Connect, gen, done, base, max(base, ceiling))
+	if !equality.Semantic.DeepEqual(next, r.Status.Connect) {
+		if err := f.updateRepoStatus(ctx, r, func(st *snapv1.RepositoryStatus, _ int64) { st.Connect = next }); err != nil {
+			return err
+		}
+	}
+	if !f.now().Before(next.NextAttemptAt.Time) {
 		// Retry with a fresh Job of the same name.
 		if err := f.Client.Delete(ctx, &job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
 	}
 	return nil
+}
+
+// connected drops the retry state of a repository that connected.
+func (f *Function) connected(ctx context.Context, r *RepositoryObject) error {
+	if r.Status.Connect == nil {
+		return nil
+	}
+	return f.updateRepoStatus(ctx, r, func(st *snapv1.RepositoryStatus, _ int64) { st.Connect = nil })
 }
 
 func finishTime(j *batchv1.Job) time.Time {

@@ -260,6 +260,22 @@ func TestRepositoryFailureIsReportedAndBlocksRuns(t *testing.T) {
 	if c == nil || c.Reason != kopia.ClassNotInitialized || !strings.Contains(c.Message, "create.enabled") {
 		t.Fatalf("Ready condition %+v: want reason %s and a hint about create.enabled", c, kopia.ClassNotInitialized)
 	}
+	// It keeps trying, further and further apart, and says when it will next.
+	eventually(t, func() error {
+		var r snapv1.Repository
+		if err := env.Client.Get(testContext(t), clientKey(ns, "primary"), &r); err != nil {
+			return err
+		}
+		c := r.Status.Connect
+		if c == nil || c.Attempts < 3 || c.Generation != r.Generation {
+			return fmt.Errorf("status.connect %+v: want three attempts at generation %d", c, r.Generation)
+		}
+		if wait := c.NextAttemptAt.Sub(c.LastAttemptAt.Time); wait <= 2*time.Second || wait > 8*time.Second ||
+			c.LastAttemptAt.Sub(c.FailingSince.Time) < 2*time.Second {
+			return fmt.Errorf("status.connect %+v: the third wait should be longer than the first (2s), at most the ceiling (8s)", c)
+		}
+		return nil
+	})
 	kubectl(t, policy(ns, "app", "  copyMethod: Direct\n"), 0, "apply", "-f", "-")
 	kubectl(t, snapshotOf(ns, "waits", "app"), 0, "create", "-f", "-")
 	eventually(t, func() error {
@@ -276,6 +292,12 @@ func TestRepositoryFailureIsReportedAndBlocksRuns(t *testing.T) {
 	// Fixing the repository lets the waiting run go.
 	kubectl(t, nil, 0, "-n", ns, "patch", "repository", "primary", "--type=merge", "-p", `{"spec":{"create":{"enabled":true}}}`)
 	waitSnapshot(t, ns, "waits", snapv1.SnapshotSucceeded)
+	eventually(t, func() error {
+		if r := waitRepository(t, ns, "primary", snapv1.RepositoryReady); r.Status.Connect != nil {
+			return fmt.Errorf("a connected repository keeps its retry state: %+v", r.Status.Connect)
+		}
+		return nil
+	})
 }
 
 func TestParkedRunWaitsForASlot(t *testing.T) {

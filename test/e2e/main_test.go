@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 		// Backups run for real: local node, functions and the kube source.
 		// The functions act under the chart's RBAC, so every test also
 		// proves the rules suffice.
-		Functions: &harness.FunctionsOptions{RepositoryRetry: 2 * time.Second, GlobalVolumePoliciesConfigMap: harness.GlobalVolumePoliciesConfigMap,
+		Functions: &harness.FunctionsOptions{RepositoryRetry: 2 * time.Second, RepositoryRetryMax: 8 * time.Second, GlobalVolumePoliciesConfigMap: harness.GlobalVolumePoliciesConfigMap,
 			Clock: clock.Now, Extra: pruneFunction, Identity: chartIdentity,
 			PodsAsServiceAccounts: true, MoverServiceAccount: chartRelease + "-mover", TenantRBAC: tenantRBAC,
 			// Senders are checked as the chart configures it: the kube

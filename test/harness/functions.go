@@ -41,8 +41,9 @@ type FunctionsOptions struct {
 	Resync time.Duration
 	// MaxConcurrentJobs is the cluster-wide mover cap.
 	MaxConcurrentJobs int
-	// RepositoryRetry is how soon a Failed repository is retried.
-	RepositoryRetry time.Duration
+	// RepositoryRetry is how soon a Failed repository is first retried, and
+	// RepositoryRetryMax the longest it waits as it backs off.
+	RepositoryRetry, RepositoryRetryMax time.Duration
 	// GlobalVolumePoliciesConfigMap names the global baseline in WebhookNamespace.
 	GlobalVolumePoliciesConfigMap string
 	// DeleteWindow is the cleanup function's quiet window (short in tests).
@@ -303,7 +304,7 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 		HookEgress: egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
 		// As the e2e chart renders it (functions.snapshot.workloadExecHooks).
 		WorkloadExecHooks: true,
-		Access:            access(snapCfg), MaxConcurrentJobs: o.MaxConcurrentJobs, RepositoryRetry: o.RepositoryRetry, GlobalVolumePoliciesConfigMap: o.GlobalVolumePoliciesConfigMap,
+		Access:            access(snapCfg), MaxConcurrentJobs: o.MaxConcurrentJobs, RepositoryRetry: o.RepositoryRetry, RepositoryRetryMax: o.RepositoryRetryMax, GlobalVolumePoliciesConfigMap: o.GlobalVolumePoliciesConfigMap,
 		Emitter: runtime.Fanout{f.Emitted, runtime.Trigger{Types: retention.Subscribes, Emitter: toRetention}}, Recorder: recorder("snapflow-snapshot")}
 	if o.DeleteWindow == 0 {
 		o.DeleteWindow = time.Second
