@@ -104,26 +104,39 @@ func (f *Function) ReconcileRepository(ctx context.Context, kind snapv1.Reposito
 	if done.IsZero() {
 		return nil
 	}
-	base, ceiling := f.RepositoryRetry, f.RepositoryRetryMax
-	if base == 0 {
-		base = DefaultRepositoryRetry
-	}
-	if ceiling == 0 {
-		ceiling = DefaultRepositoryRetryMax
-	}
-	next := nextConnect(r.Status.Connect, gen, done, base, max(base, ceiling))
-	if !equality.Semantic.DeepEqual(next, r.Status.Connect) {
-		if err := f.updateRepoStatus(ctx, r, func(st *snapv1.RepositoryStatus, _ int64) { st.Connect = next }); err != nil {
-			return err
-		}
+	// Computed from the live status, so a late or concurrent event cannot
+	// wind the count back.
+	var next *snapv1.ConnectStatus
+	if err := f.updateRepoStatus(ctx, r, func(st *snapv1.RepositoryStatus, _ int64) {
+		next = nextConnect(st.Connect, gen, done, f.retryBase(), f.retryCeiling())
+		st.Connect = next
+	}); err != nil || next == nil {
+		return err
 	}
 	if !f.now().Before(next.NextAttemptAt.Time) {
-		// Retry with a fresh Job of the same name.
-		if err := f.Client.Delete(ctx, &job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+		// Retry with a fresh Job of the same name; only this attempt's Job,
+		// never a retry another event started meanwhile.
+		uid := job.UID
+		err := f.Client.Delete(ctx, &job, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &uid})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return err
 		}
 	}
 	return nil
+}
+
+func (f *Function) retryBase() time.Duration {
+	if f.RepositoryRetry > 0 {
+		return f.RepositoryRetry
+	}
+	return DefaultRepositoryRetry
+}
+
+func (f *Function) retryCeiling() time.Duration {
+	if f.RepositoryRetryMax > 0 {
+		return max(f.retryBase(), f.RepositoryRetryMax)
+	}
+	return max(f.retryBase(), DefaultRepositoryRetryMax)
 }
 
 // connected drops the retry state of a repository that connected.
@@ -175,6 +188,9 @@ func (f *Function) startBootstrap(ctx context.Context, r *RepositoryObject, jobN
 		RepositoryClaim: mounts.RepoClaim, RepositoryNFS: mounts.RepoNFS, RepositoryHost: mounts.HostPath,
 		RepositoryHostTrusted: mounts.HostTrusted,
 		Defaults:              r.Spec.MoverDefaults, ActiveDeadline: moverjob.BootstrapActiveDeadline,
+		// A finished Job paces the retries (ReconcileRepository deletes it
+		// when the next attempt is due): a short TTL must not start one early.
+		MinTTLSecondsAfterFinished: int32(f.retryCeiling() / time.Second),
 	}
 	if b := r.Spec.Bootstrap; b != nil {
 		params.FailurePolicy = b.FailurePolicy
@@ -241,7 +257,11 @@ func (f *Function) updateRepoStatus(ctx context.Context, r *RepositoryObject, mu
 			return err
 		}
 		orig := live.Obj.DeepCopyObject().(client.Object)
+		before := live.Status.DeepCopy()
 		mutate(live.Status, live.Obj.GetGeneration())
+		if equality.Semantic.DeepEqual(before, live.Status) {
+			return nil // nothing to write: spare the API server a request
+		}
 		return f.Client.Status().Patch(ctx, live.Obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 	}))
 }

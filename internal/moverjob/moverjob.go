@@ -78,6 +78,10 @@ type Params struct {
 	// RepositoryHostTrusted says RepositoryHost or RepositoryNFS comes from
 	// a ClusterRepository, which the cluster's administrator wrote.
 	RepositoryHostTrusted bool
+	// MinTTLSecondsAfterFinished keeps a finished Job at least this long,
+	// whatever the mover settings say: a function that paces retries by
+	// the Job deletes it itself.
+	MinTTLSecondsAfterFinished int32
 	// PrivilegedAllowed is the namespace's privileged-movers opt-in:
 	// without it Build refuses any pod privilege.Pod objects to.
 	PrivilegedAllowed bool
@@ -216,6 +220,7 @@ func render(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {
 	if p.Mover != nil && p.Mover.TTLSecondsAfterFinished != nil {
 		ttl = *p.Mover.TTLSecondsAfterFinished
 	}
+	ttl = max(ttl, p.MinTTLSecondsAfterFinished)
 	podLabels := map[string]string{}
 	for k, v := range labels {
 		podLabels[k] = v

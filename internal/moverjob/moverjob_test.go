@@ -229,3 +229,30 @@ func TestCacheVolume(t *testing.T) {
 		t.Fatalf("default capacity %v", pvc.Spec.Resources.Requests.Storage())
 	}
 }
+
+// A function that paces retries by a finished Job keeps it however short
+// the mover settings' TTL.
+func TestMinTTLSecondsAfterFinished(t *testing.T) {
+	for _, tt := range []struct {
+		user, min, want int32
+		set             bool
+	}{
+		{want: DefaultTTLSecondsAfterDone},
+		{user: 0, set: true, want: 0},
+		{user: 0, set: true, min: 1800, want: 1800},
+		{user: 7200, set: true, min: 1800, want: 7200},
+	} {
+		p := params()
+		if tt.set {
+			p.Defaults = &snapv1.MoverDefaults{TTLSecondsAfterFinished: ptr(tt.user)}
+		}
+		p.MinTTLSecondsAfterFinished = tt.min
+		job, _, err := Build(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := *job.Spec.TTLSecondsAfterFinished; got != tt.want {
+			t.Errorf("user TTL %d (set %v), floor %d: TTL %d, want %d", tt.user, tt.set, tt.min, got, tt.want)
+		}
+	}
+}

@@ -269,8 +269,8 @@ func Apply(ctx context.Context, c client.Client, job *batchv1.Job, homes Homes, 
 
 // Reap deletes the copies made for Job job in ns; none is success. Only
 // objects labelled as copies for that Job are deleted. A function without
-// Secret access (projection not granted) cannot have made any: Forbidden is
-// nothing to reap.
+// Secret access in ns (projection not granted, or granted elsewhere, as
+// cleanup's is) cannot have made any: Forbidden is nothing to reap.
 func Reap(ctx context.Context, c client.Client, ns, job string) error {
 	for _, o := range []client.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: SecretName(job)}},
@@ -286,7 +286,9 @@ func Reap(ctx context.Context, c client.Client, ns, job string) error {
 		if o.GetLabels()[wellknown.LabelProjectedFor] != job {
 			continue // not ours: a user's object of the same name
 		}
-		if err := c.Delete(ctx, o, client.Preconditions{UID: ptrUID(o)}); err != nil && !apierrors.IsNotFound(err) {
+		// Forbidden: the function may not write copies in ns, so this one
+		// is not its (a tenant's object dressed as a copy).
+		if err := c.Delete(ctx, o, client.Preconditions{UID: ptrUID(o)}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
 			return fmt.Errorf("reap projected %s/%s: %w", ns, o.GetName(), err)
 		}
 	}
