@@ -31,6 +31,8 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
+require golang.org/x/crypto/x509roots/fallback v0.0.0-20261030153154-30a33513ff6d
+
 require (
 	github.com/google/go-containerregistry v0.22.1
 	github.com/opencontainers/go-digest v1.0.0 // indirect

@@ -55,6 +55,9 @@ func Pod(spec *corev1.PodSpec, trusted Trusted) []string {
 		r.add("shares the node's network, PID or IPC namespace")
 	}
 	if psc := spec.SecurityContext; psc != nil {
+		if w := psc.WindowsOptions; w != nil && w.HostProcess != nil && *w.HostProcess {
+			r.add("pod runs as a Windows host process")
+		}
 		r.uid("pod", psc.RunAsUser, psc.RunAsNonRoot)
 		r.seLinux("pod", psc.SELinuxOptions)
 		r.seccomp("pod", psc.SeccompProfile)
@@ -94,6 +97,9 @@ func Pod(spec *corev1.PodSpec, trusted Trusted) []string {
 				r.add(fmt.Sprintf("%s adds the capabilities %s", where, strings.Join(added, ", ")))
 			}
 		}
+		if w := sc.WindowsOptions; w != nil && w.HostProcess != nil && *w.HostProcess {
+			r.add(where + " runs as a Windows host process")
+		}
 		if sc.ProcMount != nil && *sc.ProcMount == corev1.UnmaskedProcMount {
 			r.add(where + " unmasks /proc")
 		}
@@ -102,17 +108,31 @@ func Pod(spec *corev1.PodSpec, trusted Trusted) []string {
 		r.appArmor(where, sc.AppArmorProfile)
 	}
 	for _, v := range spec.Volumes {
-		if hp := v.HostPath; hp != nil && !slices.Contains(trusted.HostPaths, hp.Path) {
-			r.add(fmt.Sprintf("mounts the node path %s (a bare-path filesystem backend on a namespaced Repository)", hp.Path))
-		}
-		// Pod Security's restricted level forbids inline NFS: the node
-		// mounts the export with its own identity, so any export the nodes
-		// can reach would be open to a tenant.
-		if nfs := v.NFS; nfs != nil && !slices.Contains(trusted.NFS, nfs.Server+":"+nfs.Path) {
-			r.add(fmt.Sprintf("mounts the NFS export %s:%s directly, with the node's identity (an NFS filesystem backend on a namespaced Repository)", nfs.Server, nfs.Path))
+		switch {
+		case v.HostPath != nil:
+			if !slices.Contains(trusted.HostPaths, v.HostPath.Path) {
+				r.add(fmt.Sprintf("mounts the node path %s (a bare-path filesystem backend on a namespaced Repository)", v.HostPath.Path))
+			}
+		case v.NFS != nil:
+			// The node mounts the export with its own identity, so any
+			// export the nodes can reach would be open to a tenant.
+			if nfs := v.NFS; !slices.Contains(trusted.NFS, nfs.Server+":"+nfs.Path) {
+				r.add(fmt.Sprintf("mounts the NFS export %s:%s directly, with the node's identity (an NFS filesystem backend on a namespaced Repository)", nfs.Server, nfs.Path))
+			}
+		case !restrictedVolume(v.VolumeSource):
+			// Pod Security's restricted level allows only these; the rest
+			// (iSCSI, RBD, CephFS, gitRepo, flexVolume...) reach storage or
+			// run code with the node's identity.
+			r.add(fmt.Sprintf("mounts volume %s of a kind Pod Security's restricted level forbids (allowed: configMap, csi, downwardAPI, emptyDir, ephemeral, persistentVolumeClaim, projected, secret)", v.Name))
 		}
 	}
 	return r
+}
+
+// restrictedVolume says whether Pod Security's restricted level allows v.
+func restrictedVolume(v corev1.VolumeSource) bool {
+	return v.ConfigMap != nil || v.CSI != nil || v.DownwardAPI != nil || v.EmptyDir != nil || v.Ephemeral != nil ||
+		v.PersistentVolumeClaim != nil || v.Projected != nil || v.Secret != nil
 }
 
 // RunJob lists what a runJob hook's pod needs the opt-in for.

@@ -75,6 +75,25 @@ func TestPodChecksEveryContainerAndTheHost(t *testing.T) {
 	if got := Pod(&corev1.PodSpec{Volumes: spec.Volumes}, Trusted{HostPaths: []string{"/srv"}}); len(got) != 0 {
 		t.Errorf("a trusted node path: %q", got)
 	}
+	others := &corev1.PodSpec{
+		SecurityContext: &corev1.PodSecurityContext{WindowsOptions: &corev1.WindowsSecurityContextOptions{HostProcess: ptr(true)}},
+		Containers:      []corev1.Container{{Name: "mover"}},
+		Volumes: []corev1.Volume{
+			{Name: "lun", VolumeSource: corev1.VolumeSource{ISCSI: &corev1.ISCSIVolumeSource{TargetPortal: "10.0.0.1", IQN: "iqn.x", Lun: 0}}},
+			{Name: "code", VolumeSource: corev1.VolumeSource{GitRepo: &corev1.GitRepoVolumeSource{Repository: "https://example.com/x.git"}}},
+			{Name: "ok", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "d"}}},
+		},
+	}
+	got = Pod(others, Trusted{})
+	for _, w := range []string{"Windows host process", "volume lun of a kind", "volume code of a kind"} {
+		if !slices.ContainsFunc(got, func(r string) bool { return strings.Contains(r, w) }) {
+			t.Errorf("reasons %q miss %q", got, w)
+		}
+	}
+	if len(got) != 3 {
+		t.Errorf("restricted volume kinds refused too: %q", got)
+	}
 	nfs := []corev1.Volume{{Name: "r", VolumeSource: corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: "nas", Path: "/export"}}}}
 	if got := Pod(&corev1.PodSpec{Volumes: nfs}, Trusted{NFS: []string{"nas:/export"}}); len(got) != 0 {
 		t.Errorf("a trusted NFS export: %q", got)
