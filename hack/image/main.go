@@ -103,10 +103,14 @@ func run() error {
 		d, _ := img.Digest()
 		fmt.Printf("%s  %s (%s/%s)\n", path, d, p.OS, p.Arch)
 	}
-	if err := os.WriteFile(filepath.Join(*out, "digest"), []byte(digest.String()+"\n"), 0o644); err != nil {
-		return err
+	for file, content := range map[string]string{"digest": digest.String(), "tag": tag.TagStr()} {
+		if err := os.WriteFile(filepath.Join(*out, file), []byte(content+"\n"), 0o644); err != nil {
+			return err
+		}
 	}
 	fmt.Printf("%s  %s@%s\n", dir, tag.Name(), digest)
+	fmt.Printf("install a loaded tarball with:   helm install ... --set image.tag=%s\n", tag.TagStr())
+	fmt.Printf("install the pushed layout with:  helm install ... --set image.repository=<registry>/snapflow --set image.tag=%s --set image.digest=%s\n", tag.TagStr(), digest)
 	return nil
 }
 
@@ -116,7 +120,8 @@ func build(out, goos, arch, version, rev string) ([]byte, error) {
 	ldflags := "-s -w -buildid= -X github.com/snapflow/snapflow/internal/version.Version=" + version +
 		" -X github.com/snapflow/snapflow/internal/version.Commit=" + rev
 	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags", ldflags, "-o", path, "./cmd/snapflow")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+arch)
+	// Everything that changes the output is set here, not inherited.
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+arch, "GOFLAGS=-mod=readonly", "GOAMD64=v1", "GOARM64=v8.0", "GOEXPERIMENT=")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("build %s/%s: %w", goos, arch, err)

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -666,6 +667,8 @@ func TestChartRejectsBadConfirmation(t *testing.T) {
 			"prune.enabled needs prune.backupRepo"},
 		"manual tls without ca": {map[string]any{"webhook": map[string]any{"tls": map[string]any{"mode": "manual"}}},
 			"webhook.tls.mode manual needs webhook.tls.manual.ca"},
+		"short digest": {map[string]any{"image": map[string]any{"digest": "sha256:abc"}},
+			`image.digest must be sha256: and 64 lowercase hex digits, as ` + "`make image`" + ` writes to bin/image/digest (got "sha256:abc")`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			out, errOut, err := runHelm(t, "template", "rel", chartDir(t), "-f", writeValues(t, tc.values))
@@ -690,6 +693,47 @@ func TestChartRejectsBadConfirmation(t *testing.T) {
 		}
 		if _, errOut, err := runHelm(t, "template", "rel", chartDir(t), "-f", writeValues(t, base(p))); err != nil {
 			t.Errorf("confirm %s with %v: %v\n%s", word, flags, err, errOut)
+		}
+	}
+}
+
+// With image.digest (what `make image` writes) every snapflow container and
+// every mover runs exactly that image; a mover image of its own keeps its
+// own pin.
+func TestChartPinsTheImageDigest(t *testing.T) {
+	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	refs := func(values map[string]any) (images, movers []string) {
+		for _, o := range renderChart(t, "rel", "ns", values) {
+			for _, line := range strings.Split(fmt.Sprint(o), " ") {
+				if strings.HasPrefix(line, "--mover-image=") {
+					movers = append(movers, strings.TrimRight(strings.TrimPrefix(line, "--mover-image="), "]"))
+				}
+			}
+			spec := o.dig("spec", "template", "spec")
+			if o.kind() == "CronJob" {
+				spec = o.dig("spec", "jobTemplate", "spec", "template", "spec")
+			}
+			if m, ok := spec.(map[string]any); ok {
+				for _, c := range m["containers"].([]any) {
+					images = append(images, fmt.Sprint(c.(map[string]any)["image"]))
+				}
+			}
+		}
+		return images, movers
+	}
+	images, movers := refs(map[string]any{"image": map[string]any{"tag": "v1.2.3", "digest": digest}})
+	if len(images) == 0 || len(movers) == 0 {
+		t.Fatalf("rendered no images (%v) or mover images (%v)", images, movers)
+	}
+	for _, ref := range slices.Concat(images, movers) {
+		if ref != "snapflow/snapflow:v1.2.3@"+digest {
+			t.Errorf("image %q is not pinned to the digest", ref)
+		}
+	}
+	_, movers = refs(map[string]any{"image": map[string]any{"digest": digest}, "mover": map[string]any{"image": map[string]any{"tag": "custom"}}})
+	for _, ref := range movers {
+		if ref != "snapflow/snapflow:custom" {
+			t.Errorf("a mover image of its own took the main digest: %q", ref)
 		}
 	}
 }

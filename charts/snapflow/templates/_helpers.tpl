@@ -42,14 +42,27 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/* Images ------------------------------------------------------------ */}}
 
-{{- define "snapflow.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{/* An image by tag, pinned to a digest when one is given. */}}
+{{- define "snapflow.imageRef" -}}
+{{- printf "%s:%s" .repository .tag -}}
+{{- with .digest }}@{{ . }}{{ end -}}
 {{- end -}}
 
+{{- define "snapflow.image" -}}
+{{- include "snapflow.imageRef" (dict "repository" .Values.image.repository "tag" (default .Chart.AppVersion .Values.image.tag) "digest" .Values.image.digest) -}}
+{{- end -}}
+
+{{/* The mover image: the main one unless mover.image names another; the
+main digest pins it only when it is the same image. */}}
 {{- define "snapflow.moverImage" -}}
-{{- $repo := default .Values.image.repository .Values.mover.image.repository -}}
-{{- $tag := default (default .Chart.AppVersion .Values.image.tag) .Values.mover.image.tag -}}
-{{- printf "%s:%s" $repo $tag -}}
+{{- $m := .Values.mover.image -}}
+{{- $repo := default .Values.image.repository $m.repository -}}
+{{- $tag := default (default .Chart.AppVersion .Values.image.tag) $m.tag -}}
+{{- $digest := $m.digest -}}
+{{- if and (not $digest) (not $m.repository) (not $m.tag) -}}
+{{- $digest = .Values.image.digest -}}
+{{- end -}}
+{{- include "snapflow.imageRef" (dict "repository" $repo "tag" $tag "digest" $digest) -}}
 {{- end -}}
 
 {{- define "snapflow.moverServiceAccount" -}}
