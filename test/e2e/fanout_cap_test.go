@@ -60,8 +60,8 @@ spec:
 
 	// The schedule's firing is refused the same way; its slot is spent and
 	// its Scheduled condition says why nothing was created.
-	tick(t, "cap-1")
 	eventually(t, func() error {
+		tick(t, "cap-1") // again while the watch cache may lag
 		s := getSchedule(t, ns, "fleet-nightly")
 		c := meta.FindStatusCondition(s.Status.Conditions, "Scheduled")
 		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "FiringFailed" || !strings.Contains(c.Message, "over the cap of 400") {

@@ -50,6 +50,24 @@ func getSchedule(t *testing.T, ns, name string) *snapv1.SnapshotSchedule {
 	return &s
 }
 
+// pinned ticks until schedule ns/name has pinned its next slot. A tick
+// reads the API server's watch cache, which may not yet hold a schedule
+// created a moment ago (its own event, or the next tick, picks it up then),
+// so one tick right after the apply is not enough under load.
+func pinned(t *testing.T, ns, name, id string) *snapv1.SnapshotSchedule {
+	t.Helper()
+	var s *snapv1.SnapshotSchedule
+	eventually(t, func() error {
+		tick(t, id)
+		s = getSchedule(t, ns, name)
+		if s.Status.NextSchedule == nil || s.Status.NextSchedule.At == nil {
+			return fmt.Errorf("schedule %s/%s has not pinned its next slot: %+v", ns, name, s.Status)
+		}
+		return nil
+	})
+	return s
+}
+
 // hourlySchedule applies a SnapshotSchedule firing policy on the hour, UTC.
 func hourlySchedule(t *testing.T, ns, name, policy string) {
 	t.Helper()
@@ -71,8 +89,7 @@ func TestScheduleFiresOnceAndDeletingItKeepsTheData(t *testing.T) {
 	t.Cleanup(func() { clock.Set(time.Time{}) })
 
 	// The first tick pins the next slot, and nothing is due yet.
-	tick(t, "t1")
-	s := getSchedule(t, ns, "hourly")
+	s := pinned(t, ns, "hourly", "t1")
 	next := s.Status.NextSchedule
 	if next == nil || next.At == nil || next.Timezone != "UTC" || next.At.Minute() != 0 || !next.At.After(s.CreationTimestamp.Time) {
 		t.Fatalf("nextSchedule %+v", next)
@@ -143,8 +160,7 @@ spec:
   schedule: {cron: "*/5 * * * *"}
 `), 0, "apply", "-f", "-")
 	t.Cleanup(func() { clock.Set(time.Time{}) })
-	tick(t, "c1")
-	first := getSchedule(t, ns, "often").Status.NextSchedule.At.Time
+	first := pinned(t, ns, "often", "c1").Status.NextSchedule.At.Time
 	clock.Set(first.Add(time.Second))
 	tick(t, "c2")
 	if kids := scheduleSnapshots(t, ns, "often"); len(kids) != 1 {
@@ -225,7 +241,7 @@ spec:
 	t.Cleanup(func() { clock.Set(time.Time{}) })
 	created := getSchedule(t, ns, "eager").CreationTimestamp.Time
 	clock.Set(created.Add(2 * time.Second))
-	tick(t, "o1")
+	pinned(t, ns, "eager", "o1")
 	kids := scheduleSnapshots(t, ns, "eager")
 	if len(kids) != 1 || kids[0].Name != "eager-"+created.UTC().Format("20060102150405") {
 		t.Fatalf("runOnCreate should fire once at creation: %v", names(kids))

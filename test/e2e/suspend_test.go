@@ -24,8 +24,7 @@ func TestSuspendedPolicyIsSkippedBySchedulesAndRetention(t *testing.T) {
 	resync(t, "retention")
 	hourlySchedule(t, ns, "hourly", "app")
 	t.Cleanup(func() { clock.Set(time.Time{}) })
-	tick(t, "ps1")
-	next := getSchedule(t, ns, "hourly").Status.NextSchedule
+	next := pinned(t, ns, "hourly", "ps1").Status.NextSchedule
 	clock.Set(next.At.Add(5 * time.Second))
 	tick(t, "ps2")
 	eventually(t, func() error {
