@@ -91,8 +91,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	for _, p := range o.Platforms {
-		img, err := image.Image(o, p)
+	manifests, err := idx.IndexManifest()
+	if err != nil {
+		return err
+	}
+	for i, p := range o.Platforms {
+		// The index holds each platform's image in the order given.
+		img, err := idx.Image(manifests.Manifests[i].Digest)
 		if err != nil {
 			return err
 		}
