@@ -133,10 +133,11 @@ func (f *Function) retryBase() time.Duration {
 }
 
 func (f *Function) retryCeiling() time.Duration {
-	if f.RepositoryRetryMax > 0 {
-		return max(f.retryBase(), f.RepositoryRetryMax)
+	ceiling := f.RepositoryRetryMax
+	if ceiling <= 0 {
+		ceiling = DefaultRepositoryRetryMax
 	}
-	return max(f.retryBase(), DefaultRepositoryRetryMax)
+	return max(f.retryBase(), ceiling)
 }
 
 // connected drops the retry state of a repository that connected.
