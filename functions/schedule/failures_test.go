@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -70,6 +71,27 @@ func TestTransientMintKeepsTheSlot(t *testing.T) {
 	for _, tc := range tests {
 		if got := transientMint(tc.err); got != tc.want {
 			t.Errorf("%s: transientMint = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestRetryUntil(t *testing.T) {
+	due := time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC)
+	following := due.Add(24 * time.Hour)
+	secs := func(n int64) *int64 { return &n }
+	tests := []struct {
+		name     string
+		deadline *int64
+		want     time.Time
+	}{
+		{name: "no deadline: until the following slot", want: following},
+		{name: "a deadline inside the period", deadline: secs(600), want: due.Add(10 * time.Minute)},
+		{name: "a deadline past the following slot stops there", deadline: secs(3 * 86400), want: following},
+		{name: "a zero deadline gives up at once", deadline: secs(0), want: due},
+	}
+	for _, tc := range tests {
+		if got := retryUntil(due, following, tc.deadline); !got.Equal(tc.want) {
+			t.Errorf("%s: retryUntil = %s, want %s", tc.name, got, tc.want)
 		}
 	}
 }

@@ -119,14 +119,33 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 	}
 	if d := s.Spec.Schedule.StartingDeadlineSeconds; d != nil && now.Sub(next.At.Time) > time.Duration(*d)*time.Second {
 		msg := fmt.Sprintf("the slot due at %s was missed by %s, more than startingDeadlineSeconds (%ds); skipped", next.At.UTC().Format(time.RFC3339), now.Sub(next.At.Time).Round(time.Second), *d)
+		if c := meta.FindStatusCondition(s.Status.Conditions, condScheduled); c != nil && c.Reason == reasonFiringFailed {
+			msg += "; its firing kept failing: " + c.Message
+		}
 		f.event(s, true, reasonSkipExpired, "%s", msg)
 		return true, advance(func(st *snapv1.SnapshotScheduleStatus, gen int64) {
 			setCond(&st.Conditions, condScheduled, true, reasonSkipExpired, msg, gen)
 		})
 	}
+	// A firing refused for a reason the user can fix (a missing policy or
+	// global ConfigMap, a namespace label, a selector) keeps its slot and is
+	// tried again on each tick until the slot's deadline, so the fix still
+	// fires it; only then is the slot spent.
+	giveUp := retryUntil(next.At.Time, after[0].At, s.Spec.Schedule.StartingDeadlineSeconds)
+	hold := func(reason, msg string) error {
+		msg = fmt.Sprintf("%s; retried on each tick until %s", msg, giveUp.UTC().Format(time.RFC3339))
+		return f.writeStatus(ctx, s, func(st *snapv1.SnapshotScheduleStatus, gen int64) {
+			setCond(&st.Conditions, condScheduled, false, reasonFiringFailed, msg, gen)
+			setCond(&st.Conditions, wellknown.ConditionReady, false, reason, msg, gen)
+		})
+	}
 	if len(r.policies) == 0 {
-		msg := "no SnapshotPolicy matches spec.policyRef or spec.policySelector in " + s.Namespace
+		msg := fmt.Sprintf("slot %s: no SnapshotPolicy matches spec.policyRef or spec.policySelector in %s", slot.UTC().Format(time.RFC3339), s.Namespace)
+		if now.Before(giveUp) {
+			return false, hold(reasonNoPolicy, msg)
+		}
 		return true, advance(func(st *snapv1.SnapshotScheduleStatus, gen int64) {
+			setCond(&st.Conditions, condScheduled, false, reasonFiringFailed, msg, gen)
 			setCond(&st.Conditions, wellknown.ConditionReady, false, reasonNoPolicy, msg, gen)
 		})
 	}
@@ -197,6 +216,11 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 	if len(suspended) > 0 {
 		f.event(s, false, reasonPolicySuspended, "slot %s: skipped for suspended SnapshotPolicy %s (spec.suspend: true)", slot.UTC().Format(time.RFC3339), strings.Join(suspended, ", "))
 	}
+	msg := fmt.Sprintf("slot %s created %d Snapshot(s)", slot.UTC().Format(time.RFC3339), len(minted))
+	if len(failed) > 0 && now.Before(giveUp) {
+		runtime.Log(ctx).Info("firing failed; the slot is held", "schedule", s.Namespace+"/"+s.Name, "slot", slot, "snapshots", minted, "until", giveUp)
+		return false, hold(reasonFiringFailed, firingFailures(msg, failed))
+	}
 	runtime.Log(ctx).Info("fired", "schedule", s.Namespace+"/"+s.Name, "slot", slot, "snapshots", minted, "suspendedPolicies", suspended)
 	if len(minted) > 0 {
 		f.event(s, false, reasonFired, "slot %s: created %s", slot.UTC().Format(time.RFC3339), strings.Join(minted, ", "))
@@ -207,23 +231,37 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 			ref.SnapshotRef = &snapv1.LocalObjectRef{Name: minted[0]}
 		}
 		st.LastSchedule = ref
-		msg := fmt.Sprintf("slot %s created %d Snapshot(s)", slot.UTC().Format(time.RFC3339), len(minted))
-		if len(failed) > 0 {
-			// The slot is spent either way; the condition keeps why it
-			// created nothing until the next slot fires.
-			setCond(&st.Conditions, condScheduled, false, reasonFiringFailed, firingFailures(msg, failed), gen)
-		} else {
-			setCond(&st.Conditions, condScheduled, true, reasonFired, msg, gen)
-		}
 		meta.RemoveStatusCondition(&st.Conditions, wellknown.ConditionReplacementHeld)
+		if len(failed) > 0 {
+			// Given up at the deadline: the conditions keep why until a
+			// later slot fires.
+			why := firingFailures(msg+"; the slot was given up at its deadline", failed)
+			setCond(&st.Conditions, condScheduled, false, reasonFiringFailed, why, gen)
+			setCond(&st.Conditions, wellknown.ConditionReady, false, reasonFiringFailed, why, gen)
+			return
+		}
+		setCond(&st.Conditions, condScheduled, true, reasonFired, msg, gen)
 		setCond(&st.Conditions, wellknown.ConditionReady, true, reasonFired, "the schedule fires on time", gen)
 	})
 }
 
-// transientMint says a firing failed for a reason that may pass (an API
-// server or webhook hiccup), so the slot must not be spent. Refusals that
-// will repeat (admission denial, a fan-out over the cap, no PVC selected)
-// spend it, with the reason on the Scheduled condition.
+// retryUntil is when a slot whose firing keeps failing is given up: at its
+// starting deadline, and at the latest when the following slot is due, so
+// one slot's retries never delay or merge with the next.
+func retryUntil(due, following time.Time, deadlineSeconds *int64) time.Time {
+	if deadlineSeconds != nil {
+		if d := due.Add(time.Duration(*deadlineSeconds) * time.Second); d.Before(following) {
+			return d
+		}
+	}
+	return following
+}
+
+// transientMint says a firing failed for a reason that passes on its own
+// (an API server or webhook hiccup): the event is redelivered. Refusals
+// that last until someone acts (admission denial, a fan-out over the cap,
+// no PVC selected) are held on the schedule's conditions instead and
+// tried again on each tick until retryUntil.
 func transientMint(err error) bool {
 	var tooMany expand.ErrTooMany
 	switch {

@@ -58,7 +58,7 @@ spec:
 		t.Fatalf("policy condition %s = %+v", wellknown.ConditionFanoutCapped, c)
 	}
 
-	// The schedule's firing is refused the same way; its slot is spent and
+	// The schedule's firing is refused the same way; its slot is held and
 	// its Scheduled condition says why nothing was created.
 	eventually(t, func() error {
 		tick(t, "cap-1") // again while the watch cache may lag
@@ -83,4 +83,13 @@ spec:
 	if c := policyCond(); c == nil || c.Status != metav1.ConditionFalse || c.Reason != "WithinCap" {
 		t.Fatalf("policy condition after a fitting firing = %+v", c)
 	}
+	// The schedule's held slot now fires too.
+	eventually(t, func() error {
+		tick(t, "cap-2")
+		s := getSchedule(t, ns, "fleet-nightly")
+		if c := meta.FindStatusCondition(s.Status.Conditions, "Scheduled"); c == nil || c.Reason != "Fired" || s.Status.LastSchedule == nil {
+			return fmt.Errorf("the held slot has not fired: Scheduled %+v, lastSchedule %+v", c, s.Status.LastSchedule)
+		}
+		return nil
+	})
 }
