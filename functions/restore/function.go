@@ -175,7 +175,7 @@ func (f *Function) handleRequest(ctx context.Context, e event.Event) error {
 		}
 		err = nil // a redelivery
 	}
-	if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) {
+	if runtime.Refused(err) {
 		return events.Malformed("the API server refused the Restore: %v", err)
 	}
 	if err != nil {

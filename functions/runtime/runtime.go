@@ -5,9 +5,12 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -203,8 +206,41 @@ func refuseNonEvents(h http.Handler) http.Handler {
 		// A body without a length is cut at the limit while it is read, so
 		// it never sits in memory whole.
 		r.Body = http.MaxBytesReader(w, r.Body, MaxEventBody)
+		if structured(r) {
+			// The SDK answers a structured event it cannot parse with a bare
+			// 500, which a broker retries for ever: refuse it here, with why.
+			body, err := io.ReadAll(r.Body)
+			var tooBig *http.MaxBytesError
+			switch {
+			case errors.As(err, &tooBig):
+				http.Error(w, fmt.Sprintf("event body is over the %d-byte limit", MaxEventBody), http.StatusRequestEntityTooLarge)
+				return
+			case err != nil:
+				http.Error(w, "read the event: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			if err := parseStructured(body); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+func structured(r *http.Request) bool {
+	return r.Header.Get("Ce-Specversion") == "" && strings.HasPrefix(r.Header.Get("Content-Type"), "application/cloudevents")
+}
+
+// parseStructured says what is wrong with a structured-mode event the SDK
+// would fail to decode.
+func parseStructured(body []byte) error {
+	var e event.Event
+	if err := json.Unmarshal(body, &e); err != nil {
+		return fmt.Errorf("not a structured-mode CloudEvent (application/cloudevents+json): %v", err)
+	}
+	return nil
 }
 
 // authenticate admits a request only from a sender whose token the API

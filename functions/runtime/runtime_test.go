@@ -76,6 +76,47 @@ func TestOversizedBodiesAreRefusedUndecoded(t *testing.T) {
 	}
 }
 
+// A structured-mode body that is not a CloudEvent gets a 400 that says
+// why (a 500 would be retried by a broker for ever); an oversized one
+// without a declared length gets a 413. Neither reaches the handler.
+func TestStructuredGarbageIsRefusedWithTheReason(t *testing.T) {
+	url, calls, _ := serve(t)
+	tests := []struct {
+		name   string
+		body   io.Reader
+		length int64
+		code   int
+		says   string
+	}{
+		{"not JSON", strings.NewReader("garbage"), 7, http.StatusBadRequest, "not a structured-mode CloudEvent"},
+		{"cut short", strings.NewReader(`{"specversion":"1.0","id":"1","source":"x","type":"t","data":`), -1, http.StatusBadRequest, "unexpected end of JSON input"},
+		{"missing attributes", strings.NewReader(`{"specversion":"1.0"}`), -1, http.StatusBadRequest, "id: MUST be a non-empty string"},
+		{"chunked over the limit", io.MultiReader(strings.NewReader(`{"data":"`), bytes.NewReader(bytes.Repeat([]byte("x"), MaxEventBody))), -1, http.StatusRequestEntityTooLarge, "limit"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodPost, url, tt.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.ContentLength = tt.length
+			req.Header.Set("Content-Type", "application/cloudevents+json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.code || !strings.Contains(string(body), tt.says) {
+				t.Fatalf("status %d %q, want %d saying %q", resp.StatusCode, body, tt.code, tt.says)
+			}
+			if n := calls.Load(); n != 0 {
+				t.Fatalf("the handler was called %d times", n)
+			}
+		})
+	}
+}
+
 // Invented event types share one metric series, so a sender cannot grow
 // the function's memory by minting types.
 func TestMetricTypeLabelIsBounded(t *testing.T) {

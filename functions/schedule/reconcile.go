@@ -267,7 +267,7 @@ func transientMint(err error) bool {
 	switch {
 	case errors.As(err, &tooMany), errors.Is(err, snapshot.ErrNothingSelected):
 		return false
-	case apierrors.IsInvalid(err), apierrors.IsForbidden(err), apierrors.IsBadRequest(err), apierrors.IsNotFound(err):
+	case runtime.Refused(err), apierrors.IsNotFound(err):
 		return false
 	}
 	return true

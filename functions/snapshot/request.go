@@ -171,7 +171,8 @@ func (f *Function) handleRequest(ctx context.Context, e event.Event) error {
 	names, err := Mint(ctx, f.Client, &p, base, Minted{Origin: snapv1.OriginManual, Tags: req.Tags,
 		Annotations: map[string]string{wellknown.AnnotationRequestedBy: who, wellknown.AnnotationRequestEvent: key}})
 	var tooMany expand.ErrTooMany
-	if errors.As(err, &tooMany) {
+	if errors.As(err, &tooMany) || errors.Is(err, ErrNothingSelected) || runtime.Refused(err) {
+		// The sender must change the request or the configuration first.
 		return events.Malformed("snapshot request %s: %v", e.ID(), err)
 	}
 	if err != nil {

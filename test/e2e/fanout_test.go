@@ -144,10 +144,43 @@ spec:
 			t.Fatalf("request answered %d", code)
 		}
 	}
+	// The same request redelivered without ce-time is still that request:
+	// its identity is source and id, never the sender-chosen time.
+	untimed := e.Clone()
+	untimed.SetTime(time.Time{})
+	body2, _ := untimed.MarshalJSON()
+	if bytes.Contains(body2, []byte(`"time"`)) {
+		t.Fatalf("the redelivery still carries a time: %s", body2)
+	}
+	if code := postEvent(t, env.Functions.URL, "application/cloudevents+json", body2); code != http.StatusOK && code != http.StatusAccepted && code != http.StatusNoContent {
+		t.Fatalf("untimed redelivery answered %d", code)
+	}
 	snaps := policySnapshots(t, ns, "twice")
 	if len(snaps) != 2 {
 		t.Fatalf("want one Snapshot per repository, got %d", len(snaps))
 	}
+	// Another request with the very same ce-time is another firing.
+	kubectl(t, []byte(`
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotPolicy
+metadata: {name: once, namespace: `+ns+`}
+spec:
+  repository: {name: primary}
+  copyMethod: Direct
+  sources: [{pvc: {name: app-data}}]
+`), 0, "apply", "-f", "-")
+	other := e.Clone()
+	other.SetID("req-3")
+	_ = other.SetData(event.ApplicationJSON, events.SnapshotRequest{Namespace: ns, Policy: "once"})
+	body3, _ := other.MarshalJSON()
+	if code := postEvent(t, env.Functions.URL, "application/cloudevents+json", body3); code != http.StatusOK && code != http.StatusAccepted && code != http.StatusNoContent {
+		t.Fatalf("a second request with the same ce-time answered %d", code)
+	}
+	onces := policySnapshots(t, ns, "once")
+	if len(onces) != 1 {
+		t.Fatalf("a second request with the same ce-time created %d Snapshots, want 1", len(onces))
+	}
+	waitSnapshot(t, ns, onces[0].Name, snapv1.SnapshotSucceeded)
 	repos := map[string]bool{}
 	for _, s := range snaps {
 		done := waitSnapshot(t, ns, s.Name, snapv1.SnapshotSucceeded)

@@ -2,14 +2,17 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cloudevents/sdk-go/v2/event"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/events"
 )
 
 // A slot whose firing admission refuses for a reason the user can fix is
@@ -64,6 +67,19 @@ spec:
 		}
 		return nil
 	})
+	// A request event admission refuses is answered 400 (a broker must not
+	// retry it for ever), and creates nothing either.
+	e := event.New()
+	e.SetID("hold-request")
+	e.SetSource("ops/curl")
+	e.SetType(events.SnapshotRequested)
+	if err := e.SetData(event.ApplicationJSON, events.SnapshotRequest{Namespace: ns, Policy: "data"}); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := e.MarshalJSON()
+	if code := postEvent(t, env.Functions.URL, "application/cloudevents+json", body); code != http.StatusBadRequest {
+		t.Fatalf("a request admission refuses answered %d, want 400", code)
+	}
 	if n := len(policySnapshots(t, ns, "data")); n != 0 {
 		t.Fatalf("%d Snapshots were created while admission refused them", n)
 	}
