@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -33,10 +34,16 @@ const (
 	VeleroGlobalPolicyAnnotation = "velero.io/global-backup-volume-policy-configmap"
 	VeleroMutatePath             = "/mutate/velero-backup"
 	DefaultVeleroConfig          = "snapflow-velero"
-	// LabelVeleroBackup marks a merged-policy ConfigMap with the Backup it belongs to.
-	LabelVeleroBackup = wellknown.SnapflowPrefix + "velero-backup"
+	// LabelVeleroBackup marks a merged-policy ConfigMap; its value is the
+	// Backup's name when that fits a label value (at most 63 characters),
+	// else empty. AnnotationVeleroBackup always holds the name once known.
+	LabelVeleroBackup      = wellknown.SnapflowPrefix + "velero-backup"
+	AnnotationVeleroBackup = wellknown.SnapflowPrefix + "velero-backup"
 	// AnnotationVeleroOriginalPolicy records the Backup's own resourcePolicy ConfigMap.
 	AnnotationVeleroOriginalPolicy = wellknown.SnapflowPrefix + "original-resource-policy"
+	// AnnotationVeleroPolicyError says why the policies could not be merged;
+	// the Backup then fails Velero's validation (FailedValidation) with it.
+	AnnotationVeleroPolicyError = wellknown.SnapflowPrefix + "volume-policies-error"
 )
 
 // VeleroBackupGVK is velero.io/v1 Backup.
@@ -64,6 +71,29 @@ func MergedConfigMapName(backup string) string {
 	return name[:240] + "-" + hex.EncodeToString(sum[:])[:12]
 }
 
+// mergedName names the merged ConfigMap of a Backup being created. A
+// generateName Backup has no name yet at mutation (the API server makes it
+// up afterwards), so its ConfigMap takes the prefix and a hash of the
+// admission request instead; the sweeper finds its Backup by reference.
+func mergedName(backup *unstructured.Unstructured, request types.UID) string {
+	if n := backup.GetName(); n != "" {
+		return MergedConfigMapName(n)
+	}
+	sum := sha256.Sum256([]byte(request))
+	return MergedConfigMapName(strings.TrimSuffix(backup.GetGenerateName(), "-") + "-" + hex.EncodeToString(sum[:])[:12])
+}
+
+// failedDocument is what a Backup's resourcePolicy points at when its
+// policies cannot be merged: Velero's loader refuses its version, so the
+// Backup ends FailedValidation with the reason in its validation errors,
+// as Velero's design has it, instead of being refused at creation (which
+// would lose a Schedule's Backup without a trace) or run without the
+// baseline.
+func failedDocument(reason string) string {
+	why := strings.ReplaceAll(reason, "\n", " ")
+	return fmt.Sprintf("# snapflow could not merge the volume policies into this Backup:\n# %s\n# Fix that, then create the Backup again.\nversion: %q\n", why, "invalid: "+why)
+}
+
 // Handle merges on CREATE.
 func (v *VeleroBackups) Handle(ctx context.Context, req admission.Request) admission.Response {
 	start := time.Now()
@@ -80,67 +110,98 @@ func (v *VeleroBackups) handle(ctx context.Context, req admission.Request) admis
 	if err := json.Unmarshal(req.Object.Raw, &backup.Object); err != nil {
 		return admission.Denied("cannot decode the Backup: " + err.Error())
 	}
-	if _, done := backup.GetAnnotations()[VeleroGlobalPolicyAnnotation]; done {
+	ann := backup.GetAnnotations()
+	if _, done := ann[VeleroGlobalPolicyAnnotation]; done {
 		return admission.Allowed("") // already merged (webhook reinvocation)
 	}
-	global, gref, _, err := v.Policies.Global(ctx)
-	if err != nil {
-		return admission.Denied("cannot merge the global backup volume policies into this Backup: " + err.Error())
-	}
-	if global == nil {
+	if _, done := ann[AnnotationVeleroPolicyError]; done {
 		return admission.Allowed("")
 	}
 	ns := req.Namespace
-	var own *volumepolicy.Document
-	var warnings []string
+	cmName := mergedName(&backup, req.UID)
 	kind, _, _ := unstructured.NestedString(backup.Object, "spec", "resourcePolicy", "kind")
 	ownName, _, _ := unstructured.NestedString(backup.Object, "spec", "resourcePolicy", "name")
-	if ownName != "" {
-		if !strings.EqualFold(kind, "configmap") {
-			warnings = append(warnings, fmt.Sprintf("spec.resourcePolicy.kind %q is not configmap, so Velero ignores it; only the global volume policies apply", kind))
-		} else {
-			var cm corev1.ConfigMap
-			if err := v.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ownName}, &cm); err != nil {
-				return admission.Denied(fmt.Sprintf("cannot read the Backup's resourcePolicy ConfigMap %s/%s: %v", ns, ownName, err))
-			}
-			doc, err := volumepolicy.FromConfigMap(&cm)
-			if err == nil {
-				_, err = doc.Validate()
-			}
-			if err != nil {
-				return admission.Denied(fmt.Sprintf("the Backup's resourcePolicy ConfigMap %s/%s is invalid: %v", ns, ownName, err))
-			}
-			own = doc
-		}
-	}
-	merged, err := yaml.Marshal(volumepolicy.MergeDocuments(own, global))
-	if err != nil {
-		return admission.Errored(500, err)
-	}
-	backupName := backup.GetName()
-	if backupName == "" {
-		return admission.Denied("a Backup merged with global volume policies needs a name (generateName is not supported): the merged ConfigMap is named after it")
-	}
-	cmName := MergedConfigMapName(backupName)
-	if req.DryRun == nil || !*req.DryRun {
-		if err := v.writeMerged(ctx, ns, cmName, backupName, gref, string(merged)); err != nil {
-			return admission.Errored(500, err)
-		}
-	}
-	annotations := map[string]string{VeleroGlobalPolicyAnnotation: v.Policies.GlobalName}
+	annotations := map[string]string{}
 	if ownName != "" {
 		annotations[AnnotationVeleroOriginalPolicy] = ownName
+	}
+	doc, gref, warnings, err := v.merge(ctx, ns, kind, ownName)
+	if err != nil {
+		doc = failedDocument(err.Error())
+		annotations[AnnotationVeleroPolicyError] = err.Error()
+		warnings = append(warnings, "this Backup will fail Velero's validation (FailedValidation): "+err.Error())
+	} else if doc == "" {
+		return admission.Allowed("").WithWarnings(warnings...) // no global policies configured
+	} else {
+		// Velero's describe prints this as the global policy's name; with
+		// the namespace it points at the right ConfigMap even where that is
+		// not Velero's install namespace.
+		annotations[VeleroGlobalPolicyAnnotation] = v.Policies.Namespace + "/" + v.Policies.GlobalName
+	}
+	if req.DryRun == nil || !*req.DryRun {
+		if err := v.writeMerged(ctx, ns, cmName, backup.GetName(), gref, doc); err != nil {
+			return admission.Errored(500, err)
+		}
 	}
 	patches := append([]jsonpatch.Operation{jsonpatch.NewOperation("add", "/spec/resourcePolicy", map[string]string{"kind": "configmap", "name": cmName})},
 		mutate.SetAnnotations(backup.GetAnnotations(), annotations)...)
 	return admission.Patched("", patches...).WithWarnings(warnings...)
 }
 
+// merge reads the global baseline and the Backup's own policies and
+// returns the merged document ("" when no baseline is configured), or why
+// they cannot be merged.
+func (v *VeleroBackups) merge(ctx context.Context, ns, kind, ownName string) (string, *volumepolicy.SourceRef, []string, error) {
+	global, gref, _, err := v.Policies.Global(ctx)
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("cannot merge the global backup volume policies into this Backup: %w", err)
+	}
+	if global == nil {
+		return "", nil, nil, nil
+	}
+	var own *volumepolicy.Document
+	var warnings []string
+	if ownName != "" {
+		if !strings.EqualFold(kind, "configmap") {
+			warnings = append(warnings, fmt.Sprintf("spec.resourcePolicy.kind %q is not configmap, so Velero ignores it; only the global volume policies apply", kind))
+		} else {
+			var cm corev1.ConfigMap
+			if err := v.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ownName}, &cm); err != nil {
+				return "", nil, warnings, fmt.Errorf("cannot read the Backup's resourcePolicy ConfigMap %s/%s: %w", ns, ownName, err)
+			}
+			doc, err := volumepolicy.FromConfigMap(&cm)
+			if err == nil {
+				_, err = doc.Validate()
+			}
+			if err != nil {
+				return "", nil, warnings, fmt.Errorf("the Backup's resourcePolicy ConfigMap %s/%s is invalid: %w", ns, ownName, err)
+			}
+			own = doc
+		}
+	}
+	merged, err := yaml.Marshal(volumepolicy.MergeDocuments(own, global))
+	if err != nil {
+		return "", nil, warnings, fmt.Errorf("encode the merged volume policies: %w", err)
+	}
+	return string(merged), gref, warnings, nil
+}
+
 func (v *VeleroBackups) writeMerged(ctx context.Context, ns, name, backup string, global *volumepolicy.SourceRef, doc string) error {
+	label := backup
+	if len(validation.IsValidLabelValue(backup)) > 0 {
+		label = "" // too long for a label value: the annotation names it
+	}
+	annotations := map[string]string{}
+	if backup != "" {
+		annotations[AnnotationVeleroBackup] = backup
+	}
+	if global != nil {
+		annotations[wellknown.SnapflowPrefix+"global-volume-policies"] = global.ConfigMap + "@" + global.ResourceVersion
+	}
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-			Labels:      map[string]string{LabelVeleroBackup: backup, wellknown.LabelManagedBy: wellknown.ManagedByValue},
-			Annotations: map[string]string{wellknown.SnapflowPrefix + "global-volume-policies": global.ConfigMap + "@" + global.ResourceVersion}},
+			Labels:      map[string]string{LabelVeleroBackup: label, wellknown.LabelManagedBy: wellknown.ManagedByValue},
+			Annotations: annotations},
 		Data: map[string]string{"policies.yaml": doc},
 	}
 	err := v.Client.Create(ctx, cm)
@@ -198,33 +259,79 @@ func (s *VeleroSweeper) Sweep(ctx context.Context) error {
 	if err := s.Client.List(ctx, &list, client.HasLabels{LabelVeleroBackup}); err != nil {
 		return fmt.Errorf("list merged policy ConfigMaps: %w", err)
 	}
+	referrers := map[string]map[string]*unstructured.Unstructured{} // namespace → ConfigMap name → Backup
 	for i := range list.Items {
 		cm := &list.Items[i]
-		backup := &unstructured.Unstructured{}
-		backup.SetGroupVersionKind(VeleroBackupGVK)
-		err := s.Client.Get(ctx, client.ObjectKey{Namespace: cm.Namespace, Name: cm.Labels[LabelVeleroBackup]}, backup)
+		backup, err := s.backupOf(ctx, cm, referrers)
 		switch {
-		case apierrors.IsNotFound(err):
+		case err != nil:
+			return err
+		case backup == nil:
 			if now().Sub(cm.CreationTimestamp.Time) < s.Grace {
 				continue
 			}
-			if err := s.Client.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
+			if err := s.Client.Delete(ctx, cm, client.Preconditions{UID: &cm.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 				return fmt.Errorf("delete orphaned ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
 			}
 			s.Log.Info("deleted merged policy ConfigMap of a Backup that is gone", "configmap", cm.Namespace+"/"+cm.Name)
-		case err != nil:
-			return fmt.Errorf("read Backup for ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
 		case !ownedBy(cm, backup.GetUID()):
 			cm.OwnerReferences = append(cm.OwnerReferences, metav1.OwnerReference{
 				APIVersion: VeleroBackupGVK.GroupVersion().String(), Kind: VeleroBackupGVK.Kind,
 				Name: backup.GetName(), UID: backup.GetUID(), BlockOwnerDeletion: ptr.To(false),
 			})
+			if cm.Annotations == nil {
+				cm.Annotations = map[string]string{}
+			}
+			cm.Annotations[AnnotationVeleroBackup] = backup.GetName()
 			if err := s.Client.Update(ctx, cm); err != nil {
 				return fmt.Errorf("set owner of ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
 			}
 		}
 	}
 	return nil
+}
+
+// backupOf finds the Backup a merged ConfigMap belongs to (nil when there is
+// none): by the name it records, or, for a Backup created with
+// generateName (unnamed when its ConfigMap was written), by the Backup
+// whose spec.resourcePolicy points at it. referrers caches one list of
+// Backups per namespace for a pass.
+func (s *VeleroSweeper) backupOf(ctx context.Context, cm *corev1.ConfigMap, referrers map[string]map[string]*unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	name := cm.Annotations[AnnotationVeleroBackup]
+	if name == "" {
+		name = cm.Labels[LabelVeleroBackup] // written before the annotation existed
+	}
+	if name != "" {
+		backup := &unstructured.Unstructured{}
+		backup.SetGroupVersionKind(VeleroBackupGVK)
+		err := s.Client.Get(ctx, client.ObjectKey{Namespace: cm.Namespace, Name: name}, backup)
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil, nil
+		case err != nil:
+			return nil, fmt.Errorf("read Backup for ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+		}
+		if ref, _, _ := unstructured.NestedString(backup.Object, "spec", "resourcePolicy", "name"); ref != cm.Name {
+			return nil, nil // a Backup of that name that does not use this ConfigMap
+		}
+		return backup, nil
+	}
+	byRef, listed := referrers[cm.Namespace]
+	if !listed {
+		var backups unstructured.UnstructuredList
+		backups.SetGroupVersionKind(VeleroBackupGVK.GroupVersion().WithKind(VeleroBackupGVK.Kind + "List"))
+		if err := s.Client.List(ctx, &backups, client.InNamespace(cm.Namespace)); err != nil {
+			return nil, fmt.Errorf("list Backups in %s for ConfigMap %s: %w", cm.Namespace, cm.Name, err)
+		}
+		byRef = map[string]*unstructured.Unstructured{}
+		for i := range backups.Items {
+			if ref, _, _ := unstructured.NestedString(backups.Items[i].Object, "spec", "resourcePolicy", "name"); ref != "" {
+				byRef[ref] = &backups.Items[i]
+			}
+		}
+		referrers[cm.Namespace] = byRef
+	}
+	return byRef[cm.Name], nil
 }
 
 func ownedBy(cm *corev1.ConfigMap, uid types.UID) bool {

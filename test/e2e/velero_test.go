@@ -58,7 +58,7 @@ data:
 	if got := get("{.spec.resourcePolicy.name}"); got != "snapflow-vp-nightly" {
 		t.Fatalf("spec.resourcePolicy.name = %q", got)
 	}
-	if got := get(`{.metadata.annotations.velero\.io/global-backup-volume-policy-configmap}`); got != harness.GlobalVolumePoliciesConfigMap {
+	if got := get(`{.metadata.annotations.velero\.io/global-backup-volume-policy-configmap}`); got != harness.WebhookNamespace+"/"+harness.GlobalVolumePoliciesConfigMap {
 		t.Fatalf("Velero's global-policy annotation = %q", got)
 	}
 	if got := get(`{.metadata.annotations.snapflow\.dev/original-resource-policy}`); got != "own-policies" {
@@ -88,15 +88,49 @@ data:
 		t.Fatalf("baseline only: %+v %v", doc, err)
 	}
 
-	// An invalid own policy denies the Backup, naming the ConfigMap.
+	// An invalid own policy does not refuse the Backup (a Velero Schedule's
+	// Backup would vanish without a trace): it is created and fails
+	// Velero's validation with the reason, as Velero's design has it.
 	kubectl(t, []byte(`apiVersion: v1
 kind: ConfigMap
 metadata: {name: broken-policies, namespace: velero}
 data: {a: "version: v1\nvolumePolicies: [{conditions: {}, action: {type: shred}}]\n"}
 `), 0, "apply", "-f", "-")
-	res := kubectl(t, backup("broken", "broken-policies"), 1, "apply", "-f", "-")
-	if !strings.Contains(res.Stderr, `the Backup's resourcePolicy ConfigMap velero/broken-policies is invalid: volumePolicies[0].action.type: "shred" is not an action type`) {
-		t.Fatalf("invalid own policy: %s", res.Stderr)
+	const why = `the Backup's resourcePolicy ConfigMap velero/broken-policies is invalid: volumePolicies[0].action.type: "shred" is not an action type`
+	res := kubectl(t, backup("broken", "broken-policies"), 0, "apply", "-f", "-")
+	if !strings.Contains(res.Stderr, "FailedValidation") || !strings.Contains(res.Stderr, why) {
+		t.Fatalf("invalid own policy, no warning: %s", res.Stderr)
+	}
+	if got := kubectl(t, nil, 0, "-n", ns, "get", "backups.velero.io", "broken", "-o", `jsonpath={.metadata.annotations.snapflow\.dev/volume-policies-error}`).Stdout; !strings.Contains(got, why) {
+		t.Fatalf("error annotation = %q", got)
+	}
+	failed := kubectl(t, nil, 0, "-n", ns, "get", "configmap", "snapflow-vp-broken", "-o", `jsonpath={.data.policies\.yaml}`).Stdout
+	d, err := volumepolicy.Parse([]byte(failed))
+	if err == nil {
+		_, err = d.Validate()
+	}
+	if err == nil || !strings.Contains(failed, why) {
+		t.Fatalf("the failure document must fail validation and say why: %v\n%s", err, failed)
+	}
+
+	// Names too long for a label value, and generated names, are admitted;
+	// the sweeper ties each merged ConfigMap to its Backup.
+	long := "weekly-" + strings.Repeat("x", 120)
+	kubectl(t, backup(long, ""), 0, "apply", "-f", "-")
+	gen := kubectl(t, []byte("apiVersion: velero.io/v1\nkind: Backup\nmetadata: {generateName: adhoc-, namespace: velero}\nspec: {includedNamespaces: [billing]}\n"), 0, "create", "-o", "name", "-f", "-").Stdout
+	genName := strings.TrimPrefix(strings.TrimSpace(gen), "backup.velero.io/")
+	for _, b := range []string{long, genName} {
+		uid := kubectl(t, nil, 0, "-n", ns, "get", "backups.velero.io", b, "-o", "jsonpath={.metadata.uid}").Stdout
+		cm := kubectl(t, nil, 0, "-n", ns, "get", "backups.velero.io", b, "-o", "jsonpath={.spec.resourcePolicy.name}").Stdout
+		if cm == "" {
+			t.Fatalf("Backup %s has no merged policies", b)
+		}
+		waitUntil(t, "the merged ConfigMap of "+b+" to be owned by it", func() bool {
+			return kubectl(t, nil, 0, "-n", ns, "get", "configmap", cm, "-o", "jsonpath={.metadata.ownerReferences[0].uid}").Stdout == uid
+		})
+		if got := kubectl(t, nil, 0, "-n", ns, "get", "configmap", cm, "-o", `jsonpath={.metadata.annotations.snapflow\.dev/velero-backup}`).Stdout; got != b {
+			t.Fatalf("ConfigMap %s names Backup %q, want %q", cm, got, b)
+		}
 	}
 
 	// A merged ConfigMap whose Backup never came to exist is swept after the grace period.

@@ -1,0 +1,112 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/snapflow/snapflow/internal/policysource"
+	"github.com/snapflow/snapflow/internal/volumepolicy"
+)
+
+func veleroRequest(t *testing.T, meta string) admission.Request {
+	t.Helper()
+	raw := []byte(`{"apiVersion":"velero.io/v1","kind":"Backup","metadata":` + meta + `,"spec":{"includedNamespaces":["billing"]}}`)
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UID: types.UID("req-1"), Operation: admissionv1.Create, Namespace: "velero", Object: runtime.RawExtension{Raw: raw}}}
+}
+
+func patchedAnnotations(t *testing.T, resp admission.Response) (map[string]string, string) {
+	t.Helper()
+	ann := map[string]string{}
+	policy := ""
+	for _, p := range resp.Patches {
+		switch {
+		case p.Path == "/spec/resourcePolicy":
+			b, _ := json.Marshal(p.Value)
+			var rp struct{ Name string }
+			_ = json.Unmarshal(b, &rp)
+			policy = rp.Name
+		case p.Path == "/metadata/annotations":
+			b, _ := json.Marshal(p.Value)
+			_ = json.Unmarshal(b, &ann)
+		case strings.HasPrefix(p.Path, "/metadata/annotations/"):
+			key := strings.ReplaceAll(strings.ReplaceAll(strings.TrimPrefix(p.Path, "/metadata/annotations/"), "~1", "/"), "~0", "~")
+			ann[key], _ = p.Value.(string)
+		}
+	}
+	return ann, policy
+}
+
+// A Backup whose policies cannot be merged is created anyway and fails
+// Velero's validation with the reason, as Velero's design has it; long and
+// generated names are admitted.
+func TestVeleroBackupsFailValidationInsteadOfBeingRefused(t *testing.T) {
+	global := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "snapflow-system", Name: "global"},
+		Data: map[string]string{"policies.yaml": "version: v1\nvolumePolicies: [{conditions: {storageClass: [gp2]}, action: {type: skip}}]\n"}}
+	long := strings.Repeat("b", 200)
+	tests := []struct {
+		name      string
+		objects   []client.Object
+		meta      string
+		wantCM    string
+		wantError string // in the annotation and the failure document; "" when merged
+		wantLabel string
+	}{
+		{name: "merged", objects: []client.Object{global}, meta: `{"name":"nightly"}`, wantCM: "snapflow-vp-nightly", wantLabel: "nightly"},
+		{name: "a name too long for a label value", objects: []client.Object{global}, meta: `{"name":"` + long + `"}`, wantCM: MergedConfigMapName(long), wantLabel: ""},
+		{name: "generateName", objects: []client.Object{global}, meta: `{"generateName":"nightly-"}`, wantCM: "snapflow-vp-nightly-", wantLabel: ""},
+		{name: "the global ConfigMap is missing", meta: `{"name":"nightly"}`, wantCM: "snapflow-vp-nightly", wantLabel: "nightly",
+			wantError: "global backup volume policies ConfigMap snapflow-system/global does not exist"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithObjects(tc.objects...).Build()
+			v := &VeleroBackups{Client: c, Policies: &policysource.Resolver{Reader: c, Namespace: "snapflow-system", GlobalName: "global"}, Log: logr.Discard()}
+			resp := v.Handle(context.Background(), veleroRequest(t, tc.meta))
+			if !resp.Allowed {
+				t.Fatalf("refused: %+v", resp.Result)
+			}
+			ann, policy := patchedAnnotations(t, resp)
+			if !strings.HasPrefix(policy, tc.wantCM) {
+				t.Fatalf("spec.resourcePolicy.name = %q, want %q…", policy, tc.wantCM)
+			}
+			var cm corev1.ConfigMap
+			if err := c.Get(context.Background(), client.ObjectKey{Namespace: "velero", Name: policy}, &cm); err != nil {
+				t.Fatal(err)
+			}
+			if got, ok := cm.Labels[LabelVeleroBackup]; !ok || got != tc.wantLabel {
+				t.Fatalf("label %s = %q (set %v), want %q", LabelVeleroBackup, got, ok, tc.wantLabel)
+			}
+			doc, perr := volumepolicy.Parse([]byte(cm.Data["policies.yaml"]))
+			if perr == nil {
+				_, perr = doc.Validate()
+			}
+			if tc.wantError == "" {
+				if perr != nil || ann[VeleroGlobalPolicyAnnotation] != "snapflow-system/global" || ann[AnnotationVeleroPolicyError] != "" {
+					t.Fatalf("merged: document error %v, annotations %v", perr, ann)
+				}
+				return
+			}
+			if !strings.Contains(ann[AnnotationVeleroPolicyError], tc.wantError) || ann[VeleroGlobalPolicyAnnotation] != "" {
+				t.Fatalf("annotations %v, want the error %q and no global-policy annotation", ann, tc.wantError)
+			}
+			if perr == nil || !strings.Contains(cm.Data["policies.yaml"], tc.wantError) {
+				t.Fatalf("the failure document must be refused and say why; error %v, document:\n%s", perr, cm.Data["policies.yaml"])
+			}
+			if len(resp.Warnings) == 0 || !strings.Contains(resp.Warnings[0], "FailedValidation") {
+				t.Fatalf("warnings %v", resp.Warnings)
+			}
+		})
+	}
+}
