@@ -37,6 +37,11 @@ func SnapshotReferents(ctx context.Context, lk Lookup, s *snapv1.Snapshot) Resul
 		r.Warn("SnapshotPolicy %s/%s does not exist yet; this Snapshot stays Pending until it does", ns, s.Spec.PolicyRef.Name)
 		return r
 	}
+	if s.Spec.Repository == nil && p.Spec.Repository != nil {
+		// The repository the run would write to is the policy's: the
+		// namespace must still be allowed to use it when the run is made.
+		r.Merge(Tenancy(ctx, lk, s.Namespace, p.Spec.Repository).Via("spec.policyRef"))
+	}
 	if s.Spec.Source == nil {
 		for _, src := range p.Spec.Sources {
 			if src.PVCSelector != nil {
