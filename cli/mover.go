@@ -67,8 +67,9 @@ mover Job's pod failure policy takes as final.`,
 			if err != nil {
 				fmt.Fprintf(logw, "mover: failed: %v\n", err)
 				// The failure is in the report: the Job's pod failure policy
-				// ends the Job on this code instead of running it again.
-				return exitError{code: mover.ExitReported, msg: err.Error()}
+				// ends the Job on ExitReported instead of running it again,
+				// and retries ExitRetryable (the storage may come back).
+				return exitError{code: mover.ExitCode(err), msg: err.Error()}
 			}
 			fmt.Fprintln(logw, "mover: done")
 			return nil

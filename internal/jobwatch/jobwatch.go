@@ -125,7 +125,8 @@ func Wedged(ctx context.Context, c client.Client, j *batchv1.Job, now time.Time)
 // of j's latest pod (only pods j controls), with the work spec the function
 // wrote for it (the ConfigMap of the Job's name, which must be snapflow's).
 // A report counts only from a mover that exited 0, or with
-// mover.ExitReported for a failure it recorded: any other exit is a crash,
+// mover.ExitReported or mover.ExitRetryable for a failure it recorded (the
+// latter read once the Job gave up retrying): any other exit is a crash,
 // whose message may be its log. It returns mover.ErrNoReport when the mover
 // left none, and an error wrapping mover.ErrReportMismatch when what it
 // left cannot be used.
@@ -161,14 +162,14 @@ func Reported(ctx context.Context, c client.Client, j *batchv1.Job) (*mover.Repo
 // ReportOf is the report a mover container that ended as t left (t nil:
 // not ended), under the exit-code rules of Report.
 func ReportOf(t *corev1.ContainerStateTerminated) (*mover.Report, error) {
-	if t == nil || (t.ExitCode != 0 && t.ExitCode != mover.ExitReported) {
+	if t == nil || (t.ExitCode != 0 && !mover.ReportedFailure(t.ExitCode)) {
 		return nil, mover.ErrNoReport
 	}
 	rep, err := mover.ParseReport(t.Message)
 	if err != nil {
 		return nil, err
 	}
-	if failed := rep.Failed(); failed != (t.ExitCode == mover.ExitReported) {
+	if failed := rep.Failed(); failed != mover.ReportedFailure(t.ExitCode) {
 		return nil, fmt.Errorf("%w: a mover that exited %d reports failed=%v", mover.ErrReportMismatch, t.ExitCode, failed)
 	}
 	return rep, nil

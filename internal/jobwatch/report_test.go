@@ -69,6 +69,8 @@ func TestApplyReportTrustsOnlyTheJobsOwnMover(t *testing.T) {
 	}{
 		{"a success from the Job's pod", pod(true, 0, success), cm(work(nil), true), mover.OpSnapshot, "s-uid", snapv1.SnapshotSucceeded, ""},
 		{"a reported failure", pod(true, mover.ExitReported, failure), cm(work(nil), true), mover.OpSnapshot, "s-uid", snapv1.SnapshotFailed, ""},
+		{"a retryable failure the Job gave up on", pod(true, mover.ExitRetryable, failure), cm(work(nil), true), mover.OpSnapshot, "s-uid", snapv1.SnapshotFailed, ""},
+		{"a success reported with the retry code", pod(true, mover.ExitRetryable, success), cm(work(nil), true), mover.OpSnapshot, "s-uid", snapv1.SnapshotRunning, "failed=false"},
 		{"a pod that only carries the job-name label", pod(false, 0, success), cm(work(nil), true), mover.OpSnapshot, "s-uid", snapv1.SnapshotRunning, "no report"},
 		{"a crash whose log tail holds a report", pod(true, 137, success), cm(work(nil), true), mover.OpSnapshot, "s-uid", snapv1.SnapshotRunning, "no report"},
 		{"a success reported with the failure code", pod(true, mover.ExitReported, success), cm(work(nil), true), mover.OpSnapshot, "s-uid", snapv1.SnapshotRunning, "failed=false"},

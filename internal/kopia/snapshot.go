@@ -75,7 +75,9 @@ type Progress struct {
 	FilesHashed, FilesCached int64
 	BytesHashed, BytesCached int64
 	BytesUploaded            int64
-	Errors                   int64
+	// Errors counts entries that failed the run; IgnoredErrors those the
+	// error-handling policy let pass.
+	Errors, IgnoredErrors int64
 }
 
 // Stats are the numbers a Snapshot's status reports.
@@ -126,7 +128,7 @@ func (r *Repo) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResul
 		return res, err
 	}
 	si := req.Source.info()
-	prog := &progress{report: req.Progress, interval: req.ProgressInterval}
+	prog := &progress{report: req.Progress, interval: req.ProgressInterval, source: req.Dir}
 	if prog.interval <= 0 {
 		prog.interval = 2 * time.Second
 	}
@@ -187,6 +189,13 @@ func (r *Repo) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResul
 			// was uploaded stays as content the next run need not send.
 			return &Error{Class: ClassUploadLimit, Err: fmt.Errorf("the upload of %s stopped after %d MB, the limit spec.upload.limitMb (or --upload-limit-mb in spec.extraArgs) sets, before the snapshot was complete (%d bytes new); raise the limit or remove it, and the next run sends only what is still missing",
 				req.Dir, req.Policy.UploadLimitMB, res.Stats.BytesNew)}
+		}
+		if n, first := prog.storageFailed(); n > 0 {
+			// Not the source's fault, so never a partial snapshot and never
+			// a hint to ignore file errors (which would turn the next outage
+			// into a Succeeded snapshot with files missing): the storage
+			// failed, and the run is retried like any unreachable storage.
+			return &Error{Class: ClassUnreachable, Err: fmt.Errorf("the repository's storage failed while %d file(s) of %s were uploaded (first: %s); nothing is wrong with the source, and no snapshot was saved", n, req.Dir, first)}
 		}
 		if ds := man.RootEntry.DirSummary; ds != nil {
 			res.IgnoredErrors = int64(ds.IgnoredErrorCount)
@@ -254,7 +263,7 @@ func firstError(ds *fs.DirectorySummary) string {
 // progress counts what the uploader reports. kopia calls it from many goroutines.
 type progress struct {
 	upload.NullUploadProgress
-	filesHashed, filesCached, bytesHashed, bytesCached, bytesUploaded, errs atomic.Int64
+	filesHashed, filesCached, bytesHashed, bytesCached, bytesUploaded, errs, ignored atomic.Int64
 
 	// onHashed, when set, is told each file the upload read.
 	onHashed func(path string)
@@ -263,6 +272,12 @@ type progress struct {
 	report   func(Progress)
 	interval time.Duration
 	last     time.Time
+
+	// source is the directory backed up: errors on paths under it are the
+	// source's; storageErrs counts entries the storage failed instead.
+	source          string
+	storageErrs     int
+	firstStorageErr string
 }
 
 // Enabled is false so kopia skips its size-estimation walk, a second pass
@@ -285,17 +300,39 @@ func (p *progress) FinishedHashingFile(fname string, n int64) {
 	p.maybeReport()
 }
 
-func (p *progress) Error(_ string, _ error, isIgnored bool) {
-	if !isIgnored {
+func (p *progress) Error(path string, err error, isIgnored bool) {
+	if isIgnored {
+		p.ignored.Add(1)
+	} else {
 		p.errs.Add(1)
 	}
+	if storageFailure(err, p.source) {
+		p.mu.Lock()
+		if p.storageErrs == 0 {
+			p.firstStorageErr = fmt.Sprintf("%s: %v", path, err)
+			if len(p.firstStorageErr) > 600 {
+				p.firstStorageErr = p.firstStorageErr[:600] + "…"
+			}
+		}
+		p.storageErrs++
+		p.mu.Unlock()
+	}
+	p.maybeReport()
+}
+
+// storageFailed reports the entries that failed because the repository's
+// storage did, not the source.
+func (p *progress) storageFailed() (int, string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.storageErrs, p.firstStorageErr
 }
 
 func (p *progress) snapshot() Progress {
 	return Progress{
 		FilesHashed: p.filesHashed.Load(), FilesCached: p.filesCached.Load(),
 		BytesHashed: p.bytesHashed.Load(), BytesCached: p.bytesCached.Load(),
-		BytesUploaded: p.bytesUploaded.Load(), Errors: p.errs.Load(),
+		BytesUploaded: p.bytesUploaded.Load(), Errors: p.errs.Load(), IgnoredErrors: p.ignored.Load(),
 	}
 }
 

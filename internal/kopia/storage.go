@@ -9,8 +9,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/kopia/kopia/repo/blob"
@@ -174,6 +176,39 @@ func ClassOf(err error) string {
 	return ClassInternal
 }
 
+// storageFailure says whether an error kopia reports for one entry of an
+// upload came from the repository's storage rather than from reading the
+// source: source reads fail with a path error on a path under the source
+// directory; network errors, storage status codes and path errors
+// elsewhere (a filesystem repository's own directory) are the storage's.
+func storageFailure(err error, source string) bool {
+	if err == nil {
+		return false
+	}
+	var pathErr *fs.PathError
+	if errors.As(err, &pathErr) {
+		rel, rerr := filepath.Rel(source, pathErr.Path)
+		return source != "" && filepath.IsAbs(pathErr.Path) && (rerr != nil || rel == ".." || strings.HasPrefix(rel, "../"))
+	}
+	var opErr *net.OpError
+	var dnsErr *net.DNSError
+	if errors.As(err, &opErr) || errors.As(err, &dnsErr) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	msg := strings.ToLower(err.Error())
+	for _, sign := range storageSignatures {
+		if strings.Contains(msg, sign) {
+			return true
+		}
+	}
+	return false
+}
+
+// storageSignatures are what kopia's blob layer and S3 put in the errors of
+// a failed write or read of the repository.
+var storageSignatures = []string{"putblob(", "getblob(", "getmetadata(", "connection refused", "connection reset",
+	"i/o timeout", "no such host", "broken pipe", "service unavailable", "slowdown", "slow down", "internalerror", "too many requests", "requesttimeout"}
+
 // classify wraps err with the class its content implies.
 func classify(err error) error {
 	if err == nil {
@@ -198,6 +233,8 @@ func classify(err error) error {
 	case errors.Is(err, os.ErrNotExist):
 		return &Error{Class: ClassInvalidConfig, Err: err}
 	case errors.As(err, &opErr), errors.As(err, &dnsErr), strings.Contains(msg, "connection refused"), strings.Contains(msg, "no such host"), strings.Contains(msg, "i/o timeout"):
+		return &Error{Class: ClassUnreachable, Err: err}
+	case storageFailure(err, ""):
 		return &Error{Class: ClassUnreachable, Err: err}
 	}
 	return &Error{Class: ClassInternal, Err: err}

@@ -107,6 +107,24 @@ var ErrNoReport = errors.New("the mover left no report")
 // the run's outcome is known and a retry could only replace it.
 const ExitReported = 3
 
+// ExitRetryable is the mover's exit code after it recorded a failure that
+// may pass without a change (the storage unreachable, an interruption):
+// the Job runs another pod, up to the failure policy's backoffLimit, and
+// the last pod's report is the run's outcome.
+const ExitRetryable = 4
+
+// ExitCode is the code the mover exits with after failing with err.
+func ExitCode(err error) int {
+	if failureOf(err).Retryable {
+		return ExitRetryable
+	}
+	return ExitReported
+}
+
+// ReportedFailure says whether a mover exit code goes with a failure it
+// recorded in its report.
+func ReportedFailure(code int32) bool { return code == ExitReported || code == ExitRetryable }
+
 // ParseReport reads the report of a termination message: its last line,
 // which is where the mover writes it (a log tail in its place, after a
 // crash, holds none).

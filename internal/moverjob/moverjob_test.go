@@ -46,9 +46,10 @@ func TestBuildDefaults(t *testing.T) {
 	if c.SecurityContext.Capabilities.Drop[0] != "ALL" || *c.SecurityContext.AllowPrivilegeEscalation || !*c.SecurityContext.ReadOnlyRootFilesystem {
 		t.Errorf("container security context %+v", c.SecurityContext)
 	}
-	// A reported failure ends the Job; only crashes are retried.
+	// A reported failure ends the Job; crashes and retryable failures
+	// (ExitRetryable: the storage unreachable) get another pod.
 	if pfp := job.Spec.PodFailurePolicy; pfp == nil || len(pfp.Rules) != 1 || pfp.Rules[0].Action != batchv1.PodFailurePolicyActionFailJob ||
-		pfp.Rules[0].OnExitCodes.Values[0] != mover.ExitReported || *pfp.Rules[0].OnExitCodes.ContainerName != "mover" {
+		len(pfp.Rules[0].OnExitCodes.Values) != 1 || pfp.Rules[0].OnExitCodes.Values[0] != mover.ExitReported || *pfp.Rules[0].OnExitCodes.ContainerName != "mover" {
 		t.Errorf("pod failure policy %+v", job.Spec.PodFailurePolicy)
 	}
 	// The mover reports through its termination message: no API token.
