@@ -100,13 +100,13 @@ func Validate(ctx context.Context, lk validate.Lookup, op Operation, obj, old Ob
 			r.Merge(validate.Tenancy(ctx, lk, o.Namespace, sd.From.Repository).Via("spec.seed.from.repository"))
 		}
 		if prev, ok := old.(*snapv1.Repository); ok && prev != nil {
-			r.Merge(validate.RepositoryUpdate(&prev.Spec, &o.Spec))
+			r.Merge(validate.RepositoryUpdate(&prev.Spec, &o.Spec, prev.Status.UniqueID != ""))
 			r.Merge(validate.RepositoryReferents(ctx, lk, validate.RepoKey(snapv1.RepositoryRef{Name: o.Name}, o.Namespace), o.Annotations, &prev.Spec, &o.Spec))
 		}
 	case *snapv1.ClusterRepository:
 		r = validate.ClusterRepository(o, opts)
 		if prev, ok := old.(*snapv1.ClusterRepository); ok && prev != nil {
-			r.Merge(validate.RepositoryUpdate(&prev.Spec.RepositorySpec, &o.Spec.RepositorySpec))
+			r.Merge(validate.RepositoryUpdate(&prev.Spec.RepositorySpec, &o.Spec.RepositorySpec, prev.Status.UniqueID != ""))
 			r.Merge(validate.RepositoryReferents(ctx, lk, validate.RepoKey(snapv1.RepositoryRef{Kind: snapv1.KindClusterRepository, Name: o.Name}, ""), o.Annotations, &prev.Spec.RepositorySpec, &o.Spec.RepositorySpec))
 		}
 	default:

@@ -58,9 +58,15 @@ func ClusterRepository(repo *snapv1.ClusterRepository, opts Options) Result {
 	return r
 }
 
-// RepositoryUpdate holds the rules that compare a stored repository with its edit.
-func RepositoryUpdate(old, cur *snapv1.RepositorySpec) Result {
+// RepositoryUpdate holds the rules that compare a stored repository with
+// its edit. created says whether a kopia repository was ever connected for
+// it (status.uniqueId is set): until then the format settings under
+// spec.create are still only intentions, free to change.
+func RepositoryUpdate(old, cur *snapv1.RepositorySpec, created bool) Result {
 	var r Result
+	if !created {
+		return r
+	}
 	oc, nc := old.Create, cur.Create
 	if oc == nil {
 		oc = &snapv1.RepositoryCreate{}

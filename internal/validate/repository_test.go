@@ -177,9 +177,12 @@ func TestRepositoryUpdate(t *testing.T) {
 	old.Create = &snapv1.RepositoryCreate{Enabled: true, Splitter: "DYNAMIC-4M-BUZHASH", Hash: "BLAKE2B-256-128"}
 	edit := old.DeepCopy()
 	edit.Create.Splitter = "FIXED-4M"
-	expect(t, RepositoryUpdate(&old, edit), "spec.create.splitter", "immutable after repository creation")
+	expect(t, RepositoryUpdate(&old, edit, true), "spec.create.splitter", "immutable after repository creation")
+	// Before any kopia repository was made for it, the format is still
+	// only an intention: a Repository that never connected may change it.
+	expect(t, RepositoryUpdate(&old, edit, false), "", "")
 	// The password Secret reference stays editable.
 	pw := old.DeepCopy()
 	pw.Encryption.PasswordSecretRef.Name = "rotated"
-	expect(t, RepositoryUpdate(&old, pw), "", "")
+	expect(t, RepositoryUpdate(&old, pw, true), "", "")
 }

@@ -226,17 +226,26 @@ spec:
 	}
 	kubectl(t, policy("pg-v3", `"kopiur.home-operations.com/allow-identity-change": "planned rename"`), 0, "apply", "-f", "-")
 
-	repo := func(splitter string) []byte {
+	repoNamed := func(name, pvc, splitter string) []byte {
 		return []byte(fmt.Sprintf(`apiVersion: kopiur.home-operations.com/v1alpha1
 kind: Repository
-metadata: {name: nas, namespace: guards}
+metadata: {name: %s, namespace: guards}
 spec:
-  backend: {filesystem: {path: /repository, volume: {pvc: {name: repo}}}}
+  backend: {filesystem: {path: /repository, volume: {pvc: {name: %s}}}}
   encryption: {passwordSecretRef: {name: pw}}
   create: {enabled: true, splitter: %s}
-`, splitter))
+`, name, pvc, splitter))
 	}
+	repo := func(splitter string) []byte { return repoNamed("nas", "repo", splitter) }
+	// Until a kopia repository was made for it, the format is an intention
+	// only: a Repository that never connected (its volume does not exist)
+	// may still change it.
+	kubectl(t, repoNamed("draft", "no-such-volume", "DYNAMIC-4M-BUZHASH"), 0, "apply", "-f", "-")
+	kubectl(t, repoNamed("draft", "no-such-volume", "FIXED-4M"), 0, "apply", "-f", "-")
 	kubectl(t, repo("DYNAMIC-4M-BUZHASH"), 0, "apply", "-f", "-")
+	// Once one was (status.uniqueId, as the snapshot function records it),
+	// the format is fixed.
+	kubectl(t, nil, 0, "-n", "guards", "patch", "repository", "nas", "--subresource=status", "--type=merge", "-p", `{"status":{"uniqueId":"made-by-e2e"}}`)
 	res = kubectl(t, repo("FIXED-4M"), 1, "apply", "-f", "-")
 	if !strings.Contains(res.Stderr, "spec.create.splitter: is immutable after repository creation") {
 		t.Fatalf("splitter immutability: %s", res.Stderr)
