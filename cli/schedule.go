@@ -151,7 +151,9 @@ func scheduleFromCluster(cmd *cobra.Command, ns, name string, res *ScheduleNext,
 		}
 	}
 	res.Cron = s.Spec.Schedule.Cron
-	res.Timezone, res.Jitter, res.Notes = schedule.Inherit(s.Spec.Schedule.Timezone, s.Spec.Schedule.Jitter, defaults)
+	var notes schedule.Notes
+	res.Timezone, res.Jitter, notes = schedule.Inherit(s.Spec.Schedule.Timezone, s.Spec.Schedule.Jitter, defaults)
+	res.Notes = notes.All()
 	*seed, *uid = ns+"/"+name, string(s.UID)
 	return nil
 }

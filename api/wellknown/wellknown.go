@@ -121,8 +121,11 @@ const (
 	ConditionMassDeletionHeld         = "MassDeletionHeld"
 	ConditionBackendReachable         = "BackendReachable"
 	ConditionTimezoneDefaultAmbiguous = "TimezoneDefaultAmbiguous"
-	ConditionFanoutCapped             = "FanoutCapped"
-	ConditionReplacementHeld          = "ReplacementHeld"
+	// ConditionJitterDefaultAmbiguous is snapflow's twin of the above for
+	// scheduleDefaults.jitter.
+	ConditionJitterDefaultAmbiguous = "JitterDefaultAmbiguous"
+	ConditionFanoutCapped           = "FanoutCapped"
+	ConditionReplacementHeld        = "ReplacementHeld"
 	// ConditionKopiaPinned is False on a Snapshot whose kopia pin could not be
 	// brought in line with spec.pin.
 	ConditionKopiaPinned = "KopiaPinned"

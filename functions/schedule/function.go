@@ -105,7 +105,7 @@ type resolved struct {
 	spec     kernel.Spec
 	tz       string
 	jitter   string
-	notes    []string
+	notes    kernel.Notes
 }
 
 func (f *Function) resolve(ctx context.Context, s *snapv1.SnapshotSchedule) (*resolved, error) {

@@ -328,12 +328,15 @@ func (f *Function) slotOf(s *snapv1.SnapshotSchedule, r *resolved, at time.Time)
 	return at
 }
 
-// notes records whether the timezone or jitter could not be inherited.
+// notes records whether the timezone or jitter could not be inherited,
+// each on its own condition.
 func (f *Function) notes(st *snapv1.SnapshotScheduleStatus, r *resolved, gen int64) {
-	if len(r.notes) > 0 {
-		setCond(&st.Conditions, wellknown.ConditionTimezoneDefaultAmbiguous, true, reasonNotInherited, strings.Join(r.notes, "; "), gen)
-	} else {
-		meta.RemoveStatusCondition(&st.Conditions, wellknown.ConditionTimezoneDefaultAmbiguous)
+	for typ, note := range map[string]string{wellknown.ConditionTimezoneDefaultAmbiguous: r.notes.Timezone, wellknown.ConditionJitterDefaultAmbiguous: r.notes.Jitter} {
+		if note != "" {
+			setCond(&st.Conditions, typ, true, reasonNotInherited, note, gen)
+		} else {
+			meta.RemoveStatusCondition(&st.Conditions, typ)
+		}
 	}
 }
 

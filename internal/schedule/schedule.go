@@ -69,12 +69,27 @@ func Next(s Spec, from time.Time, n int) ([]Firing, error) {
 	return out, nil
 }
 
+// Notes say why a repository default was not inherited, one per setting
+// ("" when it was, or the schedule set its own).
+type Notes struct{ Timezone, Jitter string }
+
+// All lists the notes that are set.
+func (n Notes) All() []string {
+	var out []string
+	for _, s := range []string{n.Timezone, n.Jitter} {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // Inherit resolves a schedule's timezone and jitter: its own values win;
 // otherwise the repositories' scheduleDefaults, when they all agree; else
-// UTC and no jitter. notes say why a default was not inherited.
-func Inherit(tz, jitter string, defaults []Defaults) (string, string, []string) {
-	var notes []string
-	pick := func(own, what string, get func(Defaults) string, fallback string) string {
+// UTC and no jitter.
+func Inherit(tz, jitter string, defaults []Defaults) (string, string, Notes) {
+	var notes Notes
+	pick := func(own, what string, get func(Defaults) string, fallback string, note *string) string {
 		if own != "" {
 			return own
 		}
@@ -93,13 +108,11 @@ func Inherit(tz, jitter string, defaults []Defaults) (string, string, []string) 
 			}
 			return fallback
 		}
-		notes = append(notes, fmt.Sprintf("the matched policies' repositories disagree on scheduleDefaults.%s, so %s is used; set schedule.%s explicitly", what, describe(fallback), what))
+		*note = fmt.Sprintf("the matched policies' repositories disagree on scheduleDefaults.%s, so %s is used; set schedule.%s explicitly", what, describe(fallback), what)
 		return fallback
 	}
-	// Both picks append to notes, so they run before notes is read: the
-	// operands of one return statement have no defined order.
-	tzOut := pick(tz, "timezone", func(d Defaults) string { return d.Timezone }, "UTC")
-	jitterOut := pick(jitter, "jitter", func(d Defaults) string { return d.Jitter }, "")
+	tzOut := pick(tz, "timezone", func(d Defaults) string { return d.Timezone }, "UTC", &notes.Timezone)
+	jitterOut := pick(jitter, "jitter", func(d Defaults) string { return d.Jitter }, "", &notes.Jitter)
 	return tzOut, jitterOut, notes
 }
 
@@ -118,7 +131,7 @@ type Resolved struct {
 	Spec             Spec
 	Timezone, Jitter string
 	// Notes say why a repository default was not inherited.
-	Notes []string
+	Notes Notes
 }
 
 // Resolve inherits timezone and jitter (see Inherit) and parses them into

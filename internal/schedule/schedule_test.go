@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -53,12 +54,17 @@ func TestNext(t *testing.T) {
 
 func TestInherit(t *testing.T) {
 	tz, j, notes := Inherit("", "", []Defaults{{"Europe/Berlin", "10m"}, {"Europe/Berlin", "10m"}})
-	if tz != "Europe/Berlin" || j != "10m" || len(notes) != 0 {
+	if tz != "Europe/Berlin" || j != "10m" || len(notes.All()) != 0 {
 		t.Fatalf("agreeing defaults: %s %s %v", tz, j, notes)
 	}
+	// A jitter disagreement is the jitter's note, never the timezone's.
 	tz, j, notes = Inherit("America/Chicago", "", []Defaults{{"Europe/Berlin", "10m"}, {"UTC", "5m"}})
-	if tz != "America/Chicago" || j != "" || len(notes) != 1 {
-		t.Fatalf("own timezone, disagreeing jitter: %s %q %v", tz, j, notes)
+	if tz != "America/Chicago" || j != "" || notes.Timezone != "" || !strings.Contains(notes.Jitter, "scheduleDefaults.jitter") {
+		t.Fatalf("own timezone, disagreeing jitter: %s %q %+v", tz, j, notes)
+	}
+	tz, _, notes = Inherit("", "5m", []Defaults{{"Europe/Berlin", "10m"}, {"UTC", "10m"}})
+	if tz != "UTC" || notes.Jitter != "" || !strings.Contains(notes.Timezone, "scheduleDefaults.timezone") {
+		t.Fatalf("disagreeing timezones, own jitter: %s %+v", tz, notes)
 	}
 	if tz, j, _ := Inherit("", "", nil); tz != "UTC" || j != "" {
 		t.Fatalf("no defaults: %s %q", tz, j)

@@ -294,7 +294,7 @@ metadata: {name: berlin, namespace: `+ns+`}
 spec:
   backend: {filesystem: {path: /b}}
   encryption: {passwordSecretRef: {name: kopia-password, key: KOPIA_PASSWORD}}
-  scheduleDefaults: {timezone: Europe/Berlin}
+  scheduleDefaults: {timezone: Europe/Berlin, jitter: 10m}
 ---
 apiVersion: kopiur.home-operations.com/v1alpha1
 kind: Repository
@@ -302,7 +302,7 @@ metadata: {name: newyork, namespace: `+ns+`}
 spec:
   backend: {filesystem: {path: /n}}
   encryption: {passwordSecretRef: {name: kopia-password, key: KOPIA_PASSWORD}}
-  scheduleDefaults: {timezone: America/New_York}
+  scheduleDefaults: {timezone: America/New_York, jitter: 5m}
 ---
 apiVersion: kopiur.home-operations.com/v1alpha1
 kind: SnapshotPolicy
@@ -321,11 +321,15 @@ spec:
   policySelector: {matchLabels: {tier: db}}
   schedule: {cron: "0 2 * * *"}
 `), 0, "apply", "-f", "-")
-	tick(t, "tz1")
-	s := getSchedule(t, ns, "dbs")
+	s := pinned(t, ns, "dbs", "tz1")
 	c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionTimezoneDefaultAmbiguous)
-	if c == nil || c.Status != "True" || !strings.Contains(c.Message, "timezone") {
+	if c == nil || c.Status != "True" || !strings.Contains(c.Message, "timezone") || strings.Contains(c.Message, "jitter") {
 		t.Fatalf("TimezoneDefaultAmbiguous %+v", s.Status.Conditions)
+	}
+	// The jitter disagreement has a condition of its own.
+	c = meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionJitterDefaultAmbiguous)
+	if c == nil || c.Status != "True" || !strings.Contains(c.Message, "scheduleDefaults.jitter") {
+		t.Fatalf("JitterDefaultAmbiguous %+v", s.Status.Conditions)
 	}
 	if n := s.Status.NextSchedule; n == nil || n.Timezone != "UTC" || n.At.UTC().Hour() != 2 {
 		t.Fatalf("nextSchedule %+v, want 02:00 UTC", n)
