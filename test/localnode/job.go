@@ -131,6 +131,13 @@ func (n *Node) runPod(ctx context.Context, j *batchv1.Job, log interface{ Info(s
 	if err := n.o.Client.Create(ctx, pod); err != nil {
 		return false, "create pod: " + err.Error(), nil
 	}
+	// As a kubelet waits for attach and mount, the pod stays Pending until
+	// each claim it mounts is bound: a provisioner may still be filling it.
+	if err := n.awaitClaims(ctx, j.Namespace, spec.Volumes); err != nil {
+		msg := "volumes: " + err.Error()
+		n.setPod(context.WithoutCancel(ctx), pod, corev1.PodFailed, []corev1.ContainerStatus{terminated("setup", 1, msg)})
+		return false, msg, nil
+	}
 	n.setPod(ctx, pod, corev1.PodRunning, nil)
 
 	work, err := os.MkdirTemp(filepath.Join(n.o.Root), "pod-")
@@ -162,6 +169,30 @@ func (n *Node) runPod(ctx context.Context, j *batchv1.Job, log interface{ Info(s
 	}
 	n.setPod(context.WithoutCancel(ctx), pod, phase, statuses)
 	return ok, msg, statuses
+}
+
+// awaitClaims returns once every PersistentVolumeClaim among vols is bound
+// (a claim that does not exist is left to volumes to report), or when ctx
+// ends.
+func (n *Node) awaitClaims(ctx context.Context, ns string, vols []corev1.Volume) error {
+	for _, v := range vols {
+		if v.PersistentVolumeClaim == nil {
+			continue
+		}
+		for {
+			var pvc corev1.PersistentVolumeClaim
+			err := n.o.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: v.PersistentVolumeClaim.ClaimName}, &pvc)
+			if apierrors.IsNotFound(err) || (err == nil && pvc.Status.Phase == corev1.ClaimBound) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("PVC %s was not bound before the pod's deadline: %w", v.PersistentVolumeClaim.ClaimName, ctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return nil
 }
 
 // failJobRule says whether a failed pod's container statuses match a
