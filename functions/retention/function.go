@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -30,6 +31,7 @@ import (
 	"github.com/snapflow/snapflow/functions/snapshot"
 	kernel "github.com/snapflow/snapflow/internal/retention"
 	"github.com/snapflow/snapflow/internal/statuspatch"
+	"github.com/snapflow/snapflow/internal/validate"
 )
 
 // UnchangedHistory bounds the Unchanged rows kept per policy.
@@ -93,7 +95,16 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 		return nil // the policy cascade decides now
 	}
 	if p.Spec.Suspend {
-		return nil // a suspended recipe is skipped entirely: nothing is pruned
+		// A suspended recipe is skipped entirely: nothing is pruned; only
+		// the printer column keeps up with its spec.
+		if p.Status.RepositorySummary == RepositorySummary(&p) {
+			return nil
+		}
+		return statuspatch.Update(ctx, f.Client, client.ObjectKeyFromObject(&p), func() *snapv1.SnapshotPolicy { return &snapv1.SnapshotPolicy{} },
+			func(live *snapv1.SnapshotPolicy) error {
+				live.Status.RepositorySummary = RepositorySummary(live)
+				return nil
+			})
 	}
 	var list snapv1.SnapshotList
 	if err := f.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{wellknown.LabelConfig: name}); err != nil {
@@ -232,6 +243,7 @@ func (f *Function) updatePolicyStatus(ctx context.Context, p *snapv1.SnapshotPol
 			if lastSuccess != nil {
 				live.Status.LastSuccessfulSnapshot = lastSuccess
 			}
+			live.Status.RepositorySummary = RepositorySummary(live)
 			if budget == nil {
 				// Retention is off: nothing is held, but the window and its
 				// peak stay, so turning it back on opens no fresh budget.
@@ -242,6 +254,20 @@ func (f *Function) updatePolicyStatus(ctx context.Context, p *snapv1.SnapshotPol
 			}
 			return nil
 		})
+}
+
+// RepositorySummary is the Repositories printer column of p: the names of
+// the repositories it writes to, a ClusterRepository's with its kind.
+func RepositorySummary(p *snapv1.SnapshotPolicy) string {
+	var names []string
+	for _, ref := range validate.PolicyRefs(p) {
+		if ref.Kind == snapv1.KindClusterRepository {
+			names = append(names, "ClusterRepository/"+ref.Name)
+		} else {
+			names = append(names, ref.Name)
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 // RetentionPruned is the data of the retention pruned event.

@@ -192,6 +192,14 @@ spec:
 	if !repos["primary"] || !repos["offsite"] {
 		t.Fatalf("covered %v", repos)
 	}
+	// kubectl get shows where the policy writes.
+	eventually(t, func() error {
+		out := kubectl(t, nil, 0, "-n", ns, "get", "snapshotpolicy", "twice").Stdout
+		if !strings.Contains(out, "REPOSITORIES") || !strings.Contains(out, "primary, offsite") {
+			return fmt.Errorf("Repositories column %q", out)
+		}
+		return nil
+	})
 	// A request for a policy that does not exist is refused, not retried.
 	bad := e.Clone()
 	bad.SetID("req-2")
