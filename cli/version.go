@@ -22,6 +22,9 @@ func newVersionCmd() *cobra.Command {
 					fmt.Fprintf(cmd.OutOrStdout(), " (%s)", info.Commit)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), " %s %s\n", info.GoVersion, info.Platform)
+				if info.Image != "" {
+					fmt.Fprintf(cmd.OutOrStdout(), "image %s\n", info.Image)
+				}
 				return nil
 			}
 			return printStructured(cmd.OutOrStdout(), output, info)

@@ -3,6 +3,7 @@ package version
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"runtime/debug"
 )
@@ -19,7 +20,14 @@ type Info struct {
 	Commit    string `json:"commit,omitempty"`
 	GoVersion string `json:"goVersion"`
 	Platform  string `json:"platform"`
+	// Image is the container image this process runs from, as the chart
+	// deployed it (with its digest when pinned); empty outside one.
+	Image string `json:"image,omitempty"`
 }
+
+// ImageEnv is where the chart tells each container its own image: a binary
+// cannot hold the digest of the image it is part of.
+const ImageEnv = "SNAPFLOW_IMAGE"
 
 // Get returns the build info, filling the commit from the Go build info when
 // the linker did not set it.
@@ -39,5 +47,6 @@ func Get() Info {
 		Commit:    commit,
 		GoVersion: runtime.Version(),
 		Platform:  fmt.Sprintf("%s/%s", runtime.GOOS, runtime.GOARCH),
+		Image:     os.Getenv(ImageEnv),
 	}
 }

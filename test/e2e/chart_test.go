@@ -715,7 +715,20 @@ func TestChartPinsTheImageDigest(t *testing.T) {
 			}
 			if m, ok := spec.(map[string]any); ok {
 				for _, c := range m["containers"].([]any) {
-					images = append(images, fmt.Sprint(c.(map[string]any)["image"]))
+					cm := c.(map[string]any)
+					images = append(images, fmt.Sprint(cm["image"]))
+					// Told its own image, so `snapflow version` can print it.
+					if env, ok := cm["env"].([]any); ok && o.kind() == "Deployment" {
+						told := ""
+						for _, e := range env {
+							if em := e.(map[string]any); em["name"] == "SNAPFLOW_IMAGE" {
+								told = fmt.Sprint(em["value"])
+							}
+						}
+						if told != fmt.Sprint(cm["image"]) {
+							t.Errorf("%s %s: SNAPFLOW_IMAGE %q, image %q", o.kind(), o.name(), told, cm["image"])
+						}
+					}
 				}
 			}
 		}

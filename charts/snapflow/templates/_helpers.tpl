@@ -230,6 +230,8 @@ a function emits goes to the Broker with the SinkBinding's token. */}}
 {{/* Environment of function NAME: its sink and, for prune, the KBBACKUP_PRUNE_* settings. */}}
 {{- define "snapflow.functionEnv" -}}
 {{- $sink := include "snapflow.functionSink" . -}}
+- name: SNAPFLOW_IMAGE
+  value: {{ include "snapflow.image" .root | quote }}
 {{- if $sink }}
 - name: K_SINK
   value: {{ $sink | quote }}
