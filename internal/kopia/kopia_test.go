@@ -234,18 +234,25 @@ func TestCreateOptionsAndMissingSource(t *testing.T) {
 	}
 }
 
-func TestS3Repository(t *testing.T) {
+// startBucket starts versitygw for the test with one bucket in it.
+func startBucket(t *testing.T, bucket string) *harness.S3 {
+	t.Helper()
 	s, err := harness.StartS3(harness.S3Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Stop()
-	ctx := context.Background()
+	t.Cleanup(func() { s.Stop() })
 	cli := s3.New(s3.Options{Region: s.Region, BaseEndpoint: aws.String(s.URL), UsePathStyle: true,
 		Credentials: credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, "")})
-	if _, err := cli.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("kopia-repo")}); err != nil {
+	if _, err := cli.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+func TestS3Repository(t *testing.T) {
+	s := startBucket(t, "kopia-repo")
+	ctx := context.Background()
 	backend := kopia.Backend{S3: &kopia.S3Backend{Bucket: "kopia-repo", Prefix: "tryit/", Endpoint: s.Endpoint, Region: s.Region,
 		DisableTLS: true, AccessKeyID: s.AccessKey, SecretAccessKey: s.SecretKey}}
 	exercise(t, backend)

@@ -14,12 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-
 	"github.com/snapflow/snapflow/internal/kopia"
-	"github.com/snapflow/snapflow/test/harness"
 )
 
 // cutProxy forwards TCP to a storage endpoint and can be cut like a
@@ -202,17 +197,8 @@ func TestS3OutageIsUnreachable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits out kopia's retries")
 	}
-	s, err := harness.StartS3(harness.S3Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop()
+	s := startBucket(t, "outage")
 	ctx := context.Background()
-	cli := s3.New(s3.Options{Region: s.Region, BaseEndpoint: aws.String(s.URL), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, "")})
-	if _, err := cli.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("outage")}); err != nil {
-		t.Fatal(err)
-	}
 	proxy := newCutProxy(t, s.Endpoint)
 	backend := kopia.Backend{S3: &kopia.S3Backend{Bucket: "outage", Endpoint: proxy.addr, Region: s.Region,
 		DisableTLS: true, AccessKeyID: s.AccessKey, SecretAccessKey: s.SecretKey}}
