@@ -306,7 +306,7 @@ func (p *progress) Error(path string, err error, isIgnored bool) {
 	} else {
 		p.errs.Add(1)
 	}
-	if storageFailure(err, p.source) {
+	if entryFromStorage(err, p.source) {
 		p.mu.Lock()
 		if p.storageErrs == 0 {
 			p.firstStorageErr = fmt.Sprintf("%s: %v", path, err)

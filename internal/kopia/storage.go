@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	kopiafs "github.com/kopia/kopia/fs"
 	"github.com/kopia/kopia/repo/blob"
 	"github.com/kopia/kopia/repo/blob/filesystem"
 	"github.com/kopia/kopia/repo/blob/s3"
@@ -176,20 +177,45 @@ func ClassOf(err error) string {
 	return ClassInternal
 }
 
-// storageFailure says whether an error kopia reports for one entry of an
+// entryFromStorage says whether an error kopia reports for one entry of an
 // upload came from the repository's storage rather than from reading the
-// source: source reads fail with a path error on a path under the source
-// directory; network errors, storage status codes and path errors
-// elsewhere (a filesystem repository's own directory) are the storage's.
-func storageFailure(err error, source string) bool {
+// source. Only an error that names a path under the source directory (or
+// an entry kopia cannot type) is the source's; anything else (a network
+// error, a storage status, an expired token, a rename in a filesystem
+// repository) is the storage's. Erring that way is safe: the run is
+// retried and fails as Unreachable, never saved with files missing.
+func entryFromStorage(err error, source string) bool {
 	if err == nil {
 		return false
 	}
-	var pathErr *fs.PathError
-	if errors.As(err, &pathErr) {
-		rel, rerr := filepath.Rel(source, pathErr.Path)
-		return source != "" && filepath.IsAbs(pathErr.Path) && (rerr != nil || rel == ".." || strings.HasPrefix(rel, "../"))
+	if errors.Is(err, kopiafs.ErrUnknown) {
+		return false
 	}
+	var pathErr *fs.PathError
+	var linkErr *os.LinkError
+	switch {
+	case errors.As(err, &pathErr):
+		return !under(pathErr.Path, source)
+	case errors.As(err, &linkErr):
+		return !under(linkErr.Old, source) && !under(linkErr.New, source)
+	}
+	return true
+}
+
+// under says whether path is source or inside it; a relative path is
+// taken as the source's (kopia names source entries relative to it).
+func under(path, source string) bool {
+	if !filepath.IsAbs(path) {
+		return true
+	}
+	rel, err := filepath.Rel(source, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// storageSignature says whether a whole operation's error came from the
+// storage: a network error, or what kopia's blob layer and S3 put in the
+// message of a failed write or read.
+func storageSignature(err error) bool {
 	var opErr *net.OpError
 	var dnsErr *net.DNSError
 	if errors.As(err, &opErr) || errors.As(err, &dnsErr) || errors.Is(err, context.DeadlineExceeded) {
@@ -206,7 +232,7 @@ func storageFailure(err error, source string) bool {
 
 // storageSignatures are what kopia's blob layer and S3 put in the errors of
 // a failed write or read of the repository.
-var storageSignatures = []string{"putblob(", "getblob(", "getmetadata(", "connection refused", "connection reset",
+var storageSignatures = []string{"putblob(", "putblobinpath", "getblob(", "getmetadata(", "connection refused", "connection reset",
 	"i/o timeout", "no such host", "broken pipe", "service unavailable", "slowdown", "slow down", "internalerror", "too many requests", "requesttimeout"}
 
 // classify wraps err with the class its content implies.
@@ -234,7 +260,7 @@ func classify(err error) error {
 		return &Error{Class: ClassInvalidConfig, Err: err}
 	case errors.As(err, &opErr), errors.As(err, &dnsErr), strings.Contains(msg, "connection refused"), strings.Contains(msg, "no such host"), strings.Contains(msg, "i/o timeout"):
 		return &Error{Class: ClassUnreachable, Err: err}
-	case storageFailure(err, ""):
+	case storageSignature(err):
 		return &Error{Class: ClassUnreachable, Err: err}
 	}
 	return &Error{Class: ClassInternal, Err: err}

@@ -9,8 +9,8 @@ import (
 	"github.com/snapflow/snapflow/internal/kopia"
 )
 
-// Failures that may pass without a change exit so the Job tries again;
-// the rest end the Job with their report.
+// Only an unreachable storage exits so the Job tries again; the rest end
+// the Job with their report.
 func TestExitCode(t *testing.T) {
 	tests := []struct {
 		name string
@@ -18,7 +18,8 @@ func TestExitCode(t *testing.T) {
 		want int
 	}{
 		{"the storage is unreachable", &kopia.Error{Class: kopia.ClassUnreachable, Err: errors.New("connection refused")}, ExitRetryable},
-		{"interrupted", fmt.Errorf("upload: %w", context.Canceled), ExitRetryable},
+		{"interrupted", fmt.Errorf("upload: %w", context.Canceled), ExitReported},
+		{"anything else, which may come after kopia saved", errors.New("write the report"), ExitReported},
 		{"a partial snapshot", &kopia.Error{Class: kopia.ClassPartial, Err: errors.New("1 file(s) could not be read")}, ExitReported},
 		{"a wrong password", &kopia.Error{Class: kopia.ClassWrongPassword, Err: errors.New("invalid repository password")}, ExitReported},
 		{"the upload limit", &kopia.Error{Class: kopia.ClassUploadLimit, Err: errors.New("stopped")}, ExitReported},

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/snapflow/snapflow/internal/kopia"
 )
 
 // ReportPrefix starts the termination-message line that carries the run's
@@ -107,15 +109,17 @@ var ErrNoReport = errors.New("the mover left no report")
 // the run's outcome is known and a retry could only replace it.
 const ExitReported = 3
 
-// ExitRetryable is the mover's exit code after it recorded a failure that
-// may pass without a change (the storage unreachable, an interruption):
-// the Job runs another pod, up to the failure policy's backoffLimit, and
-// the last pod's report is the run's outcome.
+// ExitRetryable is the mover's exit code after the repository's storage
+// failed: the Job runs another pod, up to the failure policy's
+// backoffLimit, and the last pod's report is the run's outcome.
 const ExitRetryable = 4
 
-// ExitCode is the code the mover exits with after failing with err.
+// ExitCode is the code the mover exits with after failing with err. Only
+// an unreachable storage is retried: such a run saved nothing, where
+// another failure may come after kopia saved a snapshot, which a second
+// pod would save again with the first one tracked by nothing.
 func ExitCode(err error) int {
-	if failureOf(err).Retryable {
+	if kopia.ClassOf(err) == kopia.ClassUnreachable {
 		return ExitRetryable
 	}
 	return ExitReported
