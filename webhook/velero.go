@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 	jsonpatch "gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -71,16 +73,19 @@ func MergedConfigMapName(backup string) string {
 	return name[:240] + "-" + hex.EncodeToString(sum[:])[:12]
 }
 
-// mergedName names the merged ConfigMap of a Backup being created. A
-// generateName Backup has no name yet at mutation (the API server makes it
-// up afterwards), so its ConfigMap takes the prefix and a hash of the
-// admission request instead; the sweeper finds its Backup by reference.
+// mergedName names the merged ConfigMap of a Backup being created: its
+// name (or generateName prefix, as the API server makes the name up only
+// after mutation) and a hash of the admission request. The request makes
+// it unique, so a second create of a taken name (refused only after
+// admission) can never rewrite the live Backup's ConfigMap; the sweeper
+// finds each ConfigMap's Backup by spec.resourcePolicy.
 func mergedName(backup *unstructured.Unstructured, request types.UID) string {
-	if n := backup.GetName(); n != "" {
-		return MergedConfigMapName(n)
+	base := backup.GetName()
+	if base == "" {
+		base = strings.TrimSuffix(backup.GetGenerateName(), "-")
 	}
 	sum := sha256.Sum256([]byte(request))
-	return MergedConfigMapName(strings.TrimSuffix(backup.GetGenerateName(), "-") + "-" + hex.EncodeToString(sum[:])[:12])
+	return MergedConfigMapName(base + "-" + hex.EncodeToString(sum[:])[:8])
 }
 
 // failedDocument is what a Backup's resourcePolicy points at when its
@@ -103,20 +108,31 @@ func (v *VeleroBackups) Handle(ctx context.Context, req admission.Request) admis
 }
 
 func (v *VeleroBackups) handle(ctx context.Context, req admission.Request) admission.Response {
-	if req.Operation != "CREATE" {
-		return admission.Allowed("")
-	}
 	var backup unstructured.Unstructured
 	if err := json.Unmarshal(req.Object.Raw, &backup.Object); err != nil {
 		return admission.Denied("cannot decode the Backup: " + err.Error())
 	}
-	ann := backup.GetAnnotations()
-	if _, done := ann[VeleroGlobalPolicyAnnotation]; done {
-		return admission.Allowed("") // already merged (webhook reinvocation)
-	}
-	if _, done := ann[AnnotationVeleroPolicyError]; done {
+	switch req.Operation {
+	case "CREATE":
+	case "UPDATE":
+		// The merged policies are set at creation; a Backup still queued
+		// must not be pointed elsewhere to run without them. Velero itself
+		// never changes spec.resourcePolicy.
+		var old unstructured.Unstructured
+		if err := json.Unmarshal(req.OldObject.Raw, &old.Object); err != nil {
+			return admission.Denied("cannot decode the stored Backup: " + err.Error())
+		}
+		was, _, _ := unstructured.NestedFieldNoCopy(old.Object, "spec", "resourcePolicy")
+		is, _, _ := unstructured.NestedFieldNoCopy(backup.Object, "spec", "resourcePolicy")
+		if !equality.Semantic.DeepEqual(was, is) {
+			return admission.Denied("spec.resourcePolicy: is set when the Backup is created, with the global backup volume policies merged in, and cannot change; create a new Backup with the policy you want")
+		}
+		return admission.Allowed("")
+	default:
 		return admission.Allowed("")
 	}
+	// Every new Backup is merged, whatever annotations it arrives with: a
+	// copied "already merged" marker must not skip the baseline.
 	ns := req.Namespace
 	cmName := mergedName(&backup, req.UID)
 	kind, _, _ := unstructured.NestedString(backup.Object, "spec", "resourcePolicy", "kind")
@@ -206,10 +222,15 @@ func (v *VeleroBackups) writeMerged(ctx context.Context, ns, name, backup string
 	}
 	err := v.Client.Create(ctx, cm)
 	if apierrors.IsAlreadyExists(err) {
-		// A retried admission of the same Backup: bring the content up to date.
+		// The name holds this admission request's hash, so only a retry of
+		// the same request finds it: bring the content up to date, unless
+		// it is not that (not snapflow's, or already some Backup's).
 		var cur corev1.ConfigMap
 		if err := v.Client.Get(ctx, client.ObjectKeyFromObject(cm), &cur); err != nil {
 			return fmt.Errorf("read merged policies ConfigMap %s/%s: %w", ns, name, err)
+		}
+		if cur.Labels[wellknown.LabelManagedBy] != wellknown.ManagedByValue || len(cur.OwnerReferences) > 0 {
+			return fmt.Errorf("ConfigMap %s/%s already exists and is not this Backup's merged policies; retry the create", ns, name)
 		}
 		cur.Data, cur.Labels, cur.Annotations = cm.Data, cm.Labels, cm.Annotations
 		err = v.Client.Update(ctx, &cur)
@@ -256,22 +277,26 @@ func (s *VeleroSweeper) Sweep(ctx context.Context) error {
 		now = s.Now
 	}
 	var list corev1.ConfigMapList
-	if err := s.Client.List(ctx, &list, client.HasLabels{LabelVeleroBackup}); err != nil {
+	if err := s.Client.List(ctx, &list, client.HasLabels{LabelVeleroBackup}, client.MatchingLabels{wellknown.LabelManagedBy: wellknown.ManagedByValue}); err != nil {
 		return fmt.Errorf("list merged policy ConfigMaps: %w", err)
 	}
 	referrers := map[string]map[string]*unstructured.Unstructured{} // namespace → ConfigMap name → Backup
+	var errs []error
 	for i := range list.Items {
 		cm := &list.Items[i]
 		backup, err := s.backupOf(ctx, cm, referrers)
 		switch {
 		case err != nil:
-			return err
+			// One ConfigMap must not stop the pass for the others.
+			errs = append(errs, err)
 		case backup == nil:
 			if now().Sub(cm.CreationTimestamp.Time) < s.Grace {
 				continue
 			}
-			if err := s.Client.Delete(ctx, cm, client.Preconditions{UID: &cm.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-				return fmt.Errorf("delete orphaned ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+			// Only as it was judged: a ConfigMap written since is judged again.
+			if err := s.Client.Delete(ctx, cm, client.Preconditions{UID: &cm.UID, ResourceVersion: &cm.ResourceVersion}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				errs = append(errs, fmt.Errorf("delete orphaned ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err))
+				continue
 			}
 			s.Log.Info("deleted merged policy ConfigMap of a Backup that is gone", "configmap", cm.Namespace+"/"+cm.Name)
 		case !ownedBy(cm, backup.GetUID()):
@@ -283,12 +308,12 @@ func (s *VeleroSweeper) Sweep(ctx context.Context) error {
 				cm.Annotations = map[string]string{}
 			}
 			cm.Annotations[AnnotationVeleroBackup] = backup.GetName()
-			if err := s.Client.Update(ctx, cm); err != nil {
-				return fmt.Errorf("set owner of ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+			if err := s.Client.Update(ctx, cm); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("set owner of ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err))
 			}
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // backupOf finds the Backup a merged ConfigMap belongs to (nil when there is
@@ -300,6 +325,9 @@ func (s *VeleroSweeper) backupOf(ctx context.Context, cm *corev1.ConfigMap, refe
 	name := cm.Annotations[AnnotationVeleroBackup]
 	if name == "" {
 		name = cm.Labels[LabelVeleroBackup] // written before the annotation existed
+	}
+	if name != "" && len(validation.IsDNS1123Subdomain(name)) > 0 {
+		return nil, nil // no Backup can have that name
 	}
 	if name != "" {
 		backup := &unstructured.Unstructured{}

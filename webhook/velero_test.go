@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/internal/policysource"
 	"github.com/snapflow/snapflow/internal/volumepolicy"
 )
@@ -108,5 +110,69 @@ func TestVeleroBackupsFailValidationInsteadOfBeingRefused(t *testing.T) {
 				t.Fatalf("warnings %v", resp.Warnings)
 			}
 		})
+	}
+}
+
+// A queued Backup cannot be pointed away from its merged policies, and a
+// Backup arriving with snapflow's markers copied from another one is
+// merged all the same.
+func TestVeleroBackupsCannotSkipTheBaseline(t *testing.T) {
+	global := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "snapflow-system", Name: "global"},
+		Data: map[string]string{"policies.yaml": "version: v1\nvolumePolicies: [{conditions: {storageClass: [gp2]}, action: {type: skip}}]\n"}}
+	c := fake.NewClientBuilder().WithObjects(global).Build()
+	v := &VeleroBackups{Client: c, Policies: &policysource.Resolver{Reader: c, Namespace: "snapflow-system", GlobalName: "global"}, Log: logr.Discard()}
+	ctx := context.Background()
+
+	copied := veleroRequest(t, `{"name":"sneaky","annotations":{"velero.io/global-backup-volume-policy-configmap":"x","snapflow.dev/volume-policies-error":"x"}}`)
+	if resp := v.Handle(ctx, copied); !resp.Allowed || len(resp.Patches) == 0 {
+		t.Fatalf("a Backup with copied markers was not merged: %+v", resp)
+	}
+
+	// Two creates of one name (the second refused by the API server after
+	// admission) write two ConfigMaps: the live one is never rewritten.
+	first, second := veleroRequest(t, `{"name":"nightly"}`), veleroRequest(t, `{"name":"nightly"}`)
+	second.UID = "req-2"
+	_, a := patchedAnnotations(t, v.Handle(ctx, first))
+	_, b := patchedAnnotations(t, v.Handle(ctx, second))
+	if a == "" || a == b {
+		t.Fatalf("two admissions of one name share ConfigMap %q and %q", a, b)
+	}
+
+	update := func(was, is string) admission.Response {
+		req := veleroRequest(t, `{"name":"nightly"}`)
+		req.Operation = admissionv1.Update
+		req.Object.Raw = []byte(`{"apiVersion":"velero.io/v1","kind":"Backup","metadata":{"name":"nightly"},"spec":{"resourcePolicy":` + is + `}}`)
+		req.OldObject.Raw = []byte(`{"apiVersion":"velero.io/v1","kind":"Backup","metadata":{"name":"nightly"},"spec":{"resourcePolicy":` + was + `}}`)
+		return v.Handle(ctx, req)
+	}
+	merged := `{"kind":"configmap","name":"` + a + `"}`
+	if resp := update(merged, merged); !resp.Allowed {
+		t.Fatalf("an update that keeps spec.resourcePolicy was refused: %+v", resp.Result)
+	}
+	if resp := update(merged, `{"kind":"configmap","name":"lenient"}`); resp.Allowed || !strings.Contains(resp.Result.Message, "spec.resourcePolicy") {
+		t.Fatalf("an update that repoints spec.resourcePolicy was allowed: %+v", resp.Result)
+	}
+}
+
+// The sweeper deletes merged ConfigMaps whose Backup is gone, and one
+// ConfigMap naming an impossible Backup stops nothing.
+func TestVeleroSweeperSurvivesCraftedConfigMaps(t *testing.T) {
+	old := metav1.NewTime(time.Now().Add(-time.Hour))
+	cm := func(name, backup string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: name, CreationTimestamp: old,
+			Labels:      map[string]string{LabelVeleroBackup: "", wellknown.LabelManagedBy: wellknown.ManagedByValue},
+			Annotations: map[string]string{AnnotationVeleroBackup: backup}}}
+	}
+	c := fake.NewClientBuilder().WithObjects(cm("crafted", "a/b"), cm("orphan", "gone")).Build()
+	s := &VeleroSweeper{Client: c, Grace: time.Minute, Log: logr.Discard()}
+	if err := s.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var left corev1.ConfigMapList
+	if err := c.List(context.Background(), &left); err != nil {
+		t.Fatal(err)
+	}
+	if len(left.Items) != 0 {
+		t.Fatalf("%d ConfigMaps left after the sweep", len(left.Items))
 	}
 }

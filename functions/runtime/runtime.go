@@ -156,7 +156,7 @@ func Serve(ctx context.Context, o Options) error {
 		if len(o.Functions) > 1 {
 			path = "/" + f.Name
 		}
-		mux.Handle(path, refuseNonEvents(authenticate(o.Auth, f, o.Log.WithValues("function", f.Name), h)))
+		mux.Handle(path, refuseNonEvents(authenticate(o.Auth, f, o.Log.WithValues("function", f.Name), checkStructured(h))))
 	}
 	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
@@ -206,6 +206,15 @@ func refuseNonEvents(h http.Handler) http.Handler {
 		// A body without a length is cut at the limit while it is read, so
 		// it never sits in memory whole.
 		r.Body = http.MaxBytesReader(w, r.Body, MaxEventBody)
+		h.ServeHTTP(w, r)
+	})
+}
+
+// checkStructured reads a structured-mode body (already bounded) and
+// refuses one that is not a CloudEvent. It runs after authentication, so
+// an anonymous sender cannot make the function parse anything.
+func checkStructured(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if structured(r) {
 			// The SDK answers a structured event it cannot parse with a bare
 			// 500, which a broker retries for ever: refuse it here, with why.

@@ -119,12 +119,19 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 	}
 	if d := s.Spec.Schedule.StartingDeadlineSeconds; d != nil && now.Sub(next.At.Time) > time.Duration(*d)*time.Second {
 		msg := fmt.Sprintf("the slot due at %s was missed by %s, more than startingDeadlineSeconds (%ds); skipped", next.At.UTC().Format(time.RFC3339), now.Sub(next.At.Time).Round(time.Second), *d)
+		failing := false
 		if c := meta.FindStatusCondition(s.Status.Conditions, condScheduled); c != nil && c.Reason == reasonFiringFailed {
 			msg += "; its firing kept failing: " + c.Message
+			failing = true
 		}
 		f.event(s, true, reasonSkipExpired, "%s", msg)
 		return true, advance(func(st *snapv1.SnapshotScheduleStatus, gen int64) {
 			setCond(&st.Conditions, condScheduled, true, reasonSkipExpired, msg, gen)
+			if failing {
+				// Not ready until a slot fires again; the message is the
+				// outcome, no longer a promise of retries.
+				setCond(&st.Conditions, wellknown.ConditionReady, false, reasonFiringFailed, msg, gen)
+			}
 		})
 	}
 	// A firing refused for a reason the user can fix (a missing policy or
