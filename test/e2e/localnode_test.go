@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,11 +19,18 @@ func TestPodsWaitForTheirClaimsToBind(t *testing.T) {
 	kubectl(t, []byte(`
 apiVersion: v1
 kind: PersistentVolumeClaim
+metadata: {name: origin, namespace: `+ns+`}
+spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+`), 0, "apply", "-f", "-")
+	writeFiles(t, env.Functions.Node.PVCDir(ns, "origin"), 12)
+	kubectl(t, []byte(`
+apiVersion: v1
+kind: PersistentVolumeClaim
 metadata: {name: late, namespace: `+ns+`}
 spec:
   accessModes: [ReadWriteOnce]
   resources: {requests: {storage: 1Gi}}
-  dataSource: {kind: PersistentVolumeClaim, name: origin}
+  dataSource: {apiGroup: snapshot.storage.k8s.io, kind: VolumeSnapshot, name: origin-snap}
 ---
 apiVersion: batch/v1
 kind: Job
@@ -49,8 +55,8 @@ spec:
 		}
 		return list.Items
 	}
-	// The source of the clone does not exist yet, so the claim cannot bind:
-	// the pod is created and stays Pending.
+	// The snapshot the claim is restored from does not exist yet, so the
+	// claim cannot bind: the pod is created and stays Pending.
 	eventually(t, func() error {
 		if p := pods(); len(p) != 1 || p[0].Status.Phase != corev1.PodPending {
 			return fmt.Errorf("want one Pending pod, have %d", len(p))
@@ -62,14 +68,14 @@ spec:
 		t.Fatalf("the pod started before its claim was bound: %+v", p[0].Status)
 	}
 
-	// The source appears; the clone is filled and bound, then the pod runs
-	// and sees every file.
-	// Written aside and moved into place whole, so the node copies all or nothing.
-	origin := env.Functions.Node.PVCDir(ns, "origin")
-	writeFiles(t, origin+".tmp", 12)
-	if err := os.Rename(origin+".tmp", origin); err != nil {
-		t.Fatal(err)
-	}
+	// The snapshot is cut; the claim is filled from it and bound, then the
+	// pod runs and sees every file.
+	kubectl(t, []byte(`
+apiVersion: snapshot.storage.k8s.io/v1
+kind: VolumeSnapshot
+metadata: {name: origin-snap, namespace: `+ns+`}
+spec: {source: {persistentVolumeClaimName: origin}}
+`), 0, "apply", "-f", "-")
 	eventually(t, func() error {
 		p := pods()
 		if len(p) != 1 || p[0].Status.Phase != corev1.PodSucceeded || len(p[0].Status.ContainerStatuses) != 1 {

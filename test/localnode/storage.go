@@ -143,6 +143,9 @@ func (n *Node) provision(ctx context.Context, p *corev1.PersistentVolumeClaim) e
 			return err
 		}
 	case ds.Kind == "PersistentVolumeClaim":
+		if _, err := os.Stat(n.PVCDir(p.Namespace, ds.Name)); err != nil {
+			return nil // wait until the source has data, as a driver would
+		}
 		if _, err := copyTree(n.PVCDir(p.Namespace, ds.Name), dst); err != nil {
 			return err
 		}
