@@ -195,7 +195,7 @@ func refuseNonEvents(h http.Handler) http.Handler {
 			http.Error(w, "POST a CloudEvent here", http.StatusMethodNotAllowed)
 			return
 		}
-		if r.Header.Get("Ce-Specversion") == "" && !strings.HasPrefix(r.Header.Get("Content-Type"), "application/cloudevents") {
+		if r.Header.Get("Ce-Specversion") == "" && !structured(r) {
 			http.Error(w, "not a CloudEvent: send binary mode (ce-* headers) or structured mode (application/cloudevents+json)", http.StatusBadRequest)
 			return
 		}

@@ -2,7 +2,6 @@ package schedule
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -270,14 +269,7 @@ func retryUntil(due, following time.Time, deadlineSeconds *int64) time.Time {
 // no PVC selected) are held on the schedule's conditions instead and
 // tried again on each tick until retryUntil.
 func transientMint(err error) bool {
-	var tooMany expand.ErrTooMany
-	switch {
-	case errors.As(err, &tooMany), errors.Is(err, snapshot.ErrNothingSelected):
-		return false
-	case runtime.Refused(err), apierrors.IsNotFound(err):
-		return false
-	}
-	return true
+	return !snapshot.MintRefused(err) && !apierrors.IsNotFound(err)
 }
 
 // firingFailures joins why policies created nothing, bounded so that a

@@ -90,6 +90,15 @@ func noteFanout(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy, 
 // ErrNothingSelected means a firing found no PVC to back up.
 var ErrNothingSelected = errors.New("nothing to back up")
 
+// MintRefused says whether Mint failed for a reason that lasts until
+// someone changes the policy, the PVCs or the configuration: a fan-out
+// over the cap, no PVC selected, or the API server refusing the Snapshot.
+// Minting again unchanged cannot succeed.
+func MintRefused(err error) bool {
+	var tooMany expand.ErrTooMany
+	return errors.As(err, &tooMany) || errors.Is(err, ErrNothingSelected) || runtime.Refused(err)
+}
+
 // Minted is what every Snapshot of one firing carries besides its pins.
 type Minted struct {
 	Origin snapv1.Origin
@@ -170,8 +179,7 @@ func (f *Function) handleRequest(ctx context.Context, e event.Event) error {
 	}
 	names, err := Mint(ctx, f.Client, &p, base, Minted{Origin: snapv1.OriginManual, Tags: req.Tags,
 		Annotations: map[string]string{wellknown.AnnotationRequestedBy: who, wellknown.AnnotationRequestEvent: key}})
-	var tooMany expand.ErrTooMany
-	if errors.As(err, &tooMany) || errors.Is(err, ErrNothingSelected) || runtime.Refused(err) {
+	if MintRefused(err) {
 		// The sender must change the request or the configuration first.
 		return events.Malformed("snapshot request %s: %v", e.ID(), err)
 	}
