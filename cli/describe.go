@@ -77,6 +77,8 @@ func describeSnapshot(w io.Writer, d SnapshotDescription) {
 	field("Deletion policy", string(s.Spec.DeletionPolicy))
 	if s.Status.Snapshot != nil {
 		field("Kopia snapshot", s.Status.Snapshot.KopiaSnapshotID)
+	} else if why := skipped(s); why != "" {
+		field("Kopia snapshot", "<none>: "+why)
 	}
 	if st := s.Status.Stats; st != nil {
 		b, _ := json.Marshal(st)

@@ -14,6 +14,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/expand"
+	"github.com/snapflow/snapflow/internal/volumepolicy"
 )
 
 func newSnapshotCmd() *cobra.Command {
@@ -132,6 +133,8 @@ type snapshotRow struct {
 	FilesNew      int64  `json:"filesNew"`
 	BytesNew      int64  `json:"bytesNew"`
 	Failure       string `json:"failure,omitempty"`
+	// Skipped says why a volume policy left nothing to back up.
+	Skipped string `json:"skipped,omitempty"`
 }
 
 func report(cmd *cobra.Command, c client.Client, ns string, names []string, output string) error {
@@ -153,6 +156,7 @@ func report(cmd *cobra.Command, c client.Client, ns string, names []string, outp
 		if s.Status.Snapshot != nil {
 			r.KopiaSnapshot = s.Status.Snapshot.KopiaSnapshotID
 		}
+		r.Skipped = skipped(&s)
 		if st := s.Status.Stats; st != nil && st.FilesNew != nil && st.BytesNew != nil {
 			r.FilesNew, r.BytesNew = *st.FilesNew, *st.BytesNew
 		}
@@ -168,7 +172,11 @@ func report(cmd *cobra.Command, c client.Client, ns string, names []string, outp
 	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tPHASE\tREPOSITORY\tSOURCE\tKOPIA-SNAPSHOT\tFILES-NEW\tBYTES-NEW\tFAILURE")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", r.Name, r.Phase, r.Repository, r.Source, r.KopiaSnapshot, r.FilesNew, r.BytesNew, r.Failure)
+		kopiaSnapshot := r.KopiaSnapshot
+		if kopiaSnapshot == "" && r.Skipped != "" {
+			kopiaSnapshot = "none: " + r.Skipped
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", r.Name, r.Phase, r.Repository, r.Source, kopiaSnapshot, r.FilesNew, r.BytesNew, r.Failure)
 	}
 	return tw.Flush()
 }
@@ -185,4 +193,14 @@ func failedAny(ctx context.Context, c client.Client, ns string, names []string) 
 		return fmt.Errorf("%d of %d Snapshots failed: %s (see kubectl describe snapshot)", len(failed), len(names), strings.Join(failed, ", "))
 	}
 	return nil
+}
+
+// skipped is why a volume policy rule left s with nothing to back up, or "".
+func skipped(s *snapv1.Snapshot) string {
+	for _, d := range s.Status.VolumePolicies {
+		if d.Action == volumepolicy.Skip {
+			return d.Message
+		}
+	}
+	return ""
 }
