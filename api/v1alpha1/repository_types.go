@@ -452,6 +452,25 @@ type ConnectStatus struct {
 	NextAttemptAt metav1.Time `json:"nextAttemptAt"`
 }
 
+// ProbeStatus records the periodic re-checks of a connected repository
+// (spec.health.probe; a snapflow extension).
+type ProbeStatus struct {
+	// LastProbeAt is when the last probe ended.
+	// +optional
+	LastProbeAt *metav1.Time `json:"lastProbeAt,omitempty"`
+	// ConsecutiveFailures counts the probes that failed since the last
+	// one that succeeded; at failureThreshold the repository is Degraded.
+	// +optional
+	ConsecutiveFailures int32 `json:"consecutiveFailures,omitempty"`
+	// Message is what the last probe found.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Job is the last probe Job recorded: its result counts once however
+	// often its events are delivered.
+	// +optional
+	Job string `json:"job,omitempty"`
+}
+
 // RepositoryStatus is written by snapflow's repository handling.
 type RepositoryStatus struct {
 	// +optional
@@ -482,6 +501,9 @@ type RepositoryStatus struct {
 	// reached at its generation (a snapflow extension); gone once Ready.
 	// +optional
 	Connect *ConnectStatus `json:"connect,omitempty"`
+	// Probe tracks the periodic re-checks of a connected repository.
+	// +optional
+	Probe *ProbeStatus `json:"probe,omitempty"`
 	// +listType=map
 	// +listMapKey=type
 	// +optional

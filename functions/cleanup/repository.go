@@ -216,6 +216,22 @@ func (f *Function) reconcileRepository(ctx context.Context, ref snapv1.Repositor
 		}
 		return nil
 	}
+	if repo.status.Phase == snapv1.RepositoryDegraded && batch == nil {
+		// A probe could not open the repository, or found other storage
+		// there: a deletion would fail, or find nothing and release
+		// Snapshots whose data is still in the real one. Wait for a probe
+		// to open it again.
+		msg := fmt.Sprintf("%s %s is Degraded, so its kopia snapshot is not deleted yet", repo.ref.Kind, repo.ref.Name)
+		if c := meta.FindStatusCondition(repo.status.Conditions, wellknown.ConditionReady); c != nil && c.Message != "" {
+			msg += ": " + c.Message
+		}
+		for _, s := range toDelete {
+			if err := f.markDeleting(ctx, s, metav1.ConditionFalse, "RepositoryDegraded", msg); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	var ready []*snapv1.Snapshot
 	for _, s := range toDelete {
 		if !held[s.Namespace+"/"+s.Name] {

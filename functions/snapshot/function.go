@@ -109,7 +109,7 @@ func (f *Function) handleRef(ctx context.Context, ref events.ObjectRef) error {
 		}
 		if r := j.Labels[wellknown.LabelRepository]; r != "" {
 			kind, ns := snapv1.KindRepository, j.Namespace
-			if j.Labels[wellknown.LabelOp] == opClusterBootstrap {
+			if op := j.Labels[wellknown.LabelOp]; op == opClusterBootstrap || op == opClusterProbe {
 				kind, ns = snapv1.KindClusterRepository, ""
 			}
 			return f.ReconcileRepository(ctx, kind, ns, r)

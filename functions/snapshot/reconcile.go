@@ -37,10 +37,12 @@ const (
 	ReasonStaging              = "Staging"
 	ReasonMoverStarted         = "MoverStarted"
 	ReasonMoverPodWedged       = "MoverPodWedged"
-	ReasonNotPermitted         = "PrivilegedMoverNotPermitted"
-	ReasonSourceNotFound       = "SourceNotFound"
-	ReasonSourceNotBound       = "SourceNotBound"
-	ReasonIdentityCollision    = "IdentityCollision"
+	// ReasonMoverCannotStart: a repository's bootstrap pod waits on something to fix.
+	ReasonMoverCannotStart  = "MoverCannotStart"
+	ReasonNotPermitted      = "PrivilegedMoverNotPermitted"
+	ReasonSourceNotFound    = "SourceNotFound"
+	ReasonSourceNotBound    = "SourceNotBound"
+	ReasonIdentityCollision = "IdentityCollision"
 )
 
 // ReconcileSnapshot moves one Snapshot forward by at most one step per call

@@ -52,7 +52,7 @@ func (f *Function) ReconcileRepository(ctx context.Context, kind snapv1.Reposito
 	err = f.Client.Get(ctx, client.ObjectKey{Namespace: jobNS, Name: jobName}, &job)
 	switch {
 	case apierrors.IsNotFound(err):
-		if r.Status.Phase == snapv1.RepositoryReady && r.Status.ObservedGeneration == gen {
+		if connectedAt(r.Status, gen) {
 			return f.connected(ctx, r) // the Job was collected since
 		}
 		return f.startBootstrap(ctx, r, jobName)
@@ -60,11 +60,14 @@ func (f *Function) ReconcileRepository(ctx context.Context, kind snapv1.Reposito
 		return err
 	}
 	if !jobwatch.Done(&job) {
-		return nil
+		if connectedAt(r.Status, gen) {
+			return nil
+		}
+		return f.bootstrapWaits(ctx, r, &job)
 	}
 	// Once connected at this generation the report is in status; later
 	// events on the finished Job need not read it again.
-	if r.Status.Phase != snapv1.RepositoryReady || r.Status.ObservedGeneration != gen {
+	if !connectedAt(r.Status, gen) {
 		why, err := jobwatch.ApplyReport(ctx, f.Client, &job, r.Obj.GetUID(), mover.OpBootstrap)
 		if err != nil {
 			return err
@@ -86,7 +89,7 @@ func (f *Function) ReconcileRepository(ctx context.Context, kind snapv1.Reposito
 			failedJob = true
 		}
 	}
-	if r.Status.Phase == snapv1.RepositoryReady && r.Status.ObservedGeneration == gen {
+	if connectedAt(r.Status, gen) {
 		return f.connected(ctx, r)
 	}
 	if failedJob && r.Status.Phase != snapv1.RepositoryFailed {
@@ -140,12 +143,43 @@ func (f *Function) retryCeiling() time.Duration {
 	return max(f.retryBase(), ceiling)
 }
 
-// connected drops the retry state of a repository that connected.
+// bootstrapWaits says on Ready why a bootstrap's mover cannot start (a
+// password Secret that does not exist, an image that does not pull), which
+// would otherwise show only on the pod until the Job's deadline; the Job
+// goes on, so the repository connects once someone fixes it.
+func (f *Function) bootstrapWaits(ctx context.Context, r *RepositoryObject, job *batchv1.Job) error {
+	why := jobwatch.Waiting(ctx, f.Client, job)
+	return f.updateRepoStatus(ctx, r, func(st *snapv1.RepositoryStatus, gen int64) {
+		if st.Phase == snapv1.RepositoryReady {
+			return // the generation connected before still serves
+		}
+		c := meta.FindStatusCondition(st.Conditions, wellknown.ConditionReady)
+		switch {
+		case why != "":
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonMoverCannotStart,
+				Message: fmt.Sprintf("bootstrap job %s cannot start its mover, and waits: %s", job.Name, why), ObservedGeneration: gen})
+		case c != nil && c.Reason == ReasonMoverCannotStart:
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: "Connecting",
+				Message: "bootstrap job " + job.Name + " connects to the repository", ObservedGeneration: gen})
+		}
+	})
+}
+
+// connectedAt says the bootstrap of generation gen succeeded: the
+// repository is Ready, or was and a probe has found it Degraded since.
+func connectedAt(st *snapv1.RepositoryStatus, gen int64) bool {
+	return (st.Phase == snapv1.RepositoryReady || st.Phase == snapv1.RepositoryDegraded) && st.ObservedGeneration == gen
+}
+
+// connected drops the retry state of a repository that connected and
+// probes it when a probe is due.
 func (f *Function) connected(ctx context.Context, r *RepositoryObject) error {
-	if r.Status.Connect == nil {
-		return nil
+	if r.Status.Connect != nil {
+		if err := f.updateRepoStatus(ctx, r, func(st *snapv1.RepositoryStatus, _ int64) { st.Connect = nil }); err != nil {
+			return err
+		}
 	}
-	return f.updateRepoStatus(ctx, r, func(st *snapv1.RepositoryStatus, _ int64) { st.Connect = nil })
+	return f.probe(ctx, r)
 }
 
 func finishTime(j *batchv1.Job) time.Time {
@@ -159,96 +193,123 @@ func finishTime(j *batchv1.Job) time.Time {
 }
 
 func (f *Function) startBootstrap(ctx context.Context, r *RepositoryObject, jobName string) error {
-	work, mounts, err := RepositoryWork(r.Ref, r.Obj, r.Spec)
-	if err != nil {
-		return f.updateRepoStatus(ctx, r, func(st *snapv1.RepositoryStatus, gen int64) {
-			st.Phase = snapv1.RepositoryFailed
-			st.ObservedGeneration = gen
-			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: "UnsupportedBackend", Message: err.Error(), ObservedGeneration: gen})
-			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionStalled, Status: metav1.ConditionTrue, Reason: "UnsupportedBackend", Message: err.Error(), ObservedGeneration: gen})
-		})
-	}
-	kind := string(r.Ref.Kind)
 	op := opBootstrap
 	if r.Ref.Kind == snapv1.KindClusterRepository {
 		op = opClusterBootstrap
 	}
+	job, cm, backend, refused, err := f.repositoryJob(ctx, r, jobName, op, mover.WorkSpec{Operation: mover.OpBootstrap},
+		// A finished Job paces the retries (ReconcileRepository deletes it
+		// when the next attempt is due): a short TTL must not start one early.
+		int32(f.retryCeiling()/time.Second))
+	if err != nil {
+		return err
+	}
+	if refused != nil {
+		// Stays refused until the spec, the namespace's opt-in or the
+		// Secrets change; each of those events starts the bootstrap again.
+		return f.updateRepoStatus(ctx, r, func(st *snapv1.RepositoryStatus, gen int64) {
+			st.Phase = snapv1.RepositoryFailed
+			st.ObservedGeneration = gen
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: refused.Reason, Message: refused.Message, ObservedGeneration: gen})
+			if refused.Reason == "UnsupportedBackend" {
+				meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionStalled, Status: metav1.ConditionTrue, Reason: refused.Reason, Message: refused.Message, ObservedGeneration: gen})
+			}
+		})
+	}
+	if err := f.createRepositoryJob(ctx, job, cm); err != nil {
+		return err
+	}
+	return f.updateRepoStatus(ctx, r, func(st *snapv1.RepositoryStatus, gen int64) {
+		if st.Phase == "" || st.Phase == snapv1.RepositoryPending {
+			st.Phase = snapv1.RepositoryInitializing
+		}
+		st.Backend = backend
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReconciling, Status: metav1.ConditionTrue, Reason: "Connecting",
+			Message: "bootstrap job " + jobName + " connects to the repository", ObservedGeneration: gen})
+	})
+}
+
+// refusal is why a repository's mover Job cannot be made, as a condition
+// reason and message.
+type refusal struct{ Reason, Message string }
+
+// repositoryJob builds the mover Job and work spec that run ws (its
+// operation and extra sections set) against r. ws.Repository and
+// ws.Target are filled here; a bootstrap alone may create the repository.
+func (f *Function) repositoryJob(ctx context.Context, r *RepositoryObject, jobName, op string, ws mover.WorkSpec, minTTL int32) (*batchv1.Job, *corev1.ConfigMap, string, *refusal, error) {
+	work, mounts, err := RepositoryWork(r.Ref, r.Obj, r.Spec)
+	if err != nil {
+		return nil, nil, "", &refusal{"UnsupportedBackend", err.Error()}, nil
+	}
+	if ws.Operation != mover.OpBootstrap {
+		work.Create = nil
+	}
+	kind := string(r.Ref.Kind)
 	owner := metav1.OwnerReference{APIVersion: snapv1.GroupVersion.String(), Kind: kind, Name: r.Ref.Name, UID: r.Obj.GetUID(), Controller: ptr(true)}
 	var owners metav1.OwnerReference
 	if r.Ref.Kind == snapv1.KindRepository {
 		owners = owner
 	}
+	ws.Repository = work
+	ws.Target = mover.Target{Kind: kind, Namespace: r.Obj.GetNamespace(), Name: r.Ref.Name, UID: string(r.Obj.GetUID()), Generation: r.Obj.GetGeneration()}
 	params := moverjob.Params{
 		Name: jobName, Namespace: r.Namespace, Owner: owners,
 		Labels: map[string]string{wellknown.LabelRepository: r.Ref.Name, wellknown.LabelOp: op},
 		Image:  f.MoverImage, ServiceAccount: f.MoverServiceAccount,
-		Work: mover.WorkSpec{Operation: mover.OpBootstrap, Repository: work,
-			Target: mover.Target{Kind: kind, Namespace: r.Obj.GetNamespace(), Name: r.Ref.Name, UID: string(r.Obj.GetUID()), Generation: r.Obj.GetGeneration()}},
+		Work:           ws,
 		PasswordSecret: r.Spec.Encryption.PasswordSecretRef.Name, PasswordKey: r.Spec.Encryption.PasswordSecretRef.Key,
 		CredentialsSecret: mounts.Credentials, CABundle: mounts.CABundle,
 		RepositoryClaim: mounts.RepoClaim, RepositoryNFS: mounts.RepoNFS, RepositoryHost: mounts.HostPath,
 		RepositoryHostTrusted: mounts.HostTrusted,
 		Defaults:              r.Spec.MoverDefaults, ActiveDeadline: moverjob.BootstrapActiveDeadline,
-		// A finished Job paces the retries (ReconcileRepository deletes it
-		// when the next attempt is due): a short TTL must not start one early.
-		MinTTLSecondsAfterFinished: int32(f.retryCeiling() / time.Second),
+		MinTTLSecondsAfterFinished: minTTL,
 	}
+	// A probe opens the repository as its bootstrap does, so it gets the
+	// same deadlines: a slow backend given more time must not time out.
 	if b := r.Spec.Bootstrap; b != nil {
 		params.FailurePolicy = b.FailurePolicy
 	}
 	job, cm, err := runtime.BuildMoverJob(ctx, f.Client, params)
 	if errors.Is(err, privilege.ErrNotPermitted) {
-		// Stays refused until the namespace opts in or moverDefaults change;
-		// either event starts the bootstrap again.
-		return f.updateRepoStatus(ctx, r, func(st *snapv1.RepositoryStatus, gen int64) {
-			st.Phase = snapv1.RepositoryFailed
-			st.ObservedGeneration = gen
-			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonNotPermitted, Message: err.Error(), ObservedGeneration: gen})
-		})
+		return nil, nil, "", &refusal{ReasonNotPermitted, err.Error()}, nil
 	} else if err != nil {
-		return err
+		return nil, nil, "", nil, err
 	}
 	if r.Ref.Kind == snapv1.KindClusterRepository {
 		// A namespaced Job cannot be owned by a cluster-scoped object here.
 		job.OwnerReferences, cm.OwnerReferences = nil, nil
 		// Its references may name other namespaces; the owner of the
 		// ClusterRepository gave them to snapflow. Copies of finished
-		// bootstrap runs go first.
+		// runs go first.
 		if r.Homes().Needed(r.Namespace) {
 			if err := projection.Sweep(ctx, f.Client, r.Namespace, f.now()); err != nil {
-				return err
+				return nil, nil, "", nil, err
 			}
 		}
 		if err := projection.Apply(ctx, f.Client, job, r.Homes(), true, ""); errors.Is(err, projection.ErrSource) {
-			return f.updateRepoStatus(ctx, r, func(st *snapv1.RepositoryStatus, gen int64) {
-				st.Phase = snapv1.RepositoryFailed
-				st.ObservedGeneration = gen
-				meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: "CredentialsMissing", Message: err.Error(), ObservedGeneration: gen})
-			})
+			return nil, nil, "", &refusal{"CredentialsMissing", err.Error()}, nil
 		} else if err != nil {
-			return err
+			return nil, nil, "", nil, err
 		}
 	}
+	return job, cm, work.Backend.Kind(), nil, nil
+}
+
+// createRepositoryJob creates a repository run's work spec and Job.
+func (f *Function) createRepositoryJob(ctx context.Context, job *batchv1.Job, cm *corev1.ConfigMap) error {
 	if err := f.Client.Create(ctx, cm); apierrors.IsAlreadyExists(err) {
-		// A spec left by an earlier attempt at this generation is replaced,
+		// A spec left by an earlier attempt under this name is replaced,
 		// not updated: the function needs no right to rewrite ConfigMaps.
 		if err := f.replaceWorkSpec(ctx, cm); err != nil {
 			return err
 		}
 	} else if err != nil {
-		return fmt.Errorf("create bootstrap work spec: %w", err)
+		return fmt.Errorf("create the work spec of job %s: %w", job.Name, err)
 	}
 	if err := f.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create bootstrap job: %w", err)
+		return fmt.Errorf("create job %s: %w", job.Name, err)
 	}
-	return f.updateRepoStatus(ctx, r, func(st *snapv1.RepositoryStatus, gen int64) {
-		if st.Phase == "" || st.Phase == snapv1.RepositoryPending {
-			st.Phase = snapv1.RepositoryInitializing
-		}
-		st.Backend = work.Backend.Kind()
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReconciling, Status: metav1.ConditionTrue, Reason: "Connecting",
-			Message: "bootstrap job " + jobName + " connects to the repository", ObservedGeneration: gen})
-	})
+	return nil
 }
 
 func (f *Function) updateRepoStatus(ctx context.Context, r *RepositoryObject, mutate func(*snapv1.RepositoryStatus, int64)) error {
@@ -275,7 +336,7 @@ func (f *Function) replaceWorkSpec(ctx context.Context, cm *corev1.ConfigMap) er
 		return err
 	} else if err == nil {
 		if old.Labels[wellknown.LabelManagedBy] != wellknown.ManagedByValue {
-			return fmt.Errorf("configmap %s/%s, which snapflow did not make, is where the bootstrap work spec goes: delete or rename it", old.Namespace, old.Name)
+			return fmt.Errorf("configmap %s/%s, which snapflow did not make, is where a repository run's work spec goes: delete or rename it", old.Namespace, old.Name)
 		}
 		uid := old.UID
 		if err := f.Client.Delete(ctx, &old, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -283,7 +344,7 @@ func (f *Function) replaceWorkSpec(ctx context.Context, cm *corev1.ConfigMap) er
 		}
 	}
 	if err := f.Client.Create(ctx, cm); err != nil {
-		return fmt.Errorf("create bootstrap work spec: %w", err)
+		return fmt.Errorf("create work spec %s: %w", cm.Name, err)
 	}
 	return nil
 }

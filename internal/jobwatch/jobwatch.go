@@ -111,14 +111,57 @@ func Wedged(ctx context.Context, c client.Client, j *batchv1.Job, now time.Time)
 	why := "no pod was created"
 	if len(pods.Items) > 0 {
 		why = "its pod is still Pending"
-		for _, cond := range pods.Items[0].Status.Conditions {
-			if cond.Status != corev1.ConditionTrue && cond.Message != "" {
-				why += ": " + cond.Message
-				break
-			}
+		if w := waitingReason(&pods.Items[0]); w != "" {
+			why += ": " + w
 		}
 	}
 	return true, fmt.Sprintf("the mover job %s did not start within %s (%s); check scheduling, image pulls and volume attachment", j.Name, deadline, why)
+}
+
+// Waiting is why the latest pod of j cannot start its containers (a
+// missing Secret or ConfigMap, an image that does not pull, no node that
+// fits), or "" while nothing says so. Unlike Wedged it needs no deadline:
+// it reports what the kubelet or the scheduler already said.
+func Waiting(ctx context.Context, c client.Client, j *batchv1.Job) string {
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(j.Namespace), client.MatchingLabels{"job-name": j.Name}); err != nil {
+		return ""
+	}
+	var latest *corev1.Pod
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if !metav1.IsControlledBy(p, j) || (p.Status.Phase != corev1.PodPending && p.Status.Phase != "") {
+			continue
+		}
+		if latest == nil || p.CreationTimestamp.After(latest.CreationTimestamp.Time) {
+			latest = p
+		}
+	}
+	if latest == nil {
+		return ""
+	}
+	return waitingReason(latest)
+}
+
+// cannotStart are the waiting reasons that need someone to act.
+var cannotStart = map[string]bool{"CreateContainerConfigError": true, "CreateContainerError": true, "ErrImagePull": true,
+	"ImagePullBackOff": true, "InvalidImageName": true, "ErrImageNeverPull": true}
+
+// waitingReason is what keeps a Pending pod from starting, as its
+// containers or the scheduler say: not the Ready=False every pod shows
+// while its containers are being created.
+func waitingReason(p *corev1.Pod) string {
+	for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		if w := cs.State.Waiting; w != nil && cannotStart[w.Reason] {
+			return fmt.Sprintf("container %s: %s: %s", cs.Name, w.Reason, w.Message)
+		}
+	}
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Message != "" {
+			return cond.Message
+		}
+	}
+	return ""
 }
 
 // Report reads what j's mover found: the report in the termination message
@@ -202,4 +245,27 @@ func ApplyReport(ctx context.Context, c client.Client, j *batchv1.Job, owner typ
 		return "", err
 	}
 	return "", nil
+}
+
+// ProbeReport reads the outcome of j's finished probe of the repository of
+// UID owner. Like ApplyReport it returns a reason instead when there is no
+// usable report, and an error only when the API server failed.
+func ProbeReport(ctx context.Context, c client.Client, j *batchv1.Job, owner types.UID) (mover.ProbeOutcome, string, error) {
+	rep, spec, err := Report(ctx, c, j)
+	switch {
+	case errors.Is(err, mover.ErrNoReport):
+		return mover.ProbeOutcome{}, "the mover left no report", nil
+	case errors.Is(err, mover.ErrReportMismatch) || apierrors.IsNotFound(err):
+		return mover.ProbeOutcome{}, err.Error(), nil
+	case err != nil:
+		return mover.ProbeOutcome{}, "", err
+	}
+	if spec.Target.UID != string(owner) || spec.Operation != mover.OpProbe {
+		return mover.ProbeOutcome{}, fmt.Sprintf("%s: the work spec of job %s is not the probe work of this repository", mover.ErrReportMismatch, j.Name), nil
+	}
+	out, err := rep.ProbeResult(spec)
+	if err != nil {
+		return mover.ProbeOutcome{}, err.Error(), nil
+	}
+	return out, "", nil
 }

@@ -26,6 +26,11 @@ func (r *Report) Apply(ctx context.Context, c client.Client, spec *WorkSpec) err
 	if err := r.check(spec); err != nil {
 		return err
 	}
+	if spec.Operation == OpProbe {
+		// Its outcome is a health record (internal/health), which the
+		// function writes with the Job's own end time.
+		return fmt.Errorf("%w: a probe's report is not a run's result (read it with ProbeResult)", ErrReportMismatch)
+	}
 	if r.Failure == nil && !r.finished(spec.Operation) {
 		return fmt.Errorf("%w: it holds no result for a %s run", ErrReportMismatch, spec.Operation)
 	}
@@ -99,7 +104,7 @@ func (r *Report) finished(op string) bool {
 	switch op {
 	case OpSnapshot:
 		return r.Snapshot != nil
-	case OpBootstrap:
+	case OpBootstrap, OpProbe:
 		return r.Bootstrap != nil
 	case OpRestore:
 		return r.Restored != nil
@@ -174,4 +179,31 @@ func (r *Report) check(spec *WorkSpec) error {
 		}
 	}
 	return nil
+}
+
+// ProbeOutcome is what a probe's report says, checked against its spec.
+type ProbeOutcome struct {
+	// Generation is the repository generation the probe's work was for.
+	Generation int64
+	// Opened is set when the repository opened.
+	Opened *BootstrapResult
+	// Failure is set when it did not.
+	Failure *Failure
+}
+
+// ProbeResult reads a probe run's report.
+func (r *Report) ProbeResult(spec *WorkSpec) (ProbeOutcome, error) {
+	if err := r.check(spec); err != nil {
+		return ProbeOutcome{}, err
+	}
+	if spec.Operation != OpProbe {
+		return ProbeOutcome{}, fmt.Errorf("%w: the work spec is a %s run, not a probe", ErrReportMismatch, spec.Operation)
+	}
+	switch {
+	case r.Failure != nil:
+		return ProbeOutcome{Generation: spec.Target.Generation, Failure: r.Failure}, nil
+	case r.Bootstrap != nil:
+		return ProbeOutcome{Generation: spec.Target.Generation, Opened: r.Bootstrap}, nil
+	}
+	return ProbeOutcome{}, fmt.Errorf("%w: it holds no result for a probe run", ErrReportMismatch)
 }

@@ -144,8 +144,10 @@ func run(ctx context.Context, o Options, start time.Time) (string, error) {
 		}
 	}
 	switch w.Operation {
-	case OpBootstrap:
-		open.Create = w.Repository.Create
+	case OpBootstrap, OpProbe:
+		if w.Operation == OpBootstrap {
+			open.Create = w.Repository.Create
+		}
 		r, err := kopia.Open(ctx, open)
 		if err != nil {
 			return "", err
@@ -280,7 +282,7 @@ func run(ctx context.Context, o Options, start time.Time) (string, error) {
 // a bootstrap touches no snapshot.
 func bindToNamespace(open *kopia.OpenOptions, w *WorkSpec) error {
 	switch w.Operation {
-	case OpBootstrap, OpDelete:
+	case OpBootstrap, OpProbe, OpDelete:
 		return nil
 	}
 	ns := w.Target.Namespace

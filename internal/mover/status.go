@@ -245,6 +245,8 @@ func (k *KubeReporter) BootstrapDone(ctx context.Context, r BootstrapResult) err
 		st.Backend = r.Backend
 		at := metav1.NewTime(r.At)
 		st.StorageStats = &snapv1.StorageStats{SnapshotCount: ptr(r.Usage.Snapshots), TotalSize: ptr(r.Usage.LogicalBytes), LastObservedAt: &at}
+		st.LastReverifyAt = &at
+		st.Probe = nil // a new generation starts its health record afresh
 		msg := "connected to the existing kopia repository " + r.UniqueID
 		if r.Created {
 			msg = "created kopia repository " + r.UniqueID

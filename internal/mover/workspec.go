@@ -25,6 +25,9 @@ const (
 	OpRestore   = "restore"
 	OpVerify    = "verify"
 	OpPin       = "pin"
+	// OpProbe opens a connected repository again, never creating one,
+	// to find out whether it still opens and how big it is.
+	OpProbe = "probe"
 )
 
 // Environment variables the mover reads its secrets from.
@@ -163,6 +166,12 @@ func Parse(b []byte) (*WorkSpec, error) {
 			return nil, fmt.Errorf("work spec: operation snapshot needs a snapshot section")
 		}
 	case OpBootstrap:
+	case OpProbe:
+		// Refused here so that a function bug cannot turn a probe into a
+		// create; a tenant who edits its own work spec gains nothing by it.
+		if w.Repository.Create != nil {
+			return nil, fmt.Errorf("work spec: a probe never creates a repository, but the spec has repository.create")
+		}
 	case OpDelete:
 		if w.Delete == nil || len(w.Delete.Members) == 0 {
 			return nil, fmt.Errorf("work spec: operation delete needs at least one member")
@@ -180,7 +189,7 @@ func Parse(b []byte) (*WorkSpec, error) {
 			return nil, fmt.Errorf("work spec: operation pin needs a pin section with a snapshotID")
 		}
 	default:
-		return nil, fmt.Errorf("work spec: unknown operation %q (want %s, %s, %s, %s, %s or %s)", w.Operation, OpSnapshot, OpBootstrap, OpDelete, OpRestore, OpVerify, OpPin)
+		return nil, fmt.Errorf("work spec: unknown operation %q (want %s, %s, %s, %s, %s, %s or %s)", w.Operation, OpSnapshot, OpBootstrap, OpProbe, OpDelete, OpRestore, OpVerify, OpPin)
 	}
 	if w.Repository.Backend.Kind() == "" {
 		return nil, fmt.Errorf("work spec: repository.backend names no supported backend")

@@ -13,6 +13,8 @@ func TestParse(t *testing.T) {
 		{"no target", `{"operation":"bootstrap","repository":{"backend":{"s3":{"bucket":"b"}}}}`, "target.kind and target.name"},
 		{"unknown op", `{"operation":"dance","target":{"kind":"Snapshot","name":"s"},"repository":{"backend":{"s3":{"bucket":"b"}}}}`, `unknown operation "dance"`},
 		{"snapshot without section", `{"operation":"snapshot","target":{"kind":"Snapshot","name":"s"},"repository":{"backend":{"s3":{"bucket":"b"}}}}`, "needs a snapshot section"},
+		{"probe", `{"operation":"probe","target":{"kind":"Repository","name":"r"},"repository":{"backend":{"s3":{"bucket":"b"}}}}`, ""},
+		{"a probe that would create", `{"operation":"probe","target":{"kind":"Repository","name":"r"},"repository":{"backend":{"s3":{"bucket":"b"}},"create":{}}}`, "never creates"},
 		{"no backend", `{"operation":"bootstrap","target":{"kind":"Repository","name":"r"},"repository":{}}`, "no supported backend"},
 	}
 	for _, c := range cases {

@@ -138,6 +138,11 @@ func (n *Node) runPod(ctx context.Context, j *batchv1.Job, log interface{ Info(s
 		n.setPod(context.WithoutCancel(ctx), pod, corev1.PodFailed, []corev1.ContainerStatus{terminated("setup", 1, msg)})
 		return false, msg, nil
 	}
+	if err := n.awaitConfig(ctx, pod); err != nil {
+		msg := "config: " + err.Error()
+		n.setPod(context.WithoutCancel(ctx), pod, corev1.PodFailed, []corev1.ContainerStatus{terminated("setup", 1, msg)})
+		return false, msg, nil
+	}
 	n.setPod(ctx, pod, corev1.PodRunning, nil)
 
 	work, err := os.MkdirTemp(filepath.Join(n.o.Root), "pod-")
@@ -193,6 +198,71 @@ func (n *Node) awaitClaims(ctx context.Context, ns string, vols []corev1.Volume)
 		}
 	}
 	return nil
+}
+
+// awaitConfig holds a pod whose Secrets or ConfigMaps are missing in
+// Pending, as a kubelet does, and returns once they are all there, or an
+// error when ctx ends or a reference cannot work at all. Containers wait
+// with CreateContainerConfigError for their environment, and with
+// ContainerCreating for a volume that cannot be mounted.
+func (n *Node) awaitConfig(ctx context.Context, pod *corev1.Pod) error {
+	last := ""
+	for {
+		reason, problem, err := n.configProblem(ctx, pod)
+		if err != nil {
+			return err
+		}
+		if problem == "" {
+			return nil
+		}
+		if problem != last {
+			waiting := func(cs []corev1.Container) []corev1.ContainerStatus {
+				var out []corev1.ContainerStatus
+				for _, c := range cs {
+					out = append(out, corev1.ContainerStatus{Name: c.Name, Image: c.Image,
+						State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: problem}}})
+				}
+				return out
+			}
+			n.setPodWaiting(ctx, pod, waiting(pod.Spec.InitContainers), waiting(pod.Spec.Containers))
+			last = problem
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s, until the pod's deadline: %w", problem, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// configProblem is what keeps pod's containers from being created for now
+// (a reason and a message), or an error for a reference no wait can fix.
+func (n *Node) configProblem(ctx context.Context, pod *corev1.Pod) (string, string, error) {
+	for _, v := range pod.Spec.Volumes {
+		var err error
+		switch {
+		case v.Secret != nil && (v.Secret.Optional == nil || !*v.Secret.Optional):
+			err = n.o.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: v.Secret.SecretName}, &corev1.Secret{})
+		case v.ConfigMap != nil && (v.ConfigMap.Optional == nil || !*v.ConfigMap.Optional):
+			err = n.o.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: v.ConfigMap.Name}, &corev1.ConfigMap{})
+		}
+		if apierrors.IsNotFound(err) {
+			return "ContainerCreating", fmt.Sprintf("MountVolume.SetUp failed for volume %q: %v", v.Name, err), nil
+		} else if err != nil {
+			return "", "", err
+		}
+	}
+	for _, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		_, err := n.env(ctx, pod, c)
+		var missing *missingKey
+		switch {
+		case apierrors.IsNotFound(err) || errors.As(err, &missing):
+			return "CreateContainerConfigError", err.Error(), nil
+		case err != nil:
+			return "", "", err
+		}
+	}
+	return "", "", nil
 }
 
 // failJobRule says whether a failed pod's container statuses match a
@@ -259,9 +329,25 @@ func (n *Node) setPod(ctx context.Context, pod *corev1.Pod, phase corev1.PodPhas
 			now := metav1.Now()
 			live.Status.StartTime = &now
 		}
-		if statuses != nil {
+		if phase == corev1.PodRunning {
+			live.Status.InitContainerStatuses = nil // a running pod waits no more
+		}
+		if statuses != nil || phase == corev1.PodRunning {
 			live.Status.ContainerStatuses = statuses
 		}
+		return n.o.Client.Status().Update(ctx, &live)
+	})
+}
+
+// setPodWaiting records a Pending pod whose containers wait.
+func (n *Node) setPodWaiting(ctx context.Context, pod *corev1.Pod, initStatuses, statuses []corev1.ContainerStatus) {
+	_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var live corev1.Pod
+		if err := n.o.Client.Get(ctx, client.ObjectKeyFromObject(pod), &live); err != nil {
+			return err
+		}
+		live.Status.Phase = corev1.PodPending
+		live.Status.InitContainerStatuses, live.Status.ContainerStatuses = initStatuses, statuses
 		return n.o.Client.Status().Update(ctx, &live)
 	})
 }

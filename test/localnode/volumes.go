@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -151,21 +152,33 @@ func (n *Node) valueFrom(ctx context.Context, pod *corev1.Pod, e corev1.EnvVar) 
 	f := e.ValueFrom
 	switch {
 	case f.SecretKeyRef != nil:
+		optional := f.SecretKeyRef.Optional != nil && *f.SecretKeyRef.Optional
 		var s corev1.Secret
 		if err := n.o.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: f.SecretKeyRef.Name}, &s); err != nil {
+			if optional && apierrors.IsNotFound(err) {
+				return "", nil
+			}
 			return "", fmt.Errorf("env %s: Secret %s: %w", e.Name, f.SecretKeyRef.Name, err)
 		}
 		v, ok := s.Data[f.SecretKeyRef.Key]
-		if !ok && !(f.SecretKeyRef.Optional != nil && *f.SecretKeyRef.Optional) {
-			return "", fmt.Errorf("env %s: Secret %s has no key %s", e.Name, f.SecretKeyRef.Name, f.SecretKeyRef.Key)
+		if !ok && !optional {
+			return "", &missingKey{fmt.Sprintf("couldn't find key %s in Secret %s/%s (env %s)", f.SecretKeyRef.Key, pod.Namespace, f.SecretKeyRef.Name, e.Name)}
 		}
 		return string(v), nil
 	case f.ConfigMapKeyRef != nil:
+		optional := f.ConfigMapKeyRef.Optional != nil && *f.ConfigMapKeyRef.Optional
 		var cm corev1.ConfigMap
 		if err := n.o.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: f.ConfigMapKeyRef.Name}, &cm); err != nil {
+			if optional && apierrors.IsNotFound(err) {
+				return "", nil
+			}
 			return "", fmt.Errorf("env %s: ConfigMap %s: %w", e.Name, f.ConfigMapKeyRef.Name, err)
 		}
-		return cm.Data[f.ConfigMapKeyRef.Key], nil
+		v, ok := cm.Data[f.ConfigMapKeyRef.Key]
+		if !ok && !optional {
+			return "", &missingKey{fmt.Sprintf("couldn't find key %s in ConfigMap %s/%s (env %s)", f.ConfigMapKeyRef.Key, pod.Namespace, f.ConfigMapKeyRef.Name, e.Name)}
+		}
+		return v, nil
 	case f.FieldRef != nil:
 		switch strings.TrimSpace(f.FieldRef.FieldPath) {
 		case "metadata.namespace":
@@ -184,3 +197,9 @@ func (n *Node) valueFrom(ctx context.Context, pod *corev1.Pod, e corev1.EnvVar) 
 	}
 	return "", fmt.Errorf("env %s: unsupported valueFrom", e.Name)
 }
+
+// missingKey is a Secret or ConfigMap that lacks a key a container's
+// environment names: the kubelet waits for it, as for a missing object.
+type missingKey struct{ msg string }
+
+func (m *missingKey) Error() string { return m.msg }
