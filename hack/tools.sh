@@ -34,11 +34,14 @@ timed() { # timed LABEL CMD... : run and report the wall time
   log "$label built in $(( $(date +%s) - start ))s"
 }
 
-build_kube() {
-  if fresh kube-apiserver "$KUBE_VERSION" && fresh kubectl "$KUBE_VERSION"; then return; fi
+# Each tool is built in two steps: prep_* writes a module that requires it
+# and downloads what it needs (network-bound), compile_* builds it
+# (CPU-bound). All preps start at once in the background, so a cold
+# machine downloads while it compiles instead of one after the other.
+
+prep_kube() {
   local dir="$WORK/kube-$KUBE_VERSION"
   rm -rf "$dir"; mkdir -p "$dir"
-  log "kube-apiserver and kubectl $KUBE_VERSION (first run takes several minutes)"
   local minor=${KUBE_VERSION#v1.}
   local staging="v0.$minor"
   # k8s.io/kubernetes maps its staging modules to ./staging; read that list from its
@@ -65,17 +68,20 @@ import (
 )
 GO
   (cd "$dir" && go mod tidy -e >/dev/null 2>&1 || true)
+}
+
+compile_kube() {
+  local dir="$WORK/kube-$KUBE_VERSION"
+  log "kube-apiserver and kubectl $KUBE_VERSION (first run takes several minutes)"
   (cd "$dir" && timed kube-apiserver go build -o "$BIN/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
   stamp kube-apiserver "$KUBE_VERSION"
   (cd "$dir" && timed kubectl go build -o "$BIN/kubectl" k8s.io/kubernetes/cmd/kubectl)
   stamp kubectl "$KUBE_VERSION"
 }
 
-build_etcd() {
-  fresh etcd "$ETCD_VERSION" && return
+prep_etcd() {
   local dir="$WORK/etcd-$ETCD_VERSION"
   rm -rf "$dir"; mkdir -p "$dir"
-  log "etcd $ETCD_VERSION"
   cat >"$dir/go.mod" <<MOD
 module snapflow.local/etcd
 
@@ -94,7 +100,12 @@ import (
 
 func main() { etcdmain.Main(os.Args) }
 GO
-  (cd "$dir" && go mod tidy >/dev/null && timed etcd go build -o "$BIN/etcd" .)
+  (cd "$dir" && go mod tidy >/dev/null)
+}
+
+compile_etcd() {
+  log "etcd $ETCD_VERSION"
+  (cd "$WORK/etcd-$ETCD_VERSION" && timed etcd go build -o "$BIN/etcd" .)
   stamp etcd "$ETCD_VERSION"
 }
 
@@ -102,11 +113,9 @@ GO
 # served, so `go install ...@version` fails; build it inside a module that
 # requires the exact version instead.
 KOPIA_VERSION=${KOPIA_VERSION:-v0.22.3}
-build_kopia() {
-  fresh kopia "$KOPIA_VERSION" && return
+prep_kopia() {
   local dir="$WORK/kopia-$KOPIA_VERSION"
   rm -rf "$dir"; mkdir -p "$dir"
-  log "kopia CLI $KOPIA_VERSION (benchmark peer)"
   cat >"$dir/go.mod" <<MOD
 module snapflow.local/kopiacli
 
@@ -122,27 +131,85 @@ package tools
 import _ "github.com/kopia/kopia"
 GO
   (cd "$dir" && go mod tidy -e >/dev/null 2>&1 || true)
-  (cd "$dir" && timed kopia go build -o "$BIN/kopia" github.com/kopia/kopia)
+}
+
+compile_kopia() {
+  log "kopia CLI $KOPIA_VERSION (benchmark peer)"
+  (cd "$WORK/kopia-$KOPIA_VERSION" && timed kopia go build -o "$BIN/kopia" github.com/kopia/kopia)
   stamp kopia "$KOPIA_VERSION"
 }
 
-install_tool() { # install_tool NAME PKG VERSION
-  fresh "$1" "$3" && return
+# A tool `go install`ed at a version builds with its own module's
+# requirements; prep_install downloads the same ones (a module that
+# requires only it selects the same versions) without compiling.
+prep_install() { # prep_install NAME PKG VERSION
+  local dir="$WORK/$1-$3"
+  rm -rf "$dir"; mkdir -p "$dir"
+  printf 'module snapflow.local/%s\n\ngo 1.26\n' "$1" >"$dir/go.mod"
+  (cd "$dir" && go get "$2@$3" >/dev/null 2>&1 || true)
+}
+
+compile_install() { # compile_install NAME PKG VERSION
   log "$1 $3"
   GOBIN="$BIN" timed "$1" go install "$2@$3"
   stamp "$1" "$3"
 }
 
+tool_pkg() { # the package and version `go install` builds, for each installed tool
+  case $1 in
+    controller-gen) echo "sigs.k8s.io/controller-tools/cmd/controller-gen $CONTROLLER_TOOLS_VERSION" ;;
+    helm) echo "helm.sh/helm/v3/cmd/helm $HELM_VERSION" ;;
+    versitygw) echo "github.com/versity/versitygw/cmd/versitygw $VERSITYGW_VERSION" ;;
+  esac
+}
+
+is_fresh() { # is_fresh TOOL: its binaries are built at the pinned version
+  case $1 in
+    kube) fresh kube-apiserver "$KUBE_VERSION" && fresh kubectl "$KUBE_VERSION" ;;
+    etcd) fresh etcd "$ETCD_VERSION" ;;
+    kopia) fresh kopia "$KOPIA_VERSION" ;;
+    *) local pv; pv=$(tool_pkg "$1"); fresh "$1" "${pv#* }" ;;
+  esac
+}
+
+prep() {
+  case $1 in
+    kube|etcd|kopia) "prep_$1" ;;
+    *) local pv; pv=$(tool_pkg "$1"); prep_install "$1" ${pv} ;;
+  esac
+}
+
+compile() {
+  case $1 in
+    kube|etcd|kopia) "compile_$1" ;;
+    *) local pv; pv=$(tool_pkg "$1"); compile_install "$1" ${pv} ;;
+  esac
+}
+
 want=("$@")
 [[ ${#want[@]} -eq 0 ]] && want=(etcd kube controller-gen helm versitygw)
+todo=()
 for t in "${want[@]}"; do
   case $t in
-    kube) build_kube ;;
-    etcd) build_etcd ;;
-    controller-gen) install_tool controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_TOOLS_VERSION" ;;
-    helm) install_tool helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION" ;;
-    versitygw) install_tool versitygw github.com/versity/versitygw/cmd/versitygw "$VERSITYGW_VERSION" ;;
-    kopia) build_kopia ;;
+    kube|etcd|kopia|controller-gen|helm|versitygw) ;;
     *) echo "unknown tool $t" >&2; exit 2 ;;
   esac
+  is_fresh "$t" || todo+=("$t")
 done
+[[ ${#todo[@]} -eq 0 ]] && exit 0
+
+declare -A prepping
+for t in "${todo[@]}"; do
+  prep "$t" >"$WORK/$t.prep.log" 2>&1 &
+  prepping[$t]=$!
+done
+# The project's own modules too, for the build and tests after the tools.
+(cd "$ROOT" && go mod download) >"$WORK/project.prep.log" 2>&1 &
+project=$!
+for t in "${todo[@]}"; do
+  # A prep that failed leaves its downloads to the compile step, which
+  # reports the error if it fails too.
+  wait "${prepping[$t]}" || log "$t: downloading ahead failed (see $WORK/$t.prep.log); the build fetches what it needs"
+  compile "$t"
+done
+wait "$project" || true
