@@ -125,6 +125,9 @@ const (
 	// scheduleDefaults.jitter.
 	ConditionJitterDefaultAmbiguous = "JitterDefaultAmbiguous"
 	ConditionFanoutCapped           = "FanoutCapped"
+	// ConditionRepositoriesFound is on a SnapshotPolicy: whether every
+	// repository it writes to exists.
+	ConditionRepositoriesFound = "RepositoriesFound"
 	ConditionReplacementHeld        = "ReplacementHeld"
 	// ConditionKopiaPinned is False on a Snapshot whose kopia pin could not be
 	// brought in line with spec.pin.

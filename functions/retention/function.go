@@ -94,15 +94,21 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 	if p.DeletionTimestamp != nil {
 		return nil // the policy cascade decides now
 	}
+	missing, err := f.missingRepositories(ctx, &p)
+	if err != nil {
+		return err
+	}
+	found := repositoriesCondition(&p, missing)
 	if p.Spec.Suspend {
 		// A suspended recipe is skipped entirely: nothing is pruned; only
-		// the printer column keeps up with its spec.
-		if p.Status.RepositorySummary == RepositorySummary(&p) {
+		// the printer column and the repositories condition keep up.
+		if p.Status.RepositorySummary == RepositorySummary(&p) && conditionIs(p.Status.Conditions, found) {
 			return nil
 		}
 		return statuspatch.Update(ctx, f.Client, client.ObjectKeyFromObject(&p), func() *snapv1.SnapshotPolicy { return &snapv1.SnapshotPolicy{} },
 			func(live *snapv1.SnapshotPolicy) error {
 				live.Status.RepositorySummary = RepositorySummary(live)
+				meta.SetStatusCondition(&live.Status.Conditions, found)
 				return nil
 			})
 	}
@@ -160,7 +166,14 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 			return err
 		}
 	}
-	return f.updatePolicyStatus(ctx, &p, active, len(deleted), lastSuccess, budget)
+	return f.updatePolicyStatus(ctx, &p, active, len(deleted), lastSuccess, budget, found)
+}
+
+// conditionIs says whether conds already hold c (its status, reason and
+// message).
+func conditionIs(conds []metav1.Condition, c metav1.Condition) bool {
+	have := meta.FindStatusCondition(conds, c.Type)
+	return have != nil && have.Status == c.Status && have.Reason == c.Reason && have.Message == c.Message && have.ObservedGeneration == c.ObservedGeneration
 }
 
 // announceBudget records the budget's transitions as Kubernetes Events: a
@@ -227,7 +240,7 @@ func (f *Function) prune(ctx context.Context, ns string, names []string) ([]stri
 	return deleted, nil
 }
 
-func (f *Function) updatePolicyStatus(ctx context.Context, p *snapv1.SnapshotPolicy, active, deleted int, lastSuccess *metav1.Time, budget *kernel.BudgetResult) error {
+func (f *Function) updatePolicyStatus(ctx context.Context, p *snapv1.SnapshotPolicy, active, deleted int, lastSuccess *metav1.Time, budget *kernel.BudgetResult, found metav1.Condition) error {
 	return statuspatch.Update(ctx, f.Client, client.ObjectKeyFromObject(p), func() *snapv1.SnapshotPolicy { return &snapv1.SnapshotPolicy{} },
 		func(live *snapv1.SnapshotPolicy) error {
 			if live.Status.Retention == nil {
@@ -244,6 +257,7 @@ func (f *Function) updatePolicyStatus(ctx context.Context, p *snapv1.SnapshotPol
 				live.Status.LastSuccessfulSnapshot = lastSuccess
 			}
 			live.Status.RepositorySummary = RepositorySummary(live)
+			meta.SetStatusCondition(&live.Status.Conditions, found)
 			if budget == nil {
 				// Retention is off: nothing is held, but the window and its
 				// peak stay, so turning it back on opens no fresh budget.

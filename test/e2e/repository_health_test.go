@@ -8,6 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
@@ -175,4 +176,45 @@ metadata: {name: not-yet, namespace: `+ns+`}
 stringData: {KOPIA_PASSWORD: late-but-fine}
 `), 0, "apply", "-f", "-")
 	waitRepository(t, ns, "primary", snapv1.RepositoryReady)
+}
+
+// A policy that fans out to a repository not created yet says which on its
+// RepositoriesFound condition, and stops once it exists.
+func TestFanoutPolicySaysWhichRepositoriesAreMissing(t *testing.T) {
+	const ns = "fanout-missing"
+	repoNamespace(t, ns, "/repository", "  create: {enabled: true}\n")
+	kubectl(t, []byte(`
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotPolicy
+metadata: {name: both, namespace: `+ns+`}
+spec:
+  repositories: [{name: primary}, {name: offsite}]
+  copyMethod: Direct
+  sources: [{pvc: {name: app-data}}]
+`), 0, "apply", "-f", "-")
+	found := func(want metav1.ConditionStatus, says string) {
+		t.Helper()
+		eventually(t, func() error {
+			var p snapv1.SnapshotPolicy
+			if err := env.Client.Get(testContext(t), clientKey(ns, "both"), &p); err != nil {
+				return err
+			}
+			c := meta.FindStatusCondition(p.Status.Conditions, wellknown.ConditionRepositoriesFound)
+			if c == nil || c.Status != want || !strings.Contains(c.Message, says) {
+				return fmt.Errorf("RepositoriesFound: %+v", c)
+			}
+			return nil
+		})
+	}
+	found(metav1.ConditionFalse, "Repository/offsite named by the policy")
+	kubectl(t, []byte(`
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: Repository
+metadata: {name: offsite, namespace: `+ns+`}
+spec:
+  backend: {filesystem: {path: /offsite, volume: {pvc: {name: kopia-repo}}}}
+  encryption: {passwordSecretRef: {name: kopia-password, key: KOPIA_PASSWORD}}
+  create: {enabled: true}
+`), 0, "apply", "-f", "-")
+	found(metav1.ConditionTrue, "exists")
 }

@@ -129,7 +129,8 @@ because the functions act on snapflow objects in every namespace. Notes:
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["snapshotpolicies/status"]
   verbs: ["patch"]
-# The retention budget reads the repositories' deletionProtection.threshold.
+# The retention budget reads the repositories' deletionProtection.threshold,
+# and every pass checks that the repositories a policy names exist.
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["repositories", "clusterrepositories"]
   verbs: ["get"]
