@@ -297,7 +297,7 @@ type SnapshotStatus struct {
 // +kubebuilder:printcolumn:name="Snapshot",type=string,JSONPath=`.status.snapshot.kopiaSnapshotID`
 // +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.spec.source.target.pvc.name`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +kubebuilder:printcolumn:name="Skipped",type=string,JSONPath=`.status.volumePolicies[?(@.action=="skip")].message`
+// +kubebuilder:printcolumn:name="Skipped",type=string,JSONPath=`.status.volumePolicies[?(@.action=="skip")].message`,priority=1
 type Snapshot struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

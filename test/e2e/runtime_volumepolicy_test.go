@@ -75,9 +75,10 @@ spec:
 	if out != "skip/global/0" {
 		t.Errorf("kubectl sees %q", out)
 	}
-	// The default listing says why a Succeeded run has no kopia snapshot,
-	// and so do the CLI's table and describe.
-	if out := kubectl(t, nil, 0, "-n", ns, "get", "snapshot", cache.Name).Stdout; !strings.Contains(out, "SKIPPED") || !strings.Contains(out, "skipped by rule 0 of the global volume policies") {
+	// The wide listing says why a Succeeded run has no kopia snapshot (the
+	// default columns stay Kopiur's), and so do the CLI's table and
+	// describe.
+	if out := kubectl(t, nil, 0, "-n", ns, "get", "snapshot", cache.Name, "-o", "wide").Stdout; !strings.Contains(out, "SKIPPED") || !strings.Contains(out, "skipped by rule 0 of the global volume policies") {
 		t.Errorf("kubectl get does not say why nothing was backed up:\n%s", out)
 	}
 	if out, _, code := runSnapflow(t, "describe", "snapshot", cache.Name, "-n", ns); code != 0 || !strings.Contains(out, "Kopia snapshot:    <none>: skipped by rule 0") {
