@@ -128,7 +128,7 @@ const (
 	// ConditionRepositoriesFound is on a SnapshotPolicy: whether every
 	// repository it writes to exists.
 	ConditionRepositoriesFound = "RepositoriesFound"
-	ConditionReplacementHeld        = "ReplacementHeld"
+	ConditionReplacementHeld   = "ReplacementHeld"
 	// ConditionKopiaPinned is False on a Snapshot whose kopia pin could not be
 	// brought in line with spec.pin.
 	ConditionKopiaPinned = "KopiaPinned"
