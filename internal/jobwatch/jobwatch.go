@@ -227,17 +227,9 @@ func ReportOf(t *corev1.ContainerStateTerminated) (*mover.Report, error) {
 // or the report does not fit its work), and an error only when the API
 // server failed.
 func ApplyReport(ctx context.Context, c client.Client, j *batchv1.Job, owner types.UID, op string) (string, error) {
-	rep, spec, err := Report(ctx, c, j)
-	switch {
-	case errors.Is(err, mover.ErrNoReport):
-		return "the mover left no report", nil
-	case errors.Is(err, mover.ErrReportMismatch) || apierrors.IsNotFound(err):
-		return err.Error(), nil
-	case err != nil:
-		return "", err
-	}
-	if spec.Target.UID != string(owner) || spec.Operation != op {
-		return fmt.Sprintf("%s: the work spec of job %s is not the %s work of this object", mover.ErrReportMismatch, j.Name, op), nil
+	rep, spec, why, err := ownReport(ctx, c, j, owner, op)
+	if why != "" || err != nil {
+		return why, err
 	}
 	if err := rep.Apply(ctx, c, spec); errors.Is(err, mover.ErrReportMismatch) || errors.Is(err, mover.ErrTargetReplaced) {
 		return err.Error(), nil
@@ -251,21 +243,34 @@ func ApplyReport(ctx context.Context, c client.Client, j *batchv1.Job, owner typ
 // UID owner. Like ApplyReport it returns a reason instead when there is no
 // usable report, and an error only when the API server failed.
 func ProbeReport(ctx context.Context, c client.Client, j *batchv1.Job, owner types.UID) (mover.ProbeOutcome, string, error) {
-	rep, spec, err := Report(ctx, c, j)
-	switch {
-	case errors.Is(err, mover.ErrNoReport):
-		return mover.ProbeOutcome{}, "the mover left no report", nil
-	case errors.Is(err, mover.ErrReportMismatch) || apierrors.IsNotFound(err):
-		return mover.ProbeOutcome{}, err.Error(), nil
-	case err != nil:
-		return mover.ProbeOutcome{}, "", err
-	}
-	if spec.Target.UID != string(owner) || spec.Operation != mover.OpProbe {
-		return mover.ProbeOutcome{}, fmt.Sprintf("%s: the work spec of job %s is not the probe work of this repository", mover.ErrReportMismatch, j.Name), nil
+	rep, spec, why, err := ownReport(ctx, c, j, owner, mover.OpProbe)
+	if why != "" || err != nil {
+		return mover.ProbeOutcome{}, why, err
 	}
 	out, err := rep.ProbeResult(spec)
 	if err != nil {
 		return mover.ProbeOutcome{}, err.Error(), nil
 	}
 	return out, "", nil
+}
+
+// ownReport reads j's report and work spec, and accepts them only as the
+// op work of the object of UID owner (the caller's own object and
+// operation count, never what the tenant-editable work spec claims). A
+// reason instead means there is nothing usable; an error, that the API
+// server failed.
+func ownReport(ctx context.Context, c client.Client, j *batchv1.Job, owner types.UID, op string) (*mover.Report, *mover.WorkSpec, string, error) {
+	rep, spec, err := Report(ctx, c, j)
+	switch {
+	case errors.Is(err, mover.ErrNoReport):
+		return nil, nil, "the mover left no report", nil
+	case errors.Is(err, mover.ErrReportMismatch) || apierrors.IsNotFound(err):
+		return nil, nil, err.Error(), nil
+	case err != nil:
+		return nil, nil, "", err
+	}
+	if spec.Target.UID != string(owner) || spec.Operation != op {
+		return nil, nil, fmt.Sprintf("%s: the work spec of job %s is not the %s work of this object", mover.ErrReportMismatch, j.Name, op), nil
+	}
+	return rep, spec, "", nil
 }
