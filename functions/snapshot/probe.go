@@ -111,24 +111,25 @@ func (f *Function) removeProbe(ctx context.Context, r *RepositoryObject, job *ba
 // and for a namespaced Repository its controller reference too.
 func (f *Function) isProbeOf(obj client.Object, r *RepositoryObject) bool {
 	l := obj.GetLabels()
-	op := opProbe
-	if r.Ref.Kind == snapv1.KindClusterRepository {
-		op = opClusterProbe
-	}
-	if l[wellknown.LabelManagedBy] != wellknown.ManagedByValue || l[wellknown.LabelOp] != op || l[wellknown.LabelRepository] != r.Ref.Name {
+	if l[wellknown.LabelManagedBy] != wellknown.ManagedByValue || l[wellknown.LabelOp] != probeOp(r) || l[wellknown.LabelRepository] != r.Ref.Name {
 		return false
 	}
 	return r.Ref.Kind == snapv1.KindClusterRepository || metav1.IsControlledBy(obj, r.Obj)
 }
 
-func (f *Function) startProbe(ctx context.Context, r *RepositoryObject, jobName string, s health.Settings) error {
-	op := opProbe
+// probeOp is the op label of r's probe Jobs: a ClusterRepository's differs,
+// so a Job event finds its way back to the cluster-scoped object.
+func probeOp(r *RepositoryObject) string {
 	if r.Ref.Kind == snapv1.KindClusterRepository {
-		op = opClusterProbe
+		return opClusterProbe
 	}
+	return opProbe
+}
+
+func (f *Function) startProbe(ctx context.Context, r *RepositoryObject, jobName string, s health.Settings) error {
 	// The Job outlives its end long enough for its result to be read even
 	// where moverDefaults ask for a short TTL; removeProbe deletes it then.
-	job, cm, _, refused, err := f.repositoryJob(ctx, r, jobName, op, mover.WorkSpec{Operation: mover.OpProbe}, probeMinTTL)
+	job, cm, _, refused, err := f.repositoryJob(ctx, r, jobName, probeOp(r), mover.WorkSpec{Operation: mover.OpProbe}, probeMinTTL)
 	if err != nil {
 		return err
 	}

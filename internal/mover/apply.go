@@ -28,7 +28,7 @@ func (r *Report) Apply(ctx context.Context, c client.Client, spec *WorkSpec) err
 	}
 	if spec.Operation == OpProbe {
 		// Its outcome is a health record (internal/health), which the
-		// function writes with the Job's own end time.
+		// function writes itself, timed by its own clock.
 		return fmt.Errorf("%w: a probe's report is not a run's result (read it with ProbeResult)", ErrReportMismatch)
 	}
 	if r.Failure == nil && !r.finished(spec.Operation) {
