@@ -319,35 +319,37 @@ func terminated(name string, code int32, msg string) corev1.ContainerStatus {
 }
 
 func (n *Node) setPod(ctx context.Context, pod *corev1.Pod, phase corev1.PodPhase, statuses []corev1.ContainerStatus) {
-	_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var live corev1.Pod
-		if err := n.o.Client.Get(ctx, client.ObjectKeyFromObject(pod), &live); err != nil {
-			return err
-		}
-		live.Status.Phase = phase
-		if live.Status.StartTime == nil {
+	n.updatePod(ctx, pod, func(st *corev1.PodStatus) {
+		st.Phase = phase
+		if st.StartTime == nil {
 			now := metav1.Now()
-			live.Status.StartTime = &now
+			st.StartTime = &now
 		}
 		if phase == corev1.PodRunning {
-			live.Status.InitContainerStatuses = nil // a running pod waits no more
+			st.InitContainerStatuses = nil // a running pod waits no more
 		}
 		if statuses != nil || phase == corev1.PodRunning {
-			live.Status.ContainerStatuses = statuses
+			st.ContainerStatuses = statuses
 		}
-		return n.o.Client.Status().Update(ctx, &live)
 	})
 }
 
 // setPodWaiting records a Pending pod whose containers wait.
 func (n *Node) setPodWaiting(ctx context.Context, pod *corev1.Pod, initStatuses, statuses []corev1.ContainerStatus) {
+	n.updatePod(ctx, pod, func(st *corev1.PodStatus) {
+		st.Phase = corev1.PodPending
+		st.InitContainerStatuses, st.ContainerStatuses = initStatuses, statuses
+	})
+}
+
+// updatePod applies mutate to pod's live status.
+func (n *Node) updatePod(ctx context.Context, pod *corev1.Pod, mutate func(*corev1.PodStatus)) {
 	_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var live corev1.Pod
 		if err := n.o.Client.Get(ctx, client.ObjectKeyFromObject(pod), &live); err != nil {
 			return err
 		}
-		live.Status.Phase = corev1.PodPending
-		live.Status.InitContainerStatuses, live.Status.ContainerStatuses = initStatuses, statuses
+		mutate(&live.Status)
 		return n.o.Client.Status().Update(ctx, &live)
 	})
 }
