@@ -81,6 +81,12 @@ func StartControlPlane(opts Options) (*ControlPlane, error) {
 		CRDDirectoryPaths:     crdPaths,
 		ErrorIfCRDPathMissing: true,
 		Scheme:                cp.Scheme,
+		// envtest's own limits (20 s to start, 10 s for the CRDs to be
+		// served) fail a busy machine's run before any test: scale them
+		// like every other wait.
+		ControlPlaneStartTimeout: Timeout(60 * time.Second),
+		ControlPlaneStopTimeout:  Timeout(30 * time.Second),
+		CRDInstallOptions:        envtest.CRDInstallOptions{MaxTime: Timeout(60 * time.Second)},
 	}
 	cfg, err := cp.env.Start()
 	if err != nil {
