@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
@@ -62,4 +63,24 @@ func (l clusterLookup) SnapshotPolicies(ctx context.Context) ([]snapv1.SnapshotP
 		return nil, err
 	}
 	return list.Items, nil
+}
+
+// PVCs lists claim metadata straight from the API server (live when it is
+// set): caching every claim of the cluster for a rare check is not worth
+// the memory, and a claim labelled a moment ago must count.
+func (l clusterLookup) PVCs(ctx context.Context, ns string) ([]metav1.ObjectMeta, error) {
+	r := l.live
+	if r == nil {
+		r = l.r
+	}
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaimList"))
+	if err := r.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	out := make([]metav1.ObjectMeta, len(list.Items))
+	for i := range list.Items {
+		out[i] = list.Items[i].ObjectMeta
+	}
+	return out, nil
 }

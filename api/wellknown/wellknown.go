@@ -125,6 +125,9 @@ const (
 	// scheduleDefaults.jitter.
 	ConditionJitterDefaultAmbiguous = "JitterDefaultAmbiguous"
 	ConditionFanoutCapped           = "FanoutCapped"
+	// ConditionSourcesOverlap is on a SnapshotPolicy: True while its
+	// firings are refused because two sources cover one PVC.
+	ConditionSourcesOverlap = "SourcesOverlap"
 	// ConditionRepositoriesFound is on a SnapshotPolicy: whether every
 	// repository it writes to exists.
 	ConditionRepositoriesFound = "RepositoriesFound"

@@ -35,53 +35,73 @@ func needsExpansion(s *snapv1.Snapshot, p *snapv1.SnapshotPolicy) bool {
 	return !oneSource || !oneRepo
 }
 
-// Selected lists, for each pvcSelector source of p, the PVCs it matches now.
-// PVCs that runs staged are not user data and never match.
+// Selected lists, for each pvcSelector source of p, the PVCs it matches now
+// (one metadata list of the namespace, matched as expand.Match does).
 func Selected(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy) (map[int][]string, error) {
-	out := map[int][]string{}
-	for i, src := range p.Spec.Sources {
-		if src.PVCSelector == nil {
-			continue
-		}
-		sel, err := metav1.LabelSelectorAsSelector(src.PVCSelector.LabelSelector)
-		if err != nil {
-			return nil, fmt.Errorf("spec.sources[%d].pvcSelector: %w", i, err)
-		}
-		var pvcs corev1.PersistentVolumeClaimList
-		if err := c.List(ctx, &pvcs, client.InNamespace(p.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
-			return nil, err
-		}
-		for _, pvc := range pvcs.Items {
-			if pvc.Labels[wellknown.LabelSnapshot] == "" && pvc.DeletionTimestamp == nil {
-				out[i] = append(out[i], pvc.Name)
-			}
-		}
+	hasSelector := false
+	for _, src := range p.Spec.Sources {
+		hasSelector = hasSelector || src.PVCSelector != nil
 	}
-	return out, nil
+	if !hasSelector {
+		return map[int][]string{}, nil
+	}
+	var pvcs corev1.PersistentVolumeClaimList
+	if err := c.List(ctx, &pvcs, client.InNamespace(p.Namespace)); err != nil {
+		return nil, err
+	}
+	metas := make([]metav1.ObjectMeta, len(pvcs.Items))
+	for i := range pvcs.Items {
+		metas[i] = pvcs.Items[i].ObjectMeta
+	}
+	return expand.Match(p, metas)
 }
 
-// noteFanout records on the policy whether its last firing was refused for
-// expanding past the cap, so the refusal is visible where users look and
-// clears once a firing fits. It writes only when the condition changes.
-func noteFanout(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy, expandErr error) error {
-	var tooMany expand.ErrTooMany
-	capped := errors.As(expandErr, &tooMany)
-	have := meta.FindStatusCondition(p.Status.Conditions, wellknown.ConditionFanoutCapped)
-	// Only a refusal over the cap sets it; only a firing that fits clears it.
-	if !capped && (expandErr != nil || have == nil || have.Status == metav1.ConditionFalse) {
-		return nil
+// expansionRefusals are the policy conditions a firing's expansion
+// reports: each turns True while firings are refused for its reason, so the
+// refusal shows where users look, and False once a firing expands.
+var expansionRefusals = []struct {
+	typ, reason, fitsReason string
+	fits                    func() string
+	refused                 func(error) bool
+}{
+	{typ: wellknown.ConditionFanoutCapped, reason: "TooManyChildren", fitsReason: "WithinCap",
+		fits: func() string {
+			return fmt.Sprintf("the last firing expanded within the cap of %d Snapshots", expand.MaxChildren)
+		},
+		refused: func(err error) bool { var e expand.ErrTooMany; return errors.As(err, &e) }},
+	{typ: wellknown.ConditionSourcesOverlap, reason: "PVCCoveredTwice", fitsReason: "NoOverlap",
+		fits:    func() string { return "no PVC was covered by two sources at the last firing" },
+		refused: func(err error) bool { var e expand.ErrOverlap; return errors.As(err, &e) }},
+}
+
+// noteExpansion records on the policy why its last firing was refused, or
+// clears a refusal once a firing expands. It writes only when a condition
+// changes; another failure (a list error) changes none.
+func noteExpansion(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy, expandErr error) error {
+	var want []metav1.Condition
+	for _, r := range expansionRefusals {
+		have := meta.FindStatusCondition(p.Status.Conditions, r.typ)
+		refused := r.refused(expandErr)
+		// Only its refusal sets a condition; only a firing that expands clears it.
+		if !refused && (expandErr != nil || have == nil || have.Status == metav1.ConditionFalse) {
+			continue
+		}
+		cond := metav1.Condition{Type: r.typ, Status: metav1.ConditionFalse, Reason: r.fitsReason, Message: r.fits(), ObservedGeneration: p.Generation}
+		if refused {
+			cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, r.reason, expandErr.Error()
+		}
+		if have == nil || have.Status != cond.Status || have.Message != cond.Message {
+			want = append(want, cond)
+		}
 	}
-	want := metav1.Condition{Type: wellknown.ConditionFanoutCapped, Status: metav1.ConditionFalse, Reason: "WithinCap",
-		Message: fmt.Sprintf("the last firing expanded within the cap of %d Snapshots", expand.MaxChildren), ObservedGeneration: p.Generation}
-	if capped {
-		want.Status, want.Reason, want.Message = metav1.ConditionTrue, "TooManyChildren", tooMany.Error()
-	}
-	if have != nil && have.Status == want.Status && have.Message == want.Message {
+	if len(want) == 0 {
 		return nil
 	}
 	return statuspatch.Update(ctx, c, client.ObjectKeyFromObject(p), func() *snapv1.SnapshotPolicy { return &snapv1.SnapshotPolicy{} },
 		func(live *snapv1.SnapshotPolicy) error {
-			meta.SetStatusCondition(&live.Status.Conditions, want)
+			for _, cond := range want {
+				meta.SetStatusCondition(&live.Status.Conditions, cond)
+			}
 			p.Status.Conditions = live.Status.Conditions
 			return nil
 		})
@@ -93,10 +113,11 @@ var ErrNothingSelected = errors.New("nothing to back up")
 // MintRefused says whether Mint failed for a reason that lasts until
 // someone changes the policy, the PVCs or the configuration: a fan-out
 // over the cap, no PVC selected, or the API server refusing the Snapshot.
-// Minting again unchanged cannot succeed.
+// Two sources covering one PVC too. Minting again unchanged cannot succeed.
 func MintRefused(err error) bool {
 	var tooMany expand.ErrTooMany
-	return errors.As(err, &tooMany) || errors.Is(err, ErrNothingSelected) || runtime.Refused(err)
+	var overlap expand.ErrOverlap
+	return errors.As(err, &tooMany) || errors.As(err, &overlap) || errors.Is(err, ErrNothingSelected) || runtime.Refused(err)
 }
 
 // Minted is what every Snapshot of one firing carries besides its pins.
@@ -118,9 +139,9 @@ func Mint(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy, base s
 		return nil, err
 	}
 	children, err := expand.Children(p, base, selected)
-	if noteErr := noteFanout(ctx, c, p, err); noteErr != nil {
-		// The condition only reports; minting (or refusing) goes on.
-		runtime.Log(ctx).Info("could not record the fan-out condition on the policy", "policy", p.Namespace+"/"+p.Name, "error", noteErr.Error())
+	if noteErr := noteExpansion(ctx, c, p, err); noteErr != nil {
+		// The conditions only report; minting (or refusing) goes on.
+		runtime.Log(ctx).Info("could not record the expansion conditions on the policy", "policy", p.Namespace+"/"+p.Name, "error", noteErr.Error())
 	}
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
@@ -110,6 +111,18 @@ func (l lookup) SnapshotPolicies(ctx context.Context) ([]snapv1.SnapshotPolicy, 
 	var list snapv1.SnapshotPolicyList
 	err := l.c.List(ctx, &list)
 	return list.Items, err
+}
+
+func (l lookup) PVCs(ctx context.Context, ns string) ([]metav1.ObjectMeta, error) {
+	var list corev1.PersistentVolumeClaimList
+	if err := l.c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	out := make([]metav1.ObjectMeta, len(list.Items))
+	for i := range list.Items {
+		out[i] = list.Items[i].ObjectMeta
+	}
+	return out, nil
 }
 
 func getOrNil[T client.Object](ctx context.Context, c client.Client, key client.ObjectKey, obj T) (T, error) {

@@ -43,8 +43,12 @@ func Base(prefix string, slot time.Time) string {
 }
 
 // Children expands policy p for one firing named base. selected maps the
-// index of each pvcSelector source to the PVC names it matches now.
+// index of each pvcSelector source to the PVC names it matches now. A
+// firing in which two sources cover one PVC mints nothing (ErrOverlap).
 func Children(p *snapv1.SnapshotPolicy, base string, selected map[int][]string) ([]Child, error) {
+	if o := Overlaps(p, selected); len(o) > 0 {
+		return nil, ErrOverlap{Overlaps: o}
+	}
 	type src struct {
 		ref    *snapv1.SnapshotSource
 		marker bool

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 )
@@ -15,6 +16,7 @@ type Objects struct {
 	Repositories        map[string]*snapv1.Repository // namespace/name
 	ClusterRepositories map[string]*snapv1.ClusterRepository
 	Policies            map[string]*snapv1.SnapshotPolicy // namespace/name
+	PVCList             map[string][]metav1.ObjectMeta    // by namespace
 	// Offline reports an object that is not in the set as ErrNotGiven rather
 	// than as absent: the manifests are not the whole cluster.
 	Offline bool
@@ -27,6 +29,7 @@ func NewObjects() *Objects {
 		Repositories:        map[string]*snapv1.Repository{},
 		ClusterRepositories: map[string]*snapv1.ClusterRepository{},
 		Policies:            map[string]*snapv1.SnapshotPolicy{},
+		PVCList:             map[string][]metav1.ObjectMeta{},
 	}
 }
 
@@ -41,6 +44,8 @@ func (o *Objects) Add(obj any) {
 		o.ClusterRepositories[v.Name] = v
 	case *snapv1.SnapshotPolicy:
 		o.Policies[v.Namespace+"/"+v.Name] = v
+	case *corev1.PersistentVolumeClaim:
+		o.PVCList[v.Namespace] = append(o.PVCList[v.Namespace], v.ObjectMeta)
 	}
 }
 
@@ -74,4 +79,14 @@ func (o *Objects) SnapshotPolicies(context.Context) ([]snapv1.SnapshotPolicy, er
 		out = append(out, *p)
 	}
 	return out, nil
+}
+
+// PVCs are the claims given for namespace; offline, a namespace none was
+// given for is ErrNotGiven (the claims may exist in the cluster).
+func (o *Objects) PVCs(_ context.Context, ns string) ([]metav1.ObjectMeta, error) {
+	v, ok := o.PVCList[ns]
+	if !ok && o.Offline {
+		return nil, ErrNotGiven
+	}
+	return v, nil
 }

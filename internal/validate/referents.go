@@ -30,6 +30,8 @@ type Lookup interface {
 	SnapshotPolicy(ctx context.Context, namespace, name string) (*snapv1.SnapshotPolicy, error)
 	// SnapshotPolicies lists every policy in the cluster.
 	SnapshotPolicies(ctx context.Context) ([]snapv1.SnapshotPolicy, error)
+	// PVCs lists the metadata of the PersistentVolumeClaims in namespace.
+	PVCs(ctx context.Context, namespace string) ([]metav1.ObjectMeta, error)
 }
 
 // What happens when a referent cannot be read: tenancy fails closed (a
@@ -227,16 +229,17 @@ func PolicyReferents(ctx context.Context, lk Lookup, p, old *snapv1.SnapshotPoli
 		r.Merge(IdentityOwnership(ctx, lk, p.Namespace, ref, id.Hostname, field))
 	}
 
-	coll := identityCollisions(ctx, lk, p, refs, ids)
-	if old != nil && coll.Errs != nil && equality.Semantic.DeepEqual(old.Spec, p.Spec) {
-		// An update that leaves the spec alone (a finalizer, a label, an
-		// annotation) cannot make a collision: refusing it would only wedge
-		// whoever maintains the object, while the snapshot function still
-		// refuses the newer policy's backups before each run.
-		coll.Warn("%s (let through: this update does not change the spec)", coll.Errs.Error())
-		coll.Errs = nil
+	for _, res := range []Result{sourceOverlaps(ctx, lk, p), identityCollisions(ctx, lk, p, refs, ids)} {
+		if old != nil && res.Errs != nil && equality.Semantic.DeepEqual(old.Spec, p.Spec) {
+			// An update that leaves the spec alone (a finalizer, a label,
+			// an annotation) cannot make a collision or an overlap:
+			// refusing it would only wedge whoever maintains the object,
+			// while the functions still refuse such backups before each run.
+			res.Warn("%s (let through: this update does not change the spec)", res.Errs.Error())
+			res.Errs = nil
+		}
+		r.Merge(res)
 	}
-	r.Merge(coll)
 	if old != nil {
 		r.Merge(identityChange(ctx, lk, p, old, refs, ids))
 	}

@@ -34,6 +34,7 @@ func (broken) SnapshotPolicy(context.Context, string, string) (*snapv1.SnapshotP
 	return nil, errDown
 }
 func (broken) SnapshotPolicies(context.Context) ([]snapv1.SnapshotPolicy, error) { return nil, errDown }
+func (broken) PVCs(context.Context, string) ([]metav1.ObjectMeta, error)         { return nil, errDown }
 
 func TestTenancy(t *testing.T) {
 	ctx := context.Background()
