@@ -337,6 +337,13 @@ func (f *Function) createJob(ctx context.Context, s *snapv1.Snapshot, p *runPlan
 		RepositoryHostTrusted: p.mounts.HostTrusted, PrivilegedAllowed: p.privilegedAllowed,
 		Mover: p.policy.Spec.Mover, Defaults: p.repo.Spec.MoverDefaults, FailurePolicy: s.Spec.FailurePolicy,
 	}
+	if p.copyMethod == snapv1.CopyDirect {
+		pl, err := f.directPlacement(ctx, s.Namespace, p.pvc)
+		if err != nil {
+			return err
+		}
+		params.Placement = pl
+	}
 	job, cm, err := moverjob.Build(params)
 	if err != nil {
 		return err
@@ -351,6 +358,20 @@ func (f *Function) createJob(ctx context.Context, s *snapv1.Snapshot, p *runPlan
 		return fmt.Errorf("create the mover job: %w", err)
 	}
 	return nil
+}
+
+// directPlacement reads the source claim and the pods of its namespace,
+// fresh, to place a Direct mover where the claim is attached now.
+func (f *Function) directPlacement(ctx context.Context, ns, claim string) (*moverjob.Placement, error) {
+	var pvc corev1.PersistentVolumeClaim
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: claim}, &pvc); err != nil {
+		return nil, fmt.Errorf("read the source PVC %s/%s: %w", ns, claim, err)
+	}
+	var pods corev1.PodList
+	if err := f.Client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+		return nil, fmt.Errorf("list the pods of namespace %s to find the node the source PVC is attached to: %w", ns, err)
+	}
+	return moverjob.DirectPlacement(&pvc, pods.Items)
 }
 
 // emitResult sends the run's outcome as a CloudEvent with an id stable per

@@ -38,10 +38,13 @@ const (
 	ReasonMoverStarted         = "MoverStarted"
 	ReasonMoverPodWedged       = "MoverPodWedged"
 	// ReasonMoverCannotStart: a repository's bootstrap pod waits on something to fix.
-	ReasonMoverCannotStart  = "MoverCannotStart"
-	ReasonNotPermitted      = "PrivilegedMoverNotPermitted"
-	ReasonSourceNotFound    = "SourceNotFound"
-	ReasonSourceNotBound    = "SourceNotBound"
+	ReasonMoverCannotStart = "MoverCannotStart"
+	ReasonNotPermitted     = "PrivilegedMoverNotPermitted"
+	ReasonSourceNotFound   = "SourceNotFound"
+	ReasonSourceNotBound   = "SourceNotBound"
+	// ReasonSourceInUse: copyMethod Direct on a ReadWriteOncePod claim a
+	// running pod holds; no second pod can mount it.
+	ReasonSourceInUse       = "SourceInUse"
 	ReasonIdentityCollision = "IdentityCollision"
 )
 
@@ -166,6 +169,8 @@ func (f *Function) start(ctx context.Context, s *snapv1.Snapshot) error {
 	}
 	if err := f.createJob(ctx, s, plan, jobName); errors.Is(err, projection.ErrSource) {
 		return f.failRun(ctx, s, kopia.ClassInvalidConfig, err.Error(), "")
+	} else if errors.Is(err, moverjob.ErrSourceInUse) {
+		return f.failRun(ctx, s, ReasonSourceInUse, err.Error(), "")
 	} else if errors.Is(err, privilege.ErrNotPermitted) {
 		return f.hold(ctx, s, gate{cond: wellknown.ConditionMoverPermitted, reason: ReasonNotPermitted, message: err.Error()})
 	} else if err != nil {

@@ -63,6 +63,9 @@ type Params struct {
 	// SourceClaim is mounted at /data (read-only when SourceReadOnly).
 	SourceClaim    string
 	SourceReadOnly bool
+	// Placement pins the mover to the node of the workload using
+	// SourceClaim (copyMethod: Direct on a ReadWriteOnce claim).
+	Placement *Placement
 	// Scratch, when SourceClaim is empty, is a throwaway volume mounted at
 	// /data instead (deep verification restores into it).
 	Scratch *corev1.VolumeSource
@@ -267,6 +270,7 @@ func render(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {
 		job.Spec.Template.Spec.Tolerations = d.Tolerations
 		job.Spec.Template.Spec.Affinity = d.Affinity
 	}
+	place(&job.Spec.Template.Spec, p.Placement)
 	return job, cm, nil
 }
 

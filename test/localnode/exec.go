@@ -79,7 +79,7 @@ const PodCIDR = "10.244.0.0/24"
 func (n *Node) register(ctx context.Context, port int32) error {
 	// A real node's pod range is assigned by the controller manager; the
 	// stand-in carries one so what reads it (hook egress) sees a cluster.
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: NodeName, Labels: map[string]string{"kubernetes.io/hostname": NodeName}},
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: NodeName, Labels: NodeLabels},
 		Spec: corev1.NodeSpec{PodCIDR: PodCIDR, PodCIDRs: []string{PodCIDR}}}
 	if err := n.o.Client.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("register node %s: %w", NodeName, err)

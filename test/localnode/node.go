@@ -22,7 +22,10 @@ import (
 
 	"github.com/go-logr/logr"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -165,15 +168,17 @@ func (n *Node) hold(j *batchv1.Job, delta int) {
 }
 
 // NodeLabels are the labels of the one local node.
-var NodeLabels = map[string]string{"kubernetes.io/hostname": "localnode", "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
+var NodeLabels = map[string]string{"kubernetes.io/hostname": NodeName, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
 
+// self is the local node as a scheduler matches pods against it.
+var self = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: NodeName, Labels: NodeLabels}}
+
+// schedulable says whether a scheduler could bind j's pods here: their
+// node selector and required node affinity (by label or by node name).
 func schedulable(j *batchv1.Job) bool {
-	for k, v := range j.Spec.Template.Spec.NodeSelector {
-		if NodeLabels[k] != v {
-			return false
-		}
-	}
-	return true
+	pod := &corev1.Pod{Spec: j.Spec.Template.Spec}
+	fits, err := nodeaffinity.GetRequiredNodeAffinity(pod).Match(self)
+	return err == nil && fits
 }
 
 func finished(j *batchv1.Job) bool {
