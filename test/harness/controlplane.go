@@ -90,6 +90,10 @@ func StartControlPlane(opts Options) (*ControlPlane, error) {
 	}
 	cfg, err := cp.env.Start()
 	if err != nil {
+		// A start that failed part way (the CRDs not served in time)
+		// leaves etcd and kube-apiserver running: stop them, or they
+		// outlive the test binary and slow everything after it.
+		_ = cp.env.Stop()
 		cp.cleanupDir()
 		return nil, fmt.Errorf("start control plane: %w", err)
 	}
