@@ -340,7 +340,12 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 		f.Base = "http://" + addr
 		f.URL = f.Base + "/snapshot"
 		for _, fn := range fns {
-			sinks = append(sinks, f.Base+"/"+fn.Name)
+			// As in the chart: the prune function is no sink of the kube
+			// source, as each of its ticks plans a whole bucket (and lists
+			// every claim, volume and VolumeSnapshot of the cluster).
+			if fn.Name != "prune" {
+				sinks = append(sinks, f.Base+"/"+fn.Name)
+			}
 		}
 		if err := toRetention.Set(f.Base + "/retention"); err != nil {
 			stop()
