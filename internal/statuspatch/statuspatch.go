@@ -8,12 +8,13 @@ package statuspatch
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Update applies mutate to the live object at key and patches its status.
-// A mutate that returns Skip writes nothing. A missing object is not an error.
+// A mutate that returns Skip, or changes nothing, writes nothing. A missing object is not an error.
 func Update[T client.Object](ctx context.Context, c client.Client, key client.ObjectKey, newObj func() T, mutate func(T) error) error {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		live := newObj()
@@ -23,6 +24,11 @@ func Update[T client.Object](ctx context.Context, c client.Client, key client.Ob
 		orig := live.DeepCopyObject().(client.Object)
 		if err := mutate(live); err != nil {
 			return err
+		}
+		if equality.Semantic.DeepEqual(orig, live) {
+			// Nothing changed: a patch would cost the API server a full
+			// update path (and every sweep writes most objects it reads).
+			return nil
 		}
 		return c.Status().Patch(ctx, live, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 	})
