@@ -79,6 +79,17 @@ func (h *Handler) handle(ctx context.Context, req admission.Request) admission.R
 		op = snapadm.Create
 	case admissionv1.Update:
 		op = snapadm.Update
+	case admissionv1.Delete:
+		// Deletions are only warned about, never refused (the webhook
+		// entry for them fails open too).
+		if h.Mutate || len(req.OldObject.Raw) == 0 {
+			return admission.Allowed("")
+		}
+		old, err := snapadm.Decode(h.Kind, req.OldObject.Raw)
+		if err != nil {
+			return admission.Allowed("")
+		}
+		return admission.Allowed("").WithWarnings(snapadm.WarnDelete(ctx, h.Lookup, old)...)
 	default:
 		return admission.Allowed("")
 	}

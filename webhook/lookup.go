@@ -69,10 +69,7 @@ func (l clusterLookup) SnapshotPolicies(ctx context.Context) ([]snapv1.SnapshotP
 // set): caching every claim of the cluster for a rare check is not worth
 // the memory, and a claim labelled a moment ago must count.
 func (l clusterLookup) PVCs(ctx context.Context, ns string) ([]metav1.ObjectMeta, error) {
-	r := l.live
-	if r == nil {
-		r = l.r
-	}
+	r := l.reader()
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaimList"))
 	if err := r.List(ctx, list, client.InNamespace(ns)); err != nil {
@@ -83,4 +80,26 @@ func (l clusterLookup) PVCs(ctx context.Context, ns string) ([]metav1.ObjectMeta
 		out[i] = list.Items[i].ObjectMeta
 	}
 	return out, nil
+}
+
+// Snapshots and Restores are listed live too: only a repository's deletion
+// asks, and caching every run of the cluster for it is not worth it.
+func (l clusterLookup) Snapshots(ctx context.Context, ns string) ([]snapv1.Snapshot, error) {
+	var list snapv1.SnapshotList
+	err := l.reader().List(ctx, &list, client.InNamespace(ns))
+	return list.Items, err
+}
+
+func (l clusterLookup) Restores(ctx context.Context, ns string) ([]snapv1.Restore, error) {
+	var list snapv1.RestoreList
+	err := l.reader().List(ctx, &list, client.InNamespace(ns))
+	return list.Items, err
+}
+
+// reader is the live reader when there is one.
+func (l clusterLookup) reader() client.Reader {
+	if l.live != nil {
+		return l.live
+	}
+	return l.r
 }

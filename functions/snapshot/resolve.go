@@ -125,6 +125,18 @@ func (l lookup) PVCs(ctx context.Context, ns string) ([]metav1.ObjectMeta, error
 	return out, nil
 }
 
+func (l lookup) Snapshots(ctx context.Context, ns string) ([]snapv1.Snapshot, error) {
+	var list snapv1.SnapshotList
+	err := l.c.List(ctx, &list, client.InNamespace(ns))
+	return list.Items, err
+}
+
+func (l lookup) Restores(ctx context.Context, ns string) ([]snapv1.Restore, error) {
+	var list snapv1.RestoreList
+	err := l.c.List(ctx, &list, client.InNamespace(ns))
+	return list.Items, err
+}
+
 func getOrNil[T client.Object](ctx context.Context, c client.Client, key client.ObjectKey, obj T) (T, error) {
 	var zero T
 	if err := c.Get(ctx, key, obj); err != nil {

@@ -115,6 +115,20 @@ func Validate(ctx context.Context, lk validate.Lookup, op Operation, obj, old Ob
 	return r
 }
 
+// WarnDelete has the warnings for deleting old: only a repository's
+// deletion has any (the runs and data that still use it). A deletion is
+// never refused.
+func WarnDelete(ctx context.Context, lk validate.Lookup, old Object) []string {
+	var r validate.Result
+	switch o := old.(type) {
+	case *snapv1.Repository:
+		r = validate.RepositoryDeletion(ctx, lk, snapv1.RepositoryRef{Kind: snapv1.KindRepository, Namespace: o.Namespace, Name: o.Name})
+	case *snapv1.ClusterRepository:
+		r = validate.RepositoryDeletion(ctx, lk, snapv1.RepositoryRef{Kind: snapv1.KindClusterRepository, Name: o.Name})
+	}
+	return r.Warnings
+}
+
 // VolumePolicies resolves the effective volume policies of a new Snapshot.
 type VolumePolicies interface {
 	Resolve(ctx context.Context, policy *snapv1.SnapshotPolicy) (*volumepolicy.Stamp, error)

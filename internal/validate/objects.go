@@ -17,6 +17,8 @@ type Objects struct {
 	ClusterRepositories map[string]*snapv1.ClusterRepository
 	Policies            map[string]*snapv1.SnapshotPolicy // namespace/name
 	PVCList             map[string][]metav1.ObjectMeta    // by namespace
+	SnapshotList        []snapv1.Snapshot
+	RestoreList         []snapv1.Restore
 	// Offline reports an object that is not in the set as ErrNotGiven rather
 	// than as absent: the manifests are not the whole cluster.
 	Offline bool
@@ -44,6 +46,10 @@ func (o *Objects) Add(obj any) {
 		o.ClusterRepositories[v.Name] = v
 	case *snapv1.SnapshotPolicy:
 		o.Policies[v.Namespace+"/"+v.Name] = v
+	case *snapv1.Snapshot:
+		o.SnapshotList = append(o.SnapshotList, *v)
+	case *snapv1.Restore:
+		o.RestoreList = append(o.RestoreList, *v)
 	case *corev1.PersistentVolumeClaim:
 		o.PVCList[v.Namespace] = append(o.PVCList[v.Namespace], v.ObjectMeta)
 	}
@@ -89,4 +95,24 @@ func (o *Objects) PVCs(_ context.Context, ns string) ([]metav1.ObjectMeta, error
 		return nil, ErrNotGiven
 	}
 	return v, nil
+}
+
+// Snapshots are the given Snapshots of namespace ("": all).
+func (o *Objects) Snapshots(_ context.Context, ns string) ([]snapv1.Snapshot, error) {
+	return inNamespace(o.SnapshotList, ns, func(s *snapv1.Snapshot) string { return s.Namespace }), nil
+}
+
+// Restores are the given Restores of namespace ("": all).
+func (o *Objects) Restores(_ context.Context, ns string) ([]snapv1.Restore, error) {
+	return inNamespace(o.RestoreList, ns, func(r *snapv1.Restore) string { return r.Namespace }), nil
+}
+
+func inNamespace[T any](items []T, ns string, of func(*T) string) []T {
+	var out []T
+	for i := range items {
+		if ns == "" || of(&items[i]) == ns {
+			out = append(out, items[i])
+		}
+	}
+	return out
 }

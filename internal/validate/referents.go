@@ -32,6 +32,9 @@ type Lookup interface {
 	SnapshotPolicies(ctx context.Context) ([]snapv1.SnapshotPolicy, error)
 	// PVCs lists the metadata of the PersistentVolumeClaims in namespace.
 	PVCs(ctx context.Context, namespace string) ([]metav1.ObjectMeta, error)
+	// Snapshots and Restores list those of namespace ("": every namespace).
+	Snapshots(ctx context.Context, namespace string) ([]snapv1.Snapshot, error)
+	Restores(ctx context.Context, namespace string) ([]snapv1.Restore, error)
 }
 
 // What happens when a referent cannot be read: tenancy fails closed (a

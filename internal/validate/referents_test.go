@@ -35,6 +35,8 @@ func (broken) SnapshotPolicy(context.Context, string, string) (*snapv1.SnapshotP
 }
 func (broken) SnapshotPolicies(context.Context) ([]snapv1.SnapshotPolicy, error) { return nil, errDown }
 func (broken) PVCs(context.Context, string) ([]metav1.ObjectMeta, error)         { return nil, errDown }
+func (broken) Snapshots(context.Context, string) ([]snapv1.Snapshot, error)      { return nil, errDown }
+func (broken) Restores(context.Context, string) ([]snapv1.Restore, error)        { return nil, errDown }
 
 func TestTenancy(t *testing.T) {
 	ctx := context.Background()
