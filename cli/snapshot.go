@@ -53,10 +53,13 @@ finish, printing progress on stderr. It exits 1 when any of them failed.`,
 				return fmt.Errorf("read SnapshotPolicy %s/%s: %w", ns, o.policy, err)
 			}
 			names, err := snapshot.Mint(ctx, c, &p, expand.Base(o.policy+"-manual", time.Now()), snapshot.Minted{Origin: snapv1.OriginManual})
+			if len(names) > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "created %d Snapshot(s) in %s: %s\n", len(names), ns, strings.Join(names, ", "))
+			}
 			if err != nil {
+				// Some PVCs may have been left out (two sources cover them).
 				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "created %d Snapshot(s) in %s: %s\n", len(names), ns, strings.Join(names, ", "))
 			if !o.wait {
 				return report(cmd, c, ns, names, o.output)
 			}

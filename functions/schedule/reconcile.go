@@ -212,12 +212,13 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 			// tick) fires it again; minting is idempotent by name.
 			return false, fmt.Errorf("fire slot %s for policy %s: %w", slot.UTC().Format(time.RFC3339), p.Name, err)
 		}
+		// A firing that left contested PVCs out still minted the others.
+		minted = append(minted, names...)
 		if err != nil {
 			f.event(s, true, reasonFiringFailed, "policy %s: %v", p.Name, err)
 			failed = append(failed, fmt.Sprintf("policy %s: %v", p.Name, err))
 			continue
 		}
-		minted = append(minted, names...)
 	}
 	if len(suspended) > 0 {
 		f.event(s, false, reasonPolicySuspended, "slot %s: skipped for suspended SnapshotPolicy %s (spec.suspend: true)", slot.UTC().Format(time.RFC3339), strings.Join(suspended, ", "))

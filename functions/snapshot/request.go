@@ -45,13 +45,14 @@ func Selected(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy) (m
 	if !hasSelector {
 		return map[int][]string{}, nil
 	}
-	var pvcs corev1.PersistentVolumeClaimList
-	if err := c.List(ctx, &pvcs, client.InNamespace(p.Namespace)); err != nil {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaimList"))
+	if err := c.List(ctx, list, client.InNamespace(p.Namespace)); err != nil {
 		return nil, err
 	}
-	metas := make([]metav1.ObjectMeta, len(pvcs.Items))
-	for i := range pvcs.Items {
-		metas[i] = pvcs.Items[i].ObjectMeta
+	metas := make([]metav1.ObjectMeta, len(list.Items))
+	for i := range list.Items {
+		metas[i] = list.Items[i].ObjectMeta
 	}
 	return expand.Match(p, metas)
 }
@@ -90,7 +91,7 @@ func noteExpansion(ctx context.Context, c client.Client, p *snapv1.SnapshotPolic
 		if refused {
 			cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, r.reason, expandErr.Error()
 		}
-		if have == nil || have.Status != cond.Status || have.Message != cond.Message {
+		if have == nil || have.Status != cond.Status || have.Message != cond.Message || have.ObservedGeneration != cond.ObservedGeneration {
 			want = append(want, cond)
 		}
 	}
@@ -132,7 +133,8 @@ type Minted struct {
 }
 
 // Mint creates the Snapshots of one firing of p. Names are deterministic,
-// so minting the same firing twice creates nothing new.
+// so minting the same firing twice creates nothing new. With an
+// expand.ErrOverlap it returns the names it minted for the other PVCs too.
 func Mint(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy, base string, m Minted) ([]string, error) {
 	selected, err := Selected(ctx, c, p)
 	if err != nil {
@@ -143,10 +145,16 @@ func Mint(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy, base s
 		// The conditions only report; minting (or refusing) goes on.
 		runtime.Log(ctx).Info("could not record the expansion conditions on the policy", "policy", p.Namespace+"/"+p.Name, "error", noteErr.Error())
 	}
-	if err != nil {
+	// Contested PVCs are left out; the others are minted, and the overlap
+	// is still returned so every caller reports it.
+	var overlap expand.ErrOverlap
+	if err != nil && !errors.As(err, &overlap) {
 		return nil, err
 	}
 	if len(children) == 0 {
+		if err != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("%w: SnapshotPolicy %s/%s selects no PVC: label the PVCs to back up or fix spec.sources", ErrNothingSelected, p.Namespace, p.Name)
 	}
 	var names []string
@@ -165,7 +173,7 @@ func Mint(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy, base s
 		}
 		names = append(names, ch.Name)
 	}
-	return names, nil
+	return names, err
 }
 
 // handleRequest mints the Snapshots a `snapshot requested` event asks for.

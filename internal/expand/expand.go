@@ -43,11 +43,15 @@ func Base(prefix string, slot time.Time) string {
 }
 
 // Children expands policy p for one firing named base. selected maps the
-// index of each pvcSelector source to the PVC names it matches now. A
-// firing in which two sources cover one PVC mints nothing (ErrOverlap).
+// index of each pvcSelector source to the PVC names it matches now. A PVC
+// two sources cover is left out, and the children of the others come with
+// an ErrOverlap naming it: one contested label must not stop the backups
+// of every other volume of the policy.
 func Children(p *snapv1.SnapshotPolicy, base string, selected map[int][]string) ([]Child, error) {
-	if o := Overlaps(p, selected); len(o) > 0 {
-		return nil, ErrOverlap{Overlaps: o}
+	overlaps := Overlaps(p, selected)
+	contested := map[string]bool{}
+	for _, o := range overlaps {
+		contested[o.PVC] = true
 	}
 	type src struct {
 		ref    *snapv1.SnapshotSource
@@ -57,6 +61,9 @@ func Children(p *snapv1.SnapshotPolicy, base string, selected map[int][]string) 
 	for i, s := range p.Spec.Sources {
 		switch {
 		case s.PVC != nil:
+			if contested[s.PVC.Name] {
+				continue
+			}
 			// A plain PVC source needs no pin; with several sources each child still pins its index.
 			var ref *snapv1.SnapshotSource
 			if len(p.Spec.Sources) > 1 {
@@ -67,6 +74,9 @@ func Children(p *snapv1.SnapshotPolicy, base string, selected map[int][]string) 
 			names := append([]string(nil), selected[i]...)
 			sort.Strings(names)
 			for _, n := range names {
+				if contested[n] {
+					continue
+				}
 				sources = append(sources, src{ref: &snapv1.SnapshotSource{SourceIndex: int32(i), Target: snapv1.SnapshotTarget{PVC: snapv1.PVCTarget{Name: n}}}, marker: true})
 			}
 		default:
@@ -94,6 +104,9 @@ func Children(p *snapv1.SnapshotPolicy, base string, selected map[int][]string) 
 			c.Name = Name(base, c, s.marker, len(repos) > 1)
 			out = append(out, c)
 		}
+	}
+	if len(overlaps) > 0 {
+		return out, ErrOverlap{Overlaps: overlaps}
 	}
 	return out, nil
 }

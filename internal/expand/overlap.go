@@ -46,9 +46,8 @@ type Overlap struct {
 
 // Overlaps finds the PVCs that two or more sources of p cover: a pvc
 // source naming it, or a pvcSelector source matching it (selected, as
-// Match gives it). Each would back the volume up under one kopia source
-// path, so two runs would write one identity and retention would rank
-// both lines as one.
+// Match gives it). Each would back the volume up again, with the same
+// source path into one kopia identity, which retention ranks as one line.
 func Overlaps(p *snapv1.SnapshotPolicy, selected map[int][]string) []Overlap {
 	by := map[string][]int{}
 	for i, src := range p.Spec.Sources {
@@ -84,7 +83,7 @@ func (o Overlap) Describe() string {
 	return fmt.Sprintf("PVC %q is covered by %s", o.PVC, strings.Join(fields, " and "))
 }
 
-// ErrOverlap refuses a firing in which two sources cover one PVC.
+// ErrOverlap says which PVCs a firing left out because two sources cover them.
 type ErrOverlap struct{ Overlaps []Overlap }
 
 func (e ErrOverlap) Error() string {
@@ -92,5 +91,5 @@ func (e ErrOverlap) Error() string {
 	for i, o := range e.Overlaps {
 		parts[i] = o.Describe()
 	}
-	return strings.Join(parts, "; ") + ": two sources of one policy may not back up one PVC, as both would write the same kopia identity; nothing was created. Narrow the pvcSelector (e.g. a matchExpressions NotIn) or remove the duplicate source"
+	return strings.Join(parts, "; ") + ": two sources of one policy may not back up one PVC (each would back it up again, into one kopia identity unless their source paths differ), so it was left out of this firing; the policy's other PVCs were not. Narrow the pvcSelector (e.g. a matchExpressions NotIn) or remove the duplicate source"
 }

@@ -76,19 +76,22 @@ func TestOverlaps(t *testing.T) {
 	}
 }
 
-// A firing in which two sources cover one PVC mints nothing and says
-// which sources and which claim.
-func TestChildrenRefusesAnOverlap(t *testing.T) {
+// A firing leaves out a PVC two sources cover, says which sources and
+// which claim, and still expands the policy's other PVCs.
+func TestChildrenLeavesAnOverlapOut(t *testing.T) {
 	p := pol([]snapv1.Source{pvcSrc, selector("app", "x")})
-	_, err := Children(p, "p-manual-1", map[int][]string{1: {"data", "logs"}})
+	kids, err := Children(p, "p-manual-1", map[int][]string{1: {"data", "logs"}})
 	var ov ErrOverlap
 	if !errors.As(err, &ov) {
 		t.Fatalf("Children = %v, want ErrOverlap", err)
 	}
-	for _, want := range []string{`PVC "data" is covered by spec.sources[0] and spec.sources[1]`, "nothing was created", "Narrow the pvcSelector"} {
+	for _, want := range []string{`PVC "data" is covered by spec.sources[0] and spec.sources[1]`, "left out of this firing", "Narrow the pvcSelector"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
+	}
+	if len(kids) != 1 || kids[0].Source == nil || kids[0].Source.Target.PVC.Name != "logs" {
+		t.Fatalf("children %+v, want only logs", kids)
 	}
 	if kids, err := Children(p, "p-manual-1", map[int][]string{1: {"logs"}}); err != nil || len(kids) != 2 {
 		t.Fatalf("without the overlap: %d children, %v", len(kids), err)
