@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -19,7 +20,8 @@ type Placement struct {
 	Node string
 	// Pod is the workload pod the mover joins, for messages.
 	Pod string
-	// Tolerations are the workload pod's: the node may be tainted for it.
+	// Tolerations are the workload pod's that name a taint of their own
+	// (see DirectPlacement): the node may be tainted for it.
 	Tolerations []corev1.Toleration
 }
 
@@ -31,6 +33,13 @@ var ErrSourceInUse = errors.New("the source volume is in use")
 // pods of its namespace. A claim another node may also attach (ReadWriteMany,
 // ReadOnlyMany) or that no running pod mounts needs no placement (nil). A
 // ReadWriteOncePod claim in use cannot be mounted by a second pod at all.
+//
+// Only pods a kubelet reports Running count, and only their tolerations
+// that name a taint key other than the cluster's own node keys: any pod of
+// the namespace can claim a node in spec.nodeName, and the mover, which
+// holds repository credentials, must not follow a decoy onto a control
+// plane node with a wildcard toleration. Running pods on two nodes for a
+// volume that attaches to one cannot both be real, so that is refused.
 func DirectPlacement(claim *corev1.PersistentVolumeClaim, pods []corev1.Pod) (*Placement, error) {
 	modes := claim.Spec.AccessModes
 	if slices.Contains(modes, corev1.ReadWriteMany) || slices.Contains(modes, corev1.ReadOnlyMany) {
@@ -38,7 +47,7 @@ func DirectPlacement(claim *corev1.PersistentVolumeClaim, pods []corev1.Pod) (*P
 	}
 	var users []corev1.Pod
 	for _, p := range pods {
-		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if p.Spec.NodeName == "" || p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
 			continue
 		}
 		if p.Labels[wellknown.LabelOp] != "" {
@@ -59,7 +68,37 @@ func DirectPlacement(claim *corev1.PersistentVolumeClaim, pods []corev1.Pod) (*P
 	if slices.Contains(modes, corev1.ReadWriteOncePod) {
 		return nil, fmt.Errorf("%w: PVC %s/%s is ReadWriteOncePod and pod %s uses it, so no other pod can mount it: copyMethod: Direct cannot back it up while the workload runs. Use copyMethod: Snapshot (or Clone), or stop the workload for the backup", ErrSourceInUse, claim.Namespace, claim.Name, u.Name)
 	}
-	return &Placement{Node: u.Spec.NodeName, Pod: u.Name, Tolerations: u.Spec.Tolerations}, nil
+	for _, o := range users[1:] {
+		if o.Spec.NodeName != u.Spec.NodeName {
+			return nil, fmt.Errorf("%w: running pods on two nodes use the ReadWriteOnce PVC %s/%s (%s on %s, %s on %s), which attaches to one node, so where it is attached cannot be told: copyMethod: Direct will not guess. Remove the pod that does not really use it, or use copyMethod: Snapshot (or Clone)", ErrSourceInUse, claim.Namespace, claim.Name, u.Name, u.Spec.NodeName, o.Name, o.Spec.NodeName)
+		}
+	}
+	var tols []corev1.Toleration
+	for _, t := range u.Spec.Tolerations {
+		if followable(t) {
+			tols = append(tols, t)
+		}
+	}
+	return &Placement{Node: u.Spec.NodeName, Pod: u.Name, Tolerations: tols}, nil
+}
+
+// systemTaintKeys are the prefixes of the taints Kubernetes and cloud
+// providers put on nodes themselves (control plane, not ready, cordoned):
+// a workload's toleration of them says nothing about where its volume is.
+var systemTaintKeys = []string{"node-role.kubernetes.io/", "node.kubernetes.io/", "node.cloudprovider.kubernetes.io/"}
+
+// followable says whether the mover may copy a workload's toleration: it
+// must name a key (an empty key tolerates every taint) outside the system's.
+func followable(t corev1.Toleration) bool {
+	if t.Key == "" {
+		return false
+	}
+	for _, p := range systemTaintKeys {
+		if strings.HasPrefix(t.Key, p) {
+			return false
+		}
+	}
+	return true
 }
 
 // place adds pl to a pod spec: a required node affinity to pl.Node, added

@@ -25,6 +25,8 @@ func podOn(name, node, claim string, phase corev1.PodPhase, labels map[string]st
 func TestDirectPlacement(t *testing.T) {
 	gpu := corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "db", Effect: corev1.TaintEffectNoSchedule}
 	rwo := claimWith(corev1.ReadWriteOnce)
+	deleting := podOn("going", "n1", "data", corev1.PodRunning, nil)
+	deleting.DeletionTimestamp = &metav1.Time{}
 	cases := []struct {
 		name  string
 		claim *corev1.PersistentVolumeClaim
@@ -35,12 +37,14 @@ func TestDirectPlacement(t *testing.T) {
 		{"no pod uses the claim", rwo, []corev1.Pod{podOn("web", "n1", "other", corev1.PodRunning, nil)}, nil, false},
 		{"the workload's node and tolerations", rwo, []corev1.Pod{podOn("db-0", "n2", "data", corev1.PodRunning, nil, gpu)},
 			&Placement{Node: "n2", Pod: "db-0", Tolerations: []corev1.Toleration{gpu}}, false},
-		{"a pending pod already bound to a node counts", rwo, []corev1.Pod{podOn("db-0", "n3", "data", corev1.PodPending, nil)}, &Placement{Node: "n3", Pod: "db-0"}, false},
-		{"finished and unscheduled pods do not", rwo, []corev1.Pod{podOn("done", "n1", "data", corev1.PodSucceeded, nil), podOn("failed", "n1", "data", corev1.PodFailed, nil), podOn("unscheduled", "", "data", corev1.PodPending, nil)}, nil, false},
+		{"pods no kubelet runs do not count", rwo, []corev1.Pod{podOn("bound", "n3", "data", corev1.PodPending, nil), podOn("done", "n1", "data", corev1.PodSucceeded, nil), podOn("failed", "n1", "data", corev1.PodFailed, nil), podOn("unscheduled", "", "data", corev1.PodPending, nil), deleting}, nil, false},
+		{"wildcard and system tolerations are not followed", rwo, []corev1.Pod{podOn("db-0", "n2", "data", corev1.PodRunning, nil, gpu, corev1.Toleration{Operator: corev1.TolerationOpExists}, corev1.Toleration{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists}, corev1.Toleration{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute})},
+			&Placement{Node: "n2", Pod: "db-0", Tolerations: []corev1.Toleration{gpu}}, false},
+		{"running users on two nodes are refused", rwo, []corev1.Pod{podOn("a", "n1", "data", corev1.PodRunning, nil), podOn("b", "n2", "data", corev1.PodRunning, nil)}, nil, true},
+		{"running users on one node", rwo, []corev1.Pod{podOn("b", "n1", "data", corev1.PodRunning, nil), podOn("a", "n1", "data", corev1.PodRunning, nil)}, &Placement{Node: "n1", Pod: "a"}, false},
 		{"another run's mover is not the workload", rwo, []corev1.Pod{podOn("mover", "n1", "data", corev1.PodRunning, map[string]string{wellknown.LabelOp: "snapshot"})}, nil, false},
 		{"ReadWriteMany attaches anywhere", claimWith(corev1.ReadWriteMany), []corev1.Pod{podOn("db-0", "n2", "data", corev1.PodRunning, nil)}, nil, false},
 		{"ReadOnlyMany attaches anywhere", claimWith(corev1.ReadWriteOnce, corev1.ReadOnlyMany), []corev1.Pod{podOn("db-0", "n2", "data", corev1.PodRunning, nil)}, nil, false},
-		{"several users: the first by name", rwo, []corev1.Pod{podOn("b", "n2", "data", corev1.PodRunning, nil), podOn("a", "n1", "data", corev1.PodRunning, nil)}, &Placement{Node: "n1", Pod: "a"}, false},
 		{"ReadWriteOncePod in use cannot be mounted", claimWith(corev1.ReadWriteOncePod), []corev1.Pod{podOn("db-0", "n2", "data", corev1.PodRunning, nil)}, nil, true},
 		{"ReadWriteOncePod unused is free", claimWith(corev1.ReadWriteOncePod), nil, nil, false},
 	}

@@ -15,8 +15,9 @@ import (
 	"github.com/snapflow/snapflow/test/localnode"
 )
 
-// workloadPod applies a pod bound to node that mounts claim, tolerating a
-// dedicated=db taint, standing in for the application using the volume.
+// workloadPod applies a Running pod bound to node that mounts claim,
+// tolerating a dedicated=db taint, standing in for the application using
+// the volume.
 func workloadPod(t *testing.T, ns, name, node, claim string) {
 	t.Helper()
 	kubectl(t, []byte(`
@@ -29,6 +30,8 @@ spec:
   containers: [{name: db, image: postgres:17}]
   volumes: [{name: data, persistentVolumeClaim: {claimName: `+claim+`}}]
 `), 0, "apply", "-f", "-")
+	// As the kubelet of that node would report it.
+	kubectl(t, nil, 0, "-n", ns, "patch", "pod", name, "--subresource=status", "--type=merge", "-p", `{"status":{"phase":"Running"}}`)
 }
 
 // moverJobOf is the mover Job of Snapshot name.
