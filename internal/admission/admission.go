@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	jsonpatch "gomodules.xyz/jsonpatch/v2"
 	"knative.dev/pkg/apis"
@@ -115,10 +116,17 @@ func Validate(ctx context.Context, lk validate.Lookup, op Operation, obj, old Ob
 	return r
 }
 
+// deleteWarningTimeout bounds the listings behind a deletion's warnings.
+const deleteWarningTimeout = 3 * time.Second
+
 // WarnDelete has the warnings for deleting old: only a repository's
 // deletion has any (the runs and data that still use it). A deletion is
 // never refused.
 func WarnDelete(ctx context.Context, lk validate.Lookup, old Object) []string {
+	// Inside the entry's 5 s timeout, so a slow listing loses the
+	// warnings, never the deletion's latency.
+	ctx, cancel := context.WithTimeout(ctx, deleteWarningTimeout)
+	defer cancel()
 	var r validate.Result
 	switch o := old.(type) {
 	case *snapv1.Repository:

@@ -41,6 +41,17 @@ func TestSourcesMayNotCoverOnePVC(t *testing.T) {
 		t.Fatalf("an unchanged spec: problems %v, warnings %v; want only a warning", r.Problems(), r.Warnings)
 	}
 
+	// Nor is any update of a policy being deleted (the mutating webhook
+	// of a newer release may have changed its spec): its finalizer must
+	// come off.
+	going := pvcAndSelector.DeepCopy()
+	going.DeletionTimestamp = &metav1.Time{}
+	going.Spec.Retention.KeepDaily = nil
+	going.Spec.Retention.KeepLatest = ptrInt32(3)
+	if r := PolicyReferents(ctx, objs, going, pvcAndSelector); !r.OK() {
+		t.Fatalf("an update of a policy being deleted was refused: %v", r.Problems())
+	}
+
 	// Claims that cannot be listed: two selectors are allowed with a
 	// warning (each firing checks again); two pvc sources naming one
 	// claim are still refused, as no listing is needed to see it.
@@ -60,3 +71,5 @@ func TestSourcesMayNotCoverOnePVC(t *testing.T) {
 		t.Fatalf("offline without claims: problems %v, warnings %v", r.Problems(), r.Warnings)
 	}
 }
+
+func ptrInt32(v int32) *int32 { return &v }

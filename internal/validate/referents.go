@@ -233,10 +233,11 @@ func PolicyReferents(ctx context.Context, lk Lookup, p, old *snapv1.SnapshotPoli
 	}
 
 	for _, res := range []Result{sourceOverlaps(ctx, lk, p), identityCollisions(ctx, lk, p, refs, ids)} {
-		if old != nil && res.Errs != nil && equality.Semantic.DeepEqual(old.Spec, p.Spec) {
+		if old != nil && res.Errs != nil && (equality.Semantic.DeepEqual(old.Spec, p.Spec) || p.DeletionTimestamp != nil) {
 			// An update that leaves the spec alone (a finalizer, a label,
-			// an annotation) cannot make a collision or an overlap:
-			// refusing it would only wedge whoever maintains the object,
+			// an annotation), or any update of a policy being deleted,
+			// cannot make a collision or an overlap that matters: refusing
+			// it would only wedge whoever maintains or deletes the object,
 			// while the functions still refuse such backups before each run.
 			res.Warn("%s (let through: this update does not change the spec)", res.Errs.Error())
 			res.Errs = nil
