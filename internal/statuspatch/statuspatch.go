@@ -7,8 +7,8 @@ package statuspatch
 
 import (
 	"context"
+	"reflect"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -25,9 +25,11 @@ func Update[T client.Object](ctx context.Context, c client.Client, key client.Ob
 		if err := mutate(live); err != nil {
 			return err
 		}
-		if equality.Semantic.DeepEqual(orig, live) {
+		if reflect.DeepEqual(orig, live) {
 			// Nothing changed: a patch would cost the API server a full
 			// update path (and every sweep writes most objects it reads).
+			// reflect, not semantic, equality: nil and empty differ in a
+			// patch, so such a change is still written.
 			return nil
 		}
 		return c.Status().Patch(ctx, live, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
