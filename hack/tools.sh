@@ -203,21 +203,25 @@ done
 # other. A Go build does not keep both cores busy all the time (linking is
 # single-threaded), so two at once finish sooner than one after another.
 rm -f "$WORK"/*.prep.done
+declare -A preppid
 for t in "${todo[@]}"; do
-  # set -e stops a failed prep; the trap still says it ended, and how.
-  ( trap 'echo $? >"$WORK/$t.prep.done"' EXIT; prep "$t" >"$WORK/$t.prep.log" 2>&1 ) &
+  # set -e stops a failed prep; the trap still says it ended, and how
+  # (written whole, then renamed, so a lane never reads half of it).
+  ( trap 'echo $? >"$WORK/$t.prep.tmp"; mv "$WORK/$t.prep.tmp" "$WORK/$t.prep.done"' EXIT
+    prep "$t" >"$WORK/$t.prep.log" 2>&1 ) &
+  preppid[$t]=$!
 done
 # The project's own modules too, for the build and tests after the tools.
 (cd "$ROOT" && go mod download) >"$WORK/project.prep.log" 2>&1 &
-project=$!
 
 lane() { # lane TOOL...: compile each after its download ended
   local t
   for t in "$@"; do
-    until [[ -f "$WORK/$t.prep.done" ]]; do sleep 1; done
+    # A prep killed outright (out of memory) writes no marker.
+    while [[ ! -f "$WORK/$t.prep.done" ]] && kill -0 "${preppid[$t]}" 2>/dev/null; do sleep 1; done
     # A prep that failed leaves its downloads to the compile step, which
     # reports the error if it fails too.
-    [[ "$(cat "$WORK/$t.prep.done")" == 0 ]] || log "$t: downloading ahead failed (see $WORK/$t.prep.log); the build fetches what it needs"
+    [[ "$(cat "$WORK/$t.prep.done" 2>/dev/null)" == 0 ]] || log "$t: downloading ahead failed (see $WORK/$t.prep.log); the build fetches what it needs"
     compile "$t"
   done
 }
@@ -227,12 +231,14 @@ for t in "${todo[@]}"; do
 done
 # Each lane runs in a subshell of its own, where set -e stops it at the
 # first failed build (before that tool is stamped).
-lane "${long[@]}" &
+# (The ${a[@]+...} form keeps an empty lane working under set -u in old bash.)
+lane ${long[@]+"${long[@]}"} &
 longlane=$!
-lane "${rest[@]}" &
+lane ${rest[@]+"${rest[@]}"} &
 restlane=$!
 status=0
 wait "$longlane" || status=$?
 wait "$restlane" || status=$?
-wait "$project" || true
+# Every download ends before this script does, so none outlives it.
+wait || true
 exit "$status"
