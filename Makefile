@@ -40,7 +40,10 @@ vet:
 	$(GO) vet ./...
 
 test: tools build vet ## the whole suite: unit and e2e tests on the real control plane, then the demo
-	$(GO) test $(TEST_FLAGS) ./...
+# The e2e package first: go test runs its work in the order of its
+# arguments, and the longest package should start as soon as it is built,
+# with the unit packages beside it, not after them.
+	$(GO) test $(TEST_FLAGS) ./test/e2e/ $$($(GO) list ./... | grep -v '/test/e2e$$')
 # Counts, not durations: Go 1.26's fuzz coordinator can fail a clean run
 # with "context deadline exceeded" when a -fuzztime duration expires
 # (golang/go#75804, fixed in 1.27); a count has no deadline, so a busy
