@@ -10,7 +10,6 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	authzv1 "k8s.io/api/authorization/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,14 +44,9 @@ func Selected(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy) (m
 	if !hasSelector {
 		return map[int][]string{}, nil
 	}
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaimList"))
-	if err := c.List(ctx, list, client.InNamespace(p.Namespace)); err != nil {
+	metas, err := lookup{c}.PVCs(ctx, p.Namespace)
+	if err != nil {
 		return nil, err
-	}
-	metas := make([]metav1.ObjectMeta, len(list.Items))
-	for i := range list.Items {
-		metas[i] = list.Items[i].ObjectMeta
 	}
 	return expand.Match(p, metas)
 }

@@ -113,9 +113,11 @@ func (l lookup) SnapshotPolicies(ctx context.Context) ([]snapv1.SnapshotPolicy, 
 	return list.Items, err
 }
 
+// PVCs lists claim metadata only: selectors and overlaps need no more.
 func (l lookup) PVCs(ctx context.Context, ns string) ([]metav1.ObjectMeta, error) {
-	var list corev1.PersistentVolumeClaimList
-	if err := l.c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaimList"))
+	if err := l.c.List(ctx, list, client.InNamespace(ns)); err != nil {
 		return nil, err
 	}
 	out := make([]metav1.ObjectMeta, len(list.Items))
