@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/internal/kubemeta"
 	"github.com/snapflow/snapflow/internal/validate"
 )
 
@@ -69,17 +70,7 @@ func (l clusterLookup) SnapshotPolicies(ctx context.Context) ([]snapv1.SnapshotP
 // set): caching every claim of the cluster for a rare check is not worth
 // the memory, and a claim labelled a moment ago must count.
 func (l clusterLookup) PVCs(ctx context.Context, ns string) ([]metav1.ObjectMeta, error) {
-	r := l.reader()
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaimList"))
-	if err := r.List(ctx, list, client.InNamespace(ns)); err != nil {
-		return nil, err
-	}
-	out := make([]metav1.ObjectMeta, len(list.Items))
-	for i := range list.Items {
-		out[i] = list.Items[i].ObjectMeta
-	}
-	return out, nil
+	return kubemeta.PVCs(ctx, l.reader(), ns)
 }
 
 // Snapshots and Restores are listed live too: only a repository's deletion

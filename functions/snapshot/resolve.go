@@ -13,6 +13,7 @@ import (
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/internal/identity"
 	"github.com/snapflow/snapflow/internal/kopia"
+	"github.com/snapflow/snapflow/internal/kubemeta"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/projection"
 	"github.com/snapflow/snapflow/internal/validate"
@@ -115,16 +116,7 @@ func (l lookup) SnapshotPolicies(ctx context.Context) ([]snapv1.SnapshotPolicy, 
 
 // PVCs lists claim metadata only: selectors and overlaps need no more.
 func (l lookup) PVCs(ctx context.Context, ns string) ([]metav1.ObjectMeta, error) {
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaimList"))
-	if err := l.c.List(ctx, list, client.InNamespace(ns)); err != nil {
-		return nil, err
-	}
-	out := make([]metav1.ObjectMeta, len(list.Items))
-	for i := range list.Items {
-		out[i] = list.Items[i].ObjectMeta
-	}
-	return out, nil
+	return kubemeta.PVCs(ctx, l.c, ns)
 }
 
 func (l lookup) Snapshots(ctx context.Context, ns string) ([]snapv1.Snapshot, error) {
