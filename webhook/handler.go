@@ -1,5 +1,5 @@
 // Package webhook is snapflow's admission server: mutating and validating
-// endpoints for the six kinds, with self-managed TLS, health endpoints and
+// endpoints for the seven kinds, with self-managed TLS, health endpoints and
 // Prometheus metrics. The decisions themselves live in internal/admission.
 package webhook
 

@@ -19,9 +19,16 @@ import (
 type clusterLookup struct {
 	r    client.Reader
 	live client.Reader
+	// system is snapflow's own namespace.
+	system string
 }
 
-var _ validate.Lookup = clusterLookup{}
+var (
+	_ validate.Lookup           = clusterLookup{}
+	_ validate.SystemNamespacer = clusterLookup{}
+)
+
+func (l clusterLookup) SystemNamespace() string { return l.system }
 
 func (l clusterLookup) get(ctx context.Context, key client.ObjectKey, obj client.Object) (bool, error) {
 	err := l.r.Get(ctx, key, obj)

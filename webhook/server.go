@@ -200,7 +200,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if err != nil {
 		return fmt.Errorf("build manager: %w", err)
 	}
-	lookup := clusterLookup{r: mgr.GetClient(), live: mgr.GetAPIReader()}
+	lookup := clusterLookup{r: mgr.GetClient(), live: mgr.GetAPIReader(), system: o.Namespace}
 	// ConfigMaps are read live: caching them would mean watching every
 	// ConfigMap in the cluster.
 	volumePolicies := &policysource.Resolver{Reader: mgr.GetAPIReader(), Namespace: o.Namespace, GlobalName: o.GlobalVolumePoliciesConfigMap}

@@ -43,6 +43,12 @@ const (
 	LabelRestoreUID = SnapflowPrefix + "restore-uid"
 	// LabelVerify names the SnapshotPolicy a verification Job checks.
 	LabelVerify = SnapflowPrefix + "verify"
+	// LabelMaintenance names the Maintenance a maintenance Job runs.
+	LabelMaintenance = SnapflowPrefix + "maintenance"
+	// LabelMaintenanceDefault marks the Maintenance a repository projects
+	// for itself: the function keeps it in line with spec.maintenance and
+	// removes it when maintenance is disabled there.
+	LabelMaintenanceDefault = SnapflowPrefix + "default-maintenance"
 	// LabelProjectedFor names the mover Job a projected credential Secret
 	// or CA ConfigMap serves; its value is the Job's name.
 	LabelProjectedFor = SnapflowPrefix + "projected-for"
@@ -95,9 +101,18 @@ const (
 	AnnotationHooksAuthor = SnapflowPrefix + "hooks-author"
 	// AnnotationRequestEvent identifies that event (a Restore: its id; a
 	// Snapshot: "<source> <id>"): a redelivery finds its object again.
-	AnnotationRequestEvent       = SnapflowPrefix + "requested-by-event"
+	AnnotationRequestEvent = SnapflowPrefix + "requested-by-event"
+	// AnnotationMaintenanceRunReq (an RFC3339 time) on a Maintenance asks
+	// for a run now, of the mode AnnotationMaintenanceRunMode names (quick
+	// or full, default quick).
 	AnnotationMaintenanceRunReq  = Prefix + "run-requested"
 	AnnotationMaintenanceRunMode = Prefix + "run-mode"
+	// AnnotationMaintenanceSafety "none" on a Maintenance runs kopia with
+	// no safety margins: what deletions freed is reclaimed in one run
+	// instead of over about two days. It is safe only while nothing else
+	// writes to the repository, so the function starts such a run only
+	// when no other snapflow Job of the repository is running.
+	AnnotationMaintenanceSafety = SnapflowPrefix + "maintenance-safety"
 	// AnnotationVolumePolicies holds the effective volume policies stamped at
 	// admission (a volumepolicy.Stamp as JSON).
 	AnnotationVolumePolicies = SnapflowPrefix + "volume-policies"
@@ -137,6 +152,9 @@ const (
 	ConditionKopiaPinned = "KopiaPinned"
 	// ConditionVerified on a SnapshotPolicy tells the last verification's outcome.
 	ConditionVerified = "Verified"
+	// ConditionMaintenanceOwned on a Maintenance is False while another
+	// kopia user owns the repository's maintenance and takeover is Never.
+	ConditionMaintenanceOwned = "MaintenanceOwned"
 )
 
 // Reserved kopia tag prefix: user tags may not start with it.

@@ -30,7 +30,7 @@ const (
 )
 
 // Kinds are the kinds snapflow admits.
-var Kinds = []string{"Repository", "ClusterRepository", "SnapshotPolicy", "Snapshot", "SnapshotSchedule", "Restore"}
+var Kinds = []string{"Repository", "ClusterRepository", "SnapshotPolicy", "Snapshot", "SnapshotSchedule", "Restore", "Maintenance"}
 
 // Object is any of the admitted kinds.
 type Object interface {
@@ -55,6 +55,8 @@ func Decode(kind string, raw []byte) (Object, error) {
 		obj = &snapv1.SnapshotSchedule{}
 	case "Restore":
 		obj = &snapv1.Restore{}
+	case "Maintenance":
+		obj = &snapv1.Maintenance{}
 	default:
 		return nil, fmt.Errorf("kind %q is not a snapflow kind (expected one of %s)", kind, strings.Join(Kinds, ", "))
 	}
@@ -93,6 +95,12 @@ func Validate(ctx context.Context, lk validate.Lookup, op Operation, obj, old Ob
 		r = validate.Restore(o, opts)
 		if op == Create {
 			r.Merge(validate.RestoreReferents(ctx, lk, o))
+		}
+	case *snapv1.Maintenance:
+		r = validate.Maintenance(o, opts)
+		prev, _ := old.(*snapv1.Maintenance)
+		if prev == nil || prev.Spec.Repository != o.Spec.Repository {
+			r.Merge(validate.MaintenanceReferents(ctx, lk, o))
 		}
 	case *snapv1.Repository:
 		r = validate.Repository(o, opts)
