@@ -33,7 +33,10 @@ require (
 
 require golang.org/x/crypto/x509roots/fallback v0.0.0-20261030153154-30a33513ff6d
 
-require k8s.io/component-helpers v0.35.7 // indirect
+require (
+	github.com/gofrs/flock v0.13.0 // indirect
+	k8s.io/component-helpers v0.35.7
+)
 
 require (
 	github.com/google/go-containerregistry v0.22.1

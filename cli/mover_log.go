@@ -80,6 +80,11 @@ func (l *loggingReporter) VerifyDone(ctx context.Context, r mover.VerifyReport) 
 	return l.Reporter.VerifyDone(ctx, r)
 }
 
+func (l *loggingReporter) MaintenanceDone(ctx context.Context, r mover.MaintenanceReport) error {
+	fmt.Fprintf(l.w, "mover: %s\n", r.Message)
+	return l.Reporter.MaintenanceDone(ctx, r)
+}
+
 func (l *loggingReporter) PinDone(ctx context.Context, oldID, newID string, pinned bool) error {
 	fmt.Fprintf(l.w, "mover: kopia snapshot %s is now %s (pinned=%v)\n", oldID, newID, pinned)
 	return l.Reporter.PinDone(ctx, oldID, newID, pinned)

@@ -34,7 +34,7 @@ func (r *Report) Apply(ctx context.Context, c client.Client, spec *WorkSpec) err
 	if r.Failure == nil && !r.finished(spec.Operation) {
 		return fmt.Errorf("%w: it holds no result for a %s run", ErrReportMismatch, spec.Operation)
 	}
-	k := &KubeReporter{Client: c, Target: spec.Target, Delete: spec.Delete, Verify: spec.Verify, Pin: spec.Pin,
+	k := &KubeReporter{Client: c, Target: spec.Target, Delete: spec.Delete, Verify: spec.Verify, Pin: spec.Pin, Maintenance: spec.Maintenance,
 		LogTail: func() string { return r.LogTail }}
 	// Started refuses a second result for a finished target. A bootstrap
 	// has no such end (its repository is re-connected on each change), and
@@ -79,6 +79,10 @@ func (r *Report) Apply(ctx context.Context, c client.Client, spec *WorkSpec) err
 		if r.PinnedID != "" {
 			return k.PinDone(ctx, spec.Pin.SnapshotID, r.PinnedID, spec.Pin.Pin)
 		}
+	case OpMaintenance:
+		if r.Maintained != nil {
+			return k.MaintenanceDone(ctx, *r.Maintained)
+		}
 	case OpDelete:
 		if r.Failure == nil {
 			var results []MemberResult
@@ -112,6 +116,8 @@ func (r *Report) finished(op string) bool {
 		return r.Verified != nil
 	case OpPin:
 		return r.PinnedID != ""
+	case OpMaintenance:
+		return r.Maintained != nil
 	case OpDelete:
 		return r.Phase == "Done"
 	}
@@ -167,6 +173,13 @@ func (r *Report) check(spec *WorkSpec) error {
 	case OpPin:
 		if spec.Pin == nil {
 			return bad("the work spec has no pin work")
+		}
+	case OpMaintenance:
+		if spec.Maintenance == nil {
+			return bad("the work spec has no maintenance work")
+		}
+		if m := r.Maintained; m != nil && m.Result.Owner != spec.Maintenance.Owner {
+			return bad("it ran maintenance as %s, the work named %s", m.Result.Owner, spec.Maintenance.Owner)
 		}
 	case OpDelete:
 		if spec.Delete == nil {

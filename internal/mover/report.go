@@ -30,6 +30,7 @@ type Report struct {
 	Restored        *RestoreResult      `json:"restored,omitempty"`
 	RestoreProgress *kopia.RestoreStats `json:"restoreProgress,omitempty"`
 	Verified        *VerifyReport       `json:"verified,omitempty"`
+	Maintained      *MaintenanceReport  `json:"maintained,omitempty"`
 	PinnedID        string              `json:"pinnedID,omitempty"`
 	// LogTail is the end of the mover's log, for status.logTail.
 	LogTail string `json:"logTail,omitempty"`

@@ -88,6 +88,7 @@ type Reporter interface {
 	RestoreProgress(ctx context.Context, st kopia.RestoreStats) error
 	RestoreDone(ctx context.Context, r RestoreResult) error
 	VerifyDone(ctx context.Context, r VerifyReport) error
+	MaintenanceDone(ctx context.Context, r MaintenanceReport) error
 	// PinDone records the kopia snapshot's new id (kopia rewrites the
 	// manifest) and whether it is pinned.
 	PinDone(ctx context.Context, oldID, newID string, pinned bool) error
@@ -218,6 +219,9 @@ func run(ctx context.Context, o Options, start time.Time) (string, error) {
 	case OpVerify:
 		return runVerify(ctx, o, open)
 
+	case OpMaintenance:
+		return runMaintenance(ctx, o, open)
+
 	case OpPin:
 		r, err := kopia.Open(ctx, open)
 		if err != nil {
@@ -282,7 +286,9 @@ func run(ctx context.Context, o Options, start time.Time) (string, error) {
 // a bootstrap touches no snapshot.
 func bindToNamespace(open *kopia.OpenOptions, w *WorkSpec) error {
 	switch w.Operation {
-	case OpBootstrap, OpProbe, OpDelete:
+	// Maintenance works on the whole repository: only the namespace the
+	// repository's owner names may run it (admission and the function).
+	case OpBootstrap, OpProbe, OpDelete, OpMaintenance:
 		return nil
 	}
 	ns := w.Target.Namespace

@@ -41,6 +41,8 @@ type KubeReporter struct {
 	Verify *VerifyWork
 	// Pin is set for a pin run, which works on a finished Snapshot.
 	Pin *PinWork
+	// Maintenance is set for a maintenance run of a Maintenance.
+	Maintenance *MaintenanceWork
 	// LogTail returns the last lines of the mover's log for status.logTail.
 	LogTail func() string
 }
@@ -163,6 +165,13 @@ func (k *KubeReporter) Started(ctx context.Context, at time.Time) error {
 	if k.isRestore() {
 		return k.restoreStarted(ctx, at)
 	}
+	if k.isMaintenance() {
+		err := k.maintenanceStarted(ctx)
+		if err == errNoChange {
+			return nil
+		}
+		return err
+	}
 	if k.isPolicy() {
 		err := k.verifyStarted(ctx)
 		if err == errNoChange {
@@ -279,6 +288,9 @@ func (k *KubeReporter) Failed(ctx context.Context, f Failure, at time.Time) erro
 	}
 	if k.isPolicy() {
 		return k.verifyFailed(ctx, f, at)
+	}
+	if k.isMaintenance() {
+		return k.maintenanceFailed(ctx, f, at)
 	}
 	if !k.isSnapshot() {
 		return k.updateRepository(ctx, func(st *snapv1.RepositoryStatus, gen int64) {

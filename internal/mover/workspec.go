@@ -146,6 +146,8 @@ type WorkSpec struct {
 	Restore    *RestoreWork  `json:"restore,omitempty"`
 	Verify     *VerifyWork   `json:"verify,omitempty"`
 	Pin        *PinWork      `json:"pin,omitempty"`
+	// Maintenance is set for a maintenance run.
+	Maintenance *MaintenanceWork `json:"maintenance,omitempty"`
 	// Cache sizes in MiB; 0 takes kopia's defaults.
 	ContentCacheMB  int64 `json:"contentCacheMb,omitempty"`
 	MetadataCacheMB int64 `json:"metadataCacheMb,omitempty"`
@@ -188,8 +190,19 @@ func Parse(b []byte) (*WorkSpec, error) {
 		if w.Pin == nil || w.Pin.SnapshotID == "" {
 			return nil, fmt.Errorf("work spec: operation pin needs a pin section with a snapshotID")
 		}
+	case OpMaintenance:
+		if w.Maintenance == nil {
+			return nil, fmt.Errorf("work spec: operation maintenance needs a maintenance section")
+		}
+		if err := w.Maintenance.check(); err != nil {
+			return nil, err
+		}
+		// Like a probe: a maintenance run never creates a repository.
+		if w.Repository.Create != nil {
+			return nil, fmt.Errorf("work spec: a maintenance run never creates a repository, but the spec has repository.create")
+		}
 	default:
-		return nil, fmt.Errorf("work spec: unknown operation %q (want %s, %s, %s, %s, %s, %s or %s)", w.Operation, OpSnapshot, OpBootstrap, OpProbe, OpDelete, OpRestore, OpVerify, OpPin)
+		return nil, fmt.Errorf("work spec: unknown operation %q (want %s, %s, %s, %s, %s, %s, %s or %s)", w.Operation, OpSnapshot, OpBootstrap, OpProbe, OpDelete, OpRestore, OpVerify, OpPin, OpMaintenance)
 	}
 	if w.Repository.Backend.Kind() == "" {
 		return nil, fmt.Errorf("work spec: repository.backend names no supported backend")

@@ -1,0 +1,156 @@
+package kopia
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/kopia/kopia/repo"
+	"github.com/kopia/kopia/repo/blob"
+	"github.com/kopia/kopia/repo/maintenance"
+	"github.com/kopia/kopia/snapshot/snapshotmaintenance"
+)
+
+// Maintenance modes and safety levels, as kopia names them.
+const (
+	MaintainQuick = "quick"
+	MaintainFull  = "full"
+	SafetyFull    = "full"
+	SafetyNone    = "none"
+)
+
+// MaintainOptions say which maintenance to run and who may run it. The
+// session's identity (OpenOptions Username@Hostname) is the owner this
+// run claims.
+type MaintainOptions struct {
+	// Mode is MaintainQuick or MaintainFull.
+	Mode string
+	// Aliases are owners that are this one under another name.
+	Aliases []string
+	// Takeover takes ownership from any other owner.
+	Takeover bool
+	// Safety is SafetyFull (kopia's default margins, safe beside running
+	// backups) or SafetyNone (reclaims at once; safe only when nothing else
+	// writes to the repository).
+	Safety string
+}
+
+// StorageUsage is what the repository's storage holds.
+type StorageUsage struct {
+	Blobs int64 `json:"blobs"`
+	Bytes int64 `json:"bytes"`
+}
+
+// MaintainResult is the outcome of one maintenance session.
+type MaintainResult struct {
+	// Owner is the session's identity; PreviousOwner who owned the
+	// repository's maintenance before (empty: nobody).
+	Owner, PreviousOwner string
+	// Skipped is set when another owner holds maintenance and takeover is
+	// not allowed: nothing was changed.
+	Skipped bool
+	// TookOver is set when this run made Owner the owner.
+	TookOver      bool
+	Before, After StorageUsage
+	Duration      time.Duration
+}
+
+// ErrNotOwner is returned with a skipped result.
+var ErrNotOwner = errors.New("another kopia user owns this repository's maintenance")
+
+// Maintain runs kopia's quick or full maintenance: index compaction and,
+// when full, snapshot garbage collection and deletion of unreferenced
+// blobs. Ownership is kopia's own (one user@host per repository), so two
+// clusters that share a repository never collect garbage at once.
+func (r *Repo) Maintain(ctx context.Context, o MaintainOptions) (MaintainResult, error) {
+	dr, ok := r.rep.(repo.DirectRepository)
+	if !ok {
+		return MaintainResult{}, &Error{Class: ClassInternal, Err: errors.New("maintenance needs a direct repository connection")}
+	}
+	var mode maintenance.Mode
+	switch o.Mode {
+	case MaintainQuick:
+		mode = maintenance.ModeQuick
+	case MaintainFull:
+		mode = maintenance.ModeFull
+	default:
+		return MaintainResult{}, &Error{Class: ClassInvalidConfig, Err: fmt.Errorf("maintenance mode %q is neither %s nor %s", o.Mode, MaintainQuick, MaintainFull)}
+	}
+	var safety maintenance.SafetyParameters
+	switch o.Safety {
+	case "", SafetyFull:
+		safety = maintenance.SafetyFull
+	case SafetyNone:
+		safety = maintenance.SafetyNone
+	default:
+		return MaintainResult{}, &Error{Class: ClassInvalidConfig, Err: fmt.Errorf("maintenance safety %q is neither %s nor %s", o.Safety, SafetyFull, SafetyNone)}
+	}
+	res := MaintainResult{Owner: dr.ClientOptions().UsernameAtHost()}
+	// The owner is decided on what storage says now, not on the manifests
+	// this connection loaded when it opened.
+	if err := dr.Refresh(ctx); err != nil {
+		return res, classify(fmt.Errorf("refresh before maintenance: %w", err))
+	}
+	var started time.Time
+	// One session: the ownership taken is the ownership kopia checks
+	// before it runs.
+	err := repo.DirectWriteSession(ctx, dr, repo.WriteSessionOptions{Purpose: "snapflow:maintenance"}, func(ctx context.Context, dw repo.DirectRepositoryWriter) error {
+		p, err := maintenance.GetParams(ctx, dw)
+		if err != nil {
+			return fmt.Errorf("read the maintenance owner: %w", err)
+		}
+		res.PreviousOwner = p.Owner
+		if p.Owner != res.Owner {
+			if p.Owner != "" && !slices.Contains(o.Aliases, p.Owner) && !o.Takeover {
+				res.Skipped = true
+				return fmt.Errorf("%w: %s owns it, this run is %s; set ownership.takeoverPolicy: Always, or list %s in ownership.ownerAliases, to take it over",
+					ErrNotOwner, p.Owner, res.Owner, p.Owner)
+			}
+			p.Owner = res.Owner
+			if err := maintenance.SetParams(ctx, dw, p); err != nil {
+				return fmt.Errorf("take the maintenance ownership: %w", err)
+			}
+			if err := dw.Flush(ctx); err != nil {
+				return fmt.Errorf("take the maintenance ownership: %w", err)
+			}
+			res.TookOver = true
+		}
+		if res.Before, err = storageUsage(ctx, dw); err != nil {
+			return err
+		}
+		started = time.Now()
+		if err := snapshotmaintenance.Run(ctx, dw, mode, false, safety); err != nil {
+			return fmt.Errorf("%s maintenance: %w", o.Mode, err)
+		}
+		res.Duration = time.Since(started)
+		// Counted in this session: it sees the blobs it deleted as gone.
+		res.After, err = storageUsage(ctx, dw)
+		return err
+	})
+	if res.Skipped {
+		return res, err
+	}
+	if err != nil {
+		if !started.IsZero() && res.Duration == 0 {
+			res.Duration = time.Since(started)
+		}
+		return res, classify(err)
+	}
+	return res, nil
+}
+
+// storageUsage counts every blob the storage holds.
+func storageUsage(ctx context.Context, dr repo.DirectRepository) (StorageUsage, error) {
+	var u StorageUsage
+	err := dr.BlobReader().ListBlobs(ctx, "", func(bm blob.Metadata) error {
+		u.Blobs++
+		u.Bytes += bm.Length
+		return nil
+	})
+	if err != nil {
+		return StorageUsage{}, fmt.Errorf("list the repository's blobs: %w", err)
+	}
+	return u, nil
+}

@@ -1,0 +1,90 @@
+package kopia_test
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/snapflow/snapflow/internal/kopia"
+)
+
+// TestMaintainReclaimsDeletedData backs up 4 MiB, deletes the snapshot and
+// runs full maintenance: storage must shrink by about that much.
+func TestMaintainReclaimsDeletedData(t *testing.T) {
+	ctx := context.Background()
+	backend := kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: filepath.Join(t.TempDir(), "repo")}}
+	open := func(user, host string) *kopia.Repo {
+		t.Helper()
+		r, err := kopia.Open(ctx, kopia.OpenOptions{Backend: backend, Password: "pw", Create: &kopia.CreateOptions{}, Username: user, Hostname: host})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = r.Close(ctx) })
+		return r
+	}
+	data := t.TempDir()
+	b := make([]byte, 4<<20)
+	_, _ = rand.Read(b)
+	if err := os.WriteFile(filepath.Join(data, "big"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := open("snapflow", "cluster-a")
+	snap, err := r.Snapshot(ctx, kopia.SnapshotRequest{Dir: data, Source: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Quick maintenance claims the unowned repository and frees nothing
+	// that a snapshot still references.
+	q, err := r.Maintain(ctx, kopia.MaintainOptions{Mode: kopia.MaintainQuick})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Owner != "snapflow@cluster-a" || q.PreviousOwner != "" || !q.TookOver || q.Skipped {
+		t.Fatalf("first run: %+v, want snapflow@cluster-a taking over an unowned repository", q)
+	}
+	if q.Before.Bytes < 4<<20 {
+		t.Fatalf("storage held %d bytes before maintenance, want at least the 4 MiB backed up", q.Before.Bytes)
+	}
+
+	// Another cluster is refused and changes nothing.
+	other := open("snapflow", "cluster-b")
+	s, err := other.Maintain(ctx, kopia.MaintainOptions{Mode: kopia.MaintainFull, Safety: kopia.SafetyNone})
+	if !errors.Is(err, kopia.ErrNotOwner) || !s.Skipped || s.PreviousOwner != "snapflow@cluster-a" {
+		t.Fatalf("second owner: %+v, %v; want skipped with ErrNotOwner naming snapflow@cluster-a", s, err)
+	}
+
+	if _, err := r.Delete(ctx, []string{snap.ID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// kopia's default safety keeps content for a day: nothing goes yet.
+	kept, err := r.Maintain(ctx, kopia.MaintainOptions{Mode: kopia.MaintainFull})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept.After.Bytes < 4<<20 {
+		t.Fatalf("full maintenance with safety full freed fresh data: %d bytes left", kept.After.Bytes)
+	}
+	full, err := r.Maintain(ctx, kopia.MaintainOptions{Mode: kopia.MaintainFull, Safety: kopia.SafetyNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if full.TookOver || full.Before.Bytes-full.After.Bytes < 4<<20-(256<<10) {
+		t.Fatalf("full maintenance with safety none: %+v, want about 4 MiB reclaimed", full)
+	}
+
+	// An alias hands over silently; takeover takes it from anyone.
+	renamed := open("snapflow", "cluster-a2")
+	if res, err := renamed.Maintain(ctx, kopia.MaintainOptions{Mode: kopia.MaintainQuick, Aliases: []string{"snapflow@cluster-a"}}); err != nil || !res.TookOver {
+		t.Fatalf("alias: %+v, %v; want a takeover", res, err)
+	}
+	if res, err := other.Maintain(ctx, kopia.MaintainOptions{Mode: kopia.MaintainQuick, Takeover: true}); err != nil || !res.TookOver || res.PreviousOwner != "snapflow@cluster-a2" {
+		t.Fatalf("takeover: %+v, %v; want cluster-b taking over from cluster-a2", res, err)
+	}
+	if _, err := r.Maintain(ctx, kopia.MaintainOptions{Mode: kopia.MaintainQuick, Safety: "some"}); kopia.ClassOf(err) != kopia.ClassInvalidConfig {
+		t.Fatalf("unknown safety: %v, want %s", err, kopia.ClassInvalidConfig)
+	}
+}
