@@ -23,6 +23,7 @@ import (
 	"github.com/snapflow/snapflow/events/sources/sink"
 	"github.com/snapflow/snapflow/events/sources/tick"
 	"github.com/snapflow/snapflow/functions/cleanup"
+	"github.com/snapflow/snapflow/functions/maintenance"
 	prunefn "github.com/snapflow/snapflow/functions/prune"
 	"github.com/snapflow/snapflow/functions/restore"
 	"github.com/snapflow/snapflow/functions/retention"
@@ -31,7 +32,9 @@ import (
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/functions/verify"
 	"github.com/snapflow/snapflow/internal/egress"
+	maintkernel "github.com/snapflow/snapflow/internal/maintenance"
 	"github.com/snapflow/snapflow/internal/policysource"
+	schedulekernel "github.com/snapflow/snapflow/internal/schedule"
 	"github.com/snapflow/snapflow/internal/scheme"
 	"github.com/snapflow/snapflow/internal/version"
 )
@@ -48,6 +51,8 @@ type functionFlags struct {
 	local   *runtime.LateSink
 	maxJobs int
 	devLogs bool
+	// maintQuick and maintFull are the crons of default Maintenances.
+	maintQuick, maintFull string
 }
 
 func (f *functionFlags) register(cmd *cobra.Command) {
@@ -64,6 +69,8 @@ func (f *functionFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.hookDeny, "hook-deny-cidr", nil, "snapshot: a range httpRequest hooks may not connect to, beyond those always refused (loopback, link-local, cloud metadata, and the ServiceCIDRs, node pod ranges and node addresses read from the API server); repeatable")
 	fl.BoolVar(&f.workloadExecHooks, "workload-exec-hooks", false, "snapshot: run workloadExec hooks (needs pods/exec in every namespace; without it they fail, saying so)")
 	fl.StringArrayVar(&f.hookAllow, "hook-allow-cidr", nil, "snapshot: a range httpRequest hooks may connect to despite every refusal (repeatable)")
+	fl.StringVar(&f.maintQuick, "default-maintenance-quick", maintkernel.KopiaCadence.Quick, "maintenance: cron of the quick runs of a repository's default Maintenance, when its spec.maintenance.schedule names none (H: a minute stable per repository)")
+	fl.StringVar(&f.maintFull, "default-maintenance-full", maintkernel.KopiaCadence.Full, "maintenance: cron of the full runs (garbage collection) of a repository's default Maintenance, when its spec.maintenance.schedule names none")
 	fl.StringVar(&f.globalPolicies, "global-backup-volume-policies-configmap", "", "ConfigMap in --namespace holding the global backup volume policies (checked at startup, re-read for every run)")
 }
 
@@ -157,6 +164,15 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 			fn := &restore.Function{Client: c, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,
 				Emitter: emitter, Recorder: recorder("snapflow-restore"), Access: cs.AuthorizationV1().SubjectAccessReviews()}
 			out = append(out, runtime.Function{Name: n, Handle: fn.Handle, Requests: []string{events.RestoreRequested}})
+		case "maintenance":
+			for flag, v := range map[string]string{"--default-maintenance-quick": f.maintQuick, "--default-maintenance-full": f.maintFull} {
+				if _, err := schedulekernel.Resolve(v, "", "", nil, "flag", "flag"); err != nil {
+					return nil, fmt.Errorf("%s %q: %w", flag, v, err)
+				}
+			}
+			fn := &maintenance.Function{Client: c, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,
+				Defaults: maintkernel.Defaults{Quick: f.maintQuick, Full: f.maintFull}, Emitter: emitter, Recorder: recorder("snapflow-maintenance")}
+			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
 		case "prune":
 			// Configured from KBBACKUP_PRUNE_* variables, like `snapflow prune`.
 			settings, err := prunefn.FromEnv(os.Getenv)
@@ -172,7 +188,7 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 	return out, nil
 }
 
-var functionNames = []string{"snapshot", "cleanup", "retention", "schedule", "restore", "verify", "prune"}
+var functionNames = []string{"snapshot", "cleanup", "retention", "schedule", "restore", "verify", "maintenance", "prune"}
 
 // senderFlags decide who may send events to `snapflow function`.
 type senderFlags struct {

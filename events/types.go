@@ -48,6 +48,11 @@ const (
 
 	RestoreCompleted = "dev.snapflow.restore.completed"
 	RestoreFailed    = "dev.snapflow.restore.failed"
+
+	// Maintenance runs: data is a MaintenanceResult.
+	MaintenanceSucceeded = "dev.snapflow.maintenance.succeeded"
+	MaintenanceSkipped   = "dev.snapflow.maintenance.skipped"
+	MaintenanceFailed    = "dev.snapflow.maintenance.failed"
 )
 
 // Source is the CloudEvents source attribute of events snapflow emits.
@@ -115,6 +120,22 @@ type RestoreResult struct {
 	FilesRestored   int64  `json:"filesRestored,omitempty"`
 	BytesRestored   int64  `json:"bytesRestored,omitempty"`
 	FailureClass    string `json:"failureClass,omitempty"`
+	Message         string `json:"message,omitempty"`
+}
+
+// MaintenanceResult is the data of the maintenance events.
+type MaintenanceResult struct {
+	Namespace       string `json:"namespace"`
+	Name            string `json:"name"`
+	UID             string `json:"uid"`
+	Mode            string `json:"mode"`
+	Phase           string `json:"phase"`
+	Repository      string `json:"repository"`
+	Owner           string `json:"owner,omitempty"`
+	DurationSeconds int64  `json:"durationSeconds,omitempty"`
+	BytesBefore     int64  `json:"bytesBefore,omitempty"`
+	BytesAfter      int64  `json:"bytesAfter,omitempty"`
+	ReclaimedBytes  int64  `json:"reclaimedBytes,omitempty"`
 	Message         string `json:"message,omitempty"`
 }
 

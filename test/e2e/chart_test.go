@@ -391,15 +391,15 @@ func checkCase(t *testing.T, c chartCase, ns string, objs []chartObject) {
 			t.Errorf("%s rendered, but should not in this case", key)
 		}
 	}
-	if count["CustomResourceDefinition"] != 6 {
-		t.Errorf("%d CRDs rendered with --include-crds, want 6", count["CustomResourceDefinition"])
+	if count["CustomResourceDefinition"] != 7 {
+		t.Errorf("%d CRDs rendered with --include-crds, want 7", count["CustomResourceDefinition"])
 	}
 	want("Deployment/rel-snapflow-webhook")
 	mut := want("MutatingWebhookConfiguration/rel-snapflow-mutating")
 	want("ValidatingWebhookConfiguration/rel-snapflow-validating")
 	webhooks, _ := mut["webhooks"].([]any)
-	if len(webhooks) != 6 {
-		t.Errorf("%d mutating webhooks, want one per kind (6)", len(webhooks))
+	if len(webhooks) != 7 {
+		t.Errorf("%d mutating webhooks, want one per kind (7)", len(webhooks))
 	}
 	for _, w := range webhooks {
 		cc := chartObject(w.(map[string]any)).dig("clientConfig", "service")
@@ -446,21 +446,21 @@ func checkCase(t *testing.T, c chartCase, ns string, objs []chartObject) {
 		want("ApiServerSource/rel-snapflow-kube")
 		want("PingSource/rel-snapflow-tick")
 		want("SinkBinding/rel-snapflow-functions")
-		for _, fn := range []string{"snapshot", "cleanup", "retention", "schedule", "restore", "verify", "prune"} {
+		for _, fn := range []string{"snapshot", "cleanup", "retention", "schedule", "restore", "verify", "maintenance", "prune"} {
 			if o := want("Service/rel-snapflow-" + fn); o.group() != "serving.knative.dev" {
 				t.Errorf("function %s is a %s, want a Knative Service", fn, o.apiVersion())
 			}
 		}
-		// 6 functions x (3 ApiServerSource types + tick), retention x2,
+		// 7 functions x (3 ApiServerSource types + tick), retention x2,
 		// snapshot, restore, prune x3.
-		if count["Trigger"] != 6*4+2+1+1+3 {
-			t.Errorf("%d Triggers, want %d", count["Trigger"], 6*4+2+1+1+3)
+		if count["Trigger"] != 7*4+2+1+1+3 {
+			t.Errorf("%d Triggers, want %d", count["Trigger"], 7*4+2+1+1+3)
 		}
 		absent("Deployment/rel-snapflow-kube-source")
 	} else {
 		src := want("Deployment/rel-snapflow-kube-source")
 		sinks := fmt.Sprint(src.dig("spec", "template", "spec", "containers"))
-		for _, fn := range []string{"snapshot", "cleanup", "retention", "schedule", "restore", "verify"} {
+		for _, fn := range []string{"snapshot", "cleanup", "retention", "schedule", "restore", "verify", "maintenance"} {
 			want("Deployment/rel-snapflow-" + fn)
 			if !strings.Contains(sinks, "--sink=http://rel-snapflow-"+fn+"."+ns+".svc") {
 				t.Errorf("the kube source does not feed %s: %s", fn, sinks)
@@ -507,7 +507,7 @@ func checkCase(t *testing.T, c chartCase, ns string, objs []chartObject) {
 	const projection = "rel-snapflow-credential-projection"
 	projectionRoles := map[string]string{projection: "get,list,create,update,delete", projection + "-copy": "get,create,update,delete", projection + "-sources": "get"}
 	if c.projection {
-		for role, binds := range map[string]string{projection: "rel-snapflow-snapshot,rel-snapflow-verify", projection + "-copy": "rel-snapflow-restore",
+		for role, binds := range map[string]string{projection: "rel-snapflow-snapshot,rel-snapflow-verify,rel-snapflow-maintenance", projection + "-copy": "rel-snapflow-restore",
 			projection + "-sources": "rel-snapflow-cleanup"} {
 			if got := subjectsOf(want("ClusterRoleBinding/" + role)); got != binds {
 				t.Errorf("%s binds %s, want %s", role, got, binds)

@@ -28,7 +28,7 @@ import (
 // driftComponents are the components that act as their chart identity in
 // the suite, the webhook among them (the mover's pods get no credentials at
 // all).
-var driftComponents = []string{"snapshot", "cleanup", "retention", "schedule", "restore", "verify", "prune", "kube-source", "webhook"}
+var driftComponents = []string{"snapshot", "cleanup", "retention", "schedule", "restore", "verify", "maintenance", "prune", "kube-source", "webhook"}
 
 // unexercised are grants the suite does not drive, each with the reason it
 // stays. Keys are "component verb group/resource".
@@ -66,7 +66,8 @@ var unexercised = func() map[string]string {
 		"kube-source list /persistentvolumeclaims", "kube-source list batch/jobs",
 		"kube-source list kopiur.home-operations.com/snapshots", "kube-source list kopiur.home-operations.com/repositories",
 		"kube-source list kopiur.home-operations.com/clusterrepositories", "kube-source list kopiur.home-operations.com/snapshotpolicies",
-		"kube-source list kopiur.home-operations.com/snapshotschedules", "kube-source list kopiur.home-operations.com/restores")
+		"kube-source list kopiur.home-operations.com/snapshotschedules", "kube-source list kopiur.home-operations.com/restores",
+		"kube-source list kopiur.home-operations.com/maintenances")
 	add("a restore from a ClusterRepository reads the namespace for allowedNamespaces.selector; the suite restores from namespaced repositories and by identity",
 		"restore get /namespaces")
 	add("policies, schedules and verification on a ClusterRepository read it; the suite's ClusterRepository tests take snapshots and delete them",

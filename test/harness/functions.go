@@ -25,6 +25,7 @@ import (
 	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/events/sources/kube"
 	"github.com/snapflow/snapflow/functions/cleanup"
+	"github.com/snapflow/snapflow/functions/maintenance"
 	"github.com/snapflow/snapflow/functions/restore"
 	"github.com/snapflow/snapflow/functions/retention"
 	"github.com/snapflow/snapflow/functions/runtime"
@@ -32,6 +33,7 @@ import (
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/functions/verify"
 	"github.com/snapflow/snapflow/internal/egress"
+	maintkernel "github.com/snapflow/snapflow/internal/maintenance"
 	"github.com/snapflow/snapflow/test/localnode"
 )
 
@@ -266,6 +268,7 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	_, scheduleClient := as("schedule")
 	restoreCfg, restoreClient := as("restore")
 	_, verifyClient := as("verify")
+	_, maintenanceClient := as("maintenance")
 	sourceCfg, _ := as("kube-source")
 	f.SenderAudience, f.cs = o.SenderAudience, cs
 	var auth *runtime.Authenticator
@@ -317,10 +320,16 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 		Emitter: f.Emitted, Recorder: recorder("snapflow-restore")}
 	verifyFn := &verify.Function{Client: verifyClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount, Now: o.Clock,
 		Recorder: recorder("snapflow-verify")}
+	maintenanceFn := &maintenance.Function{Client: maintenanceClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount, Now: o.Clock,
+		// Every test's repositories get their default Maintenance, but
+		// on a cron that never fires during a run: the suite drives
+		// maintenance through run requests, not the wall clock.
+		Defaults: maintkernel.Defaults{Quick: "0 0 29 2 *", Full: "0 0 29 2 *"},
+		Emitter:  f.Emitted, Recorder: recorder("snapflow-maintenance")}
 	fns := []runtime.Function{{Name: "snapshot", Handle: fn.Handle, Requests: []string{events.SnapshotRequested}}, {Name: "cleanup", Handle: cleanupFn.Handle},
 		{Name: "retention", Handle: retentionFn.Handle}, {Name: "schedule", Handle: scheduleFn.Handle},
 		{Name: "restore", Handle: restoreFn.Handle, Requests: []string{events.RestoreRequested}},
-		{Name: "verify", Handle: verifyFn.Handle}}
+		{Name: "verify", Handle: verifyFn.Handle}, {Name: "maintenance", Handle: maintenanceFn.Handle}}
 	if o.Extra != nil {
 		// Functions the harness cannot import (they import packages whose
 		// own tests use the harness) are built by the test binary.

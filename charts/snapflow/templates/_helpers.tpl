@@ -121,7 +121,7 @@ clientConfig:
 
 {{/* Every function the chart knows, in a stable order. */}}
 {{- define "snapflow.functionNames" -}}
-snapshot cleanup retention schedule restore verify prune
+snapshot cleanup retention schedule restore verify maintenance prune
 {{- end -}}
 
 {{/* Whether function NAME runs: call with (dict "root" $ "name" "snapshot"); prints "true" or nothing. */}}
@@ -190,6 +190,10 @@ snapshot cleanup retention schedule restore verify prune
 {{- end }}
 {{- if eq .name "cleanup" }}
 - --delete-window={{ $v.functions.cleanup.deleteWindow }}
+{{- end }}
+{{- if eq .name "maintenance" }}
+- --default-maintenance-quick={{ $v.functions.maintenance.defaultSchedule.quick }}
+- --default-maintenance-full={{ $v.functions.maintenance.defaultSchedule.full }}
 {{- end }}
 {{- if include "snapflow.sinkToken" . }}
 - --sink-token-file=/var/run/secrets/snapflow/token
@@ -334,7 +338,7 @@ consumes what. The prune function gets only its own PingSource's ticks
 {{- $ping := "dev.knative.sources.ping" -}}
 {{- $tickSource := printf "/apis/v1/namespaces/%s/pingsources/%s-tick" .Release.Namespace $fullname -}}
 {{- $triggers := list -}}
-{{- range $name := list "snapshot" "cleanup" "retention" "schedule" "restore" "verify" }}
+{{- range $name := list "snapshot" "cleanup" "retention" "schedule" "restore" "verify" "maintenance" }}
 {{- range $short, $type := $apiserver }}
 {{- $triggers = append $triggers (dict "fn" $name "short" $short "filter" (dict "type" $type)) }}
 {{- end }}

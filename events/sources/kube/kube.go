@@ -27,8 +27,7 @@ import (
 	"github.com/snapflow/snapflow/events/sources/sink"
 )
 
-// DefaultKinds are what the snapshot, schedule, retention, cleanup and
-// restore functions react to.
+// DefaultKinds are what the functions react to.
 var DefaultKinds = []schema.GroupVersionKind{
 	snapv1.GroupVersion.WithKind("Snapshot"),
 	snapv1.GroupVersion.WithKind("Repository"),
@@ -36,6 +35,7 @@ var DefaultKinds = []schema.GroupVersionKind{
 	snapv1.GroupVersion.WithKind("SnapshotPolicy"),
 	snapv1.GroupVersion.WithKind("SnapshotSchedule"),
 	snapv1.GroupVersion.WithKind("Restore"),
+	snapv1.GroupVersion.WithKind("Maintenance"),
 	batchv1.SchemeGroupVersion.WithKind("Job"),
 	// PVCs naming a Restore in dataSourceRef start a populator restore.
 	corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim"),

@@ -238,6 +238,40 @@ because the functions act on snapflow objects in every namespace. Notes:
 {{ include "snapflow.rules.events" . }}
 {{- end -}}
 
+{{- define "snapflow.rules.maintenance" -}}
+# Maintenances: a default one per repository (created, kept in line with
+# spec.maintenance, deleted when disabled); runs recorded in status.
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["maintenances"]
+  verbs: ["get", "list", "create", "update", "delete"]
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["maintenances/status"]
+  verbs: ["patch"]
+# Its Jobs and work specs carry blockOwnerDeletion owner references.
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["maintenances/finalizers"]
+  verbs: ["update"]
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["repositories", "clusterrepositories"]
+  verbs: ["get", "list"]
+# kube-system's UID names this cluster's default maintenance owner.
+- apiGroups: [""]
+  resources: ["namespaces"]
+  verbs: ["get"]
+# Maintenance Jobs; with safety none, the repository's other Jobs are
+# listed so such a run starts only when nothing else writes.
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["get", "list", "create", "delete"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list"]
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get", "create"]
+{{ include "snapflow.rules.events" . }}
+{{- end -}}
+
 {{- define "snapflow.rules.prune" -}}
 # Read-only inventory of `snapflow prune` (internal/prune/kubeinv): the
 # BackupRepo, every Backup and Restore, and the PVCs, PVs and StorageClass

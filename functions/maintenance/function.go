@@ -1,0 +1,416 @@
+// Package maintenance is the maintenance function: it gives every
+// repository a default Maintenance (unless spec.maintenance disables it or
+// one exists), and on each tick starts a mover Job running kopia's quick
+// or full maintenance when a Maintenance's cron or run-requested
+// annotation makes one due. kopia only runs maintenance on its own from its
+// command line, so without this nothing deleted is ever reclaimed. The
+// mover reports in its termination message; this function writes it onto
+// the Maintenance and emits dev.snapflow.maintenance.* events.
+package maintenance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/events"
+	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/snapshot"
+	"github.com/snapflow/snapflow/internal/jobwatch"
+	kernel "github.com/snapflow/snapflow/internal/maintenance"
+	"github.com/snapflow/snapflow/internal/mover"
+	"github.com/snapflow/snapflow/internal/projection"
+	"github.com/snapflow/snapflow/internal/statuspatch"
+	"github.com/snapflow/snapflow/internal/validate"
+)
+
+// Function is the maintenance function's configuration and ports.
+type Function struct {
+	Client              client.Client
+	Namespace           string
+	MoverImage          string
+	MoverServiceAccount string
+	// Defaults are the crons of default Maintenances (KopiaCadence when
+	// empty).
+	Defaults kernel.Defaults
+	Recorder record.EventRecorder
+	Emitter  runtime.Emitter
+	Now      func() time.Time
+}
+
+func (f *Function) now() time.Time { return runtime.Now(f.Now) }
+
+func (f *Function) defaults() kernel.Defaults {
+	d := f.Defaults
+	if d.Quick == "" {
+		d.Quick = kernel.KopiaCadence.Quick
+	}
+	if d.Full == "" {
+		d.Full = kernel.KopiaCadence.Full
+	}
+	return d
+}
+
+// Handle is the CloudEvents entry point.
+func (f *Function) Handle(ctx context.Context, e event.Event) error {
+	switch {
+	case e.Type() == events.Resync || e.Type() == events.Ping:
+		return f.Resync(ctx)
+	case events.IsAPIServer(e.Type()):
+		ref, _, err := events.DecodeAPIServer(e)
+		if err != nil {
+			return err
+		}
+		gk := ref.GroupKind()
+		switch {
+		case gk.Group == snapv1.GroupVersion.Group && gk.Kind == "Maintenance":
+			return f.Reconcile(ctx, ref.Namespace, ref.Name)
+		case gk.Group == snapv1.GroupVersion.Group && (gk.Kind == string(snapv1.KindRepository) || gk.Kind == string(snapv1.KindClusterRepository)):
+			return f.ensureDefault(ctx, snapv1.RepositoryRef{Kind: snapv1.RepositoryKind(gk.Kind), Name: ref.Name, Namespace: ref.Namespace})
+		case gk.Group == "batch" && gk.Kind == "Job":
+			var j batchv1.Job
+			if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &j); err != nil {
+				return client.IgnoreNotFound(err)
+			}
+			if m := j.Labels[wellknown.LabelMaintenance]; m != "" {
+				return f.Reconcile(ctx, j.Namespace, m)
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: the maintenance function handles ApiServerSource, %s and %s events, not %q", events.ErrUnsupported, events.Resync, events.Ping, e.Type())
+}
+
+// Resync gives every repository its default Maintenance and reconciles
+// every Maintenance.
+func (f *Function) Resync(ctx context.Context) error {
+	var list snapv1.MaintenanceList
+	if err := f.Client.List(ctx, &list); err != nil {
+		return fmt.Errorf("list maintenances: %w", err)
+	}
+	var errs []error
+	var repos snapv1.RepositoryList
+	if err := f.Client.List(ctx, &repos); err != nil {
+		errs = append(errs, fmt.Errorf("list repositories: %w", err))
+	}
+	for i := range repos.Items {
+		errs = append(errs, f.keepDefault(ctx, &repos.Items[i], list.Items))
+	}
+	var crs snapv1.ClusterRepositoryList
+	if err := f.Client.List(ctx, &crs); err != nil {
+		errs = append(errs, fmt.Errorf("list cluster repositories: %w", err))
+	}
+	for i := range crs.Items {
+		errs = append(errs, f.keepDefault(ctx, &crs.Items[i], list.Items))
+	}
+	for _, m := range list.Items {
+		if m.DeletionTimestamp == nil {
+			errs = append(errs, f.reconcile(ctx, m.DeepCopy()))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Reconcile settles a finished run of one Maintenance, or starts the run
+// that is due.
+func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
+	var m snapv1.Maintenance
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &m); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if m.DeletionTimestamp != nil {
+		return nil
+	}
+	return f.reconcile(ctx, &m)
+}
+
+func (f *Function) reconcile(ctx context.Context, m *snapv1.Maintenance) error {
+	ns, name := m.Namespace, m.Name
+	if run := kernel.Running(&m.Status); run != nil {
+		return f.observe(ctx, m, run)
+	}
+	repo, why, err := f.repository(ctx, m)
+	if err != nil {
+		return err
+	}
+	if why != "" {
+		return f.setReady(ctx, m, metav1.ConditionFalse, "RepositoryNotUsable", why)
+	}
+	if repo.Namespace != m.Namespace {
+		// Credentials copied for finished maintenance Jobs go now.
+		if err := projection.Sweep(ctx, f.Client, m.Namespace, f.now()); err != nil {
+			runtime.Log(ctx).Info("could not sweep credential copies of finished maintenance jobs", "namespace", m.Namespace, "error", err.Error())
+		}
+	}
+	scheds, err := kernel.Resolve(m, repo.Spec)
+	if err != nil {
+		return f.setReady(ctx, m, metav1.ConditionFalse, "InvalidSchedule", err.Error())
+	}
+	requested, mode, err := validate.MaintenanceRequest(m.Annotations)
+	if err != nil {
+		if f.Recorder != nil {
+			f.Recorder.Event(m, corev1.EventTypeWarning, "InvalidRunRequest", "invalid maintenance run annotation: "+err.Error()+"; the request is ignored")
+		}
+		requested = nil
+	}
+	d, err := kernel.Due(scheds, kernel.LastSlots(&m.Status), m.CreationTimestamp.Time, requested, mode, f.now())
+	if err != nil || !d.Due {
+		return err
+	}
+	log := runtime.Log(ctx).WithValues("maintenance", ns+"/"+name, "mode", d.Mode, "repository", repo.Key())
+	if repo.Status.Phase != snapv1.RepositoryReady {
+		log.Info("maintenance due but the repository is not Ready; waiting", "phase", repo.Status.Phase)
+		return nil
+	}
+	safety := m.Annotations[wellknown.AnnotationMaintenanceSafety]
+	if safety == "none" {
+		busy, err := f.repositoryBusy(ctx, repo)
+		if err != nil {
+			return err
+		}
+		if busy != "" {
+			log.Info("maintenance with safety none waits for the repository's other Jobs", "job", busy)
+			return f.setReady(ctx, m, metav1.ConditionFalse, "WaitingForRepositoryJobs",
+				fmt.Sprintf("%s maintenance with %s=none waits until no other snapflow Job uses the repository (%s is running)", d.Mode, wellknown.AnnotationMaintenanceSafety, busy))
+		}
+	}
+	clusterID, err := f.clusterID(ctx)
+	if err != nil {
+		return err
+	}
+	owner := kernel.Owner(m, repo.Spec, clusterID)
+	job, cm, err := f.build(ctx, m, repo, d, owner, safety)
+	if err != nil && !isRefused(err) {
+		return err // the API server failed: the next event retries
+	}
+	if err != nil {
+		return f.record(ctx, m, d.Mode, d.Slot, func(r *snapv1.MaintenanceRun) {
+			now := metav1.NewTime(f.now())
+			r.Phase, r.Message, r.Job, r.CompletedAt = mover.MaintenanceFailed, err.Error(), "", &now
+		})
+	}
+	if err := f.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create the maintenance work spec: %w", err)
+	}
+	if err := f.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create the maintenance job: %w", err)
+	}
+	log.Info("maintenance started", "job", job.Name, "slot", d.Slot, "reason", d.Reason, "owner", owner, "safety", safety)
+	return f.record(ctx, m, d.Mode, d.Slot, func(r *snapv1.MaintenanceRun) {
+		now := metav1.NewTime(f.now())
+		r.Phase, r.Job, r.StartedAt, r.CompletedAt, r.Message = mover.MaintenanceRunning, job.Name, &now, nil, fmt.Sprintf("%s maintenance as %s started (%s)", d.Mode, owner, d.Reason)
+		r.DurationSeconds, r.BlobsBefore, r.BytesBefore, r.BlobsAfter, r.BytesAfter, r.ReclaimedBytes, r.Safety = nil, nil, nil, nil, nil, nil, ""
+	})
+}
+
+// observe applies a finished run's report, and settles a run whose mover
+// ended without one.
+func (f *Function) observe(ctx context.Context, m *snapv1.Maintenance, run *snapv1.MaintenanceRun) error {
+	var j batchv1.Job
+	err := f.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: run.Job}, &j)
+	if err == nil && !runtime.Owned(&j, m) {
+		// The Job's name is in status, which is not proof it is ours.
+		err = apierrors.NewNotFound(batchv1.Resource("jobs"), run.Job)
+	}
+	msg := ""
+	switch {
+	case apierrors.IsNotFound(err):
+		msg = fmt.Sprintf("the maintenance job %s disappeared before reporting", run.Job)
+	case err != nil:
+		return err
+	default:
+		c, done := jobwatch.Finished(&j)
+		if !done {
+			if wedged, why := jobwatch.Wedged(ctx, f.Client, &j, f.now()); wedged {
+				_ = f.Client.Delete(ctx, &j, client.PropagationPolicy(metav1.DeletePropagationBackground))
+				msg = why
+				break
+			}
+			return nil
+		}
+		why, err := jobwatch.ApplyReport(ctx, f.Client, &j, m.UID, mover.OpMaintenance)
+		if err != nil {
+			return err
+		}
+		if why == "" {
+			return f.finished(ctx, m.Namespace, m.Name, run.Mode, run.Slot.Time)
+		}
+		msg = fmt.Sprintf("the maintenance job %s ended (%s) without a result (%s): %s %s", j.Name, c.Reason, why, c.Message, jobwatch.PodMessage(ctx, f.Client, &j))
+	}
+	if err := f.record(ctx, m, run.Mode, run.Slot.Time, func(r *snapv1.MaintenanceRun) {
+		if r.Phase != mover.MaintenanceRunning || r.Job != run.Job {
+			return
+		}
+		now := metav1.NewTime(f.now())
+		r.Phase, r.Message, r.CompletedAt = mover.MaintenanceFailed, msg, &now
+	}); err != nil {
+		return err
+	}
+	return f.finished(ctx, m.Namespace, m.Name, run.Mode, run.Slot.Time)
+}
+
+// finished tells about a run that ended: an Event and a CloudEvent, each
+// once per slot (the CloudEvent's id is the slot's).
+func (f *Function) finished(ctx context.Context, ns, name, mode string, slot time.Time) error {
+	var m snapv1.Maintenance
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &m); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	var run *snapv1.MaintenanceRun
+	for i := range m.Status.Runs {
+		if r := &m.Status.Runs[i]; r.Mode == mode && r.Slot.Time.Equal(slot) {
+			run = r
+		}
+	}
+	if run == nil || run.Phase == mover.MaintenanceRunning {
+		return nil
+	}
+	typ, evType := events.MaintenanceSucceeded, corev1.EventTypeNormal
+	switch run.Phase {
+	case mover.MaintenanceSkipped:
+		typ, evType = events.MaintenanceSkipped, corev1.EventTypeWarning
+	case mover.MaintenanceFailed:
+		typ, evType = events.MaintenanceFailed, corev1.EventTypeWarning
+	}
+	if f.Recorder != nil {
+		f.Recorder.Event(&m, evType, "Maintenance"+run.Phase, run.Message)
+	}
+	if f.Emitter == nil {
+		return nil
+	}
+	data := events.MaintenanceResult{Namespace: m.Namespace, Name: m.Name, UID: string(m.UID), Mode: run.Mode, Phase: run.Phase,
+		Repository: validate.RepoKey(m.Spec.Repository, m.Namespace), Owner: m.Status.Owner, Message: run.Message}
+	if run.DurationSeconds != nil {
+		data.DurationSeconds = *run.DurationSeconds
+	}
+	if run.BytesBefore != nil && run.BytesAfter != nil {
+		data.BytesBefore, data.BytesAfter = *run.BytesBefore, *run.BytesAfter
+	}
+	if run.ReclaimedBytes != nil {
+		data.ReclaimedBytes = *run.ReclaimedBytes
+	}
+	e, err := events.New(fmt.Sprintf("%s/%s/%d", m.UID, run.Mode, slot.Unix()), typ, m.Namespace+"/"+m.Name, data)
+	if err != nil {
+		return err
+	}
+	return f.Emitter.Emit(ctx, e)
+}
+
+// record updates (or adds) the run entry of mode.
+func (f *Function) record(ctx context.Context, m *snapv1.Maintenance, mode string, slot time.Time, mutate func(*snapv1.MaintenanceRun)) error {
+	return statuspatch.Update(ctx, f.Client, client.ObjectKeyFromObject(m), func() *snapv1.Maintenance { return &snapv1.Maintenance{} },
+		func(live *snapv1.Maintenance) error {
+			if live.UID != m.UID {
+				return statuspatch.Skip
+			}
+			var r *snapv1.MaintenanceRun
+			for i := range live.Status.Runs {
+				if live.Status.Runs[i].Mode == mode {
+					r = &live.Status.Runs[i]
+				}
+			}
+			if r == nil {
+				live.Status.Runs = append(live.Status.Runs, snapv1.MaintenanceRun{Mode: mode})
+				r = &live.Status.Runs[len(live.Status.Runs)-1]
+			}
+			if r.Slot.After(slot) {
+				return statuspatch.Skip // a later run holds the entry
+			}
+			r.Slot = metav1.NewTime(slot)
+			mutate(r)
+			live.Status.ObservedGeneration = live.Generation
+			if r.Phase == mover.MaintenanceFailed {
+				meta.SetStatusCondition(&live.Status.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse,
+					Reason: "MaintenanceFailed", Message: r.Message, ObservedGeneration: live.Generation})
+			}
+			*m = *live.DeepCopy()
+			return nil
+		})
+}
+
+// setReady writes the Ready condition (only when it changes).
+func (f *Function) setReady(ctx context.Context, m *snapv1.Maintenance, status metav1.ConditionStatus, reason, msg string) error {
+	if c := meta.FindStatusCondition(m.Status.Conditions, wellknown.ConditionReady); c != nil && c.Status == status && c.Reason == reason && c.Message == msg && c.ObservedGeneration == m.Generation {
+		return nil
+	}
+	return statuspatch.Update(ctx, f.Client, client.ObjectKeyFromObject(m), func() *snapv1.Maintenance { return &snapv1.Maintenance{} },
+		func(live *snapv1.Maintenance) error {
+			if live.UID != m.UID {
+				return statuspatch.Skip
+			}
+			meta.SetStatusCondition(&live.Status.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: status, Reason: reason, Message: msg, ObservedGeneration: live.Generation})
+			live.Status.ObservedGeneration = live.Generation
+			return nil
+		})
+}
+
+// repository resolves the Maintenance's repository and says why it cannot
+// be maintained from here ("" when it can).
+func (f *Function) repository(ctx context.Context, m *snapv1.Maintenance) (*snapshot.RepositoryObject, string, error) {
+	ref := m.Spec.Repository
+	if ref.Kind == "" {
+		ref.Kind = snapv1.KindRepository
+	}
+	if ref.Kind == snapv1.KindRepository && ref.Namespace != "" && ref.Namespace != m.Namespace {
+		return nil, fmt.Sprintf("Repository %s/%s is not in the Maintenance's namespace; maintenance runs where the repository lives", ref.Namespace, ref.Name), nil
+	}
+	ref.Namespace = ""
+	repo, err := snapshot.GetRepository(ctx, f.Client, f.Namespace, ref, m.Namespace)
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Sprintf("%s %s does not exist", ref.Kind, ref.Name), nil
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	// Admission checked this too; the ClusterRepository may have changed.
+	if cr, ok := repo.Obj.(*snapv1.ClusterRepository); ok {
+		if want := validate.MaintenanceNamespace(cr, f.Namespace); want != m.Namespace {
+			return nil, fmt.Sprintf("ClusterRepository %s is maintained only from namespace %s (its spec.maintenance.namespace, or snapflow's namespace), not %s", cr.Name, want, m.Namespace), nil
+		}
+	}
+	if repo.Spec.Mode == snapv1.ModeReadOnly {
+		return nil, fmt.Sprintf("%s is read-only (spec.mode: ReadOnly): kopia runs no maintenance on a read-only connection; whoever writes the repository maintains it", repo.Key()), nil
+	}
+	return repo, "", nil
+}
+
+// repositoryBusy names a running snapflow Job that uses the repository
+// ("" when none does).
+func (f *Function) repositoryBusy(ctx context.Context, repo *snapshot.RepositoryObject) (string, error) {
+	var jobs batchv1.JobList
+	if err := f.Client.List(ctx, &jobs, client.MatchingLabels{wellknown.LabelRepoPool: poolKeyOf(repo)}); err != nil {
+		return "", fmt.Errorf("list the repository's jobs: %w", err)
+	}
+	for _, j := range jobs.Items {
+		if _, done := jobwatch.Finished(&j); !done {
+			return j.Namespace + "/" + j.Name, nil
+		}
+	}
+	return "", nil
+}
+
+func poolKeyOf(repo *snapshot.RepositoryObject) string {
+	return snapshot.PoolKey(repo.Ref.Kind, repo.Namespace, repo.Ref.Name)
+}
+
+// clusterID is the kube-system namespace's UID: what tells this cluster's
+// default maintenance owner from another's.
+func (f *Function) clusterID(ctx context.Context) (string, error) {
+	var ns corev1.Namespace
+	if err := f.Client.Get(ctx, client.ObjectKey{Name: metav1.NamespaceSystem}, &ns); err != nil {
+		return "", fmt.Errorf("read namespace kube-system for the default maintenance owner: %w", err)
+	}
+	return string(ns.UID), nil
+}
