@@ -199,7 +199,9 @@ spec:
   encryption: {passwordSecretRef: {name: shared-password, key: password, namespace: %[1]s}}
   allowedNamespaces: {list: [%[1]s]}
 `, ns, env.S3.Endpoint)), 0, "apply", "-f", "-")
-	t.Cleanup(func() { kubectl(t, nil, 0, "delete", "clusterrepository", "maintenance-shared", "--wait=false", "--ignore-not-found") })
+	t.Cleanup(func() {
+		kubectl(t, nil, 0, "delete", "clusterrepository", "maintenance-shared", "--wait=false", "--ignore-not-found")
+	})
 	res := kubectl(t, []byte(fmt.Sprintf(`
 apiVersion: kopiur.home-operations.com/v1alpha1
 kind: Maintenance
