@@ -75,7 +75,8 @@ type MaintenanceRun struct {
 	// +optional
 	DurationSeconds *int64 `json:"durationSeconds,omitempty"`
 	// BlobsBefore and BytesBefore are what storage held before the run,
-	// BlobsAfter and BytesAfter after it.
+	// BlobsAfter and BytesAfter after it (full runs only: counting lists
+	// every blob).
 	// +optional
 	BlobsBefore *int64 `json:"blobsBefore,omitempty"`
 	// +optional

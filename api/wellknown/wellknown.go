@@ -49,6 +49,11 @@ const (
 	// for itself: the function keeps it in line with spec.maintenance and
 	// removes it when maintenance is disabled there.
 	LabelMaintenanceDefault = SnapflowPrefix + "default-maintenance"
+	// LabelReclaiming is on a maintenance Job that runs with safety none;
+	// its value is the repository's pool key. Backups of that repository
+	// wait while one is live: with no margins, kopia may delete content a
+	// new backup would otherwise reuse.
+	LabelReclaiming = SnapflowPrefix + "reclaiming"
 	// LabelProjectedFor names the mover Job a projected credential Secret
 	// or CA ConfigMap serves; its value is the Job's name.
 	LabelProjectedFor = SnapflowPrefix + "projected-for"
@@ -107,11 +112,12 @@ const (
 	// or full, default quick).
 	AnnotationMaintenanceRunReq  = Prefix + "run-requested"
 	AnnotationMaintenanceRunMode = Prefix + "run-mode"
-	// AnnotationMaintenanceSafety "none" on a Maintenance runs kopia with
-	// no safety margins: what deletions freed is reclaimed in one run
-	// instead of over about two days. It is safe only while nothing else
-	// writes to the repository, so the function starts such a run only
-	// when no other snapflow Job of the repository is running.
+	// AnnotationMaintenanceSafety "none" on a Maintenance runs its
+	// requested runs (never its scheduled ones) with no safety margins:
+	// what deletions freed is reclaimed in one run instead of over about
+	// two days. It is safe only while nothing else writes to the
+	// repository, so such a run starts only when no other snapflow Job of
+	// the repository runs, and backups wait for it.
 	AnnotationMaintenanceSafety = SnapflowPrefix + "maintenance-safety"
 	// AnnotationVolumePolicies holds the effective volume policies stamped at
 	// admission (a volumepolicy.Stamp as JSON).

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"reflect"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/functions/runtime"
 	kernel "github.com/snapflow/snapflow/internal/maintenance"
 	"github.com/snapflow/snapflow/internal/validate"
 )
@@ -67,15 +69,27 @@ func (f *Function) keepDefault(ctx context.Context, obj client.Object, existing 
 	custom := false
 	for i := range existing {
 		m := &existing[i]
+		isDefault := m.Labels[wellknown.LabelMaintenanceDefault] == "true"
+		if isDefault && ownedBy(m, obj) && m.Namespace != ns {
+			// A ClusterRepository's maintenance namespace changed: its
+			// default moves with it.
+			f.remove(ctx, m)
+			continue
+		}
 		// Only a Maintenance of the namespace that may maintain the
 		// repository counts: a tenant's Maintenance of a ClusterRepository
 		// never makes its default step aside.
 		if m.Namespace != ns || validate.RepoKey(m.Spec.Repository, m.Namespace) != key {
 			continue
 		}
-		if m.Labels[wellknown.LabelMaintenanceDefault] == "true" && ownedBy(m, obj) {
+		switch {
+		case isDefault && ownedBy(m, obj):
 			def = m
-		} else {
+		case isDefault && len(m.OwnerReferences) > 0:
+			// The default of an earlier repository of this name, which
+			// the garbage collector has not removed yet.
+			f.remove(ctx, m)
+		default:
 			custom = true
 		}
 	}
@@ -105,6 +119,9 @@ func (f *Function) keepDefault(ctx context.Context, obj client.Object, existing 
 			Spec: want,
 		}
 		err := f.Client.Create(ctx, m)
+		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+			return nil // the repository goes with its namespace
+		}
 		if apierrors.IsAlreadyExists(err) {
 			// A Maintenance of that name maintains something else: leave
 			// it, and say so on the repository's events.
@@ -126,6 +143,14 @@ func (f *Function) keepDefault(ctx context.Context, obj client.Object, existing 
 		return err
 	}
 	return nil
+}
+
+// remove deletes a default Maintenance that is no longer any repository's,
+// exactly the version read; a failure waits for the next resync.
+func (f *Function) remove(ctx context.Context, m *snapv1.Maintenance) {
+	if err := f.Client.Delete(ctx, m, client.Preconditions{UID: &m.UID, ResourceVersion: &m.ResourceVersion}); err != nil && !apierrors.IsNotFound(err) {
+		runtime.Log(ctx).Info("could not remove a stale default Maintenance", "maintenance", m.Namespace+"/"+m.Name, "error", err.Error())
+	}
 }
 
 // ownedBy says whether m's owner reference names obj (by UID).

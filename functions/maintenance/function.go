@@ -76,7 +76,19 @@ func (f *Function) Handle(ctx context.Context, e event.Event) error {
 		gk := ref.GroupKind()
 		switch {
 		case gk.Group == snapv1.GroupVersion.Group && gk.Kind == "Maintenance":
-			return f.Reconcile(ctx, ref.Namespace, ref.Name)
+			err := f.Reconcile(ctx, ref.Namespace, ref.Name)
+			// A Maintenance written (or removed) for a repository makes
+			// its default step aside (or come back) now, not at the next
+			// resync.
+			var m snapv1.Maintenance
+			if gerr := f.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &m); gerr == nil && m.Labels[wellknown.LabelMaintenanceDefault] != "true" {
+				r := m.Spec.Repository
+				if r.Kind != snapv1.KindClusterRepository {
+					r.Kind, r.Namespace = snapv1.KindRepository, m.Namespace
+				}
+				err = errors.Join(err, f.ensureDefault(ctx, r))
+			}
+			return err
 		case gk.Group == snapv1.GroupVersion.Group && (gk.Kind == string(snapv1.KindRepository) || gk.Kind == string(snapv1.KindClusterRepository)):
 			return f.ensureDefault(ctx, snapv1.RepositoryRef{Kind: snapv1.RepositoryKind(gk.Kind), Name: ref.Name, Namespace: ref.Namespace})
 		case gk.Group == "batch" && gk.Kind == "Job":
@@ -84,8 +96,12 @@ func (f *Function) Handle(ctx context.Context, e event.Event) error {
 			if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &j); err != nil {
 				return client.IgnoreNotFound(err)
 			}
-			if m := j.Labels[wellknown.LabelMaintenance]; m != "" {
-				return f.Reconcile(ctx, j.Namespace, m)
+			// The label marks the Job (its value may be cut to 63
+			// characters); the controller reference names the Maintenance.
+			if _, ok := j.Labels[wellknown.LabelMaintenance]; ok {
+				if o := metav1.GetControllerOf(&j); o != nil && o.Kind == "Maintenance" {
+					return f.Reconcile(ctx, j.Namespace, o.Name)
+				}
 			}
 		}
 		return nil
@@ -137,9 +153,13 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 }
 
 func (f *Function) reconcile(ctx context.Context, m *snapv1.Maintenance) error {
-	ns, name := m.Namespace, m.Name
 	if run := kernel.Running(&m.Status); run != nil {
 		return f.observe(ctx, m, run)
+	}
+	// The webhook's rules again: snapflow's own namespace is not admitted
+	// by it, and a Maintenance written before a rule existed may break it.
+	if r := validate.Maintenance(m, validate.Options{}); !r.OK() {
+		return f.setReady(ctx, m, metav1.ConditionFalse, "FailedValidation", "the Maintenance is invalid, so it does not run: "+r.Errs.Error())
 	}
 	repo, why, err := f.repository(ctx, m)
 	if err != nil {
@@ -147,12 +167,6 @@ func (f *Function) reconcile(ctx context.Context, m *snapv1.Maintenance) error {
 	}
 	if why != "" {
 		return f.setReady(ctx, m, metav1.ConditionFalse, "RepositoryNotUsable", why)
-	}
-	if repo.Namespace != m.Namespace {
-		// Credentials copied for finished maintenance Jobs go now.
-		if err := projection.Sweep(ctx, f.Client, m.Namespace, f.now()); err != nil {
-			runtime.Log(ctx).Info("could not sweep credential copies of finished maintenance jobs", "namespace", m.Namespace, "error", err.Error())
-		}
 	}
 	scheds, err := kernel.Resolve(m, repo.Spec)
 	if err != nil {
@@ -169,50 +183,7 @@ func (f *Function) reconcile(ctx context.Context, m *snapv1.Maintenance) error {
 	if err != nil || !d.Due {
 		return err
 	}
-	log := runtime.Log(ctx).WithValues("maintenance", ns+"/"+name, "mode", d.Mode, "repository", repo.Key())
-	if repo.Status.Phase != snapv1.RepositoryReady {
-		log.Info("maintenance due but the repository is not Ready; waiting", "phase", repo.Status.Phase)
-		return nil
-	}
-	safety := m.Annotations[wellknown.AnnotationMaintenanceSafety]
-	if safety == "none" {
-		busy, err := f.repositoryBusy(ctx, repo)
-		if err != nil {
-			return err
-		}
-		if busy != "" {
-			log.Info("maintenance with safety none waits for the repository's other Jobs", "job", busy)
-			return f.setReady(ctx, m, metav1.ConditionFalse, "WaitingForRepositoryJobs",
-				fmt.Sprintf("%s maintenance with %s=none waits until no other snapflow Job uses the repository (%s is running)", d.Mode, wellknown.AnnotationMaintenanceSafety, busy))
-		}
-	}
-	clusterID, err := f.clusterID(ctx)
-	if err != nil {
-		return err
-	}
-	owner := kernel.Owner(m, repo.Spec, clusterID)
-	job, cm, err := f.build(ctx, m, repo, d, owner, safety)
-	if err != nil && !isRefused(err) {
-		return err // the API server failed: the next event retries
-	}
-	if err != nil {
-		return f.record(ctx, m, d.Mode, d.Slot, func(r *snapv1.MaintenanceRun) {
-			now := metav1.NewTime(f.now())
-			r.Phase, r.Message, r.Job, r.CompletedAt = mover.MaintenanceFailed, err.Error(), "", &now
-		})
-	}
-	if err := f.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create the maintenance work spec: %w", err)
-	}
-	if err := f.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create the maintenance job: %w", err)
-	}
-	log.Info("maintenance started", "job", job.Name, "slot", d.Slot, "reason", d.Reason, "owner", owner, "safety", safety)
-	return f.record(ctx, m, d.Mode, d.Slot, func(r *snapv1.MaintenanceRun) {
-		now := metav1.NewTime(f.now())
-		r.Phase, r.Job, r.StartedAt, r.CompletedAt, r.Message = mover.MaintenanceRunning, job.Name, &now, nil, fmt.Sprintf("%s maintenance as %s started (%s)", d.Mode, owner, d.Reason)
-		r.DurationSeconds, r.BlobsBefore, r.BytesBefore, r.BlobsAfter, r.BytesAfter, r.ReclaimedBytes, r.Safety = nil, nil, nil, nil, nil, nil, ""
-	})
+	return f.start(ctx, m, repo, d)
 }
 
 // observe applies a finished run's report, and settles a run whose mover
@@ -245,11 +216,22 @@ func (f *Function) observe(ctx context.Context, m *snapv1.Maintenance, run *snap
 			return err
 		}
 		if why == "" {
-			return f.finished(ctx, m.Namespace, m.Name, run.Mode, run.Slot.Time)
+			// The report lands only on the run its work spec names, and
+			// the spec sits in a ConfigMap its namespace may edit: a
+			// report of another slot or mode leaves this run Running.
+			if still, err := f.stillRunning(ctx, m, run); err != nil || !still {
+				f.sweep(ctx, m)
+				if err != nil {
+					return err
+				}
+				return f.finished(ctx, m.Namespace, m.Name, run.Mode, run.Slot.Time)
+			}
+			why = "its report was for another run than this one (was its work spec edited?)"
 		}
 		msg = fmt.Sprintf("the maintenance job %s ended (%s) without a result (%s): %s %s", j.Name, c.Reason, why, c.Message, jobwatch.PodMessage(ctx, f.Client, &j))
 	}
-	if err := f.record(ctx, m, run.Mode, run.Slot.Time, func(r *snapv1.MaintenanceRun) {
+	f.sweep(ctx, m)
+	if err := f.record(ctx, m, run.Mode, run.Slot.Time, false, func(r *snapv1.MaintenanceRun) {
 		if r.Phase != mover.MaintenanceRunning || r.Job != run.Job {
 			return
 		}
@@ -259,6 +241,28 @@ func (f *Function) observe(ctx context.Context, m *snapv1.Maintenance, run *snap
 		return err
 	}
 	return f.finished(ctx, m.Namespace, m.Name, run.Mode, run.Slot.Time)
+}
+
+// stillRunning says whether run is still Running with its Job on the live
+// Maintenance.
+func (f *Function) stillRunning(ctx context.Context, m *snapv1.Maintenance, run *snapv1.MaintenanceRun) (bool, error) {
+	var live snapv1.Maintenance
+	if err := f.Client.Get(ctx, client.ObjectKeyFromObject(m), &live); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	r := kernel.Running(&live.Status)
+	return r != nil && r.Mode == run.Mode && r.Job == run.Job, nil
+}
+
+// sweep removes credential copies of finished maintenance Jobs: a
+// ClusterRepository maintained outside snapflow's namespace gets them.
+func (f *Function) sweep(ctx context.Context, m *snapv1.Maintenance) {
+	if m.Spec.Repository.Kind != snapv1.KindClusterRepository || m.Namespace == f.Namespace {
+		return
+	}
+	if err := projection.Sweep(ctx, f.Client, m.Namespace, f.now()); err != nil {
+		runtime.Log(ctx).Info("could not sweep credential copies of finished maintenance jobs", "namespace", m.Namespace, "error", err.Error())
+	}
 }
 
 // finished tells about a run that ended: an Event and a CloudEvent, each
@@ -309,7 +313,8 @@ func (f *Function) finished(ctx context.Context, ns, name, mode string, slot tim
 }
 
 // record updates (or adds) the run entry of mode.
-func (f *Function) record(ctx context.Context, m *snapv1.Maintenance, mode string, slot time.Time, mutate func(*snapv1.MaintenanceRun)) error {
+// start says mutate records a run's start.
+func (f *Function) record(ctx context.Context, m *snapv1.Maintenance, mode string, slot time.Time, start bool, mutate func(*snapv1.MaintenanceRun)) error {
 	return statuspatch.Update(ctx, f.Client, client.ObjectKeyFromObject(m), func() *snapv1.Maintenance { return &snapv1.Maintenance{} },
 		func(live *snapv1.Maintenance) error {
 			if live.UID != m.UID {
@@ -327,6 +332,12 @@ func (f *Function) record(ctx context.Context, m *snapv1.Maintenance, mode strin
 			}
 			if r.Slot.After(slot) {
 				return statuspatch.Skip // a later run holds the entry
+			}
+			// A start recorded late, after its own result (a redelivered
+			// event read the Maintenance before the result was written),
+			// never turns that result back into Running.
+			if start && r.Slot.Time.Equal(slot) && r.Phase != "" && r.Phase != mover.MaintenanceRunning {
+				return statuspatch.Skip
 			}
 			r.Slot = metav1.NewTime(slot)
 			mutate(r)

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -215,4 +216,62 @@ func poolOf(t *testing.T, f *Function) string {
 		t.Fatal(err, why)
 	}
 	return poolKeyOf(repo)
+}
+
+// A start recorded after its own result (a redelivered event that read the
+// Maintenance before the mover's report was applied) leaves the result.
+func TestALateStartKeepsTheResult(t *testing.T) {
+	ctx := context.Background()
+	slot := now.Add(-time.Minute)
+	m := &snapv1.Maintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "primary", UID: "m-uid"},
+		Status: snapv1.MaintenanceStatus{Runs: []snapv1.MaintenanceRun{{Mode: "full", Slot: metav1.NewTime(slot), Phase: mover.MaintenanceSucceeded, Message: "done"}}}}
+	f, c := newFunction(m)
+	stale := m.DeepCopy()
+	stale.Status.Runs = nil
+	if err := f.record(ctx, stale, "full", slot, true, func(r *snapv1.MaintenanceRun) { r.Phase, r.Message = mover.MaintenanceRunning, "started" }); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(t, c, "apps", "primary", &snapv1.Maintenance{}).Status.Runs[0]; got.Phase != mover.MaintenanceSucceeded || got.Message != "done" {
+		t.Fatalf("a late start overwrote the result: %+v", got)
+	}
+	// A new slot starts normally.
+	if err := f.record(ctx, stale, "full", now, true, func(r *snapv1.MaintenanceRun) { r.Phase = mover.MaintenanceRunning }); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(t, c, "apps", "primary", &snapv1.Maintenance{}).Status.Runs[0]; got.Phase != mover.MaintenanceRunning || !got.Slot.Time.Equal(now) {
+		t.Fatalf("the next slot did not start: %+v", got)
+	}
+}
+
+// Of two Maintenances of one repository only the older runs; scheduled
+// runs never take the safety none a requested one may.
+func TestOnlyTheOlderOfTwoMaintenancesRuns(t *testing.T) {
+	ctx := context.Background()
+	repo := &snapv1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "primary", UID: "repo-uid"}, Spec: repoSpec(),
+		Status: snapv1.RepositoryStatus{Phase: snapv1.RepositoryReady}}
+	mk := func(name string, age time.Duration) *snapv1.Maintenance {
+		return &snapv1.Maintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: name, UID: "uid-" + types.UID(name), CreationTimestamp: metav1.NewTime(now.Add(-age)),
+			Annotations: map[string]string{wellknown.AnnotationMaintenanceSafety: "none"}},
+			Spec: snapv1.MaintenanceSpec{Repository: snapv1.RepositoryRef{Name: "primary"}, Schedule: &snapv1.MaintenanceSchedule{Quick: &snapv1.CronSpec{Cron: "30 * * * *"}}}}
+	}
+	f, c := newFunction(repo, mk("old", 3*time.Hour), mk("new", 2*time.Hour))
+	for _, name := range []string{"new", "old"} {
+		if err := f.Reconcile(ctx, "apps", name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newer := get(t, c, "apps", "new", &snapv1.Maintenance{})
+	if r := meta.FindStatusCondition(newer.Status.Conditions, wellknown.ConditionReady); r == nil || r.Reason != "DuplicateMaintenance" || len(newer.Status.Runs) != 0 {
+		t.Fatalf("the newer Maintenance: %+v", newer.Status)
+	}
+	var jobs batchv1.JobList
+	if err := c.List(ctx, &jobs, client.InNamespace("apps")); err != nil || len(jobs.Items) != 1 {
+		t.Fatalf("jobs %d (%v), want the older one's only", len(jobs.Items), err)
+	}
+	if o := metav1.GetControllerOf(&jobs.Items[0]); o == nil || o.Name != "old" {
+		t.Fatalf("the job belongs to %+v, want old", o)
+	}
+	if _, reclaiming := jobs.Items[0].Labels[wellknown.LabelReclaiming]; reclaiming {
+		t.Fatal("a scheduled run took safety none")
+	}
 }

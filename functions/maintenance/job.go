@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,7 @@ import (
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/functions/snapshot"
+	"github.com/snapflow/snapflow/internal/kopia"
 	kernel "github.com/snapflow/snapflow/internal/maintenance"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
@@ -57,9 +59,15 @@ func (f *Function) build(ctx context.Context, m *snapv1.Maintenance, repo *snaps
 	name := moverjob.Name(trim(m.Name, 36)+"-maint-"+d.Mode, fmt.Sprintf("%s/%s/%d", m.UID, d.Mode, d.Slot.Unix()))
 	t := true
 	ref := metav1.OwnerReference{APIVersion: snapv1.GroupVersion.String(), Kind: "Maintenance", Name: m.Name, UID: m.UID, Controller: &t, BlockOwnerDeletion: &t}
+	// A label value holds 63 characters; the Job's controller reference
+	// names the Maintenance in full.
+	labels := map[string]string{wellknown.LabelMaintenance: trim(m.Name, 63), wellknown.LabelOp: mover.OpMaintenance}
+	if safety == kopia.SafetyNone {
+		labels[wellknown.LabelReclaiming] = poolKeyOf(repo)
+	}
 	job, cm, err := runtime.BuildMoverJob(ctx, f.Client, moverjob.Params{
 		Name: name, Namespace: m.Namespace, Owner: ref,
-		Labels: map[string]string{wellknown.LabelMaintenance: m.Name, wellknown.LabelOp: mover.OpMaintenance},
+		Labels: labels,
 		Image:  f.MoverImage, ServiceAccount: f.MoverServiceAccount, Work: spec,
 		PasswordSecret: repo.Spec.Encryption.PasswordSecretRef.Name, PasswordKey: repo.Spec.Encryption.PasswordSecretRef.Key,
 		CredentialsSecret: mounts.Credentials, CABundle: mounts.CABundle,
@@ -93,5 +101,5 @@ func trim(s string, n int) string {
 	if len(s) > n {
 		s = s[:n]
 	}
-	return s
+	return strings.TrimRight(s, "-._")
 }

@@ -294,6 +294,22 @@ func (f *Function) slotTaken(ctx context.Context, r *RepositoryObject) (bool, st
 	return false, "", nil
 }
 
+// reclaiming names a live maintenance Job of the repository that runs
+// without kopia's safety margins: a backup started beside it could reuse
+// content that run is deleting.
+func (f *Function) reclaiming(ctx context.Context, r *RepositoryObject) (bool, string, error) {
+	var jobs batchv1.JobList
+	if err := f.Client.List(ctx, &jobs, client.MatchingLabels{wellknown.LabelReclaiming: poolKey(r)}); err != nil {
+		return false, "", fmt.Errorf("list maintenance jobs: %w", err)
+	}
+	for _, j := range jobs.Items {
+		if jobwatch.Live(&j) {
+			return true, fmt.Sprintf("maintenance job %s/%s reclaims %s with safety none; this run starts when it finishes", j.Namespace, j.Name, r.Key()), nil
+		}
+	}
+	return false, "", nil
+}
+
 func ownerRef(s *snapv1.Snapshot) metav1.OwnerReference {
 	return metav1.OwnerReference{APIVersion: snapv1.GroupVersion.String(), Kind: "Snapshot", Name: s.Name, UID: s.UID, Controller: ptr(true), BlockOwnerDeletion: ptr(true)}
 }

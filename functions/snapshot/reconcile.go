@@ -131,9 +131,14 @@ func (f *Function) start(ctx context.Context, s *snapv1.Snapshot) error {
 	case !apierrors.IsNotFound(err):
 		return err
 	}
-	if held, msg, err := f.slotTaken(ctx, plan.repo); err != nil {
+	held, msg, err := f.slotTaken(ctx, plan.repo)
+	if err == nil && !held {
+		held, msg, err = f.reclaiming(ctx, plan.repo)
+	}
+	if err != nil {
 		return err
-	} else if held {
+	}
+	if held {
 		log.Info("parked: no repository slot", "message", msg)
 		return f.hold(ctx, s, gate{cond: wellknown.ConditionRepositorySlotAvailable, reason: ReasonWaitingForSlot, message: msg})
 	}

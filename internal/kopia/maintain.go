@@ -52,7 +52,11 @@ type MaintainResult struct {
 	// not allowed: nothing was changed.
 	Skipped bool
 	// TookOver is set when this run made Owner the owner.
-	TookOver      bool
+	TookOver bool
+	// Counted says Before and After were measured: on full runs only, as
+	// listing every blob of a large bucket each hour costs more than a
+	// quick run itself.
+	Counted       bool
 	Before, After StorageUsage
 	Duration      time.Duration
 }
@@ -117,14 +121,26 @@ func (r *Repo) Maintain(ctx context.Context, o MaintainOptions) (MaintainResult,
 			}
 			res.TookOver = true
 		}
-		if res.Before, err = storageUsage(ctx, dw); err != nil {
-			return err
+		res.Counted = mode == maintenance.ModeFull
+		if res.Counted {
+			if res.Before, err = storageUsage(ctx, dw); err != nil {
+				return err
+			}
 		}
 		started = time.Now()
 		if err := snapshotmaintenance.Run(ctx, dw, mode, false, safety); err != nil {
+			var no maintenance.NotOwnedError
+			if errors.As(err, &no) {
+				// Another owner took it between the check and the run.
+				res.Skipped = true
+				return fmt.Errorf("%w: %s took it over before this run started", ErrNotOwner, no.Owner)
+			}
 			return fmt.Errorf("%s maintenance: %w", o.Mode, err)
 		}
 		res.Duration = time.Since(started)
+		if !res.Counted {
+			return nil
+		}
 		// Counted in this session: it sees the blobs it deleted as gone.
 		res.After, err = storageUsage(ctx, dw)
 		return err

@@ -20,6 +20,9 @@ const (
 	Full  = "full"
 )
 
+// PhaseRunning is the phase of a run whose Job has not finished.
+const PhaseRunning = "Running"
+
 // Defaults are the crons a default Maintenance gets when the repository's
 // spec.maintenance.schedule names none: kopia's own cadence, an hourly
 // quick and a daily full run, each at a minute stable per repository.
@@ -91,10 +94,13 @@ func Owner(m *snapv1.Maintenance, repo *snapv1.RepositorySpec, clusterID string)
 
 // Decision is the run to start now, if any.
 type Decision struct {
-	Due    bool
-	Mode   string
-	Slot   time.Time
-	Reason string
+	Due  bool
+	Mode string
+	Slot time.Time
+	// Requested says the run answers a run-requested annotation, not a
+	// cron slot.
+	Requested bool
+	Reason    string
 }
 
 // Schedules are a Maintenance's resolved crons; nil means that mode runs
@@ -149,7 +155,7 @@ func Due(s Schedules, last map[string]time.Time, created time.Time, requested *t
 			return Decision{}, err
 		}
 		if d.Due {
-			return Decision{Due: true, Mode: requestedMode, Slot: d.Slot, Reason: d.Reason}, nil
+			return Decision{Due: true, Mode: requestedMode, Slot: d.Slot, Requested: true, Reason: d.Reason}, nil
 		}
 	}
 	for _, x := range []struct {
@@ -187,7 +193,7 @@ func LastSlots(st *snapv1.MaintenanceStatus) map[string]time.Time {
 // a time.
 func Running(st *snapv1.MaintenanceStatus) *snapv1.MaintenanceRun {
 	for i := range st.Runs {
-		if st.Runs[i].Phase == "Running" {
+		if st.Runs[i].Phase == PhaseRunning {
 			return &st.Runs[i]
 		}
 	}

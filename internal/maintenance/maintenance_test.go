@@ -33,7 +33,7 @@ func TestDue(t *testing.T) {
 		{"missed quick slots collapse into the latest", map[string]time.Time{Quick: at(10, 15)}, nil, "", at(13, 20), Decision{Due: true, Mode: Quick, Slot: at(13, 15)}},
 		{"full first when both are due", map[string]time.Time{Quick: at(10, 15)}, nil, "", at(10, 0).Add(18 * time.Hour),
 			Decision{Due: true, Mode: Full, Slot: time.Date(2026, 12, 6, 3, 30, 0, 0, time.UTC)}},
-		{"a request runs its mode at once", nil, &req, Full, at(10, 6), Decision{Due: true, Mode: Full, Slot: req}},
+		{"a request runs its mode at once", nil, &req, Full, at(10, 6), Decision{Due: true, Mode: Full, Slot: req, Requested: true}},
 		{"a request already served waits", map[string]time.Time{Full: req}, &req, Full, at(10, 7), Decision{}},
 		{"a request in the future waits", nil, &req, Quick, at(10, 4), Decision{}},
 	}

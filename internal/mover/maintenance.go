@@ -78,8 +78,11 @@ func runMaintenance(ctx context.Context, o Options, open kopia.OpenOptions) (str
 	case err != nil:
 		return "", err
 	default:
-		rep.Message = fmt.Sprintf("%s maintenance as %s: %d blobs (%d bytes) before, %d blobs (%d bytes) after, in %s",
-			w.Mode, res.Owner, res.Before.Blobs, res.Before.Bytes, res.After.Blobs, res.After.Bytes, res.Duration.Round(time.Millisecond))
+		rep.Message = fmt.Sprintf("%s maintenance as %s in %s", w.Mode, res.Owner, res.Duration.Round(time.Millisecond))
+		if res.Counted {
+			rep.Message = fmt.Sprintf("%s maintenance as %s: %d blobs (%d bytes) before, %d blobs (%d bytes) after, in %s",
+				w.Mode, res.Owner, res.Before.Blobs, res.Before.Bytes, res.After.Blobs, res.After.Bytes, res.Duration.Round(time.Millisecond))
+		}
 		if res.TookOver {
 			prev := res.PreviousOwner
 			if prev == "" {
@@ -152,12 +155,15 @@ func (k *KubeReporter) MaintenanceDone(ctx context.Context, rep MaintenanceRepor
 		}
 		m.Status.RepositoryOwner = res.Owner
 		r.Phase = MaintenanceSucceeded
-		reclaimed := max(res.Before.Bytes-res.After.Bytes, 0)
 		r.DurationSeconds = ptr(int64(res.Duration.Round(time.Second) / time.Second))
-		r.BlobsBefore, r.BytesBefore, r.BlobsAfter, r.BytesAfter = ptr(res.Before.Blobs), ptr(res.Before.Bytes), ptr(res.After.Blobs), ptr(res.After.Bytes)
-		r.ReclaimedBytes = ptr(reclaimed)
+		r.BlobsBefore, r.BytesBefore, r.BlobsAfter, r.BytesAfter, r.ReclaimedBytes = nil, nil, nil, nil, nil
+		if res.Counted {
+			reclaimed := max(res.Before.Bytes-res.After.Bytes, 0)
+			r.BlobsBefore, r.BytesBefore, r.BlobsAfter, r.BytesAfter = ptr(res.Before.Blobs), ptr(res.Before.Bytes), ptr(res.After.Blobs), ptr(res.After.Bytes)
+			r.ReclaimedBytes = ptr(reclaimed)
+		}
 		if w.Mode == kopia.MaintainFull {
-			m.Status.LastFullSucceeded, m.Status.LastReclaimedBytes = &at, ptr(reclaimed)
+			m.Status.LastFullSucceeded, m.Status.LastReclaimedBytes = &at, r.ReclaimedBytes
 		}
 		meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{Type: wellknown.ConditionMaintenanceOwned, Status: metav1.ConditionTrue,
 			Reason: "Owner", Message: "this Maintenance owns the repository's kopia maintenance as " + res.Owner, ObservedGeneration: m.Generation})

@@ -59,7 +59,7 @@ func Maintenance(m *snapv1.Maintenance, opts Options) Result {
 	switch v := m.Annotations[wellknown.AnnotationMaintenanceSafety]; v {
 	case "", "full":
 	case "none":
-		r.Warn("%s: none reclaims deleted data at once but is safe only while nothing else writes to the repository; snapflow starts such a run only when none of its own Jobs use the repository, and cannot see other kopia clients", wellknown.AnnotationMaintenanceSafety)
+		r.Warn("%s: none makes requested runs reclaim deleted data at once, which is safe only while nothing else writes to the repository; snapflow starts such a run only when none of its own Jobs use the repository and holds backups meanwhile, but cannot see other kopia clients", wellknown.AnnotationMaintenanceSafety)
 	default:
 		r.Also(fieldErr("metadata.annotations["+wellknown.AnnotationMaintenanceSafety+"]", "%q is not a safety level (use full, kopia's default margins, or none)", v))
 	}

@@ -257,6 +257,7 @@ because the functions act on snapflow objects in every namespace. Notes:
 # kube-system's UID names this cluster's default maintenance owner.
 - apiGroups: [""]
   resources: ["namespaces"]
+  resourceNames: ["kube-system"]
   verbs: ["get"]
 # Maintenance Jobs; with safety none, the repository's other Jobs are
 # listed so such a run starts only when nothing else writes.
