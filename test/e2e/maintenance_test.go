@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -112,7 +113,17 @@ func TestMaintenanceReclaimsDeletedBackups(t *testing.T) {
 	waitGone(t, ns, "s1")
 	repoDir := filepath.Join(env.Functions.Node.PVCDir(ns, "kopia-repo"), "repository")
 	before := dirBytes(t, repoDir)
-	at = requestMaintenance(t, ns, "primary", "full", wellknown.AnnotationMaintenanceSafety+"=none")
+	// As a user would: the CLI asks for the run and follows it.
+	time.Sleep(1100 * time.Millisecond) // slots have whole seconds
+	at = time.Now().UTC().Truncate(time.Second)
+	stdout, stderr, code := runSnapflow(t, "maintenance", "run", "primary", "-n", ns, "--full", "--safety", "none", "--wait", "-o", "json")
+	if code != 0 || !strings.Contains(stderr, "requested a full maintenance run") {
+		t.Fatalf("snapflow maintenance run: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var printed snapv1.MaintenanceRun
+	if err := json.Unmarshal([]byte(stdout), &printed); err != nil || printed.Phase != "Succeeded" {
+		t.Fatalf("snapflow maintenance run printed %q (%v)", stdout, err)
+	}
 	run, m = waitMaintenanceRun(t, ns, "primary", "full", at)
 	after := dirBytes(t, repoDir)
 	if run.Phase != "Succeeded" || run.ReclaimedBytes == nil || *run.ReclaimedBytes < 5<<19 || run.Safety != "none" {
