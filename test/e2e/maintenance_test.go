@@ -146,6 +146,18 @@ func TestMaintenanceReclaimsDeletedBackups(t *testing.T) {
 		t.Fatalf("kubectl get maintenance shows no owner or reclaimed bytes:\n%s", res.Stdout)
 	}
 
+	// The default follows the repository's spec.maintenance.
+	kubectl(t, nil, 0, "patch", "repository", "primary", "-n", ns, "--type=merge", "-p", `{"spec":{"maintenance":{"schedule":{"full":{"cron":"0 4 * * 0"}}}}}`)
+	eventually(t, func() error {
+		if err := env.Client.Get(ctx, clientKey(ns, "primary"), &def); err != nil {
+			return err
+		}
+		if s := def.Spec.Schedule; s == nil || s.Full == nil || s.Full.Cron != "0 4 * * 0" {
+			return fmt.Errorf("the default Maintenance's schedule did not follow the repository: %+v", def.Spec.Schedule)
+		}
+		return nil
+	})
+
 	// Another cluster's Maintenance of the same repository: skipped, and
 	// the default one steps aside for it.
 	other := fmt.Sprintf(`

@@ -42,7 +42,8 @@ var unexercised = func() map[string]string {
 	add("one server holds every function in the suite, and it reviews senders' tokens as the snapshot function; in a cluster each function reviews its own",
 		"cleanup create authentication.k8s.io/tokenreviews", "restore create authentication.k8s.io/tokenreviews",
 		"retention create authentication.k8s.io/tokenreviews", "schedule create authentication.k8s.io/tokenreviews",
-		"verify create authentication.k8s.io/tokenreviews", "prune create authentication.k8s.io/tokenreviews")
+		"verify create authentication.k8s.io/tokenreviews", "prune create authentication.k8s.io/tokenreviews",
+		"maintenance create authentication.k8s.io/tokenreviews")
 	add("credential projection copies ConfigMaps only for a CA bundle, which the suite's ClusterRepositories do not have, and rewrites a copy only when a redelivered event finds it made already, which the suite does not arrange",
 		"snapshot create /configmaps (projection)", "snapshot update /configmaps (projection)", "snapshot delete /configmaps (projection)", "snapshot update /secrets (projection)",
 		"restore create /configmaps (projection)", "restore update /configmaps (projection)", "restore delete /configmaps (projection)", "restore update /secrets (projection)",
@@ -50,8 +51,13 @@ var unexercised = func() map[string]string {
 	add("verification on a ClusterRepository, which projects, is not driven",
 		"verify get /configmaps (projection)", "verify list /configmaps (projection)", "verify create /configmaps (projection)", "verify update /configmaps (projection)", "verify delete /configmaps (projection)",
 		"verify get /secrets (projection)", "verify list /secrets (projection)", "verify create /secrets (projection)", "verify update /secrets (projection)", "verify delete /secrets (projection)")
+	add("maintenance of a ClusterRepository from a namespace other than snapflow's, which projects, is not driven",
+		"maintenance get /configmaps (projection)", "maintenance list /configmaps (projection)", "maintenance create /configmaps (projection)", "maintenance update /configmaps (projection)", "maintenance delete /configmaps (projection)",
+		"maintenance get /secrets (projection)", "maintenance list /secrets (projection)", "maintenance create /secrets (projection)", "maintenance update /secrets (projection)", "maintenance delete /secrets (projection)")
+	add("a wedged maintenance mover's Job is deleted (internal/jobwatch); the suite wedges backup movers only",
+		"maintenance delete batch/jobs")
 	add("the Event recorder patches an Event it already wrote when the same one repeats; no test makes this function repeat one",
-		"cleanup patch /events", "restore patch /events", "retention patch /events", "verify patch /events", "prune patch /events")
+		"cleanup patch /events", "restore patch /events", "retention patch /events", "verify patch /events", "prune patch /events", "maintenance patch /events")
 	add("the prune ServiceAccount also runs the `snapflow prune` Job and CronJob, whose inventory (internal/prune/kubeinv) reads these; the suite runs that command as its admin",
 		"prune get /persistentvolumeclaims", "prune get /persistentvolumes", "prune get dataprotection.kubeblocks.io/backups",
 		"prune get dataprotection.kubeblocks.io/restores", "prune list dataprotection.kubeblocks.io/backuprepos", "prune list storage.k8s.io/storageclasses")
@@ -61,7 +67,7 @@ var unexercised = func() map[string]string {
 		"verify create /events")
 	add("setting blockOwnerDeletion on an ownerReference needs update on the owner's finalizers where the OwnerReferencesPermissionEnforcement admission plugin runs; the suite's API server does not enable it",
 		"snapshot update kopiur.home-operations.com/snapshots/finalizers", "restore update kopiur.home-operations.com/restores/finalizers",
-		"verify update kopiur.home-operations.com/snapshotpolicies/finalizers")
+		"verify update kopiur.home-operations.com/snapshotpolicies/finalizers", "maintenance update kopiur.home-operations.com/maintenances/finalizers")
 	add("client-go streams an informer's initial list through a watch (WatchList) where the API server supports it, as the suite's does; API servers without it need list",
 		"kube-source list /persistentvolumeclaims", "kube-source list batch/jobs",
 		"kube-source list kopiur.home-operations.com/snapshots", "kube-source list kopiur.home-operations.com/repositories",
