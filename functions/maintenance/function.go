@@ -118,22 +118,29 @@ func (f *Function) Resync(ctx context.Context) error {
 	}
 	var errs []error
 	var repos snapv1.RepositoryList
+	listFailed := false
 	if err := f.Client.List(ctx, &repos); err != nil {
-		errs = append(errs, fmt.Errorf("list repositories: %w", err))
+		errs, listFailed = append(errs, fmt.Errorf("list repositories: %w", err)), true
 	}
+	listed := &repositories{byKey: map[string]client.Object{}}
 	for i := range repos.Items {
 		errs = append(errs, f.keepDefault(ctx, &repos.Items[i], list.Items))
+		listed.add(&repos.Items[i])
 	}
 	var crs snapv1.ClusterRepositoryList
 	if err := f.Client.List(ctx, &crs); err != nil {
-		errs = append(errs, fmt.Errorf("list cluster repositories: %w", err))
+		errs, listFailed = append(errs, fmt.Errorf("list cluster repositories: %w", err)), true
 	}
 	for i := range crs.Items {
 		errs = append(errs, f.keepDefault(ctx, &crs.Items[i], list.Items))
+		listed.add(&crs.Items[i])
+	}
+	if listFailed {
+		listed = nil // read each repository instead
 	}
 	for _, m := range list.Items {
 		if m.DeletionTimestamp == nil {
-			errs = append(errs, f.reconcile(ctx, m.DeepCopy()))
+			errs = append(errs, f.reconcile(ctx, m.DeepCopy(), listed))
 		}
 	}
 	return errors.Join(errs...)
@@ -149,10 +156,10 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 	if m.DeletionTimestamp != nil {
 		return nil
 	}
-	return f.reconcile(ctx, &m)
+	return f.reconcile(ctx, &m, nil)
 }
 
-func (f *Function) reconcile(ctx context.Context, m *snapv1.Maintenance) error {
+func (f *Function) reconcile(ctx context.Context, m *snapv1.Maintenance, listed *repositories) error {
 	if run := kernel.Running(&m.Status); run != nil {
 		return f.observe(ctx, m, run)
 	}
@@ -161,7 +168,7 @@ func (f *Function) reconcile(ctx context.Context, m *snapv1.Maintenance) error {
 	if r := validate.Maintenance(m, validate.Options{}); !r.OK() {
 		return f.setReady(ctx, m, metav1.ConditionFalse, "FailedValidation", "the Maintenance is invalid, so it does not run: "+r.Errs.Error())
 	}
-	repo, why, err := f.repository(ctx, m)
+	repo, why, err := f.repository(ctx, m, listed)
 	if err != nil {
 		return err
 	}
@@ -369,7 +376,9 @@ func (f *Function) setReady(ctx context.Context, m *snapv1.Maintenance, status m
 
 // repository resolves the Maintenance's repository and says why it cannot
 // be maintained from here ("" when it can).
-func (f *Function) repository(ctx context.Context, m *snapv1.Maintenance) (*snapshot.RepositoryObject, string, error) {
+// listed, when not nil, holds every repository of the cluster as a resync
+// listed them, so a tick reads no repository once per Maintenance.
+func (f *Function) repository(ctx context.Context, m *snapv1.Maintenance, listed *repositories) (*snapshot.RepositoryObject, string, error) {
 	ref := m.Spec.Repository
 	if ref.Kind == "" {
 		ref.Kind = snapv1.KindRepository
@@ -378,7 +387,18 @@ func (f *Function) repository(ctx context.Context, m *snapv1.Maintenance) (*snap
 		return nil, fmt.Sprintf("Repository %s/%s is not in the Maintenance's namespace; maintenance runs where the repository lives", ref.Namespace, ref.Name), nil
 	}
 	ref.Namespace = ""
-	repo, err := snapshot.GetRepository(ctx, f.Client, f.Namespace, ref, m.Namespace)
+	var (
+		repo *snapshot.RepositoryObject
+		err  error
+	)
+	if listed != nil {
+		repo = listed.find(ref, m.Namespace, f.Namespace)
+		if repo == nil {
+			err = apierrors.NewNotFound(snapv1.GroupVersion.WithResource("repositories").GroupResource(), ref.Name)
+		}
+	} else {
+		repo, err = snapshot.GetRepository(ctx, f.Client, f.Namespace, ref, m.Namespace)
+	}
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Sprintf("%s %s does not exist", ref.Kind, ref.Name), nil
 	}

@@ -211,7 +211,7 @@ func TestSafetyNoneWaitsForTheRepositorysJobs(t *testing.T) {
 func poolOf(t *testing.T, f *Function) string {
 	t.Helper()
 	m := &snapv1.Maintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "apps"}, Spec: snapv1.MaintenanceSpec{Repository: snapv1.RepositoryRef{Name: "primary"}}}
-	repo, why, err := f.repository(context.Background(), m)
+	repo, why, err := f.repository(context.Background(), m, nil)
 	if err != nil || why != "" {
 		t.Fatal(err, why)
 	}
