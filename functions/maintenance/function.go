@@ -163,6 +163,9 @@ func (f *Function) reconcile(ctx context.Context, m *snapv1.Maintenance, listed 
 	if run := kernel.Running(&m.Status); run != nil {
 		return f.observe(ctx, m, run)
 	}
+	// Copies of a run that ended while its Job was still going away (a
+	// wedged mover's) go once nothing runs.
+	f.sweep(ctx, m)
 	// The webhook's rules again: snapflow's own namespace is not admitted
 	// by it, and a Maintenance written before a rule existed may break it.
 	if r := validate.Maintenance(m, validate.Options{}); !r.OK() {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -90,6 +91,13 @@ func (f *Function) start(ctx context.Context, m *snapv1.Maintenance, repo *snaps
 	})
 }
 
+// cannotRun says a Maintenance stands still for a reason of its own (it is
+// invalid or its repository unusable): it does not hold a twin back.
+func cannotRun(m *snapv1.Maintenance) bool {
+	c := meta.FindStatusCondition(m.Status.Conditions, wellknown.ConditionReady)
+	return c != nil && c.Status == metav1.ConditionFalse && (c.Reason == "FailedValidation" || c.Reason == "InvalidSchedule" || c.Reason == "RepositoryNotUsable")
+}
+
 // olderTwin names an older Maintenance of the same namespace that
 // maintains the same repository ("" when none does): of two, only the
 // oldest runs, so one repository never gets two maintenance Jobs at once.
@@ -100,7 +108,7 @@ func (f *Function) olderTwin(ctx context.Context, m *snapv1.Maintenance) (string
 	}
 	key := validate.RepoKey(m.Spec.Repository, m.Namespace)
 	for _, o := range list.Items {
-		if o.UID == m.UID || o.DeletionTimestamp != nil || validate.RepoKey(o.Spec.Repository, o.Namespace) != key {
+		if o.UID == m.UID || o.DeletionTimestamp != nil || validate.RepoKey(o.Spec.Repository, o.Namespace) != key || cannotRun(&o) {
 			continue
 		}
 		ot, mt := o.CreationTimestamp.Time, m.CreationTimestamp.Time

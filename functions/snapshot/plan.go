@@ -297,12 +297,22 @@ func (f *Function) slotTaken(ctx context.Context, r *RepositoryObject) (bool, st
 // reclaiming names a live maintenance Job of the repository that runs
 // without kopia's safety margins: a backup started beside it could reuse
 // content that run is deleting.
+// Only a Maintenance's Job in the namespace that may maintain the
+// repository counts: anyone may label a Job of their own, and would
+// otherwise hold every backup of a shared repository.
 func (f *Function) reclaiming(ctx context.Context, r *RepositoryObject) (bool, string, error) {
+	ns := r.Namespace
+	if cr, ok := r.Obj.(*snapv1.ClusterRepository); ok {
+		ns = validate.MaintenanceNamespace(cr, f.Namespace)
+	}
 	var jobs batchv1.JobList
-	if err := f.Client.List(ctx, &jobs, client.MatchingLabels{wellknown.LabelReclaiming: poolKey(r)}); err != nil {
+	if err := f.Client.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{wellknown.LabelReclaiming: poolKey(r)}); err != nil {
 		return false, "", fmt.Errorf("list maintenance jobs: %w", err)
 	}
 	for _, j := range jobs.Items {
+		if o := metav1.GetControllerOf(&j); o == nil || o.Kind != "Maintenance" || o.APIVersion != snapv1.GroupVersion.String() {
+			continue
+		}
 		if jobwatch.Live(&j) {
 			return true, fmt.Sprintf("maintenance job %s/%s reclaims %s with safety none; this run starts when it finishes", j.Namespace, j.Name, r.Key()), nil
 		}

@@ -24,9 +24,16 @@ func TestBackupWaitsForAReclaimingMaintenance(t *testing.T) {
 	const ns = "app"
 	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data"},
 		Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-data"}, Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}}
-	maint := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "primary-maint-full",
-		Labels: map[string]string{wellknown.LabelReclaiming: PoolKey(snapv1.KindRepository, ns, "primary")}}}
-	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(append(oneRunFixture(ns, pvc), maint)...).
+	label := map[string]string{wellknown.LabelReclaiming: PoolKey(snapv1.KindRepository, ns, "primary")}
+	isController := true
+	maint := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "primary-maint-full", Labels: label,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: snapv1.GroupVersion.String(), Kind: "Maintenance", Name: "primary", UID: "m-uid", Controller: &isController}}}}
+	// Forged: the label on a Job no Maintenance controls, and one of
+	// another namespace's Maintenance. Neither holds the backup.
+	forged := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "forged", Labels: label}}
+	elsewhere := maint.DeepCopy()
+	elsewhere.Namespace, elsewhere.Name = "other", "elsewhere"
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(append(oneRunFixture(ns, pvc), maint, forged, elsewhere)...).
 		WithStatusSubresource(&snapv1.Snapshot{}, &snapv1.Repository{}, &batchv1.Job{}).Build()
 	f := &Function{Client: c, Namespace: "snapflow-system", MoverImage: "img"}
 	if err := f.ReconcileSnapshot(ctx, ns, "s1"); err != nil {
@@ -37,7 +44,7 @@ func TestBackupWaitsForAReclaimingMaintenance(t *testing.T) {
 		t.Fatal(err)
 	}
 	slot := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionRepositorySlotAvailable)
-	if slot == nil || slot.Status != metav1.ConditionFalse || !strings.Contains(slot.Message, "primary-maint-full") {
+	if slot == nil || slot.Status != metav1.ConditionFalse || !strings.Contains(slot.Message, "primary-maint-full") || strings.Contains(slot.Message, "forged") {
 		t.Fatalf("condition %+v: want a wait naming the maintenance job", slot)
 	}
 	// It ends; the backup starts.

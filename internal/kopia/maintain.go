@@ -132,7 +132,7 @@ func (r *Repo) Maintain(ctx context.Context, o MaintainOptions) (MaintainResult,
 			var no maintenance.NotOwnedError
 			if errors.As(err, &no) {
 				// Another owner took it between the check and the run.
-				res.Skipped = true
+				res.Skipped, res.PreviousOwner, res.TookOver = true, no.Owner, false
 				return fmt.Errorf("%w: %s took it over before this run started", ErrNotOwner, no.Owner)
 			}
 			return fmt.Errorf("%s maintenance: %w", o.Mode, err)
