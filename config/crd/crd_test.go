@@ -49,8 +49,8 @@ func TestCRDsMatchTypes(t *testing.T) {
 // and carry the kopiur category and a status subresource.
 func TestCRDShape(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join("bases", "*.yaml"))
-	if len(files) != 6 {
-		t.Fatalf("want 6 CRDs, have %d", len(files))
+	if len(files) != 7 {
+		t.Fatalf("want 7 CRDs, have %d", len(files))
 	}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
