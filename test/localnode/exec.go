@@ -42,7 +42,7 @@ func (n *Node) PodDir(namespace, pod string) string {
 	return filepath.Join(n.o.Root, "exec", namespace, pod)
 }
 
-// ServeExec makes pods/exec work against pods bound to NodeName. It listens
+// ServeExec makes pods/exec and pods/log work against pods bound to NodeName. It listens
 // for the API server's kubelet connections on loopback (HTTPS, a
 // self-signed certificate: the API server skips verification when it has no
 // kubelet CA), registers the Node with that endpoint, and answers
@@ -61,6 +61,7 @@ func (n *Node) ServeExec(ctx context.Context) error {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/exec/", n.serveExec)
+	mux.HandleFunc("/containerLogs/", n.serveLogs)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	go func() { <-ctx.Done(); _ = srv.Close() }()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -421,11 +422,16 @@ func (n *Node) runContainer(ctx context.Context, j *batchv1.Job, pod *corev1.Pod
 		cmd.Dir = rewrite(c.WorkingDir)
 	}
 	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	logf, err := n.openLog(pod.Namespace, pod.Name, c.Name)
+	if err != nil {
+		return 1, "container log: " + err.Error()
+	}
+	defer n.closeLog(logf)
+	w := io.MultiWriter(&out, bestEffort{logf})
+	cmd.Stdout, cmd.Stderr = w, w
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	err = cmd.Run()
-	_ = os.WriteFile(filepath.Join(n.o.Root, "logs", pod.Namespace+"_"+pod.Name+"_"+c.Name+".log"), out.Bytes(), 0o644)
 	msg := ""
 	if b, rerr := os.ReadFile(termHost); rerr == nil {
 		// A kubelet keeps the first 4 KiB of the file.

@@ -57,7 +57,9 @@ type Node struct {
 	// claims counts running pods per namespace/claim, for pvc-protection.
 	claims map[string]int
 	done   map[types.UID]bool
-	wg     sync.WaitGroup
+	// writing holds the log files of running containers.
+	writing map[string]bool
+	wg      sync.WaitGroup
 }
 
 // New prepares a node; Run starts it.
