@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -83,6 +84,13 @@ func describeSnapshot(w io.Writer, d SnapshotDescription) {
 	if st := s.Status.Stats; st != nil {
 		b, _ := json.Marshal(st)
 		field("Stats", string(b))
+	}
+	if p := s.Status.Progress; p != nil && p.Summary != "" {
+		at := ""
+		if p.ObservedAt != nil {
+			at = " (at " + p.ObservedAt.UTC().Format(time.RFC3339) + ")"
+		}
+		field("Progress", p.Summary+at)
 	}
 	for _, c := range s.Status.Conditions {
 		fmt.Fprintf(w, "Condition:         %s=%s %s: %s\n", c.Type, c.Status, c.Reason, c.Message)

@@ -32,6 +32,7 @@ import (
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/functions/verify"
 	"github.com/snapflow/snapflow/internal/egress"
+	"github.com/snapflow/snapflow/internal/jobwatch"
 	maintkernel "github.com/snapflow/snapflow/internal/maintenance"
 	"github.com/snapflow/snapflow/internal/policysource"
 	schedulekernel "github.com/snapflow/snapflow/internal/schedule"
@@ -47,6 +48,7 @@ type functionFlags struct {
 	deleteWindow                               time.Duration
 	hookDeny, hookAllow                        []string
 	workloadExecHooks                          bool
+	progress                                   bool
 	// local, in `snapflow dev`, delivers emitted events to the in-process functions.
 	local   *runtime.LateSink
 	maxJobs int
@@ -67,6 +69,7 @@ func (f *functionFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.devLogs, "dev-logs", false, "human-readable logs instead of JSON")
 	fl.DurationVar(&f.deleteWindow, "delete-window", 10*time.Second, "cleanup: quiet period after the newest deletion before a repository's deletion batch starts")
 	fl.StringArrayVar(&f.hookDeny, "hook-deny-cidr", nil, "snapshot: a range httpRequest hooks may not connect to, beyond those always refused (loopback, link-local, cloud metadata, and the ServiceCIDRs, node pod ranges and node addresses read from the API server); repeatable")
+	fl.BoolVar(&f.progress, "progress", true, "snapshot, restore: read running movers' logs (pods/log) into status.progress")
 	fl.BoolVar(&f.workloadExecHooks, "workload-exec-hooks", false, "snapshot: run workloadExec hooks (needs pods/exec in every namespace; without it they fail, saying so)")
 	fl.StringArrayVar(&f.hookAllow, "hook-allow-cidr", nil, "snapshot: a range httpRequest hooks may connect to despite every refusal (repeatable)")
 	fl.StringVar(&f.maintQuick, "default-maintenance-quick", maintkernel.KopiaCadence.Quick, "maintenance: cron of the quick runs of a repository's default Maintenance, when its spec.maintenance.schedule names none (H: a minute stable per repository)")
@@ -138,13 +141,18 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 	if err != nil {
 		return nil, err
 	}
+	var logs jobwatch.LogReader
+	if f.progress {
+		logs = jobwatch.KubeLogs{Pods: cs.CoreV1()}
+	}
 	var out []runtime.Function
 	for _, n := range names {
 		switch n {
 		case "snapshot":
 			fn := &snapshot.Function{Client: c, Config: cfg, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,
 				MaxConcurrentJobs: f.maxJobs, GlobalVolumePoliciesConfigMap: f.globalPolicies, Emitter: emitter, Recorder: recorder("snapflow-snapshot"),
-				Access: cs.AuthorizationV1().SubjectAccessReviews(), HookEgress: egress.Policy{Deny: deny, Allow: allow, Namespace: f.namespace},
+				Access: cs.AuthorizationV1().SubjectAccessReviews(), Logs: logs,
+				HookEgress:        egress.Policy{Deny: deny, Allow: allow, Namespace: f.namespace},
 				WorkloadExecHooks: f.workloadExecHooks}
 			out = append(out, runtime.Function{Name: n, Handle: fn.Handle, Requests: []string{events.SnapshotRequested}})
 		case "schedule":
@@ -162,7 +170,8 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
 		case "restore":
 			fn := &restore.Function{Client: c, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,
-				Emitter: emitter, Recorder: recorder("snapflow-restore"), Access: cs.AuthorizationV1().SubjectAccessReviews()}
+				Emitter: emitter, Recorder: recorder("snapflow-restore"), Access: cs.AuthorizationV1().SubjectAccessReviews(),
+				Logs: logs}
 			out = append(out, runtime.Function{Name: n, Handle: fn.Handle, Requests: []string{events.RestoreRequested}})
 		case "maintenance":
 			for flag, v := range map[string]string{"--default-maintenance-quick": f.maintQuick, "--default-maintenance-full": f.maintFull} {
@@ -302,7 +311,7 @@ ApiServerSource-shaped events and a periodic resync to the functions.`,
 					sinks = append(sinks, "http://"+loopback(addr)+"/"+fn.Name)
 				}
 				go func() {
-					errc <- kube.Run(ctx, kube.Options{Config: cfg, Scheme: scheme.New(), Sinks: sinks, Resync: resync, Log: log.WithName("kube-source")})
+					errc <- kube.Run(ctx, kube.Options{Config: cfg, Scheme: scheme.New(), Sinks: sinks, Resync: resync, Progress: kube.DefaultProgress, Log: log.WithName("kube-source")})
 				}()
 			}
 			select {
@@ -322,7 +331,7 @@ ApiServerSource-shaped events and a periodic resync to the functions.`,
 func newSourceCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "source", Short: "Event sources for clusters without Knative"}
 	var sinks []string
-	var resync time.Duration
+	var resync, progress time.Duration
 	var devLogs bool
 	var tokenFile string
 	kubeCmd := &cobra.Command{
@@ -339,11 +348,12 @@ func newSourceCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return kube.Run(cmd.Context(), kube.Options{Config: cfg, Scheme: scheme.New(), Sinks: sinks, Resync: resync, Log: log, TokenFile: tokenFile})
+			return kube.Run(cmd.Context(), kube.Options{Config: cfg, Scheme: scheme.New(), Sinks: sinks, Resync: resync, Progress: progress, Log: log, TokenFile: tokenFile})
 		},
 	}
 	kubeCmd.Flags().StringArrayVar(&sinks, "sink", nil, "URL to POST events to (repeatable)")
 	kubeCmd.Flags().DurationVar(&resync, "resync", 5*time.Minute, "how often to send a resync event (0: never)")
+	kubeCmd.Flags().DurationVar(&progress, "progress", kube.DefaultProgress, "how often to send each running mover Job again, so its run's status.progress refreshes (0: never)")
 	kubeCmd.Flags().BoolVar(&devLogs, "dev-logs", false, "human-readable logs instead of JSON")
 	kubeCmd.Flags().StringVar(&tokenFile, "token-file", "", tokenFileHelp)
 	var schedule, data string

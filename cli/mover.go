@@ -57,7 +57,7 @@ mover Job's pod failure policy takes as final.`,
 			rec := &mover.Recorder{Path: o.statusFile}
 			err = mover.Run(cmd.Context(), mover.Options{
 				Spec: spec, SourceDir: o.source, RepositoryRoot: o.repoRoot, CAFile: o.caFile, CacheDir: o.cacheDir, ConfigDir: o.configDir,
-				Reporter: &loggingReporter{Reporter: rec, w: logw}, TerminationLog: o.termLog,
+				Reporter: &loggingReporter{Reporter: rec, w: logw, progress: cmd.ErrOrStderr()}, TerminationLog: o.termLog,
 				Report: func() mover.Report {
 					r := rec.Report()
 					r.LogTail = tail.String()

@@ -15,11 +15,30 @@ import (
 type loggingReporter struct {
 	mover.Reporter
 	w io.Writer
+	// progress takes the progress lines: the pod log only, not the tail
+	// a failure keeps, which they would crowd out.
+	progress io.Writer
+	// started is when the run began, for the rate in progress lines.
+	started time.Time
 }
 
+func (l *loggingReporter) Started(ctx context.Context, at time.Time) error {
+	l.started = at
+	return l.Reporter.Started(ctx, at)
+}
+
+// Progress prints a line the functions read back into status.progress
+// (the mover has no credentials to write it itself).
 func (l *loggingReporter) Progress(ctx context.Context, p kopia.Progress) error {
-	fmt.Fprintf(l.w, "mover: progress: %d files read, %d unchanged, %d bytes uploaded\n", p.FilesHashed, p.FilesCached, p.BytesUploaded)
+	fmt.Fprintln(l.progress, mover.BackupProgress(l.startedAt(), time.Now(), p))
 	return l.Reporter.Progress(ctx, p)
+}
+
+func (l *loggingReporter) startedAt() time.Time {
+	if l.started.IsZero() {
+		l.started = time.Now()
+	}
+	return l.started
 }
 
 func (l *loggingReporter) SnapshotDone(ctx context.Context, r mover.Result) error {
@@ -62,7 +81,7 @@ func (l *loggingReporter) RestoreResolved(ctx context.Context, r mover.RestoreRe
 }
 
 func (l *loggingReporter) RestoreProgress(ctx context.Context, st kopia.RestoreStats) error {
-	fmt.Fprintf(l.w, "mover: progress: %d files, %d bytes restored\n", st.Files, st.Bytes)
+	fmt.Fprintln(l.progress, mover.RestoreProgressLine(l.startedAt(), time.Now(), st))
 	return l.Reporter.RestoreProgress(ctx, st)
 }
 

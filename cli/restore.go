@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -249,7 +250,9 @@ func followRestore(ctx context.Context, cmd *cobra.Command, c client.Client, rs 
 			ph = snapv1.RestorePending
 		}
 		line := string(ph)
-		if p := live.Status.Progress; p != nil && p.FilesRestored != nil && p.BytesRestored != nil {
+		if p := live.Status.Progress; p != nil && p.Summary != "" {
+			line += ": " + p.Summary
+		} else if p != nil && p.FilesRestored != nil && p.BytesRestored != nil {
 			line += fmt.Sprintf(": %d files, %s restored", *p.FilesRestored, humanBytes(*p.BytesRestored))
 		}
 		if r := live.Status.Resolved; r != nil && r.KopiaSnapshotID != "" {
@@ -314,15 +317,4 @@ func printRestore(cmd *cobra.Command, rs *snapv1.Restore, output string) error {
 	return tw.Flush()
 }
 
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+func humanBytes(n int64) string { return humanize.IBytes(uint64(max(n, 0))) }

@@ -90,6 +90,7 @@ func follow(ctx context.Context, cmd *cobra.Command, c client.Client, ns string,
 	for {
 		counts := map[snapv1.SnapshotPhase]int{}
 		done := 0
+		var running []string
 		for _, n := range names {
 			var s snapv1.Snapshot
 			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, &s); err != nil {
@@ -103,6 +104,9 @@ func follow(ctx context.Context, cmd *cobra.Command, c client.Client, ns string,
 			if ph.IsTerminal() {
 				done++
 			}
+			if p := s.Status.Progress; ph == snapv1.SnapshotRunning && p != nil && p.Summary != "" {
+				running = append(running, n+": "+p.Summary)
+			}
 		}
 		var parts []string
 		for _, ph := range []snapv1.SnapshotPhase{snapv1.SnapshotPending, snapv1.SnapshotRunning, snapv1.SnapshotSucceeded, snapv1.SnapshotUnchanged, snapv1.SnapshotFailed} {
@@ -111,6 +115,9 @@ func follow(ctx context.Context, cmd *cobra.Command, c client.Client, ns string,
 			}
 		}
 		line := strings.Join(parts, ", ")
+		if len(running) > 0 {
+			line += " | " + strings.Join(running, " | ")
+		}
 		if line != last {
 			fmt.Fprintf(cmd.ErrOrStderr(), "[%s] %d/%d finished: %s\n", time.Now().Format("15:04:05"), done, len(names), line)
 			last = line

@@ -238,3 +238,28 @@ type RecordedIdentity struct {
 	// +optional
 	Src string `json:"src,omitempty"`
 }
+
+// ProgressRate is how fast a running mover goes and how far it has come,
+// read from the newest progress line of its log.
+type ProgressRate struct {
+	// BytesPerSecond is the average rate since the mover started.
+	// +optional
+	BytesPerSecond int64 `json:"bytesPerSecond,omitempty"`
+	// EstimatedBytes is what the run is expected to move: the previous
+	// snapshot's size for a backup, the snapshot's size for a restore.
+	// +optional
+	EstimatedBytes *int64 `json:"estimatedBytes,omitempty"`
+	// Percent of EstimatedBytes done; below 100 while the run goes (the
+	// estimate is a guess), 100 once a restore completed.
+	// +optional
+	Percent *int32 `json:"percent,omitempty"`
+	// ETASeconds is the estimated time left at the average rate.
+	// +optional
+	ETASeconds *int64 `json:"etaSeconds,omitempty"`
+	// Summary is the above in one line, for kubectl's columns.
+	// +optional
+	Summary string `json:"summary,omitempty"`
+	// ObservedAt is when the mover printed these figures.
+	// +optional
+	ObservedAt *metav1.Time `json:"observedAt,omitempty"`
+}

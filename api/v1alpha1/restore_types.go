@@ -195,6 +195,9 @@ type RestoreProgress struct {
 	BytesRestored *int64 `json:"bytesRestored,omitempty"`
 	// +optional
 	FilesRestored *int64 `json:"filesRestored,omitempty"`
+
+	// Rate, share and time left while the run goes (a snapflow extension).
+	ProgressRate `json:",inline"`
 }
 
 // RestoreStatus is written by the restore function and its mover.
@@ -233,6 +236,7 @@ type RestoreStatus struct {
 // +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.status.sourceKind`
 // +kubebuilder:printcolumn:name="Snapshot",type=string,JSONPath=`.status.resolved.kopiaSnapshotID`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress.summary`,priority=1
 type Restore struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

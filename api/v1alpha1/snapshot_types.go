@@ -285,6 +285,29 @@ type SnapshotStatus struct {
 	// policies decided and which rule decided it (a snapflow extension).
 	// +optional
 	VolumePolicies []VolumePolicyDecision `json:"volumePolicies,omitempty"`
+	// Progress is what the running mover has read so far, refreshed from
+	// its log while it runs (a snapflow extension).
+	// +optional
+	Progress *SnapshotProgress `json:"progress,omitempty"`
+}
+
+// SnapshotProgress counts what a running backup has read and sent.
+type SnapshotProgress struct {
+	// FilesRead counts the files read, unchanged ones included.
+	FilesRead int64 `json:"filesRead"`
+	// BytesRead counts the bytes of those files.
+	BytesRead int64 `json:"bytesRead"`
+	// FilesUnchanged were found in kopia's cache and not read again.
+	// +optional
+	FilesUnchanged int64 `json:"filesUnchanged,omitempty"`
+	// BytesUploaded were sent to the repository.
+	// +optional
+	BytesUploaded int64 `json:"bytesUploaded,omitempty"`
+	// Errors counts entries that could not be read.
+	// +optional
+	Errors int64 `json:"errors,omitempty"`
+
+	ProgressRate `json:",inline"`
 }
 
 // Snapshot is one kopia snapshot as a Kubernetes object, and the universal trigger.
@@ -298,6 +321,7 @@ type SnapshotStatus struct {
 // +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.spec.source.target.pvc.name`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Skipped",type=string,JSONPath=`.status.volumePolicies[?(@.action=="skip")].message`,priority=1
+// +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress.summary`,priority=1
 type Snapshot struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

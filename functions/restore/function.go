@@ -29,6 +29,7 @@ import (
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/moverjob"
 	"github.com/snapflow/snapflow/internal/validate"
 )
@@ -47,6 +48,8 @@ type Function struct {
 	Now                 func() time.Time
 	// Access checks a request event's sender may create the Restore.
 	Access runtime.AccessReviewer
+	// Logs reads running movers' logs for status.progress (none: no progress).
+	Logs jobwatch.LogReader
 }
 
 func (f *Function) now() time.Time { return runtime.Now(f.Now) }
@@ -204,7 +207,10 @@ func (f *Function) emitResult(ctx context.Context, rs *snapv1.Restore) error {
 	if t := rs.Status.Target; t != nil {
 		data.TargetPVC = t.PVCRef
 	}
-	if p := rs.Status.Progress; p != nil {
+	// Counts come from the mover's report, which only a completed run has;
+	// a failed run's status.progress was read from a log anyone who may
+	// exec into the pod could print into.
+	if p := rs.Status.Progress; p != nil && rs.Status.Phase == snapv1.RestoreCompleted {
 		if p.FilesRestored != nil {
 			data.FilesRestored = *p.FilesRestored
 		}

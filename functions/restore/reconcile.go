@@ -300,6 +300,29 @@ func (f *Function) observe(ctx context.Context, rs *snapv1.Restore, j *batchv1.J
 		_ = f.Client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground))
 		return f.fail(ctx, rs, "MoverPodWedged", msg)
 	}
+	return f.observeProgress(ctx, rs, j)
+}
+
+// observeProgress copies the running mover's newest progress line into
+// status.progress, at most every mover.ProgressRefresh. Progress is only
+// shown: a failure to read or write it is logged, never the event's error.
+func (f *Function) observeProgress(ctx context.Context, rs *snapv1.Restore, j *batchv1.Job) error {
+	if rs.Status.Phase.IsTerminal() || !runtime.Owned(j, rs) {
+		return nil
+	}
+	p, ok := jobwatch.Progress(ctx, f.Client, f.Logs, j, f.now())
+	if !ok || (rs.Status.Progress != nil && !p.Replaces(rs.Status.Progress.ObservedAt)) {
+		return nil
+	}
+	err := f.update(ctx, rs, func(st *snapv1.RestoreStatus, _ int64) {
+		if st.Phase.IsTerminal() || (st.Progress != nil && !p.Replaces(st.Progress.ObservedAt)) {
+			return
+		}
+		st.Progress = p.RestoreProgress()
+	})
+	if err != nil {
+		runtime.Log(ctx).Info("progress not recorded", "restore", rs.Namespace+"/"+rs.Name, "error", err.Error())
+	}
 	return nil
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/internal/egress"
+	"github.com/snapflow/snapflow/internal/jobwatch"
 )
 
 // Function is the snapshot function's configuration and ports.
@@ -40,6 +41,8 @@ type Function struct {
 	MoverServiceAccount string
 	// Access checks a request event's sender may create Snapshots.
 	Access runtime.AccessReviewer
+	// Logs reads running movers' logs for status.progress (none: no progress).
+	Logs jobwatch.LogReader
 	// RequestInterval is the least time between two request events'
 	// firings of one policy (DefaultRequestInterval when zero; negative
 	// turns the limit off).

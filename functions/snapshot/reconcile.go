@@ -284,6 +284,32 @@ func (f *Function) observeJob(ctx context.Context, s *snapv1.Snapshot) error {
 		_ = f.Client.Delete(ctx, &j, client.PropagationPolicy(metav1.DeletePropagationBackground))
 		return f.failRun(ctx, s, ReasonMoverPodWedged, msg, "")
 	}
+	return f.observeProgress(ctx, s, &j)
+}
+
+// observeProgress copies the running mover's newest progress line into
+// status.progress, at most every mover.ProgressRefresh. Progress is only
+// shown: a failure to read or write it is logged, never the event's error.
+func (f *Function) observeProgress(ctx context.Context, s *snapv1.Snapshot, j *batchv1.Job) error {
+	if s.Status.Phase != snapv1.SnapshotRunning {
+		return nil
+	}
+	p, ok := jobwatch.Progress(ctx, f.Client, f.Logs, j, f.now())
+	if !ok || (s.Status.Progress != nil && !p.Replaces(s.Status.Progress.ObservedAt)) {
+		return nil
+	}
+	err := f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, _ int64) {
+		if st.Phase != snapv1.SnapshotRunning || st.Job == nil || st.Job.Name != j.Name {
+			return
+		}
+		if st.Progress != nil && !p.Replaces(st.Progress.ObservedAt) {
+			return
+		}
+		st.Progress = p.SnapshotProgress()
+	})
+	if err != nil {
+		runtime.Log(ctx).Info("progress not recorded", "snapshot", s.Namespace+"/"+s.Name, "error", err.Error())
+	}
 	return nil
 }
 
@@ -313,7 +339,7 @@ func (f *Function) failRun(ctx context.Context, s *snapv1.Snapshot, class, msg, 
 		if st.Phase.IsTerminal() {
 			return // the mover reported after all
 		}
-		st.Phase = snapv1.SnapshotFailed
+		st.Phase, st.Progress = snapv1.SnapshotFailed, nil // no longer running
 		st.Failure = &snapv1.Failure{Class: class, Message: msg, StderrTail: tail, Retryable: true}
 		if tail != "" {
 			st.LogTail = tail

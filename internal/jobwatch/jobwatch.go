@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -14,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/snapflow/snapflow/api/wellknown"
@@ -273,4 +275,66 @@ func ownReport(ctx context.Context, c client.Client, j *batchv1.Job, owner types
 		return nil, nil, fmt.Sprintf("%s: the work spec of job %s is not the %s work of this object", mover.ErrReportMismatch, j.Name, op), nil
 	}
 	return rep, spec, "", nil
+}
+
+// LogReader reads the end of a container's log (pods/log).
+type LogReader interface {
+	Tail(ctx context.Context, namespace, pod, container string) (string, error)
+}
+
+// logTail bounds what is read of a mover's log for its progress: the
+// newest progress line is among its last lines. A read that takes longer
+// than logTimeout (an unreachable node) is given up: it would hold up the
+// function's other events.
+const (
+	logTailLines = 40
+	logTailBytes = 64 << 10
+	logTimeout   = 5 * time.Second
+)
+
+// KubeLogs reads pod logs through the API server, which asks the kubelet.
+type KubeLogs struct{ Pods corev1client.PodsGetter }
+
+// Tail returns the last lines of the container's log.
+func (k KubeLogs) Tail(ctx context.Context, namespace, pod, container string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, logTimeout)
+	defer cancel()
+	lines, limit := int64(logTailLines), int64(logTailBytes)
+	rc, err := k.Pods.Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{Container: container, TailLines: &lines, LimitBytes: &limit}).Stream(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, logTailBytes))
+	return string(b), err
+}
+
+// Progress is the newest progress line in the log of j's running mover
+// pod. Nothing comes back while no pod of j runs, or when its log cannot be
+// read: progress is shown, never acted on. Lines stamped after now (with a
+// minute for clock skew) are ignored.
+func Progress(ctx context.Context, c client.Client, logs LogReader, j *batchv1.Job, now time.Time) (mover.Progress, bool) {
+	if logs == nil {
+		return mover.Progress{}, false
+	}
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(j.Namespace), client.MatchingLabels{"job-name": j.Name}); err != nil {
+		return mover.Progress{}, false
+	}
+	var running *corev1.Pod
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if metav1.IsControlledBy(p, j) && p.Status.Phase == corev1.PodRunning &&
+			(running == nil || p.CreationTimestamp.After(running.CreationTimestamp.Time)) {
+			running = p
+		}
+	}
+	if running == nil {
+		return mover.Progress{}, false
+	}
+	log, err := logs.Tail(ctx, running.Namespace, running.Name, moverjob.ContainerName)
+	if err != nil {
+		return mover.Progress{}, false
+	}
+	return mover.LastProgress(log, now.Add(time.Minute))
 }

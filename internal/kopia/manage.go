@@ -243,6 +243,8 @@ type RestoreStats struct {
 	Files, Dirs, Symlinks int64
 	Bytes                 int64
 	Skipped, Errors       int64
+	// TotalBytes is the size of the snapshot being restored.
+	TotalBytes int64 `json:",omitempty"`
 }
 
 // Restore writes snapshot id into dir.
@@ -289,14 +291,18 @@ func (r *Repo) Restore(ctx context.Context, id, dir string, o RestoreOptions) (R
 				return
 			}
 			last = time.Now()
-			o.Progress(restoreStats(st))
+			rs := restoreStats(st)
+			rs.TotalBytes = m.Stats.TotalFileSize
+			o.Progress(rs)
 		}
 	}
 	st, err := restore.Entry(ctx, r.rep, out, root, opts)
 	if err != nil {
 		return RestoreStats{}, classify(fmt.Errorf("restore %s into %s: %w", id, dir, err))
 	}
-	return restoreStats(st), nil
+	rs := restoreStats(st)
+	rs.TotalBytes = m.Stats.TotalFileSize
+	return rs, nil
 }
 
 func restoreStats(st restore.Stats) RestoreStats {

@@ -70,7 +70,8 @@ type SnapshotRequest struct {
 	ProgressInterval time.Duration
 }
 
-// Progress is the running state of an upload.
+// Progress is the running state of an upload. Bytes count as they are
+// read; files when they are done.
 type Progress struct {
 	FilesHashed, FilesCached int64
 	BytesHashed, BytesCached int64
@@ -78,6 +79,9 @@ type Progress struct {
 	// Errors counts entries that failed the run; IgnoredErrors those the
 	// error-handling policy let pass.
 	Errors, IgnoredErrors int64
+	// EstimatedBytes is the size of the source's previous snapshot, the
+	// best guess of how much this run reads (0: no previous snapshot).
+	EstimatedBytes int64
 }
 
 // Stats are the numbers a Snapshot's status reports.
@@ -132,6 +136,13 @@ func (r *Repo) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResul
 	if prog.interval <= 0 {
 		prog.interval = 2 * time.Second
 	}
+	if req.Progress != nil {
+		// Events alone leave gaps: a final flush of packs, or one large
+		// file, reports nothing for as long as it takes.
+		stop, ticking := make(chan struct{}), make(chan struct{})
+		go func() { defer close(ticking); prog.tick(stop) }()
+		defer func() { close(stop); <-ticking }()
+	}
 
 	err = repo.WriteSession(ctx, r.rep, repo.WriteSessionOptions{
 		Purpose: "snapflow:snapshot",
@@ -155,6 +166,10 @@ func (r *Repo) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResul
 		previous, err := snapshot.FindPreviousManifests(ctx, w, si, nil)
 		if err != nil {
 			return fmt.Errorf("find previous snapshots of %s: %w", si, err)
+		}
+		if len(previous) > 0 && previous[0].IncompleteReason == "" {
+			// The last complete snapshot comes first.
+			prog.estimate.Store(previous[0].Stats.TotalFileSize)
 		}
 		counter := newNewModified()
 		prog.onHashed = counter.hashed
@@ -264,6 +279,7 @@ func firstError(ds *fs.DirectorySummary) string {
 type progress struct {
 	upload.NullUploadProgress
 	filesHashed, filesCached, bytesHashed, bytesCached, bytesUploaded, errs, ignored atomic.Int64
+	estimate                                                                         atomic.Int64
 
 	// onHashed, when set, is told each file the upload read.
 	onHashed func(path string)
@@ -291,12 +307,18 @@ func (p *progress) CachedFile(_ string, size int64) {
 	p.maybeReport()
 }
 
-func (p *progress) FinishedHashingFile(fname string, n int64) {
+func (p *progress) FinishedHashingFile(fname string, _ int64) {
 	p.filesHashed.Add(1)
-	p.bytesHashed.Add(n)
 	if p.onHashed != nil {
 		p.onHashed(fname)
 	}
+	p.maybeReport()
+}
+
+// HashedBytes is called as a file is read, so a large file shows progress
+// before it is done.
+func (p *progress) HashedBytes(n int64) {
+	p.bytesHashed.Add(n)
 	p.maybeReport()
 }
 
@@ -333,6 +355,20 @@ func (p *progress) snapshot() Progress {
 		FilesHashed: p.filesHashed.Load(), FilesCached: p.filesCached.Load(),
 		BytesHashed: p.bytesHashed.Load(), BytesCached: p.bytesCached.Load(),
 		BytesUploaded: p.bytesUploaded.Load(), Errors: p.errs.Load(), IgnoredErrors: p.ignored.Load(),
+		EstimatedBytes: p.estimate.Load(),
+	}
+}
+
+func (p *progress) tick(stop <-chan struct{}) {
+	t := time.NewTicker(max(p.interval, 100*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			p.maybeReport()
+		}
 	}
 }
 

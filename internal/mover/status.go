@@ -222,6 +222,8 @@ func (k *KubeReporter) Progress(ctx context.Context, p kopia.Progress) error {
 func (k *KubeReporter) SnapshotDone(ctx context.Context, r Result) error {
 	return k.updateSnapshot(ctx, func(s *snapv1.Snapshot) error {
 		res := r.Snapshot
+		// The totals are in status.stats now.
+		s.Status.Progress = nil
 		s.Status.Phase = snapv1.SnapshotSucceeded
 		reason, msg := "Succeeded", fmt.Sprintf("kopia snapshot %s saved", res.ID)
 		if res.Unchanged {
@@ -314,7 +316,7 @@ func (k *KubeReporter) Failed(ctx context.Context, f Failure, at time.Time) erro
 		if s.Status.Phase.IsTerminal() {
 			return nil
 		}
-		s.Status.Phase = snapv1.SnapshotFailed
+		s.Status.Phase, s.Status.Progress = snapv1.SnapshotFailed, nil // no longer running
 		s.Status.Failure = &snapv1.Failure{Class: f.Class, Message: f.Message, Retryable: f.Retryable, RetryHint: f.Hint, StderrTail: tail}
 		s.Status.LogTail = tail
 		endTiming(&s.Status.Timing, at)

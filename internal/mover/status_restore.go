@@ -97,7 +97,7 @@ func (k *KubeReporter) RestoreDone(ctx context.Context, r RestoreResult) error {
 			}
 			rs.Status.Resolved.Resolution = "NoSnapshot"
 		}
-		rs.Status.Progress = &snapv1.RestoreProgress{BytesRestored: ptr(r.Stats.Bytes), FilesRestored: ptr(r.Stats.Files)}
+		rs.Status.Progress = RestoreProgressLine(r.Start, r.End, r.Stats).Done()
 		endTiming(&rs.Status.Timing, r.End)
 		rs.Status.Failure, rs.Status.LogTail = nil, ""
 		meta.SetStatusCondition(&rs.Status.Conditions, metav1.Condition{Type: wellknown.ConditionReconciling, Status: metav1.ConditionFalse,

@@ -36,6 +36,10 @@ const (
 	CADir  = "/etc/snapflow/ca"
 )
 
+// ContainerName is the mover Job's one container, whose log carries the
+// run's progress.
+const ContainerName = "mover"
+
 // Defaults from the reference: the mover identity and failure policy.
 const (
 	DefaultUID                 = privilege.DefaultUID
@@ -207,7 +211,7 @@ func render(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {
 
 	podSC, sc := privilege.SecurityContexts(p.Defaults, p.Mover)
 	container := corev1.Container{
-		Name: "mover", Image: p.Image, Command: []string{"snapflow"}, Args: args,
+		Name: ContainerName, Image: p.Image, Command: []string{"snapflow"}, Args: args,
 		Env: env, EnvFrom: envFrom, VolumeMounts: mounts, SecurityContext: sc,
 		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -245,7 +249,7 @@ func render(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {
 			// crash (killed, evicted, out of memory) is worth another pod.
 			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
 				Action: batchv1.PodFailurePolicyActionFailJob,
-				OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{ContainerName: ptr("mover"),
+				OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{ContainerName: ptr(ContainerName),
 					Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{mover.ExitReported}},
 			}}},
 			TTLSecondsAfterFinished: &ttl,

@@ -270,6 +270,8 @@ type chartCase struct {
 	// exec turns workloadExec hooks on, granting the snapshot function
 	// pods/exec.
 	exec bool
+	// noProgress turns progress off, and with it pods/log.
+	noProgress bool
 }
 
 func (c chartCase) name() string {
@@ -318,7 +320,7 @@ func (c chartCase) values(t *testing.T, ns string) map[string]any {
 		"webhook":              webhook,
 		"prune":                prune,
 		"mover":                map[string]any{"namespaces": []any{ns + "-apps"}},
-		"functions":            map[string]any{"maxConcurrentJobs": 4, "snapshot": map[string]any{"workloadExecHooks": c.exec}},
+		"functions":            map[string]any{"maxConcurrentJobs": 4, "snapshot": map[string]any{"workloadExecHooks": c.exec}, "progress": !c.noProgress},
 		"globalVolumePolicies": map[string]any{"name": "global-volume-policies", "create": true},
 		"credentialProjection": map[string]any{"enabled": c.projection},
 		"monitoring": map[string]any{
@@ -345,7 +347,7 @@ func TestChartRenderMatrix(t *testing.T) {
 	for _, knative := range []bool{false, true} {
 		for _, tls := range []string{"self", "cert-manager", "manual"} {
 			for _, cron := range []bool{false, true} {
-				c := chartCase{knative: knative, tls: tls, pruneCron: cron, monitoring: i%2 == 0, projection: i%3 == 0, exec: i%2 == 1}
+				c := chartCase{knative: knative, tls: tls, pruneCron: cron, monitoring: i%2 == 0, projection: i%3 == 0, exec: i%2 == 1, noProgress: i%3 == 1}
 				i++
 				ns := fmt.Sprintf("chart-%d", i)
 				t.Run(c.name(), func(t *testing.T) {
@@ -539,6 +541,16 @@ func checkCase(t *testing.T, c chartCase, ns string, objs []chartObject) {
 	if want := map[bool]int{false: 0, true: 1}[c.exec]; execArgs != want {
 		t.Errorf("--workload-exec-hooks rendered %d times, want %d", execArgs, want)
 	}
+	// pods/log for the snapshot and restore functions, unless progress is off.
+	if want, got := map[bool]int{false: 0, true: 2}[c.noProgress], strings.Count(fmt.Sprint(objs), "--progress=false"); got != want {
+		t.Errorf("--progress=false rendered %d times with progress off=%v, want %d", got, c.noProgress, want)
+	}
+	logGrants := 0
+	defer func() {
+		if want := map[bool]int{false: 2, true: 0}[c.noProgress]; logGrants != want {
+			t.Errorf("pods/log granted %d times with progress off=%v, want %d (snapshot and restore)", logGrants, c.noProgress, want)
+		}
+	}()
 	execGrants := 0
 	defer func() {
 		if c.exec && execGrants != 1 {
@@ -552,6 +564,12 @@ func checkCase(t *testing.T, c chartCase, ns string, objs []chartObject) {
 		for _, r := range o["rules"].([]any) {
 			rule := r.(map[string]any)
 			for _, res := range rule["resources"].([]any) {
+				if res == "pods/log" {
+					if o.name() != "rel-snapflow-snapshot" && o.name() != "rel-snapflow-restore" {
+						t.Errorf("ClusterRole %s grants pods/log", o.name())
+					}
+					logGrants++
+				}
 				if res == "pods/exec" && !(c.exec && o.name() == "rel-snapflow-snapshot") {
 					t.Errorf("ClusterRole %s grants pods/exec with workloadExecHooks=%v", o.name(), c.exec)
 				} else if res == "pods/exec" {

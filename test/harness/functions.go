@@ -33,6 +33,7 @@ import (
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/functions/verify"
 	"github.com/snapflow/snapflow/internal/egress"
+	"github.com/snapflow/snapflow/internal/jobwatch"
 	maintkernel "github.com/snapflow/snapflow/internal/maintenance"
 	"github.com/snapflow/snapflow/test/localnode"
 )
@@ -302,12 +303,19 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 		}
 		return cs.AuthorizationV1().SubjectAccessReviews()
 	}
+	logs := func(cfg *rest.Config) jobwatch.LogReader {
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			panic(fmt.Sprintf("clientset: %v", err))
+		}
+		return jobwatch.KubeLogs{Pods: cs.CoreV1()}
+	}
 	fn := &snapshot.Function{Client: snapClient, Config: snapCfg, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount,
 		// The tests' hook receivers listen on loopback, which a cluster refuses.
 		HookEgress: egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
 		// As the e2e chart renders it (functions.snapshot.workloadExecHooks).
 		WorkloadExecHooks: true,
-		Access:            access(snapCfg), MaxConcurrentJobs: o.MaxConcurrentJobs, RepositoryRetry: o.RepositoryRetry, RepositoryRetryMax: o.RepositoryRetryMax, GlobalVolumePoliciesConfigMap: o.GlobalVolumePoliciesConfigMap,
+		Access:            access(snapCfg), Logs: logs(snapCfg), MaxConcurrentJobs: o.MaxConcurrentJobs, RepositoryRetry: o.RepositoryRetry, RepositoryRetryMax: o.RepositoryRetryMax, GlobalVolumePoliciesConfigMap: o.GlobalVolumePoliciesConfigMap,
 		Emitter: runtime.Fanout{f.Emitted, runtime.Trigger{Types: retention.Subscribes, Emitter: toRetention}}, Recorder: recorder("snapflow-snapshot")}
 	if o.DeleteWindow == 0 {
 		o.DeleteWindow = time.Second
@@ -316,7 +324,7 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 		Recorder: recorder("snapflow-cleanup")}
 	retentionFn := &retention.Function{Client: retentionClient, Emitter: f.Emitted, Recorder: recorder("snapflow-retention")}
 	scheduleFn := &schedule.Function{Client: scheduleClient, Now: o.Clock, Recorder: recorder("snapflow-schedule")}
-	restoreFn := &restore.Function{Access: access(restoreCfg), Client: restoreClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount, Now: o.Clock,
+	restoreFn := &restore.Function{Access: access(restoreCfg), Logs: logs(restoreCfg), Client: restoreClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount, Now: o.Clock,
 		Emitter: f.Emitted, Recorder: recorder("snapflow-restore")}
 	verifyFn := &verify.Function{Client: verifyClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount, Now: o.Clock,
 		Recorder: recorder("snapflow-verify")}
@@ -367,7 +375,8 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
-		if err := kube.Run(ctx, kube.Options{Config: sourceCfg, Scheme: cp.Scheme, Sinks: sinks, Resync: o.Resync, Log: log.WithName("kube-source"), TokenFile: tokenFile}); err != nil {
+		if err := kube.Run(ctx, kube.Options{Config: sourceCfg, Scheme: cp.Scheme, Sinks: sinks, Resync: o.Resync,
+			Progress: 5 * time.Second, Log: log.WithName("kube-source"), TokenFile: tokenFile}); err != nil {
 			log.Error(err, "kube source stopped")
 		}
 	}()

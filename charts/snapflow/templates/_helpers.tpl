@@ -188,6 +188,9 @@ snapshot cleanup retention schedule restore verify maintenance prune
 - --workload-exec-hooks
 {{- end }}
 {{- end }}
+{{- if and (or (eq .name "snapshot") (eq .name "restore")) (not $v.functions.progress) }}
+- --progress=false
+{{- end }}
 {{- if eq .name "cleanup" }}
 - --delete-window={{ $v.functions.cleanup.deleteWindow }}
 {{- end }}

@@ -7,7 +7,10 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
@@ -23,8 +26,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/events/sources/sink"
+	"github.com/snapflow/snapflow/internal/mover"
 )
 
 // DefaultKinds are what the functions react to.
@@ -41,6 +46,9 @@ var DefaultKinds = []schema.GroupVersionKind{
 	corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim"),
 }
 
+// DefaultProgress is how often running mover Jobs are sent again.
+const DefaultProgress = 10 * time.Second
+
 // Options configure the source.
 type Options struct {
 	Config *rest.Config
@@ -50,6 +58,10 @@ type Options struct {
 	Kinds []schema.GroupVersionKind
 	// Resync is how often a dev.snapflow.resync event goes out (0: never).
 	Resync time.Duration
+	// Progress is how often each running snapflow Job is sent again, so
+	// the functions refresh the progress of its run (0: never). A running
+	// Job changes nothing a watch would see.
+	Progress time.Duration
 	// Source is the events' source attribute (the API server URL).
 	Source string
 	Log    logr.Logger
@@ -72,7 +84,7 @@ func Run(ctx context.Context, o Options) error {
 	// Each sink has its own lane: a function slow on one event must not hold
 	// back the events of the others, and resyncs waiting in a lane coalesce.
 	qctx, stop := context.WithCancel(ctx)
-	q := sinks.Start(qctx, sink.QueueOptions{Coalesce: []string{events.Resync}})
+	q := sinks.Start(qctx, sink.QueueOptions{Coalesce: []string{events.Resync}, CoalesceKey: progressKey})
 	defer func() { stop(); q.Wait() }()
 	send := func(e event.Event) {
 		if dropped, _ := q.Post(e); dropped > 0 {
@@ -120,21 +132,86 @@ func Run(ctx context.Context, o Options) error {
 	if !ca.WaitForCacheSync(ctx) {
 		return fmt.Errorf("watch cache did not sync")
 	}
-	o.Log.Info("kube source running", "kinds", len(o.Kinds), "sinks", o.Sinks, "resync", o.Resync.String())
-	if o.Resync <= 0 {
-		<-ctx.Done()
-		return nil
+	if !slices.Contains(o.Kinds, batchv1.SchemeGroupVersion.WithKind("Job")) {
+		o.Progress = 0 // listing Jobs would start a watch of its own
 	}
-	t := time.NewTicker(o.Resync)
-	defer t.Stop()
+	o.Log.Info("kube source running", "kinds", len(o.Kinds), "sinks", o.Sinks, "resync", o.Resync.String(), "progress", o.Progress.String())
+	resync, stopResync := ticker(o.Resync)
+	defer stopResync()
+	progress, stopProgress := ticker(o.Progress)
+	defer stopProgress()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case now := <-t.C:
+		case now := <-resync:
 			send(NewResync(o.Source, now))
+		case now := <-progress:
+			for _, e := range runningJobs(ctx, ca, o.Source, now, o.Log) {
+				send(e)
+			}
 		}
 	}
+}
+
+// ticker ticks every d; a nil channel (never) when d is not positive.
+func ticker(d time.Duration) (<-chan time.Time, func()) {
+	if d <= 0 {
+		return nil, func() {}
+	}
+	t := time.NewTicker(d)
+	return t.C, t.Stop
+}
+
+// runningJobs are update events for every snapflow Job with a pod still
+// active.
+func runningJobs(ctx context.Context, ca cache.Cache, source string, at time.Time, log logr.Logger) []event.Event {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(batchv1.SchemeGroupVersion.WithKind("JobList"))
+	if err := ca.List(ctx, list); err != nil {
+		log.Error(err, "list Jobs for progress")
+		return nil
+	}
+	out, err := progressEvents(list.Items, source, at)
+	if err != nil {
+		log.Error(err, "build event")
+	}
+	return out
+}
+
+// progressID marks the id of an event sent for a running Job's progress.
+const progressID = "/progress-"
+
+// progressEvents are update events for the running backup and restore
+// mover Jobs among jobs (the runs that show progress), each with an id of
+// its own tick so none is taken for a redelivery.
+func progressEvents(jobs []unstructured.Unstructured, source string, at time.Time) ([]event.Event, error) {
+	var out []event.Event
+	var errs []error
+	for i := range jobs {
+		u := &jobs[i]
+		op := u.GetLabels()[wellknown.LabelOp]
+		if active, _, _ := unstructured.NestedInt64(u.Object, "status", "active"); !isSnapflowJob(u) || active == 0 || (op != mover.OpSnapshot && op != mover.OpRestore) {
+			continue
+		}
+		e, err := events.NewAPIServerEvent(events.APIServerUpdate, source, u)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		e.SetID(e.ID() + progressID + at.UTC().Truncate(time.Second).Format(time.RFC3339))
+		out = append(out, e)
+	}
+	return out, errors.Join(errs...)
+}
+
+// progressKey coalesces progress events per Job: one waiting in a sink's
+// queue is enough, so a slow function never has them crowd out real events.
+func progressKey(e event.Event) string {
+	if strings.Contains(e.ID(), progressID) {
+		return "progress " + e.Subject()
+	}
+	return ""
 }
 
 // NewResync is the periodic resync event; its id is the tick's time, so two

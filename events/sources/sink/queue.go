@@ -16,6 +16,9 @@ type QueueOptions struct {
 	// Coalesce lists event types of which one waiting copy per sink is
 	// enough (periodic resyncs): another is dropped while one still waits.
 	Coalesce []string
+	// CoalesceKey, when it returns a key for an event, coalesces events of
+	// that key the same way.
+	CoalesceKey func(event.Event) string
 }
 
 // Queue delivers to each sink from its own goroutine, in order per sink,
@@ -25,13 +28,25 @@ type QueueOptions struct {
 type Queue struct {
 	lanes    []*lane
 	coalesce map[string]bool
+	key      func(event.Event) string
 	wg       sync.WaitGroup
+}
+
+// keyOf is the coalescing key of e ("": never coalesced).
+func (q *Queue) keyOf(e event.Event) string {
+	if q.coalesce[e.Type()] {
+		return e.Type()
+	}
+	if q.key != nil {
+		return q.key(e)
+	}
+	return ""
 }
 
 type lane struct {
 	ch      chan event.Event
 	mu      sync.Mutex
-	waiting map[string]bool // coalesced types queued and not yet sent
+	waiting map[string]bool // coalescing keys queued and not yet sent
 }
 
 // Start runs a Queue until ctx ends; Wait returns once its lanes stopped.
@@ -39,7 +54,7 @@ func (s *Sinks) Start(ctx context.Context, o QueueOptions) *Queue {
 	if o.Depth <= 0 {
 		o.Depth = 1024
 	}
-	q := &Queue{coalesce: map[string]bool{}}
+	q := &Queue{coalesce: map[string]bool{}, key: o.CoalesceKey}
 	for _, t := range o.Coalesce {
 		q.coalesce[t] = true
 	}
@@ -54,9 +69,11 @@ func (s *Sinks) Start(ctx context.Context, o QueueOptions) *Queue {
 				case <-ctx.Done():
 					return
 				case e := <-l.ch:
-					l.mu.Lock()
-					delete(l.waiting, e.Type())
-					l.mu.Unlock()
+					if k := q.keyOf(e); k != "" {
+						l.mu.Lock()
+						delete(l.waiting, k)
+						l.mu.Unlock()
+					}
 					if err := s.deliver(ctx, i, e); err != nil && ctx.Err() == nil {
 						s.log.Info("event not delivered", "sink", s.urls[i], "type", e.Type(), "id", e.ID(), "error", err.Error())
 					}
@@ -71,18 +88,18 @@ func (s *Sinks) Start(ctx context.Context, o QueueOptions) *Queue {
 // sinks dropped it (full lane) and how many skipped it as a duplicate of a
 // waiting coalesced event.
 func (q *Queue) Post(e event.Event) (dropped, coalesced int) {
+	k := q.keyOf(e)
 	for _, l := range q.lanes {
-		c := q.coalesce[e.Type()]
 		l.mu.Lock()
-		if c && l.waiting[e.Type()] {
+		if k != "" && l.waiting[k] {
 			l.mu.Unlock()
 			coalesced++
 			continue
 		}
 		select {
 		case l.ch <- e:
-			if c {
-				l.waiting[e.Type()] = true
+			if k != "" {
+				l.waiting[k] = true
 			}
 		default:
 			dropped++

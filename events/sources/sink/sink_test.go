@@ -81,7 +81,12 @@ func TestQueueLanesAreIndependentAndResyncsCoalesce(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	q := s.Start(ctx, QueueOptions{Coalesce: []string{"resync"}})
+	q := s.Start(ctx, QueueOptions{Coalesce: []string{"resync"}, CoalesceKey: func(e cloudevents.Event) string {
+		if e.Type() == "progress" {
+			return "progress " + e.Subject()
+		}
+		return ""
+	}})
 	ev := func(id, typ string) cloudevents.Event {
 		e := cloudevents.NewEvent()
 		e.SetID(id)
@@ -113,11 +118,33 @@ func TestQueueLanesAreIndependentAndResyncsCoalesce(t *testing.T) {
 		t.Fatalf("r1 should coalesce on the hung lane only, coalesced on %d", c)
 	}
 	want("r1")
+	// Keyed events coalesce per key: one per Job waits, others pass.
+	job := func(id, subject string) cloudevents.Event {
+		e := ev(id, "progress")
+		e.SetSubject(subject)
+		return e
+	}
+	if _, c := q.Post(job("a1", "jobs/a")); c != 0 {
+		t.Fatalf("a1 coalesced on %d lanes", c)
+	}
+	want("a1")
+	if _, c := q.Post(job("a2", "jobs/a")); c != 1 {
+		t.Fatalf("a2 should coalesce with a1 on the hung lane, coalesced on %d", c)
+	}
+	want("a2")
+	if _, c := q.Post(job("b1", "jobs/b")); c != 0 {
+		t.Fatalf("another Job's event coalesced on %d lanes", c)
+	}
+	want("b1")
+	if _, c := q.Post(ev("u2", "update")); c != 0 {
+		t.Fatalf("an unkeyed event coalesced on %d lanes", c)
+	}
+	want("u2")
 	close(release)
 	cancel()
 	q.Wait()
-	if n := slowGot.Load(); n < 1 || n > 2 {
-		t.Fatalf("slow sink saw %d requests, want the update and at most one resync", n)
+	if n := slowGot.Load(); n < 1 || n > 5 {
+		t.Fatalf("slow sink saw %d requests, want the update, at most one resync, one event per Job and the update", n)
 	}
 }
 

@@ -48,6 +48,12 @@ because the functions act on snapflow objects in every namespace. Notes:
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list"]
+{{- if .Values.functions.progress }}
+# A running mover's log carries its progress (status.progress).
+- apiGroups: [""]
+  resources: ["pods/log"]
+  verbs: ["get"]
+{{- end }}
 {{- if .Values.functions.snapshot.workloadExecHooks }}
 # pods/exec for workloadExec hooks, opted in (get for the WebSocket
 # upgrade, create for SPDY and for API servers that authorize upgrades as
@@ -202,6 +208,12 @@ because the functions act on snapflow objects in every namespace. Notes:
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list"]
+{{- if .Values.functions.progress }}
+# A running mover's log carries its progress (status.progress).
+- apiGroups: [""]
+  resources: ["pods/log"]
+  verbs: ["get"]
+{{- end }}
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get", "create", "delete"]
