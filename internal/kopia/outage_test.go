@@ -4,99 +4,16 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/snapflow/snapflow/internal/kopia"
+	"github.com/snapflow/snapflow/test/netfault"
 )
-
-// cutProxy forwards TCP to a storage endpoint and can be cut like a
-// network outage: every connection drops and new ones are refused until it
-// is restored on the same address.
-type cutProxy struct {
-	addr, upstream string
-	sent           atomic.Int64 // bytes forwarded to the storage
-	mu             sync.Mutex
-	ln             net.Listener
-	conns          map[net.Conn]bool
-}
-
-func newCutProxy(t *testing.T, upstream string) *cutProxy {
-	t.Helper()
-	p := &cutProxy{upstream: upstream, conns: map[net.Conn]bool{}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.addr = ln.Addr().String()
-	p.serve(ln)
-	t.Cleanup(p.cut)
-	return p
-}
-
-func (p *cutProxy) serve(ln net.Listener) {
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", p.upstream)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns[c], p.conns[up] = true, true
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(countingWriter{up, &p.sent}, c); up.Close() }()
-			go func() { _, _ = io.Copy(c, up); c.Close() }()
-		}
-	}()
-}
-
-type countingWriter struct {
-	w io.Writer
-	n *atomic.Int64
-}
-
-func (c countingWriter) Write(b []byte) (int, error) {
-	n, err := c.w.Write(b)
-	c.n.Add(int64(n))
-	return n, err
-}
-
-func (p *cutProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
-	for c := range p.conns {
-		c.Close()
-	}
-	p.conns = map[net.Conn]bool{}
-}
-
-func (p *cutProxy) restore(t *testing.T) {
-	t.Helper()
-	ln, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.serve(ln)
-}
 
 // outage runs one backup of dir while the storage is down, bringing it back
 // as soon as a file has failed for it, so the rest of the upload and the
@@ -199,8 +116,12 @@ func TestS3OutageIsUnreachable(t *testing.T) {
 	}
 	s := startBucket(t, "outage")
 	ctx := context.Background()
-	proxy := newCutProxy(t, s.Endpoint)
-	backend := kopia.Backend{S3: &kopia.S3Backend{Bucket: "outage", Endpoint: proxy.addr, Region: s.Region,
+	proxy, err := netfault.New(s.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Cut)
+	backend := kopia.Backend{S3: &kopia.S3Backend{Bucket: "outage", Endpoint: proxy.Addr, Region: s.Region,
 		DisableTLS: true, AccessKeyID: s.AccessKey, SecretAccessKey: s.SecretKey}}
 	r, err := kopia.Open(ctx, kopia.OpenOptions{Backend: backend, Password: "pw", Create: &kopia.CreateOptions{}, WorkDir: t.TempDir(), ConfigDir: t.TempDir()})
 	if err != nil {
@@ -208,6 +129,10 @@ func TestS3OutageIsUnreachable(t *testing.T) {
 	}
 	defer func() { _ = r.Close(ctx) }()
 	dir := outageSource(t)
-	outage(t, r, dir, true, proxy.cut, func() { proxy.restore(t) })
+	outage(t, r, dir, true, proxy.Cut, func() {
+		if err := proxy.Restore(); err != nil {
+			t.Error(err)
+		}
+	})
 	wholeAfterwards(t, r, dir)
 }

@@ -135,6 +135,13 @@ func createBucket(t *testing.T, name string) {
 // password; the credentials Secret is s3-creds.
 func s3RepoNamespace(t *testing.T, ns, bucket, prefix, password string) {
 	t.Helper()
+	s3RepoAt(t, ns, env.S3.Endpoint, bucket, prefix, password, "")
+}
+
+// s3RepoAt is s3RepoNamespace with the S3 endpoint given (a proxy in front
+// of the suite's versitygw) and repoSpec appended to the Repository's spec.
+func s3RepoAt(t *testing.T, ns, endpoint, bucket, prefix, password, repoSpec string) {
+	t.Helper()
 	kubectl(t, []byte(fmt.Sprintf(`
 apiVersion: v1
 kind: Namespace
@@ -164,7 +171,7 @@ spec:
       tls: {disableTls: true}
   encryption: {passwordSecretRef: {name: s3-creds, key: KOPIA_PASSWORD}}
   create: {enabled: true}
-`, ns, env.S3.AccessKey, env.S3.SecretKey, env.S3.Endpoint, env.S3.Region, password, bucket, prefix)), 0, "apply", "-f", "-")
+%[9]s`, ns, env.S3.AccessKey, env.S3.SecretKey, endpoint, env.S3.Region, password, bucket, prefix, repoSpec)), 0, "apply", "-f", "-")
 }
 
 func TestBackupToS3(t *testing.T) {
