@@ -106,8 +106,12 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 	}
 	advance := func(mutate func(*snapv1.SnapshotScheduleStatus, int64)) error {
 		return f.writeStatus(ctx, s, func(st *snapv1.SnapshotScheduleStatus, gen int64) {
-			// Only the writer that still sees this slot pinned advances it.
-			if st.NextSchedule == nil || st.NextSchedule.At == nil || !st.NextSchedule.At.Equal(next.At) {
+			// Only the writer that still sees this slot pinned advances it,
+			// and only if it decided on the spec that is still live: a skip
+			// decided under Forbid must not spend a slot the user has just
+			// switched to Replace. The next event decides again, and a
+			// firing repeated there mints the same names.
+			if gen != s.Generation || st.NextSchedule == nil || st.NextSchedule.At == nil || !st.NextSchedule.At.Equal(next.At) {
 				return
 			}
 			st.NextSchedule = &snapv1.ScheduleRef{At: &metav1.Time{Time: after[0].At}, Timezone: r.tz, Jitter: r.jitter}
