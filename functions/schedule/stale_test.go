@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -75,16 +76,7 @@ func TestADecisionOnAStaleSpecSpendsNoSlot(t *testing.T) {
 	if at := got.Status.NextSchedule.At.Time; !at.Equal(slot) {
 		t.Fatalf("Replace spent the slot while the old run was queued: next %s", at)
 	}
-	if c := findCond(got.Status.Conditions, wellknown.ConditionReplacementHeld); c == nil || c.Status != metav1.ConditionTrue {
+	if c := meta.FindStatusCondition(got.Status.Conditions, wellknown.ConditionReplacementHeld); c == nil || c.Status != metav1.ConditionTrue {
 		t.Fatalf("ReplacementHeld %+v", got.Status.Conditions)
 	}
-}
-
-func findCond(conds []metav1.Condition, typ string) *metav1.Condition {
-	for i := range conds {
-		if conds[i].Type == typ {
-			return &conds[i]
-		}
-	}
-	return nil
 }
