@@ -63,8 +63,15 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 			}
 			break
 		}
+		gen := s.Generation
 		if err := f.Client.Get(ctx, client.ObjectKeyFromObject(&s), &s); err != nil {
 			return client.IgnoreNotFound(err)
+		}
+		if s.Generation != gen {
+			// Edited meanwhile: the next slot is decided on the new spec.
+			if r, err = f.resolve(ctx, &s); err != nil {
+				return err
+			}
 		}
 	}
 	return f.history(ctx, &s)
