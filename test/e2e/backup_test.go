@@ -336,11 +336,37 @@ func TestParkedRunWaitsForASlot(t *testing.T) {
 	if err := env.Client.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{wellknown.LabelSnapshot: "parked"}); err != nil || len(jobs.Items) != 0 {
 		t.Fatalf("a parked run must create nothing: %d jobs (%v)", len(jobs.Items), err)
 	}
+	// Another recipe, a fan-out policy, applied and fired while this run
+	// waits, takes nothing from it: its runs queue behind it (#27 saw an
+	// existing Pending Snapshot failed by such a policy).
+	kubectl(t, []byte(`
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: web-data, namespace: `+ns+`, labels: {backup: fleet}}
+spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+---
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotPolicy
+metadata: {name: fleet, namespace: `+ns+`}
+spec:
+  repositories: [{name: primary}]
+  sources: [{pvcSelector: {labelSelector: {matchLabels: {backup: fleet}}}}]
+  copyMethod: Direct
+`), 0, "apply", "-f", "-")
+	writeFiles(t, env.Functions.Node.PVCDir(ns, "web-data"), 2)
+	snapflowCLI(t, 0, "snapshot", "now", "-n", ns, "--policy", "fleet", "--wait=false")
+	var parked snapv1.Snapshot
+	if err := env.Client.Get(ctx, clientKey(ns, "parked"), &parked); err != nil || parked.Status.Phase != snapv1.SnapshotPending {
+		t.Fatalf("the parked run after another recipe fired: phase %q (%v), want still Pending", parked.Status.Phase, err)
+	}
 	// The slot frees when the other run ends; the parked run then goes.
 	if err := env.Client.Delete(ctx, blocker, client.PropagationPolicy("Background")); err != nil {
 		t.Fatal(err)
 	}
 	s := waitSnapshot(t, ns, "parked", snapv1.SnapshotSucceeded)
+	for _, f := range policySnapshots(t, ns, "fleet") {
+		waitSnapshot(t, ns, f.Name, snapv1.SnapshotSucceeded)
+	}
 	if c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionRepositorySlotAvailable); c == nil || c.Status != "True" {
 		t.Fatalf("slot condition after start: %+v", c)
 	}
