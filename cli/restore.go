@@ -240,6 +240,8 @@ you do not set keep kopia restore's defaults. It exits 1 when the restore fails.
 // followRestore polls the Restore and prints its phase and progress as they change.
 func followRestore(ctx context.Context, cmd *cobra.Command, c client.Client, rs *snapv1.Restore) error {
 	last := ""
+	out := newStatusLine(cmd.ErrOrStderr())
+	defer out.done()
 	for {
 		var live snapv1.Restore
 		if err := c.Get(ctx, client.ObjectKeyFromObject(rs), &live); err != nil {
@@ -249,9 +251,12 @@ func followRestore(ctx context.Context, cmd *cobra.Command, c client.Client, rs 
 		if ph == "" {
 			ph = snapv1.RestorePending
 		}
-		line := string(ph)
+		line, percent := string(ph), int32(-1)
 		if p := live.Status.Progress; p != nil && p.Summary != "" {
 			line += ": " + p.Summary
+			if p.Percent != nil && !ph.IsTerminal() {
+				percent = *p.Percent
+			}
 		} else if p != nil && p.FilesRestored != nil && p.BytesRestored != nil {
 			line += fmt.Sprintf(": %d files, %s restored", *p.FilesRestored, humanBytes(*p.BytesRestored))
 		}
@@ -264,7 +269,7 @@ func followRestore(ctx context.Context, cmd *cobra.Command, c client.Client, rs 
 			}
 		}
 		if line != last {
-			fmt.Fprintf(cmd.ErrOrStderr(), "[%s] %s\n", time.Now().Format("15:04:05"), line)
+			out.print(line, percent)
 			last = line
 		}
 		if ph.IsTerminal() {

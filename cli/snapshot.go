@@ -87,10 +87,13 @@ finish, printing progress on stderr. It exits 1 when any of them failed.`,
 // follow polls the Snapshots and prints a line whenever their phases change.
 func follow(ctx context.Context, cmd *cobra.Command, c client.Client, ns string, names []string) error {
 	last := ""
+	out := newStatusLine(cmd.ErrOrStderr())
+	defer out.done()
 	for {
 		counts := map[snapv1.SnapshotPhase]int{}
 		done := 0
 		var running []string
+		percent := int32(-1)
 		for _, n := range names {
 			var s snapv1.Snapshot
 			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, &s); err != nil {
@@ -106,6 +109,9 @@ func follow(ctx context.Context, cmd *cobra.Command, c client.Client, ns string,
 			}
 			if p := s.Status.Progress; ph == snapv1.SnapshotRunning && p != nil && p.Summary != "" {
 				running = append(running, n+": "+p.Summary)
+				if p.Percent != nil && len(names) == 1 {
+					percent = *p.Percent
+				}
 			}
 		}
 		var parts []string
@@ -119,7 +125,7 @@ func follow(ctx context.Context, cmd *cobra.Command, c client.Client, ns string,
 			line += " | " + strings.Join(running, " | ")
 		}
 		if line != last {
-			fmt.Fprintf(cmd.ErrOrStderr(), "[%s] %d/%d finished: %s\n", time.Now().Format("15:04:05"), done, len(names), line)
+			out.print(fmt.Sprintf("%d/%d finished: %s", done, len(names), line), percent)
 			last = line
 		}
 		if done == len(names) {
