@@ -46,11 +46,14 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 	if s.DeletionTimestamp != nil {
 		return nil
 	}
-	r, err := f.resolve(ctx, &s)
-	if err != nil {
+	invalid := func(err error) error {
 		return f.writeStatus(ctx, &s, func(st *snapv1.SnapshotScheduleStatus, gen int64) {
 			setCond(&st.Conditions, wellknown.ConditionReady, false, reasonInvalid, err.Error(), gen)
 		})
+	}
+	r, err := f.resolve(ctx, &s)
+	if err != nil {
+		return invalid(err)
 	}
 	now := f.now()
 	// Fire at most a bounded number of due slots per call (a long outage
@@ -70,7 +73,7 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 		if s.Generation != gen {
 			// Edited meanwhile: the next slot is decided on the new spec.
 			if r, err = f.resolve(ctx, &s); err != nil {
-				return err
+				return invalid(err)
 			}
 		}
 	}
@@ -78,7 +81,8 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 }
 
 // step handles the pinned next slot: pin it if missing or stale, and fire
-// (or skip) it when due. It reports whether it consumed a slot.
+// (or skip) it when due. It reports whether the caller should look again:
+// a slot was consumed, or the spec changed under the decision.
 func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *resolved, now time.Time) (bool, error) {
 	next := s.Status.NextSchedule
 	stale := next == nil || next.At == nil || next.Timezone != r.tz || next.Jitter != r.jitter
@@ -111,21 +115,31 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 	if err != nil {
 		return false, err
 	}
-	advance := func(mutate func(*snapv1.SnapshotScheduleStatus, int64)) error {
-		return f.writeStatus(ctx, s, func(st *snapv1.SnapshotScheduleStatus, gen int64) {
+	pinned := func(st *snapv1.SnapshotScheduleStatus) bool {
+		return st.NextSchedule != nil && st.NextSchedule.At != nil && st.NextSchedule.At.Equal(next.At)
+	}
+	// advance spends the pinned slot. A decision that only records (a skip,
+	// a give-up) needs the spec it was made on to be live; a firing already
+	// happened and is recorded whatever the spec says now.
+	advance := func(decided bool, mutate func(*snapv1.SnapshotScheduleStatus, int64)) (bool, error) {
+		applied := false
+		err := f.writeStatus(ctx, s, func(st *snapv1.SnapshotScheduleStatus, gen int64) {
+			applied = false
 			// Only the writer that still sees this slot pinned advances it,
 			// and only if it decided on the spec that is still live: a skip
 			// decided under Forbid must not spend a slot the user has just
 			// switched to Replace. The next event decides again, and a
 			// firing repeated there mints the same names.
-			if gen != s.Generation || st.NextSchedule == nil || st.NextSchedule.At == nil || !st.NextSchedule.At.Equal(next.At) {
+			if (decided && gen != s.Generation) || !pinned(st) {
 				return
 			}
+			applied = true
 			st.NextSchedule = &snapv1.ScheduleRef{At: &metav1.Time{Time: after[0].At}, Timezone: r.tz, Jitter: r.jitter}
 			if mutate != nil {
 				mutate(st, gen)
 			}
 		})
+		return applied, err
 	}
 	if d := s.Spec.Schedule.StartingDeadlineSeconds; d != nil && now.Sub(next.At.Time) > time.Duration(*d)*time.Second {
 		msg := fmt.Sprintf("the slot due at %s was missed by %s, more than startingDeadlineSeconds (%ds); skipped", next.At.UTC().Format(time.RFC3339), now.Sub(next.At.Time).Round(time.Second), *d)
@@ -134,8 +148,7 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 			msg += "; its firing kept failing: " + c.Message
 			failing = true
 		}
-		f.event(s, true, reasonSkipExpired, "%s", msg)
-		return true, advance(func(st *snapv1.SnapshotScheduleStatus, gen int64) {
+		ok, err := advance(true, func(st *snapv1.SnapshotScheduleStatus, gen int64) {
 			setCond(&st.Conditions, condScheduled, true, reasonSkipExpired, msg, gen)
 			if failing {
 				// Not ready until a slot fires again; the message is the
@@ -143,6 +156,10 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 				setCond(&st.Conditions, wellknown.ConditionReady, false, reasonFiringFailed, msg, gen)
 			}
 		})
+		if ok {
+			f.event(s, true, reasonSkipExpired, "%s", msg)
+		}
+		return true, err
 	}
 	// A firing refused for a reason the user can fix (a missing policy or
 	// global ConfigMap, a namespace label, a selector) keeps its slot and is
@@ -152,6 +169,9 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 	hold := func(reason, msg string) error {
 		msg = fmt.Sprintf("%s; retried on each tick until %s", msg, giveUp.UTC().Format(time.RFC3339))
 		return f.writeStatus(ctx, s, func(st *snapv1.SnapshotScheduleStatus, gen int64) {
+			if gen != s.Generation || !pinned(st) {
+				return
+			}
 			setCond(&st.Conditions, condScheduled, false, reasonFiringFailed, msg, gen)
 			setCond(&st.Conditions, wellknown.ConditionReady, false, reason, msg, gen)
 		})
@@ -161,10 +181,11 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 		if now.Before(giveUp) {
 			return false, hold(reasonNoPolicy, msg)
 		}
-		return true, advance(func(st *snapv1.SnapshotScheduleStatus, gen int64) {
+		_, err := advance(true, func(st *snapv1.SnapshotScheduleStatus, gen int64) {
 			setCond(&st.Conditions, condScheduled, false, reasonFiringFailed, msg, gen)
 			setCond(&st.Conditions, wellknown.ConditionReady, false, reasonNoPolicy, msg, gen)
 		})
+		return true, err
 	}
 	// Concurrency with unfinished runs of this schedule.
 	kids, err := f.children(ctx, s)
@@ -178,6 +199,13 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 			active = append(active, k)
 		}
 	}
+	// Replacing deletes a run and firing creates them: both are decided on
+	// the spec that is live now, not the one this call read first (a Job's
+	// deletion cannot be made conditional on the schedule's generation, so
+	// one round trip of a window remains).
+	if edited, err := f.editedSince(ctx, s); err != nil || edited {
+		return edited, err
+	}
 	switch s.Spec.Schedule.ConcurrencyPolicy {
 	case snapv1.ConcurrencyAllow:
 	case snapv1.ConcurrencyReplace:
@@ -186,16 +214,22 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 				return false, err
 			}
 			return false, f.writeStatus(ctx, s, func(st *snapv1.SnapshotScheduleStatus, gen int64) {
+				if gen != s.Generation || !pinned(st) {
+					return
+				}
 				setCond(&st.Conditions, wellknown.ConditionReplacementHeld, true, "OldRunQueued", held, gen)
 			})
 		}
 	default: // Forbid
 		if len(active) > 0 {
 			msg := fmt.Sprintf("the slot due at %s was skipped: %d run(s) of this schedule are unfinished (%s) and concurrencyPolicy is Forbid", next.At.UTC().Format(time.RFC3339), len(active), active[0].Name)
-			f.event(s, false, reasonSkipForbid, "%s", msg)
-			return true, advance(func(st *snapv1.SnapshotScheduleStatus, gen int64) {
+			ok, err := advance(true, func(st *snapv1.SnapshotScheduleStatus, gen int64) {
 				setCond(&st.Conditions, condScheduled, true, reasonSkipForbid, msg, gen)
 			})
+			if ok {
+				f.event(s, false, reasonSkipForbid, "%s", msg)
+			}
+			return true, err
 		}
 	}
 	var minted, failed, suspended []string
@@ -243,7 +277,7 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 	if len(minted) > 0 {
 		f.event(s, false, reasonFired, "slot %s: created %s", slot.UTC().Format(time.RFC3339), strings.Join(minted, ", "))
 	}
-	return true, advance(func(st *snapv1.SnapshotScheduleStatus, gen int64) {
+	_, err = advance(false, func(st *snapv1.SnapshotScheduleStatus, gen int64) {
 		ref := &snapv1.ScheduleRef{At: &metav1.Time{Time: slot}, Timezone: r.tz, Jitter: r.jitter}
 		if len(minted) > 0 {
 			ref.SnapshotRef = &snapv1.LocalObjectRef{Name: minted[0]}
@@ -261,6 +295,17 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 		setCond(&st.Conditions, condScheduled, true, reasonFired, msg, gen)
 		setCond(&st.Conditions, wellknown.ConditionReady, true, reasonFired, "the schedule fires on time", gen)
 	})
+	return true, err
+}
+
+// editedSince says whether s's spec changed since it was read; the caller's
+// loop then reads it again and decides on the new spec.
+func (f *Function) editedSince(ctx context.Context, s *snapv1.SnapshotSchedule) (bool, error) {
+	var live snapv1.SnapshotSchedule
+	if err := f.Client.Get(ctx, client.ObjectKeyFromObject(s), &live); err != nil {
+		return false, err
+	}
+	return live.UID == s.UID && live.Generation != s.Generation, nil
 }
 
 // retryUntil is when a slot whose firing keeps failing is given up: at its

@@ -5,10 +5,12 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
@@ -78,5 +80,145 @@ func TestADecisionOnAStaleSpecSpendsNoSlot(t *testing.T) {
 	}
 	if c := meta.FindStatusCondition(got.Status.Conditions, wellknown.ConditionReplacementHeld); c == nil || c.Status != metav1.ConditionTrue {
 		t.Fatalf("ReplacementHeld %+v", got.Status.Conditions)
+	}
+}
+
+// An edit that lands inside one reconcile, between its read of the
+// schedule and its decision (Forbid → Allow, and another policy), fires
+// the slot once, for the new policy, and records it.
+func TestAnEditDuringAReconcileIsDecidedOnTheNewSpec(t *testing.T) {
+	ctx := context.Background()
+	slot := time.Date(2026, 12, 6, 0, 45, 0, 0, time.UTC)
+	edited := false
+	edit := interceptor.Funcs{List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		if _, ok := list.(*snapv1.SnapshotList); ok && !edited {
+			edited = true
+			var s snapv1.SnapshotSchedule
+			if err := cl.Get(ctx, client.ObjectKey{Namespace: "app", Name: "often"}, &s); err != nil {
+				return err
+			}
+			s.Spec.Schedule.ConcurrencyPolicy = snapv1.ConcurrencyAllow
+			s.Spec.PolicyRef.Name = "other"
+			s.Generation++ // the fake client leaves generation alone
+			if err := cl.Update(ctx, &s); err != nil {
+				return err
+			}
+		}
+		return cl.List(ctx, list, opts...)
+	}}
+	sched := &snapv1.SnapshotSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "often", UID: "sched-uid", Generation: 1},
+		Spec: snapv1.SnapshotScheduleSpec{PolicyRef: &snapv1.LocalObjectRef{Name: "app"},
+			Schedule: snapv1.Schedule{Cron: "*/5 * * * *", ConcurrencyPolicy: snapv1.ConcurrencyForbid}}}
+	pol := func(name string) *snapv1.SnapshotPolicy {
+		return &snapv1.SnapshotPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name},
+			Spec: snapv1.SnapshotPolicySpec{Repository: &snapv1.RepositoryRef{Name: "primary"}, Sources: []snapv1.Source{{PVC: &snapv1.LocalObjectRef{Name: "data"}}}}}
+	}
+	unfinished := &snapv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "often-20261206004000",
+		Labels: map[string]string{wellknown.LabelSchedule: "often", wellknown.LabelScheduleUID: "sched-uid"}},
+		Status: snapv1.SnapshotStatus{Phase: snapv1.SnapshotPending}}
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(sched, pol("app"), pol("other"), unfinished).
+		WithStatusSubresource(&snapv1.SnapshotSchedule{}, &snapv1.Snapshot{}).WithInterceptorFuncs(edit).Build()
+	f := &Function{Client: c, Now: func() time.Time { return slot.Add(time.Second) }}
+	r0, err := f.resolve(ctx, sched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched.Status.NextSchedule = &snapv1.ScheduleRef{At: &metav1.Time{Time: slot}, Timezone: r0.tz, Jitter: r0.jitter}
+	if err := c.Status().Update(ctx, sched); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := f.Reconcile(ctx, "app", "often"); err != nil {
+		t.Fatal(err)
+	}
+	var fired snapv1.Snapshot
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "app", Name: "often-20261206004500"}, &fired); err != nil {
+		t.Fatalf("the slot did not fire after the edit: %v", err)
+	}
+	if fired.Spec.PolicyRef.Name != "other" {
+		t.Fatalf("fired with the policy from before the edit, %s", fired.Spec.PolicyRef.Name)
+	}
+	var got snapv1.SnapshotSchedule
+	if err := c.Get(ctx, client.ObjectKeyFromObject(sched), &got); err != nil {
+		t.Fatal(err)
+	}
+	if l := got.Status.LastSchedule; l == nil || !l.At.Time.Equal(slot) {
+		t.Fatalf("the firing is not recorded: lastSchedule %+v", got.Status.LastSchedule)
+	}
+	if cd := meta.FindStatusCondition(got.Status.Conditions, "Scheduled"); cd == nil || cd.Reason != reasonFired {
+		t.Fatalf("Scheduled %+v, want Fired", cd)
+	}
+}
+
+// A Replace decided on a spec the user has since switched to Forbid never
+// deletes the running run, and a stale "no policy" hold never overwrites
+// what the live spec recorded.
+func TestStaleDecisionsTouchNothing(t *testing.T) {
+	ctx := context.Background()
+	slot := time.Date(2026, 12, 6, 0, 45, 0, 0, time.UTC)
+	live := &snapv1.SnapshotSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "often", UID: "sched-uid", Generation: 2},
+		Spec: snapv1.SnapshotScheduleSpec{PolicyRef: &snapv1.LocalObjectRef{Name: "app"},
+			Schedule: snapv1.Schedule{Cron: "*/5 * * * *", ConcurrencyPolicy: snapv1.ConcurrencyForbid}}}
+	policy := &snapv1.SnapshotPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "app"}}
+	run := &snapv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "often-20261206004000",
+		Labels: map[string]string{wellknown.LabelSchedule: "often", wellknown.LabelScheduleUID: "sched-uid"}},
+		Status: snapv1.SnapshotStatus{Phase: snapv1.SnapshotRunning, Job: &snapv1.JobRef{Name: "mover-1"}}}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "mover-1"}}
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(live, policy, run, job).
+		WithStatusSubresource(&snapv1.SnapshotSchedule{}, &snapv1.Snapshot{}).Build()
+	f := &Function{Client: c, Now: func() time.Time { return slot.Add(time.Second) }}
+	r0, err := f.resolve(ctx, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live.Status.NextSchedule = &snapv1.ScheduleRef{At: &metav1.Time{Time: slot}, Timezone: r0.tz, Jitter: r0.jitter}
+	if err := c.Status().Update(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+
+	stale := live.DeepCopy()
+	stale.Generation = 1
+	stale.Spec.Schedule.ConcurrencyPolicy = snapv1.ConcurrencyReplace
+	r, err := f.resolve(ctx, stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.step(ctx, stale, r, f.now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(job), &batchv1.Job{}); err != nil {
+		t.Fatalf("a stale Replace deleted the running run's Job: %v", err)
+	}
+	var s snapv1.Snapshot
+	if err := c.Get(ctx, client.ObjectKeyFromObject(run), &s); err != nil || s.Annotations[wellknown.AnnotationPrunedBy] != "" {
+		t.Fatalf("a stale Replace pruned the running run: %v %v", err, s.Annotations)
+	}
+
+	// The live spec skips the slot (Forbid); a stale reconcile that found no
+	// policy then leaves Ready as the live one wrote it.
+	if err := f.Reconcile(ctx, "app", "often"); err != nil {
+		t.Fatal(err)
+	}
+	var before snapv1.SnapshotSchedule
+	if err := c.Get(ctx, client.ObjectKeyFromObject(live), &before); err != nil {
+		t.Fatal(err)
+	}
+	gone := stale.DeepCopy()
+	gone.Spec.PolicyRef.Name = "gone"
+	gone.Status = before.Status
+	gone.Status.NextSchedule = &snapv1.ScheduleRef{At: &metav1.Time{Time: before.Status.NextSchedule.At.Time}, Timezone: r0.tz, Jitter: r0.jitter}
+	rg, err := f.resolve(ctx, gone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.step(ctx, gone, rg, before.Status.NextSchedule.At.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	var after snapv1.SnapshotSchedule
+	if err := c.Get(ctx, client.ObjectKeyFromObject(live), &after); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := meta.FindStatusCondition(after.Status.Conditions, wellknown.ConditionReady), meta.FindStatusCondition(before.Status.Conditions, wellknown.ConditionReady); (a == nil) != (b == nil) || a != nil && a.Reason != b.Reason {
+		t.Fatalf("a stale hold rewrote Ready: %+v, was %+v", a, b)
 	}
 }
