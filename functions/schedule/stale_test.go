@@ -40,26 +40,13 @@ func TestADecisionOnAStaleSpecSpendsNoSlot(t *testing.T) {
 		WithStatusSubresource(&snapv1.SnapshotSchedule{}, &snapv1.Snapshot{}).Build()
 	f := &Function{Client: c, Now: func() time.Time { return slot.Add(time.Second) }}
 	// Pinned as the function pins it, with the inherited timezone and jitter.
-	r0, err := f.resolve(ctx, live)
-	if err != nil {
-		t.Fatal(err)
-	}
-	live.Status.NextSchedule = &snapv1.ScheduleRef{At: &metav1.Time{Time: slot}, Timezone: r0.tz, Jitter: r0.jitter}
-	if err := c.Status().Update(ctx, live); err != nil {
-		t.Fatal(err)
-	}
+	pin(t, f, live, slot)
 
 	// What a reconcile read before the edit: generation 1, Forbid.
 	stale := live.DeepCopy()
 	stale.Generation = 1
 	stale.Spec.Schedule.ConcurrencyPolicy = snapv1.ConcurrencyForbid
-	r, err := f.resolve(ctx, stale)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.step(ctx, stale, r, f.now()); err != nil {
-		t.Fatal(err)
-	}
+	stepOn(t, f, stale, f.now())
 	var got snapv1.SnapshotSchedule
 	if err := c.Get(ctx, client.ObjectKeyFromObject(live), &got); err != nil {
 		t.Fatal(err)
@@ -119,14 +106,7 @@ func TestAnEditDuringAReconcileIsDecidedOnTheNewSpec(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(sched, pol("app"), pol("other"), unfinished).
 		WithStatusSubresource(&snapv1.SnapshotSchedule{}, &snapv1.Snapshot{}).WithInterceptorFuncs(edit).Build()
 	f := &Function{Client: c, Now: func() time.Time { return slot.Add(time.Second) }}
-	r0, err := f.resolve(ctx, sched)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sched.Status.NextSchedule = &snapv1.ScheduleRef{At: &metav1.Time{Time: slot}, Timezone: r0.tz, Jitter: r0.jitter}
-	if err := c.Status().Update(ctx, sched); err != nil {
-		t.Fatal(err)
-	}
+	pin(t, f, sched, slot)
 
 	if err := f.Reconcile(ctx, "app", "often"); err != nil {
 		t.Fatal(err)
@@ -167,25 +147,12 @@ func TestStaleDecisionsTouchNothing(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(live, policy, run, job).
 		WithStatusSubresource(&snapv1.SnapshotSchedule{}, &snapv1.Snapshot{}).Build()
 	f := &Function{Client: c, Now: func() time.Time { return slot.Add(time.Second) }}
-	r0, err := f.resolve(ctx, live)
-	if err != nil {
-		t.Fatal(err)
-	}
-	live.Status.NextSchedule = &snapv1.ScheduleRef{At: &metav1.Time{Time: slot}, Timezone: r0.tz, Jitter: r0.jitter}
-	if err := c.Status().Update(ctx, live); err != nil {
-		t.Fatal(err)
-	}
+	r0 := pin(t, f, live, slot)
 
 	stale := live.DeepCopy()
 	stale.Generation = 1
 	stale.Spec.Schedule.ConcurrencyPolicy = snapv1.ConcurrencyReplace
-	r, err := f.resolve(ctx, stale)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.step(ctx, stale, r, f.now()); err != nil {
-		t.Fatal(err)
-	}
+	stepOn(t, f, stale, f.now())
 	if err := c.Get(ctx, client.ObjectKeyFromObject(job), &batchv1.Job{}); err != nil {
 		t.Fatalf("a stale Replace deleted the running run's Job: %v", err)
 	}
@@ -207,18 +174,39 @@ func TestStaleDecisionsTouchNothing(t *testing.T) {
 	gone.Spec.PolicyRef.Name = "gone"
 	gone.Status = before.Status
 	gone.Status.NextSchedule = &snapv1.ScheduleRef{At: &metav1.Time{Time: before.Status.NextSchedule.At.Time}, Timezone: r0.tz, Jitter: r0.jitter}
-	rg, err := f.resolve(ctx, gone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.step(ctx, gone, rg, before.Status.NextSchedule.At.Add(time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	stepOn(t, f, gone, before.Status.NextSchedule.At.Add(time.Second))
 	var after snapv1.SnapshotSchedule
 	if err := c.Get(ctx, client.ObjectKeyFromObject(live), &after); err != nil {
 		t.Fatal(err)
 	}
 	if a, b := meta.FindStatusCondition(after.Status.Conditions, wellknown.ConditionReady), meta.FindStatusCondition(before.Status.Conditions, wellknown.ConditionReady); (a == nil) != (b == nil) || a != nil && a.Reason != b.Reason {
 		t.Fatalf("a stale hold rewrote Ready: %+v, was %+v", a, b)
+	}
+}
+
+// pin writes slot as s's pinned next slot, as the function pins it (with
+// the inherited timezone and jitter), and returns what it resolved.
+func pin(t *testing.T, f *Function, s *snapv1.SnapshotSchedule, slot time.Time) *resolved {
+	t.Helper()
+	r, err := f.resolve(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Status.NextSchedule = &snapv1.ScheduleRef{At: &metav1.Time{Time: slot}, Timezone: r.tz, Jitter: r.jitter}
+	if err := f.Client.Status().Update(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// stepOn runs one step as a reconcile that read s would, at now.
+func stepOn(t *testing.T, f *Function, s *snapv1.SnapshotSchedule, now time.Time) {
+	t.Helper()
+	r, err := f.resolve(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.step(context.Background(), s, r, now); err != nil {
+		t.Fatal(err)
 	}
 }
