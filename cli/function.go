@@ -332,15 +332,28 @@ func newSourceCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "source", Short: "Event sources for clusters without Knative"}
 	var sinks []string
 	var resync, progress time.Duration
-	var devLogs bool
+	var devLogs, onlyProgress bool
 	var tokenFile string
 	kubeCmd := &cobra.Command{
 		Use:   "kube",
 		Short: "Watch snapflow's kinds and mover Jobs and POST ApiServerSource-shaped CloudEvents to the sinks",
-		Args:  cobra.NoArgs,
+		Long: `Watch snapflow's kinds and mover Jobs and POST ApiServerSource-shaped
+CloudEvents to the sinks, with a periodic resync and a resend of every running
+backup or restore mover Job (--progress), so its run's status.progress
+refreshes.
+
+With --only-progress it sends the resends alone: run it beside a Knative
+ApiServerSource (which sends the rest) with the Broker as its sink. With no
+--sink it sends to $K_SINK, as a Knative SinkBinding sets it.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(sinks) == 0 {
-				return fmt.Errorf("--sink is required: the URL of a function or broker (repeat for several)")
+				if k := os.Getenv("K_SINK"); k != "" {
+					sinks = []string{k}
+				}
+			}
+			if len(sinks) == 0 {
+				return fmt.Errorf("--sink is required: the URL of a function or broker (repeat for several), or $K_SINK")
 			}
 			log := zap.New(zap.UseDevMode(devLogs)).WithName("kube-source")
 			ctrl.SetLogger(log)
@@ -348,12 +361,13 @@ func newSourceCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return kube.Run(cmd.Context(), kube.Options{Config: cfg, Scheme: scheme.New(), Sinks: sinks, Resync: resync, Progress: progress, Log: log, TokenFile: tokenFile})
+			return kube.Run(cmd.Context(), kube.Options{Config: cfg, Scheme: scheme.New(), Sinks: sinks, Resync: resync, Progress: progress, OnlyProgress: onlyProgress, Log: log, TokenFile: tokenFile})
 		},
 	}
 	kubeCmd.Flags().StringArrayVar(&sinks, "sink", nil, "URL to POST events to (repeatable)")
 	kubeCmd.Flags().DurationVar(&resync, "resync", 5*time.Minute, "how often to send a resync event (0: never)")
 	kubeCmd.Flags().DurationVar(&progress, "progress", kube.DefaultProgress, "how often to send each running mover Job again, so its run's status.progress refreshes (0: never)")
+	kubeCmd.Flags().BoolVar(&onlyProgress, "only-progress", false, "send only the resends of running mover Jobs (beside a Knative ApiServerSource); watches Jobs alone")
 	kubeCmd.Flags().BoolVar(&devLogs, "dev-logs", false, "human-readable logs instead of JSON")
 	kubeCmd.Flags().StringVar(&tokenFile, "token-file", "", tokenFileHelp)
 	var schedule, data string

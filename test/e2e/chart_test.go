@@ -459,6 +459,35 @@ func checkCase(t *testing.T, c chartCase, ns string, objs []chartObject) {
 			t.Errorf("%d Triggers, want %d", count["Trigger"], 7*4+2+1+1+3)
 		}
 		absent("Deployment/rel-snapflow-kube-source")
+		// The progress-only source, fed to the Broker by its own SinkBinding
+		// and admitted by the EventPolicy, exists only while progress is on.
+		policy := fmt.Sprint(has["EventPolicy/rel-snapflow-broker"])
+		if c.noProgress {
+			absent("Deployment/rel-snapflow-progress-source")
+			absent("SinkBinding/rel-snapflow-progress-source")
+			if strings.Contains(policy, "rel-snapflow-progress-source") {
+				t.Errorf("the EventPolicy admits a progress source that is not rendered: %s", policy)
+			}
+		} else {
+			src := fmt.Sprint(want("Deployment/rel-snapflow-progress-source").dig("spec", "template", "spec", "containers"))
+			for _, a := range []string{"--only-progress", "--progress=10s"} {
+				if !strings.Contains(src, a) {
+					t.Errorf("the progress source lacks %s: %s", a, src)
+				}
+			}
+			if strings.Contains(src, "--sink") {
+				t.Errorf("the progress source names a sink; its SinkBinding sets K_SINK: %s", src)
+			}
+			if subject := want("SinkBinding/rel-snapflow-progress-source").dig("spec", "subject", "name"); subject != "rel-snapflow-progress-source" {
+				t.Errorf("the progress source's SinkBinding binds %v", subject)
+			}
+			if rules := fmt.Sprint(want("ClusterRole/rel-snapflow-progress-source")["rules"]); rules != "[map[apiGroups:[batch] resources:[jobs] verbs:[list watch]]]" {
+				t.Errorf("the progress source may do more than watch Jobs: %s", rules)
+			}
+			if policy != "map[]" && !strings.Contains(policy, "rel-snapflow-progress-source") {
+				t.Errorf("the Broker's EventPolicy does not admit the progress source: %s", policy)
+			}
+		}
 	} else {
 		src := want("Deployment/rel-snapflow-kube-source")
 		sinks := fmt.Sprint(src.dig("spec", "template", "spec", "containers"))
@@ -821,6 +850,9 @@ func TestChartKnativeManifests(t *testing.T) {
 			fields = [][]string{{"spec", "template", "spec", "serviceAccountName"}, {"spec", "template", "spec", "containers"}}
 		case "EventPolicy":
 			fields = [][]string{{"spec"}}
+		case "Deployment", "SinkBinding":
+			// The progress source: its arguments and what it is bound to.
+			fields = [][]string{{"spec", "template", "spec", "serviceAccountName"}, {"spec", "template", "spec", "containers"}, {"spec", "subject"}, {"spec", "sink"}}
 		default:
 			continue
 		}
@@ -832,7 +864,9 @@ func TestChartKnativeManifests(t *testing.T) {
 		}
 	}
 	for key, c := range fromChart {
-		if (c.kind() == "Trigger" || c.kind() == "EventPolicy" || c.kind() == "ClusterRole" && !strings.HasPrefix(c.name(), "snapflow-webhook")) && fromDir[key] == nil {
+		// The webhook's objects are in config/webhook.
+		kept := slices.Contains([]string{"Trigger", "EventPolicy", "SinkBinding", "ClusterRole", "Deployment"}, c.kind()) && !strings.HasPrefix(c.name(), "snapflow-webhook")
+		if kept && fromDir[key] == nil {
 			t.Errorf("the chart renders %s, config/knative lacks it", key)
 		}
 	}

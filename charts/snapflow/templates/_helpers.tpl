@@ -319,6 +319,14 @@ a function emits goes to the Broker with the SinkBinding's token. */}}
 {{- end -}}
 {{- end -}}
 
+{{/* Non-empty when Knative mode runs the progress-only kube source: progress
+is on, kubeSource.progress is not zero, and a function that reads it runs. */}}
+{{- define "snapflow.progressSource" -}}
+{{- $p := toString .Values.kubeSource.progress -}}
+{{- $movers := or (include "snapflow.functionEnabled" (dict "root" . "name" "snapshot")) (include "snapflow.functionEnabled" (dict "root" . "name" "restore")) -}}
+{{- if and .Values.knative.enabled .Values.functions.progress $movers (not (has $p (list "" "0" "0s" "0m" "0h"))) -}}true{{- end -}}
+{{- end -}}
+
 {{/* Non-empty when the functions check their senders' tokens. */}}
 {{- define "snapflow.senderAuth" -}}
 {{- if .Values.functions.senderAuth.enabled -}}true{{- end -}}

@@ -62,6 +62,10 @@ type Options struct {
 	// the functions refresh the progress of its run (0: never). A running
 	// Job changes nothing a watch would see.
 	Progress time.Duration
+	// OnlyProgress sends nothing but the progress refreshes: no watch
+	// events, no resync. It runs beside a Knative ApiServerSource, which
+	// sends the rest but has no periodic resend of an unchanged Job.
+	OnlyProgress bool
 	// Source is the events' source attribute (the API server URL).
 	Source string
 	Log    logr.Logger
@@ -73,6 +77,12 @@ type Options struct {
 func Run(ctx context.Context, o Options) error {
 	if len(o.Kinds) == 0 {
 		o.Kinds = DefaultKinds
+	}
+	if o.OnlyProgress {
+		if o.Progress <= 0 {
+			return fmt.Errorf("only progress refreshes were asked for, with none scheduled: set --progress to a positive interval")
+		}
+		o.Kinds, o.Resync = []schema.GroupVersionKind{batchv1.SchemeGroupVersion.WithKind("Job")}, 0
 	}
 	if o.Source == "" {
 		o.Source = o.Config.Host
@@ -101,6 +111,9 @@ func Run(ctx context.Context, o Options) error {
 		inf, err := ca.GetInformer(ctx, u)
 		if err != nil {
 			return fmt.Errorf("watch %s: %w", gvk.Kind, err)
+		}
+		if o.OnlyProgress {
+			continue // the Job informer only feeds the progress listing
 		}
 		emit := func(typ string, obj any) {
 			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
@@ -135,7 +148,7 @@ func Run(ctx context.Context, o Options) error {
 	if !slices.Contains(o.Kinds, batchv1.SchemeGroupVersion.WithKind("Job")) {
 		o.Progress = 0 // listing Jobs would start a watch of its own
 	}
-	o.Log.Info("kube source running", "kinds", len(o.Kinds), "sinks", o.Sinks, "resync", o.Resync.String(), "progress", o.Progress.String())
+	o.Log.Info("kube source running", "kinds", len(o.Kinds), "sinks", o.Sinks, "resync", o.Resync.String(), "progress", o.Progress.String(), "onlyProgress", o.OnlyProgress)
 	resync, stopResync := ticker(o.Resync)
 	defer stopResync()
 	progress, stopProgress := ticker(o.Progress)

@@ -1,0 +1,177 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/events"
+	"github.com/snapflow/snapflow/test/harness"
+)
+
+// On Knative, an ApiServerSource sends a Job only when it changes, so a
+// running backup's progress would refresh only on the minute tick. The
+// chart's progress source runs beside it with exactly its rendered
+// arguments and the Broker (K_SINK, as its SinkBinding sets it) as sink:
+// it resends each running mover Job, with the SinkBinding's token, and
+// sends nothing else.
+func TestKnativeProgressSourceResendsRunningMovers(t *testing.T) {
+	const ns = "knative-progress"
+	ensureNamespace(t, ns, "")
+	ctx := testContext(t)
+	objs := renderChart(t, "snapflow", ns, map[string]any{"knative": map[string]any{"enabled": true}, "kubeSource": map[string]any{"progress": "1s"}})
+	var args []string
+	var admitted bool
+	for _, o := range objs {
+		switch {
+		case o.kind() == "Deployment" && o.name() == "snapflow-progress-source":
+			cs, _ := o.dig("spec", "template", "spec", "containers").([]any)
+			for _, a := range cs[0].(map[string]any)["args"].([]any) {
+				args = append(args, a.(string))
+			}
+		case o.kind() == "EventPolicy":
+			from, _ := json.Marshal(o.dig("spec", "from"))
+			admitted = strings.Contains(string(from), `"snapflow-progress-source"`)
+		}
+	}
+	if len(args) == 0 || !admitted {
+		t.Fatalf("Knative mode renders no progress source (args %v) or its SinkBinding is not admitted by the Broker's EventPolicy (%v)", args, admitted)
+	}
+
+	// The Broker: records every event and the token it came with.
+	var mu sync.Mutex
+	type got struct{ id, typ, name, ns, auth string }
+	var received []got
+	broker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e, err := cloudevents.NewEventFromHTTPRequest(r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		name, _ := e.Extensions()["name"].(string)
+		evNS, _ := e.Extensions()["namespace"].(string)
+		mu.Lock()
+		received = append(received, got{e.ID(), e.Type(), name, evNS, r.Header.Get("Authorization")})
+		mu.Unlock()
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer broker.Close()
+
+	// The SinkBinding's OIDC token, at the path the chart names.
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("sinkbinding-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var run []string
+	for _, a := range args {
+		if a == "--token-file=/oidc/token" {
+			a = "--token-file=" + tokenFile
+		}
+		run = append(run, a)
+	}
+	if strings.Join(run, " ") == strings.Join(args, " ") {
+		t.Fatalf("the rendered source sends no token: %v", args)
+	}
+
+	// A running backup mover Job (suspended, so the local node leaves it
+	// alone; its status says a pod is active), and a finished one.
+	job := func(name string, active int32) *batchv1.Job {
+		j := &batchv1.Job{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{
+				"app.kubernetes.io/managed-by": "snapflow", wellknown.LabelOp: "snapshot"}},
+			Spec: batchv1.JobSpec{Suspend: ptr.To(true), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "mover", Image: "snapflow/snapflow"}}}}},
+		}
+		if err := env.Client.Create(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+		j.Status.Active = active
+		if err := env.Client.Status().Update(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	job("running", 1)
+	job("finished", 0)
+
+	bin, err := harness.Tool("snapflow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cmd := exec.CommandContext(sctx, bin, append([]string{"--kubeconfig", env.Kubeconfig}, run...)...)
+	cmd.Env = append(os.Environ(), "K_SINK="+broker.URL)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cancel()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("progress source log:\n%s", out.String())
+		}
+	}()
+
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, g := range received {
+			if g.ns == ns && g.name == "running" {
+				n++
+			}
+		}
+		return n
+	}
+	resends := func(atLeast int) {
+		eventually(t, func() error {
+			if n := count(); n < atLeast {
+				return fmt.Errorf("%d resends of the running Job so far, want %d", n, atLeast)
+			}
+			return nil
+		})
+	}
+	resends(2)
+	// A Job created now is an add event for the ApiServerSource, not for
+	// it: two more resends later, none has come.
+	job("later", 1)
+	if err := env.Client.Delete(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "finished", Namespace: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	resends(count() + 2)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, g := range received {
+		if !strings.Contains(g.id, "/progress-") || g.typ != events.APIServerUpdate {
+			t.Errorf("the progress source sent a watch event (id %s, %s/%s): the ApiServerSource sends those", g.id, g.ns, g.name)
+		}
+		if g.ns == ns && g.name == "finished" {
+			t.Errorf("a Job with no active pod was resent: %s", g.name)
+		}
+		if g.auth != "Bearer sinkbinding-token" {
+			t.Errorf("event %s came with Authorization %q, not the SinkBinding's token", g.id, g.auth)
+		}
+	}
+}
