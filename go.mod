@@ -34,6 +34,14 @@ require (
 require golang.org/x/crypto/x509roots/fallback v0.0.0-20261030153154-30a33513ff6d
 
 require (
+	github.com/CycloneDX/cyclonedx-go v0.10.0
+	github.com/docker/cli v29.7.2+incompatible // indirect
+	github.com/docker/docker-credential-helpers v0.9.3 // indirect
+	github.com/sirupsen/logrus v1.9.4 // indirect
+	gotest.tools/v3 v3.5.2 // indirect
+)
+
+require (
 	github.com/gofrs/flock v0.13.0 // indirect
 	k8s.io/component-helpers v0.35.7
 )
@@ -84,7 +92,7 @@ require (
 	github.com/google/cel-go v0.26.0 // indirect
 	github.com/google/gnostic-models v0.7.0 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
-	github.com/google/uuid v1.6.0 // indirect
+	github.com/google/uuid v1.6.0
 	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674 // indirect
 	github.com/hashicorp/cronexpr v1.1.3 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect

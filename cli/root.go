@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -17,6 +19,7 @@ import (
 func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "snapflow",
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: commandName(os.Args[0])},
 		Short:         "Event-driven, kopia-based backups for Kubernetes",
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -26,6 +29,16 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: KUBECONFIG, in-cluster, ~/.kube/config)")
 	root.AddCommand(newVersionCmd(), newWebhookCmd(), newValidateCmd(), newPolicyCmd(), newDescribeCmd(), newRetentionCmd(), newScheduleCmd(), newMoverCmd(), newFunctionCmd(), newDevCmd(), newSourceCmd(), newSnapshotCmd(), newRestoreCmd(), newMaintenanceCmd(), newPruneCmd())
 	return root
+}
+
+// commandName is how the user called the binary: "kubectl snapflow" when
+// kubectl runs it as a plugin (kubectl-snapflow on PATH, as krew installs
+// it), so usage and examples read as what the user types.
+func commandName(argv0 string) string {
+	if strings.HasPrefix(filepath.Base(argv0), "kubectl-") {
+		return "kubectl snapflow"
+	}
+	return "snapflow"
 }
 
 // Execute runs the CLI and returns the process exit code.
