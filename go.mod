@@ -33,6 +33,8 @@ require (
 
 require golang.org/x/crypto/x509roots/fallback v0.0.0-20261030153154-30a33513ff6d
 
+require github.com/kylelemons/godebug v1.1.0 // indirect
+
 require (
 	github.com/CycloneDX/cyclonedx-go v0.10.0
 	github.com/docker/cli v29.7.2+incompatible // indirect

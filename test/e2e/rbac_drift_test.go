@@ -28,7 +28,7 @@ import (
 // driftComponents are the components that act as their chart identity in
 // the suite, the webhook among them (the mover's pods get no credentials at
 // all).
-var driftComponents = []string{"snapshot", "cleanup", "retention", "schedule", "restore", "verify", "maintenance", "prune", "kube-source", "webhook"}
+var driftComponents = []string{"snapshot", "cleanup", "retention", "schedule", "restore", "verify", "maintenance", "prune", "kube-source", "exporter", "webhook"}
 
 // unexercised are grants the suite does not drive, each with the reason it
 // stays. Keys are "component verb group/resource".

@@ -271,7 +271,8 @@ func TestWebhookEndpoints(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{`snapflow_webhook_admission_total{decision="denied",kind="Snapshot",mode="validate",operation="CREATE"}`, "snapflow_webhook_admission_duration_seconds_bucket"} {
+	for _, want := range []string{`snapflow_webhook_admission_total{decision="denied",kind="Snapshot",mode="validate",operation="CREATE"}`, "snapflow_webhook_admission_duration_seconds_bucket",
+		`kopiur_webhook_admission_total{decision="denied",kind="Snapshot"}`, `kopiur_webhook_admission_total{decision="allowed",kind="SnapshotPolicy"}`} {
 		if !bytes.Contains(body, []byte(want)) {
 			t.Errorf("metrics miss %s", want)
 		}

@@ -35,6 +35,7 @@ import (
 	"github.com/snapflow/snapflow/internal/egress"
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	maintkernel "github.com/snapflow/snapflow/internal/maintenance"
+	"github.com/snapflow/snapflow/internal/statemetrics"
 	"github.com/snapflow/snapflow/test/localnode"
 )
 
@@ -104,6 +105,9 @@ type Functions struct {
 	Node    *localnode.Node
 	Emitted *EventLog
 	LogPath string
+	// MetricsURL is the exporter's /metrics (the gauges derived from the
+	// objects), running as the exporter's Identity.
+	MetricsURL string
 	// SenderAudience is the audience senders' tokens need ("" when the
 	// functions serve anyone).
 	SenderAudience string
@@ -371,6 +375,23 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	case err := <-errc:
 		stop()
 		return nil, fmt.Errorf("start functions: %w", err)
+	}
+	exporterCfg, _ := as("exporter")
+	exporterAddr := make(chan string, 1)
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		if err := statemetrics.Serve(ctx, statemetrics.Options{Config: exporterCfg, Scheme: cp.Scheme, Addr: "127.0.0.1:0",
+			Log: log.WithName("exporter"), Listening: func(a string) { exporterAddr <- a }}); err != nil {
+			log.Error(err, "exporter stopped")
+		}
+	}()
+	select {
+	case a := <-exporterAddr:
+		f.MetricsURL = "http://" + a + "/metrics"
+	case <-time.After(30 * time.Second):
+		stop()
+		return nil, fmt.Errorf("the exporter did not listen within 30s")
 	}
 	f.wg.Add(1)
 	go func() {

@@ -1,0 +1,70 @@
+package statemetrics
+
+import (
+	"context"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+)
+
+// Collector serves Samples at each scrape, listing the objects from a
+// reader (an informer cache, so a scrape costs the API server nothing).
+type Collector struct {
+	reader client.Reader
+	log    logr.Logger
+	descs  map[*Desc]*prometheus.Desc
+	errors prometheus.Counter
+}
+
+// NewCollector collects from r.
+func NewCollector(r client.Reader, log logr.Logger) *Collector {
+	c := &Collector{reader: r, log: log, descs: map[*Desc]*prometheus.Desc{},
+		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "snapflow_exporter_list_errors_total",
+			Help: "Scrapes that could not list an object kind; their series are missing from that scrape."})}
+	for _, d := range Families {
+		c.descs[d] = prometheus.NewDesc(d.Name, d.Help, d.Labels, nil)
+	}
+	return c
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+	c.errors.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var s State
+	var snaps snapv1.SnapshotList
+	var pols snapv1.SnapshotPolicyList
+	var repos snapv1.RepositoryList
+	var crepos snapv1.ClusterRepositoryList
+	var restores snapv1.RestoreList
+	var maints snapv1.MaintenanceList
+	for _, l := range []client.ObjectList{&snaps, &pols, &repos, &crepos, &restores, &maints} {
+		if err := c.reader.List(ctx, l); err != nil {
+			c.log.Error(err, "list for metrics")
+			c.errors.Inc()
+		}
+	}
+	s.Snapshots, s.Policies, s.Repositories, s.ClusterRepositories, s.Restores, s.Maintenances =
+		snaps.Items, pols.Items, repos.Items, crepos.Items, restores.Items, maints.Items
+	for _, smp := range Samples(s) {
+		m, err := prometheus.NewConstMetric(c.descs[smp.Desc], prometheus.GaugeValue, smp.Value, smp.Labels...)
+		if err != nil {
+			c.log.Error(err, "build metric", "name", smp.Desc.Name)
+			continue
+		}
+		ch <- m
+	}
+	c.errors.Collect(ch)
+}

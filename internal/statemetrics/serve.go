@@ -1,0 +1,100 @@
+package statemetrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+)
+
+// Options configure Serve.
+type Options struct {
+	Config *rest.Config
+	Scheme *runtime.Scheme
+	// Addr is where /metrics, /healthz and /readyz listen.
+	Addr string
+	Log  logr.Logger
+	// Listening, when set, is told the address once the server listens.
+	Listening func(addr string)
+}
+
+// watched are the kinds the gauges derive from: list and watch on them is
+// all the exporter needs.
+func watched() []client.Object {
+	return []client.Object{&snapv1.Snapshot{}, &snapv1.SnapshotPolicy{}, &snapv1.Repository{},
+		&snapv1.ClusterRepository{}, &snapv1.Restore{}, &snapv1.Maintenance{}}
+}
+
+// Serve watches the kinds through a cache and serves their gauges until
+// ctx ends. /readyz answers ok once every kind is synced.
+func Serve(ctx context.Context, o Options) error {
+	ca, err := cache.New(o.Config, cache.Options{Scheme: o.Scheme})
+	if err != nil {
+		return fmt.Errorf("watch cache: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(NewCollector(ca, o.Log.WithName("collector")))
+	ready := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		select {
+		case <-ready:
+			_, _ = w.Write([]byte("ok"))
+		default:
+			http.Error(w, "watch cache not synced yet", http.StatusServiceUnavailable)
+		}
+	})
+	ln, err := net.Listen("tcp", o.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", o.Addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second}
+	errc := make(chan error, 2)
+	go func() { errc <- srv.Serve(ln) }()
+	if o.Listening != nil {
+		o.Listening(ln.Addr().String())
+	}
+	// Informers start on first use: make one per kind before the cache
+	// starts, so the first scrape finds every kind synced.
+	for _, obj := range watched() {
+		if _, err := ca.GetInformer(ctx, obj); err != nil {
+			_ = srv.Close()
+			return fmt.Errorf("watch %T: %w", obj, err)
+		}
+	}
+	go func() { errc <- ca.Start(ctx) }()
+	if !ca.WaitForCacheSync(ctx) {
+		_ = srv.Close()
+		return fmt.Errorf("the watch cache did not sync")
+	}
+	close(ready)
+	o.Log.Info("exporter serving", "addr", ln.Addr().String())
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	case err := <-errc:
+		_ = srv.Close()
+		if err == nil || errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
+	}
+}

@@ -1,0 +1,308 @@
+// Package statemetrics derives snapflow's Prometheus gauges from the
+// objects' status, as kube-state-metrics does for built-in kinds: the
+// functions scale to zero and keep nothing in memory, so what a backup
+// owner graphs and alerts on must come from the API server. A series
+// exists while its object does and vanishes with it.
+//
+// The names, types and meanings are Kopiur's (kopiur_*), so dashboards and
+// alerts written for Kopiur work unchanged; what is snapflow's own is
+// snapflow_*. Samples is pure: the caller lists the objects.
+package statemetrics
+
+import (
+	"sort"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+)
+
+// State is everything the gauges are derived from.
+type State struct {
+	Snapshots           []snapv1.Snapshot
+	Policies            []snapv1.SnapshotPolicy
+	Repositories        []snapv1.Repository
+	ClusterRepositories []snapv1.ClusterRepository
+	Restores            []snapv1.Restore
+	Maintenances        []snapv1.Maintenance
+}
+
+// Desc describes one metric family.
+type Desc struct {
+	Name, Help string
+	Labels     []string
+}
+
+// Sample is one series' value.
+type Sample struct {
+	Desc   *Desc
+	Labels []string // values, in Desc.Labels order
+	Value  float64
+}
+
+// The families, every one a gauge.
+var (
+	ResourcePhase = &Desc{"kopiur_resource_phase", "1 for the phase each object is in (only that phase is emitted).",
+		[]string{"kind", "namespace", "name", "phase"}}
+	SnapshotLastSuccess = &Desc{"kopiur_snapshot_last_success_timestamp_seconds", "When the policy's newest successful Snapshot ended (Unix seconds).",
+		[]string{"namespace", "policy"}}
+	SnapshotConsecutiveFailures = &Desc{"kopiur_snapshot_consecutive_failures", "Failed Snapshots of the policy since its newest successful one.",
+		[]string{"namespace", "policy"}}
+	SnapshotSize = &Desc{"kopiur_snapshot_size_bytes", "Size of a successful Snapshot's data.",
+		[]string{"namespace", "name", "policy"}}
+	SnapshotFiles = &Desc{"kopiur_snapshot_files", "Files in a successful Snapshot (new, modified and unchanged).",
+		[]string{"namespace", "name", "policy"}}
+	SnapshotDuration = &Desc{"kopiur_snapshot_duration_seconds", "How long a finished Snapshot ran.",
+		[]string{"namespace", "name", "policy"}}
+	PolicyLastSuccess = &Desc{"kopiur_policy_last_backup_success_timestamp_seconds", "The policy's status.lastSuccessfulSnapshot (Unix seconds).",
+		[]string{"namespace", "policy"}}
+	PolicyLastDuration = &Desc{"kopiur_policy_last_backup_duration_seconds", "How long the policy's newest successful Snapshot ran.",
+		[]string{"namespace", "policy"}}
+	PolicyLastSize = &Desc{"kopiur_policy_last_backup_size_bytes", "Size of the policy's newest successful Snapshot.",
+		[]string{"namespace", "policy"}}
+	PolicyLastFiles = &Desc{"kopiur_policy_last_backup_files", "Files in the policy's newest successful Snapshot.",
+		[]string{"namespace", "policy"}}
+	PolicyLastBackupSuccess = &Desc{"kopiur_snapshotpolicy_last_backup_success", "1 when the policy's newest finished Snapshot succeeded, 0 when it failed.",
+		[]string{"namespace", "policy"}}
+	SnapshotVerified = &Desc{"kopiur_snapshot_verified_timestamp_seconds", "The policy's status.lastVerified (Unix seconds).",
+		[]string{"namespace", "policy"}}
+	SnapshotsLive = &Desc{"kopiur_snapshots_live", "Snapshot objects, by namespace.",
+		[]string{"namespace"}}
+	WaitingForSlot = &Desc{"kopiur_snapshot_waiting_for_slot", "1 for each Snapshot parked for a slot of its repository's pool.",
+		[]string{"repository_kind", "repository", "namespace", "name"}}
+	DeletionsHeld = &Desc{"kopiur_snapshot_deletions_held", "Snapshots whose deletion is held (their data is kept until the hold is resolved), by repository.",
+		[]string{"repo_kind", "repo_name"}}
+	RepoSize = &Desc{"kopiur_repo_size_bytes", "Bytes the repository stores, as last observed.",
+		[]string{"repository_kind", "namespace", "repository"}}
+	RepoSnapshotCount = &Desc{"kopiur_repo_snapshot_count", "Snapshots in the repository, as last observed.",
+		[]string{"repository_kind", "namespace", "repository"}}
+	MaintenanceConfigured = &Desc{"kopiur_repository_maintenance_configured", "1 when a Maintenance maintains the repository, else 0.",
+		[]string{"repository_kind", "namespace", "repository"}}
+	MaintenanceReclaimed = &Desc{"kopiur_maintenance_last_reclaimed_bytes", "Bytes the Maintenance's last run reclaimed.",
+		[]string{"namespace", "name", "repository_kind", "repository"}}
+	RestoreDuration = &Desc{"kopiur_restore_duration_seconds", "How long a finished Restore ran.",
+		[]string{"namespace", "name"}}
+	DeletionWaiting = &Desc{"snapflow_snapshot_deletion_waiting", "1 for each Snapshot being deleted whose kopia data cannot be deleted yet, by why (RepositoryMissing, RepositoryDegraded, RepositoryNotAllowed).",
+		[]string{"namespace", "name", "reason"}}
+	SnapshotFailureClass = &Desc{"snapflow_snapshot_failed", "1 for each failed Snapshot, by its failure class.",
+		[]string{"namespace", "name", "policy", "class"}}
+)
+
+// Families lists every family, for registration.
+var Families = []*Desc{ResourcePhase, SnapshotLastSuccess, SnapshotConsecutiveFailures, SnapshotSize, SnapshotFiles, SnapshotDuration,
+	PolicyLastSuccess, PolicyLastDuration, PolicyLastSize, PolicyLastFiles, PolicyLastBackupSuccess, SnapshotVerified, SnapshotsLive,
+	WaitingForSlot, DeletionsHeld, RepoSize, RepoSnapshotCount, MaintenanceConfigured, MaintenanceReclaimed, RestoreDuration, SnapshotFailureClass, DeletionWaiting}
+
+// Samples derives every series from s.
+func Samples(s State) []Sample {
+	var out []Sample
+	add := func(d *Desc, v float64, labels ...string) {
+		out = append(out, Sample{Desc: d, Labels: labels, Value: v})
+	}
+	ts := func(t *metav1.Time) float64 { return float64(t.Unix()) + float64(t.Nanosecond())/1e9 }
+
+	type policyKey struct{ ns, name string }
+	runs := map[policyKey][]snapv1.Snapshot{}
+	live := map[string]int{}
+	held := map[[2]string]int{}
+	for _, sn := range s.Snapshots {
+		pol := policyOf(sn)
+		live[sn.Namespace]++
+		if sn.Status.Phase != "" {
+			add(ResourcePhase, 1, "Snapshot", sn.Namespace, sn.Name, string(sn.Status.Phase))
+		}
+		if succeeded(sn) {
+			if st := sn.Status.Stats; st != nil {
+				if st.SizeBytes != nil {
+					add(SnapshotSize, float64(*st.SizeBytes), sn.Namespace, sn.Name, pol)
+				}
+				add(SnapshotFiles, float64(files(st)), sn.Namespace, sn.Name, pol)
+			}
+		}
+		if d, ok := duration(sn.Status.Timing); ok && finished(sn) {
+			add(SnapshotDuration, d, sn.Namespace, sn.Name, pol)
+		}
+		if sn.Status.Phase == snapv1.SnapshotFailed {
+			class := "Unknown"
+			if sn.Status.Failure != nil && sn.Status.Failure.Class != "" {
+				class = sn.Status.Failure.Class
+			}
+			add(SnapshotFailureClass, 1, sn.Namespace, sn.Name, pol, class)
+		}
+		repoKind, repoName := repositoryOf(sn)
+		if c := meta.FindStatusCondition(sn.Status.Conditions, wellknown.ConditionRepositorySlotAvailable); c != nil &&
+			c.Status == metav1.ConditionFalse && sn.Status.Phase == snapv1.SnapshotPending {
+			add(WaitingForSlot, 1, repoKind, repoName, sn.Namespace, sn.Name)
+		}
+		if c := meta.FindStatusCondition(sn.Status.Conditions, wellknown.ConditionDeletionHeld); c != nil {
+			switch {
+			case c.Status == metav1.ConditionTrue:
+				held[[2]string{repoKind, repoName}]++
+			case sn.Status.Phase == snapv1.SnapshotDeleting && sn.DeletionTimestamp != nil && c.Reason != "":
+				add(DeletionWaiting, 1, sn.Namespace, sn.Name, c.Reason)
+			}
+		}
+		if pol != "" && finished(sn) {
+			k := policyKey{sn.Namespace, pol}
+			runs[k] = append(runs[k], sn)
+		}
+	}
+	for ns, n := range live {
+		add(SnapshotsLive, float64(n), ns)
+	}
+	for k, n := range held {
+		add(DeletionsHeld, float64(n), k[0], k[1])
+	}
+	for k, list := range runs {
+		// Newest end first.
+		sort.Slice(list, func(i, j int) bool { return ended(list[i]).After(ended(list[j])) })
+		fails := 0
+		for _, sn := range list {
+			if succeeded(sn) {
+				break
+			}
+			fails++
+		}
+		add(SnapshotConsecutiveFailures, float64(fails), k.ns, k.name)
+		last := 0.0
+		if succeeded(list[0]) {
+			last = 1
+		}
+		add(PolicyLastBackupSuccess, last, k.ns, k.name)
+		for _, sn := range list {
+			if !succeeded(sn) {
+				continue
+			}
+			end := ended(sn)
+			add(SnapshotLastSuccess, float64(end.Unix())+float64(end.Nanosecond())/1e9, k.ns, k.name)
+			if d, ok := duration(sn.Status.Timing); ok {
+				add(PolicyLastDuration, d, k.ns, k.name)
+			}
+			if st := sn.Status.Stats; st != nil {
+				if st.SizeBytes != nil {
+					add(PolicyLastSize, float64(*st.SizeBytes), k.ns, k.name)
+				}
+				add(PolicyLastFiles, float64(files(st)), k.ns, k.name)
+			}
+			break
+		}
+	}
+	for _, p := range s.Policies {
+		if t := p.Status.LastSuccessfulSnapshot; t != nil {
+			add(PolicyLastSuccess, ts(t), p.Namespace, p.Name)
+		}
+		if t := p.Status.LastVerified; t != nil {
+			add(SnapshotVerified, ts(t), p.Namespace, p.Name)
+		}
+	}
+
+	maintained := map[[3]string]bool{}
+	for _, m := range s.Maintenances {
+		kind, ns := string(m.Spec.Repository.Kind), m.Namespace
+		if kind == "" {
+			kind = string(snapv1.KindRepository)
+		}
+		if kind == string(snapv1.KindClusterRepository) {
+			ns = ""
+		}
+		maintained[[3]string{kind, ns, m.Spec.Repository.Name}] = true
+		if b := m.Status.LastReclaimedBytes; b != nil {
+			add(MaintenanceReclaimed, float64(*b), m.Namespace, m.Name, kind, m.Spec.Repository.Name)
+		}
+	}
+	repo := func(kind snapv1.RepositoryKind, ns, name string, st snapv1.RepositoryStatus) {
+		if st.Phase != "" {
+			add(ResourcePhase, 1, string(kind), ns, name, string(st.Phase))
+		}
+		if ss := st.StorageStats; ss != nil {
+			if ss.TotalSize != nil {
+				add(RepoSize, float64(*ss.TotalSize), string(kind), ns, name)
+			}
+			if ss.SnapshotCount != nil {
+				add(RepoSnapshotCount, float64(*ss.SnapshotCount), string(kind), ns, name)
+			}
+		}
+		v := 0.0
+		if maintained[[3]string{string(kind), ns, name}] {
+			v = 1
+		}
+		add(MaintenanceConfigured, v, string(kind), ns, name)
+	}
+	for _, r := range s.Repositories {
+		repo(snapv1.KindRepository, r.Namespace, r.Name, r.Status)
+	}
+	for _, r := range s.ClusterRepositories {
+		repo(snapv1.KindClusterRepository, "", r.Name, r.Status)
+	}
+	for _, r := range s.Restores {
+		if r.Status.Phase != "" {
+			add(ResourcePhase, 1, "Restore", r.Namespace, r.Name, string(r.Status.Phase))
+		}
+		if d, ok := duration(r.Status.Timing); ok && (r.Status.Phase == snapv1.RestoreCompleted || r.Status.Phase == snapv1.RestoreFailed) {
+			add(RestoreDuration, d, r.Namespace, r.Name)
+		}
+	}
+	return out
+}
+
+// succeeded: the run ended well (Unchanged found nothing new to store).
+func succeeded(s snapv1.Snapshot) bool {
+	return s.Status.Phase == snapv1.SnapshotSucceeded || s.Status.Phase == snapv1.SnapshotUnchanged
+}
+
+func finished(s snapv1.Snapshot) bool {
+	return succeeded(s) || s.Status.Phase == snapv1.SnapshotFailed
+}
+
+// ended is when the run ended: its end time, else its creation.
+func ended(s snapv1.Snapshot) time.Time {
+	if t := s.Status.Timing; t != nil && t.EndTime != nil {
+		return t.EndTime.Time
+	}
+	return s.CreationTimestamp.Time
+}
+
+func duration(t *snapv1.Timing) (float64, bool) {
+	switch {
+	case t == nil:
+		return 0, false
+	case t.DurationSeconds != nil:
+		return float64(*t.DurationSeconds), true
+	case t.StartTime != nil && t.EndTime != nil:
+		return t.EndTime.Sub(t.StartTime.Time).Seconds(), true
+	}
+	return 0, false
+}
+
+func files(st *snapv1.SnapshotStats) int64 {
+	var n int64
+	for _, p := range []*int64{st.FilesNew, st.FilesModified, st.FilesUnchanged} {
+		if p != nil {
+			n += *p
+		}
+	}
+	return n
+}
+
+// policyOf is the name of the Snapshot's policy ("" for one without).
+func policyOf(s snapv1.Snapshot) string {
+	if s.Spec.PolicyRef == nil {
+		return ""
+	}
+	return s.Spec.PolicyRef.Name
+}
+
+// repositoryOf is the repository the Snapshot writes to, as resolved.
+func repositoryOf(s snapv1.Snapshot) (kind, name string) {
+	if r := s.Status.Resolved; r != nil && r.Repository != nil {
+		kind = string(r.Repository.Kind)
+		if kind == "" {
+			kind = string(snapv1.KindRepository)
+		}
+		return kind, r.Repository.Name
+	}
+	return "", ""
+}

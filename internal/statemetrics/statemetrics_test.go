@@ -1,0 +1,210 @@
+package statemetrics
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/scheme"
+)
+
+var t0 = time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+
+func snap(name string, phase snapv1.SnapshotPhase, end time.Duration, mutate ...func(*snapv1.Snapshot)) snapv1.Snapshot {
+	s := snapv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: name, CreationTimestamp: metav1.NewTime(t0.Add(end - time.Minute))},
+		Spec: snapv1.SnapshotSpec{PolicyRef: &snapv1.PolicyRef{Name: "app"}}}
+	s.Status.Phase = phase
+	s.Status.Resolved = &snapv1.SnapshotResolved{Repository: &snapv1.RepositoryRef{Kind: snapv1.KindRepository, Name: "primary"}}
+	if phase == snapv1.SnapshotSucceeded || phase == snapv1.SnapshotFailed {
+		s.Status.Timing = &snapv1.Timing{StartTime: ptr.To(metav1.NewTime(t0.Add(end - 5*time.Second))), EndTime: ptr.To(metav1.NewTime(t0.Add(end)))}
+	}
+	for _, m := range mutate {
+		m(&s)
+	}
+	return s
+}
+
+func state() State {
+	withStats := func(s *snapv1.Snapshot) {
+		s.Status.Stats = &snapv1.SnapshotStats{SizeBytes: ptr.To[int64](4096), FilesNew: ptr.To[int64](2), FilesUnchanged: ptr.To[int64](1)}
+	}
+	failed := func(class string) func(*snapv1.Snapshot) {
+		return func(s *snapv1.Snapshot) { s.Status.Failure = &snapv1.Failure{Class: class} }
+	}
+	cond := func(typ string, st metav1.ConditionStatus) func(*snapv1.Snapshot) {
+		return func(s *snapv1.Snapshot) {
+			s.Status.Conditions = append(s.Status.Conditions, metav1.Condition{Type: typ, Status: st, Reason: "Test"})
+		}
+	}
+	return State{
+		Snapshots: []snapv1.Snapshot{
+			snap("old", snapv1.SnapshotSucceeded, 0, withStats),
+			snap("newer-fail", snapv1.SnapshotFailed, 2*time.Hour, failed("UploadLimitReached")),
+			snap("fail", snapv1.SnapshotFailed, time.Hour, failed("")),
+			snap("parked", snapv1.SnapshotPending, 3*time.Hour, cond(wellknown.ConditionRepositorySlotAvailable, metav1.ConditionFalse)),
+			snap("held", snapv1.SnapshotDeleting, -time.Hour, cond(wellknown.ConditionDeletionHeld, metav1.ConditionTrue)),
+			snap("orphaned", snapv1.SnapshotDeleting, -2*time.Hour, cond(wellknown.ConditionDeletionHeld, metav1.ConditionFalse), func(s *snapv1.Snapshot) {
+				s.DeletionTimestamp = ptr.To(metav1.NewTime(t0))
+				s.Finalizers = []string{"test"}
+			}),
+		},
+		Policies: []snapv1.SnapshotPolicy{{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app"},
+			Status: snapv1.SnapshotPolicyStatus{LastSuccessfulSnapshot: ptr.To(metav1.NewTime(t0)), LastVerified: ptr.To(metav1.NewTime(t0.Add(30 * time.Minute)))}}},
+		Repositories: []snapv1.Repository{{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "primary"},
+			Status: snapv1.RepositoryStatus{Phase: snapv1.RepositoryReady, StorageStats: &snapv1.StorageStats{TotalSize: ptr.To[int64](1 << 20), SnapshotCount: ptr.To[int64](7)}}}},
+		ClusterRepositories: []snapv1.ClusterRepository{{ObjectMeta: metav1.ObjectMeta{Name: "shared"}, Status: snapv1.RepositoryStatus{Phase: snapv1.RepositoryDegraded}}},
+		Restores: []snapv1.Restore{{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "back"}, Status: snapv1.RestoreStatus{Phase: snapv1.RestoreCompleted,
+			Timing: &snapv1.Timing{DurationSeconds: ptr.To[int64](42)}}}},
+		Maintenances: []snapv1.Maintenance{{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "primary"},
+			Spec:   snapv1.MaintenanceSpec{Repository: snapv1.RepositoryRef{Name: "primary"}},
+			Status: snapv1.MaintenanceStatus{LastReclaimedBytes: ptr.To[int64](3000)}}},
+	}
+}
+
+// key renders a sample as name{v1,v2,...}.
+func key(s Sample) string { return s.Desc.Name + "{" + strings.Join(s.Labels, ",") + "}" }
+
+func TestSamples(t *testing.T) {
+	got := map[string]float64{}
+	for _, s := range Samples(state()) {
+		if len(s.Labels) != len(s.Desc.Labels) {
+			t.Fatalf("%s has %d label values for %v", s.Desc.Name, len(s.Labels), s.Desc.Labels)
+		}
+		if _, dup := got[key(s)]; dup {
+			t.Fatalf("two series %s", key(s))
+		}
+		got[key(s)] = s.Value
+	}
+	want := map[string]float64{
+		"kopiur_resource_phase{Snapshot,apps,old,Succeeded}":                       1,
+		"kopiur_resource_phase{Snapshot,apps,parked,Pending}":                      1,
+		"kopiur_resource_phase{Repository,apps,primary,Ready}":                     1,
+		"kopiur_resource_phase{ClusterRepository,,shared,Degraded}":                1,
+		"kopiur_resource_phase{Restore,apps,back,Completed}":                       1,
+		"kopiur_snapshot_last_success_timestamp_seconds{apps,app}":                 float64(t0.Unix()),
+		"kopiur_snapshot_consecutive_failures{apps,app}":                           2,
+		"kopiur_snapshotpolicy_last_backup_success{apps,app}":                      0,
+		"kopiur_snapshot_size_bytes{apps,old,app}":                                 4096,
+		"kopiur_snapshot_files{apps,old,app}":                                      3,
+		"kopiur_snapshot_duration_seconds{apps,old,app}":                           5,
+		"kopiur_snapshot_duration_seconds{apps,fail,app}":                          5,
+		"kopiur_snapshot_duration_seconds{apps,newer-fail,app}":                    5,
+		"kopiur_policy_last_backup_size_bytes{apps,app}":                           4096,
+		"kopiur_policy_last_backup_files{apps,app}":                                3,
+		"kopiur_policy_last_backup_duration_seconds{apps,app}":                     5,
+		"kopiur_policy_last_backup_success_timestamp_seconds{apps,app}":            float64(t0.Unix()),
+		"kopiur_snapshot_verified_timestamp_seconds{apps,app}":                     float64(t0.Add(30 * time.Minute).Unix()),
+		"snapflow_snapshot_deletion_waiting{apps,orphaned,Test}":                   1,
+		"kopiur_snapshots_live{apps}":                                              6,
+		"kopiur_snapshot_waiting_for_slot{Repository,primary,apps,parked}":         1,
+		"kopiur_snapshot_deletions_held{Repository,primary}":                       1,
+		"kopiur_repo_size_bytes{Repository,apps,primary}":                          1 << 20,
+		"kopiur_repo_snapshot_count{Repository,apps,primary}":                      7,
+		"kopiur_repository_maintenance_configured{Repository,apps,primary}":        1,
+		"kopiur_repository_maintenance_configured{ClusterRepository,,shared}":      0,
+		"kopiur_maintenance_last_reclaimed_bytes{apps,primary,Repository,primary}": 3000,
+		"kopiur_restore_duration_seconds{apps,back}":                               42,
+		"snapflow_snapshot_failed{apps,newer-fail,app,UploadLimitReached}":         1,
+		"snapflow_snapshot_failed{apps,fail,app,Unknown}":                          1,
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok && !strings.HasPrefix(k, "kopiur_resource_phase{") {
+			t.Errorf("unexpected series %s = %v", k, got[k])
+		}
+	}
+}
+
+// A policy whose newest run succeeded has no failures counted and reports
+// success; one whose only run is still going reports nothing yet.
+func TestRecovery(t *testing.T) {
+	s := State{Snapshots: []snapv1.Snapshot{
+		snap("fail", snapv1.SnapshotFailed, 0),
+		snap("ok", snapv1.SnapshotSucceeded, time.Hour),
+	}}
+	got := map[string]float64{}
+	for _, smp := range Samples(s) {
+		got[key(smp)] = smp.Value
+	}
+	if got["kopiur_snapshot_consecutive_failures{apps,app}"] != 0 || got["kopiur_snapshotpolicy_last_backup_success{apps,app}"] != 1 {
+		t.Errorf("after a recovery: %v", got)
+	}
+	orphan := snap("manual", snapv1.SnapshotSucceeded, 0)
+	orphan.Spec.PolicyRef = nil
+	s = State{Snapshots: []snapv1.Snapshot{snap("running", snapv1.SnapshotRunning, 0), orphan}}
+	for _, smp := range Samples(s) {
+		if strings.HasPrefix(smp.Desc.Name, "kopiur_snapshotpolicy_") || smp.Desc.Name == SnapshotConsecutiveFailures.Name {
+			t.Errorf("a policy with no finished run reports %s", key(smp))
+		}
+	}
+}
+
+// The collector serves the samples from a reader, passes Prometheus' lint
+// (names, help, units), and a series goes when its object goes.
+func TestCollector(t *testing.T) {
+	st := state()
+	var objs []client.Object
+	for i := range st.Snapshots {
+		objs = append(objs, &st.Snapshots[i])
+	}
+	objs = append(objs, &st.Policies[0], &st.Repositories[0], &st.ClusterRepositories[0], &st.Restores[0], &st.Maintenances[0])
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).WithStatusSubresource(objs...).Build()
+	col := NewCollector(c, logr.Discard())
+	problems, err := testutil.CollectAndLint(col)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		if p.Metric == RepoSnapshotCount.Name {
+			continue // Kopiur's name, kept so its dashboards work
+		}
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+	before := testutil.CollectAndCount(col, SnapshotSize.Name)
+	if before != 1 {
+		t.Fatalf("%d size series, want 1", before)
+	}
+	old := st.Snapshots[0]
+	if err := c.Delete(t.Context(), &old); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(col, SnapshotSize.Name); n != 0 {
+		t.Errorf("a deleted Snapshot still has %d size series", n)
+	}
+	if err := testutil.CollectAndCompare(col, strings.NewReader(fmt.Sprintf(`
+# HELP %s %s
+# TYPE %s gauge
+%s{namespace="apps",policy="app"} 0
+`, PolicyLastBackupSuccess.Name, PolicyLastBackupSuccess.Help, PolicyLastBackupSuccess.Name, PolicyLastBackupSuccess.Name)), PolicyLastBackupSuccess.Name); err != nil {
+		t.Error(err)
+	}
+}
+
+// docs/metrics.md lists every family the exporter serves.
+func TestEveryFamilyIsDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "metrics.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range Families {
+		if !strings.Contains(string(doc), "`"+d.Name+"`") {
+			t.Errorf("docs/metrics.md does not list %s", d.Name)
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package e2e
+
+import (
+	"crypto/rand"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+)
+
+// scrape reads the exporter's /metrics into series keyed
+// name{label="value",...} (labels sorted).
+func scrape(t *testing.T) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(env.Functions.MetricsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for name, f := range fams {
+		for _, m := range f.GetMetric() {
+			var ls []string
+			for _, l := range m.GetLabel() {
+				ls = append(ls, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+			}
+			sort.Strings(ls)
+			out[name+"{"+strings.Join(ls, ",")+"}"] = value(m)
+		}
+	}
+	return out
+}
+
+func value(m *dto.Metric) float64 {
+	switch {
+	case m.Gauge != nil:
+		return m.Gauge.GetValue()
+	case m.Counter != nil:
+		return m.Counter.GetValue()
+	}
+	return 0
+}
+
+// series is the key scrape uses for name and label pairs.
+func series(name string, labels ...string) string {
+	var ls []string
+	for i := 0; i+1 < len(labels); i += 2 {
+		ls = append(ls, fmt.Sprintf("%s=%q", labels[i], labels[i+1]))
+	}
+	sort.Strings(ls)
+	return name + "{" + strings.Join(ls, ",") + "}"
+}
+
+// The exporter's gauges follow the objects through a real backup, a
+// failed one and a deletion that cannot proceed: values, not just names,
+// and a series goes when its object goes.
+func TestExporterMetricsFollowTheObjects(t *testing.T) {
+	const ns = "exporter-metrics"
+	backupNamespace(t, ns, 3, "")
+	kubectl(t, policy(ns, "app", "  copyMethod: Direct\n"), 0, "apply", "-f", "-")
+	kubectl(t, snapshotOf(ns, "good", "app"), 0, "create", "-f", "-")
+	good := waitSnapshot(t, ns, "good", snapv1.SnapshotSucceeded)
+
+	// A second policy whose upload limit the data outgrows fails.
+	buf := make([]byte, 3<<20)
+	if _, err := rand.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(env.Functions.Node.PVCDir(ns, "app-data"), "big"), buf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, policy(ns, "capped", "  copyMethod: Direct\n  upload: {limitMb: 1}\n"), 0, "apply", "-f", "-")
+	kubectl(t, snapshotOf(ns, "bad", "capped"), 0, "create", "-f", "-")
+	waitSnapshot(t, ns, "bad", snapv1.SnapshotFailed)
+
+	if good.Status.Stats == nil || good.Status.Stats.SizeBytes == nil || good.Status.Timing == nil || good.Status.Timing.EndTime == nil {
+		t.Fatalf("the Snapshot has no stats or end time: %+v", good.Status)
+	}
+	want := map[string]float64{
+		series("kopiur_resource_phase", "kind", "Snapshot", "namespace", ns, "name", "good", "phase", "Succeeded"):            1,
+		series("kopiur_resource_phase", "kind", "Snapshot", "namespace", ns, "name", "bad", "phase", "Failed"):                1,
+		series("kopiur_resource_phase", "kind", "Repository", "namespace", ns, "name", "primary", "phase", "Ready"):           1,
+		series("kopiur_snapshot_size_bytes", "namespace", ns, "name", "good", "policy", "app"):                                float64(*good.Status.Stats.SizeBytes),
+		series("kopiur_snapshot_last_success_timestamp_seconds", "namespace", ns, "policy", "app"):                            float64(good.Status.Timing.EndTime.Unix()),
+		series("kopiur_snapshotpolicy_last_backup_success", "namespace", ns, "policy", "app"):                                 1,
+		series("kopiur_snapshotpolicy_last_backup_success", "namespace", ns, "policy", "capped"):                              0,
+		series("kopiur_snapshot_consecutive_failures", "namespace", ns, "policy", "app"):                                      0,
+		series("kopiur_snapshot_consecutive_failures", "namespace", ns, "policy", "capped"):                                   1,
+		series("snapflow_snapshot_failed", "namespace", ns, "name", "bad", "policy", "capped", "class", "UploadLimitReached"): 1,
+		series("kopiur_snapshots_live", "namespace", ns):                                                                      2,
+		// The repository's default Maintenance maintains it.
+		series("kopiur_repository_maintenance_configured", "repository_kind", "Repository", "namespace", ns, "repository", "primary"): 1,
+	}
+	check := func(want map[string]float64, gone ...string) {
+		t.Helper()
+		eventually(t, func() error {
+			got := scrape(t)
+			var miss []string
+			for k, v := range want {
+				if g, ok := got[k]; !ok || g != v {
+					miss = append(miss, fmt.Sprintf("%s = %v (present %v), want %v", k, g, ok, v))
+				}
+			}
+			for _, k := range gone {
+				if _, ok := got[k]; ok {
+					miss = append(miss, k+" is still served")
+				}
+			}
+			if len(miss) > 0 {
+				sort.Strings(miss)
+				return fmt.Errorf("exporter:\n%s", strings.Join(miss, "\n"))
+			}
+			return nil
+		})
+	}
+	check(want)
+
+	// With its repository gone, a deleted Snapshot's data cannot be
+	// deleted: it waits, and says why.
+	kubectl(t, nil, 0, "-n", ns, "delete", "repository", "primary", "--wait=false")
+	kubectl(t, nil, 0, "-n", ns, "delete", "snapshot", "good", "--wait=false")
+	waiting := series("snapflow_snapshot_deletion_waiting", "namespace", ns, "name", "good", "reason", "RepositoryMissing")
+	check(map[string]float64{waiting: 1}, series("kopiur_resource_phase", "kind", "Repository", "namespace", ns, "name", "primary", "phase", "Ready"))
+	// Released by the user, the Snapshot goes, and its series with it.
+	kubectl(t, nil, 0, "-n", ns, "annotate", "snapshot", "good", wellknown.AnnotationSkipSnapshotCleanup+"=true")
+	check(nil, waiting, series("kopiur_snapshot_size_bytes", "namespace", ns, "name", "good", "policy", "app"))
+}
