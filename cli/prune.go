@@ -17,7 +17,7 @@ import (
 	"github.com/snapflow/snapflow/internal/prune/s3store"
 )
 
-// Environment variables that supply flag defaults (spec 10.4); an explicit
+// Environment variables that supply flag defaults; an explicit
 // flag wins and an empty variable counts as unset.
 const (
 	envPruneBackupRepo = "KBBACKUP_PRUNE_BACKUP_REPO"
@@ -28,7 +28,7 @@ const (
 	envPruneKubeMode   = "KBBACKUP_PRUNE_KUBE_MODE"
 )
 
-// pruneOptions are the flags of `snapflow prune` (spec 10.2).
+// pruneOptions are the flags of `snapflow prune`.
 type pruneOptions struct {
 	backupRepo, namespace, prefix          string
 	bucket, endpoint, region, caFile       string
@@ -140,7 +140,7 @@ func bindPruneFlags(f *pflag.FlagSet, o *pruneOptions) {
 	f.BoolVar(&o.debug, "debug", false, "redacted diagnostics on stderr")
 }
 
-// validate checks every flag before any network access (10.2, 10.3).
+// validate checks every flag before any network access.
 func (o *pruneOptions) validate() error {
 	switch {
 	case strings.TrimSpace(o.backupRepo) == "":
@@ -200,7 +200,7 @@ func (o *pruneOptions) mode() string {
 	return "delete"
 }
 
-// runPrune is the §5 pipeline: inventory, S3 settings, versioning,
+// runPrune is the prune pipeline: inventory, S3 settings, versioning,
 // discovery, classification, then (prune only) the dry run or execution.
 func runPrune(cmd *cobra.Command, o *pruneOptions) error {
 	if err := o.validate(); err != nil {
@@ -218,7 +218,7 @@ func runPrune(cmd *cobra.Command, o *pruneOptions) error {
 		return err
 	}
 	src := &kubeinv.Source{Client: c, Repo: o.backupRepo, Namespace: o.namespace}
-	// 9.6: repo, Secret, then the lists.
+	// Read the repo, then its Secret, then the lists.
 	repo, err := src.GetRepo(ctx)
 	if err != nil {
 		return err
@@ -285,8 +285,8 @@ func runPrune(cmd *cobra.Command, o *pruneOptions) error {
 	return runErr
 }
 
-// failOnOrphans is exit code 2 of 10.5: every candidate counts, shown or
-// not, including a deferred orphan-repository-root.
+// failOnOrphans is exit code 2 of --fail-on-orphans: every candidate counts,
+// shown or not, including a deferred orphan-repository-root.
 func failOnOrphans(pl prune.Plan, enabled bool) error {
 	if n := pl.StateCounts[prune.StateOrphan]; enabled && n > 0 {
 		return exitError{code: 2, msg: fmt.Sprintf("%d candidates are orphans (--fail-on-orphans)", n)}

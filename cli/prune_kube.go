@@ -20,7 +20,7 @@ import (
 	"github.com/snapflow/snapflow/internal/scheme"
 )
 
-// Kubernetes connection modes of --kube-mode (9.3).
+// Kubernetes connection modes of --kube-mode.
 const (
 	kubeModeAuto       = "auto"
 	kubeModeKubeconfig = "kubeconfig"
@@ -37,7 +37,7 @@ func kubeModeOf(s string) (string, error) {
 	return "", fmt.Errorf("invalid --kube-mode %q: use auto, kubeconfig or in-cluster", s)
 }
 
-// resolveKubeMode picks in-cluster or kubeconfig (9.3): auto uses the
+// resolveKubeMode picks in-cluster or kubeconfig: auto uses the
 // service account when the service variables are set and no --kubeconfig
 // was given.
 func resolveKubeMode(mode, kubeconfigFlag string, getenv func(string) string) string {
@@ -119,7 +119,8 @@ func (d *debugWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// debugSettings writes the lines of 10.9 before the first S3 request.
+// debugSettings writes the redacted --debug settings lines before the first
+// S3 request.
 func debugSettings(w io.Writer, o *pruneOptions, s kubeinv.S3Settings, inv prune.Inventory) {
 	lines := s.DebugLines()
 	lines = append(lines,

@@ -11,7 +11,7 @@ import (
 	"github.com/snapflow/snapflow/internal/prune/execute"
 )
 
-// PruneReport is what `snapflow prune plan|prune -o json` prints (10.7):
+// PruneReport is what `snapflow prune plan|prune -o json` prints:
 // execution is present only for prune. Object snapshots and manifest bodies
 // are never part of it.
 type PruneReport struct {
@@ -19,7 +19,7 @@ type PruneReport struct {
 	Execution *execute.Execution `json:"execution,omitempty"`
 }
 
-// visiblePlan applies 10.8: only the candidates shown, with stateCounts
+// visiblePlan applies --show-all: only the candidates shown, with stateCounts
 // recomputed over them; the eligible totals are unchanged.
 func visiblePlan(pl prune.Plan, showAll bool) prune.Plan {
 	out := pl
@@ -96,7 +96,7 @@ func printPrune(w io.Writer, o *pruneOptions, pl prune.Plan, ex *execute.Executi
 			}
 		}
 		if n > 0 {
-			// 5.14: deferred roots are not enumerated before a real prune.
+			// Deferred roots are not enumerated before a real prune.
 			deferred = fmt.Sprintf(" (plus %d deferred roots, enumerated only by a real prune)", n)
 			cands -= n
 		}
@@ -105,7 +105,7 @@ func printPrune(w io.Writer, o *pruneOptions, pl prune.Plan, ex *execute.Executi
 	return nil
 }
 
-// pruneAge renders the age of createdAt at plan time (10.6).
+// pruneAge renders the age of createdAt at plan time for the table output.
 func pruneAge(at, created time.Time) string {
 	if created.IsZero() {
 		return "unknown"

@@ -40,7 +40,8 @@ func runPruneCLI(t *testing.T, env map[string]string, args ...string) (string, s
 // fails on it, so a validation error proves no network call was made.
 const noCluster = "/nonexistent/kubeconfig"
 
-// Cases 81 and 83 of §12.4 (10.2, 10.3).
+// Flag validation, including the --confirm words, fails before any network
+// access.
 func TestPruneFlagValidation_10_2(t *testing.T) {
 	tests := []struct {
 		name string
@@ -65,7 +66,7 @@ func TestPruneFlagValidation_10_2(t *testing.T) {
 		{"stray word", []string{"prune", "prune", "--backup-repo=r", "--dry-run=false", "--delete-repository-stray", "--confirm=DELETE"}, "--confirm DELETE-STRAY"},
 		{"retained word", []string{"prune", "prune", "--backup-repo=r", "--dry-run=false", "--include-retained", "--confirm=DELETE"}, "--confirm DELETE-RETAINED"},
 		{"both words", []string{"prune", "prune", "--backup-repo=r", "--dry-run=false", "--include-retained", "--delete-repository-stray", "--confirm=DELETE-STRAY"}, "--confirm DELETE-RETAINED-AND-STRAY"},
-		// Flags before the subcommand are accepted too (10.1).
+		// Flags before the subcommand are accepted too.
 		{"flag before subcommand", []string{"prune", "--backup-repo=r", "--timeout=0", "plan"}, "invalid --timeout"},
 	}
 	for _, tt := range tests {
@@ -90,8 +91,8 @@ func TestPruneFlagValidation_10_2(t *testing.T) {
 	}
 }
 
-// Case 87 (10.4): the flag overrides the environment; an empty variable is
-// unset.
+// Environment defaults: the flag overrides the environment; an empty variable
+// is unset.
 func TestPruneEnvDefaults_10_4(t *testing.T) {
 	t.Setenv(envPruneBackupRepo, "a")
 	t.Setenv(envPruneBucket, "")
@@ -111,7 +112,8 @@ func TestPruneEnvDefaults_10_4(t *testing.T) {
 	}
 }
 
-// Case 80 (9.3).
+// --kube-mode: auto picks in-cluster only with the service variables set
+// and no --kubeconfig; an explicit mode is kept.
 func TestResolveKubeMode_9_3(t *testing.T) {
 	svc := func(k string) string {
 		return map[string]string{"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}[k]
@@ -156,7 +158,8 @@ func outputPlan() prune.Plan {
 	return pl
 }
 
-// Cases 84 and 85 (10.6-10.8).
+// Table and JSON output: the header lines, hidden live and user-volume
+// candidates without --show-all, no snapshots, and the age column.
 func TestPruneOutput_10_6(t *testing.T) {
 	pl := outputPlan()
 	var buf bytes.Buffer
@@ -215,7 +218,7 @@ func TestPruneOutput_10_6(t *testing.T) {
 	}
 }
 
-// Case 82 (10.5).
+// --fail-on-orphans exits 2 when any candidate, shown or not, is an orphan.
 func TestFailOnOrphans_10_5(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -242,7 +245,7 @@ func TestFailOnOrphans_10_5(t *testing.T) {
 	}
 }
 
-// Case 86 in part (10.9): the debug writer scrubs credential values.
+// The debug writer scrubs credential values.
 func TestDebugWriterRedacts_10_9(t *testing.T) {
 	var buf bytes.Buffer
 	d := newDebugWriter(&buf, true, []string{"ACCESSKEY1234", "secret-value", "tok", ""})

@@ -228,10 +228,9 @@ func peakRSS(rs []run) int64 {
 	return m
 }
 
-// targetPages is the fewest list pages the spec's listing plan needs for
-// this layout (3.3.2, 3.5.1, 3.6): the bucket top level with a delimiter,
-// each fully scanned root recursively, and the two delimiter levels of
-// each historical root.
+// targetPages is the fewest list pages the planner's listing plan needs for
+// this layout: the bucket top level with a delimiter, each fully scanned root
+// recursively, and the two delimiter levels of each historical root.
 func targetPages(l *layout) (pages int, detail string) {
 	b := l.bucket
 	top := b.pages("", true, maxKeys)

@@ -39,7 +39,7 @@ import (
 type Function struct {
 	// Client reads the KubeBlocks objects, PVCs, PVs, StorageClasses and
 	// the credential Secret. When Config is set, a client built from it
-	// with the CLI's rate limits (spec 9.3) is used instead.
+	// with the CLI's rate limits (QPS 20, burst 40) is used instead.
 	Client   client.Reader
 	Config   *rest.Config
 	Settings Settings

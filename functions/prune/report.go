@@ -24,7 +24,7 @@ const (
 
 // planData is the prune planned event's data: the summary, every
 // candidate counted by state, and the candidates `snapflow prune plan`
-// shows by default (10.8), bounded.
+// shows by default (without --show-all), bounded.
 func planData(pl engine.Plan, p params) events.PrunePlan {
 	d := events.PrunePlan{
 		BackupRepo: pl.Repository, Bucket: pl.Bucket, Trigger: p.trigger, Cause: p.cause, Mode: p.mode,

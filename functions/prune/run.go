@@ -32,10 +32,10 @@ type outcome struct {
 var errPrefixAbsent = errors.New("prefix names no pvc root in the bucket")
 
 // run is `snapflow prune` for one set of parameters, on the same building
-// blocks as the cli package: inventory (§9.6 order), S3 settings, versioning,
-// the discovery scan and classification, then the dry run or the
-// executor. Nothing survives the call: every run starts from the cluster
-// and the bucket as they are.
+// blocks as the cli package: inventory (repo, Secret, then the lists), S3
+// settings, versioning, the discovery scan and classification, then the
+// dry run or the executor. Nothing survives the call: every run starts
+// from the cluster and the bucket as they are.
 func (f *Function) run(ctx context.Context, src *kubeinv.Source, repo *kubeinv.Repo, p params) (outcome, error) {
 	var out outcome
 	settings, err := src.ResolveS3(ctx, repo, f.Settings.s3Flags())
@@ -103,7 +103,7 @@ func outsideScan(inv engine.Inventory, p params) string {
 	if volume {
 		return ""
 	}
-	// Manifest-driven mode (3.12) scans only the mapped object roots.
+	// Manifest-driven mode scans only the mapped object roots.
 	for _, r := range inv.Mapping {
 		if engine.Overlaps(r, p.root) {
 			return ""
@@ -129,7 +129,7 @@ func scopeOf(configured, root string) (string, bool) {
 }
 
 // rootOf is the canonical pvc root a key lies in ("" for any other key:
-// the planner never scans non-canonical top-level prefixes, 2.5).
+// the planner never scans non-canonical top-level prefixes).
 func rootOf(key string) string {
 	if seg := firstSegment(key); engine.IsCanonicalRoot(seg) {
 		return seg

@@ -62,7 +62,7 @@ type Settings struct {
 }
 
 // Environment variables of FromEnv: KBBACKUP_PRUNE_ and the flag name,
-// which extends the CLI's six variables (spec 10.4) to every flag.
+// which extends the CLI's six KBBACKUP_PRUNE_ variables to every flag.
 const envPrefix = "KBBACKUP_PRUNE_"
 
 // FromEnv reads Settings from KBBACKUP_PRUNE_<FLAG> variables (for

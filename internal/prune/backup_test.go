@@ -6,7 +6,9 @@ import (
 	"testing"
 )
 
-// Cases 24–39 of §12.4 (backup candidates, 3.8).
+// Backup candidates: which backups a prune may delete and which it must
+// keep (live, retained, invalid manifest, too young, restore, dependency,
+// storage or kopia protection).
 func TestBackupCandidates_3_8(t *testing.T) {
 	d := R + "/app/" + C + "/pg"
 	b1 := d + "/b1"

@@ -4,10 +4,10 @@ import (
 	"fmt"
 )
 
-// MaxDeleteBatch is the S3 Multi-Object Delete limit (7.2).
+// MaxDeleteBatch is the S3 Multi-Object Delete limit of objects per request.
 const MaxDeleteBatch = 1000
 
-// DeleteTarget is one Object element of a DeleteObjects body (7.1, 7.5).
+// DeleteTarget is one Object element of a DeleteObjects body.
 type DeleteTarget struct {
 	Key string
 	// VersionID is sent when set: a snapshot version, or a GCS generation.
@@ -15,17 +15,18 @@ type DeleteTarget struct {
 	Size      int64
 }
 
-// DeleteIdentity says how objects are identified in delete requests (7.5).
+// DeleteIdentity says how objects are identified in delete requests: by
+// key, by key and VersionId, or by key and GCS generation.
 type DeleteIdentity struct {
-	// Versioned is true when the snapshot came from a version listing (6.2).
+	// Versioned is true when the snapshot came from a version listing.
 	Versioned bool
 	// GCS sends each object's generation as its VersionId.
 	GCS bool
 }
 
 // target maps one snapshot object to what is sent, refusing objects without
-// an identity (7.6). Ambiguity (7.5): plain S3 sends Key only, although the
-// snapshot must still carry an ETag.
+// an identity. Ambiguity: plain S3 sends Key only, although the snapshot must
+// still carry an ETag.
 func (id DeleteIdentity) target(o Object) (DeleteTarget, error) {
 	t := DeleteTarget{Key: o.Key, Size: o.Size}
 	if o.DeleteMarker {
@@ -54,7 +55,7 @@ func (id DeleteIdentity) target(o Object) (DeleteTarget, error) {
 }
 
 // DeleteBatches orders a candidate's snapshot into DeleteObjects requests of
-// at most MaxDeleteBatch objects (7.2, 7.7). For a backup with a manifest the
+// at most MaxDeleteBatch objects. For a backup with a manifest the
 // data goes first, then the manifest's noncurrent versions, and the one
 // current manifest version alone in the last batch, so a failed data batch
 // (which stops the candidate) leaves the manifest to identify the backup.
@@ -111,8 +112,8 @@ type DeleteFailure struct {
 	Key, VersionID, Code, Message string
 }
 
-// TallyBatch matches a Quiet=false DeleteObjects response to the batch
-// (7.4): Deleted and Error entries are matched by (Key, VersionId), falling
+// TallyBatch matches a Quiet=false DeleteObjects response to the batch:
+// Deleted and Error entries are matched by (Key, VersionId), falling
 // back to Key. An empty result counts as full success, as some compatible
 // servers send one. A non-nil error means the candidate must stop.
 func TallyBatch(batch []DeleteTarget, deleted []DeleteTarget, failed []DeleteFailure) (objects int, bytes int64, err error) {

@@ -9,8 +9,9 @@ import (
 type backupLoc struct {
 	root, ns, cluster, clusterUID, dir string
 	key                                BackupKey
-	// fallback marks manifest-driven mode (3.12): there is no layout, the
-	// key comes from the manifest, and path checks use root as given.
+	// fallback marks manifest-driven mode (see planner.fallback): there is no
+	// layout, the key comes from the manifest, and path checks use root as
+	// given.
 	fallback bool
 	// nested is set when another candidate directory lies inside dir.
 	nested bool
@@ -30,7 +31,7 @@ type manifestFacts struct {
 
 // readManifests reads and validates the directory's manifest and, in volume
 // mode, the nested target/pod manifests, from the directory's objects named
-// like the manifest (objAgg.mans) in index order. Ambiguity (3.8.5): nested
+// like the manifest (objAgg.mans) in index order. Ambiguity: nested
 // manifests are read and validated against the enclosing directory; a
 // failure makes the candidate invalid-manifest and Retain makes it retained.
 func (p *planner) readManifests(loc backupLoc, es []entry) manifestFacts {
@@ -113,9 +114,9 @@ func (p *planner) readManifest(e entry) (Manifest, error) {
 	return ParseManifest(body.Data)
 }
 
-// evalBackup classifies one backup directory (3.8) from the summary of its
-// objects. The first matching rule of 3.8.2 sets state and reason; the
-// dependency rule runs later.
+// evalBackup classifies one backup directory from the summary of its
+// objects. The first matching rule of backupRules sets state and reason;
+// the dependency rule runs later (applyDependencies).
 func (p *planner) evalBackup(loc backupLoc, a *objAgg) Candidate {
 	c := Candidate{Type: TypeBackup, Prefix: loc.dir, Backup: loc.key, Root: loc.root,
 		ClusterPrefix: loc.cluster, ClusterUID: loc.clusterUID, Objects: objectsOf(sortedEntries(a.objs)),
@@ -155,7 +156,10 @@ func appendKeys(ks []BackupKey, more ...BackupKey) []BackupKey {
 	return ks
 }
 
-// backupRules applies 3.8.2 items 1–11 and 13.
+// backupRules applies the backup rules in order, the first match winning:
+// invalid manifest, live or protected by the cluster (backupProtections),
+// Retain policy, age of the manifest, a partial --prefix, a nested backup
+// directory, young objects; otherwise the backup is an orphan.
 func (p *planner) backupRules(c *Candidate, loc backupLoc, f manifestFacts, a *objAgg) (State, string) {
 	if f.invalid != nil {
 		return StateInvalidManifest, "invalid manifest: " + f.invalid.Error()
@@ -191,8 +195,11 @@ func (p *planner) backupRules(c *Candidate, loc backupLoc, f manifestFacts, a *o
 	return StateOrphan, "no Backup CR references the directory"
 }
 
-// backupProtections applies 3.8.2 items 2–6 (and 3.8.6). The executor reuses
-// it to revalidate backups against a refreshed inventory (5.10).
+// backupProtections applies the rules that keep a backup for the cluster's
+// sake: a Backup CR of that name, an active Restore, an overlapping live
+// Backup path or kopia repository, a cluster's kopia directory and storage
+// protections. The executor reuses it to revalidate backups against a
+// refreshed inventory.
 func backupProtections(r *refs, c Candidate) (State, string, *Protection) {
 	for _, k := range c.ContainedBackups {
 		if lb, ok := r.inv.Backups[k]; ok {
@@ -213,7 +220,7 @@ func backupProtections(r *refs, c Candidate) (State, string, *Protection) {
 	if b, ok := r.liveKopia(c.Root, c.Prefix); ok {
 		return StateProtected, fmt.Sprintf("overlaps the kopia repository of live Backup %s", b.Key), nil
 	}
-	// Ambiguity (3.8.6): a component-level "kopia" directory looks like a
+	// Ambiguity: a component-level "kopia" directory looks like a
 	// backup; it is protected while any live Backup uses the cluster.
 	if baseName(c.Prefix) == "kopia" && c.ClusterPrefix != "" && r.clusterInUse(c.Root, c.Backup.Namespace, c.ClusterPrefix, c.ClusterUID) {
 		return StateProtected, "kopia repository directory of a cluster with live Backups", nil

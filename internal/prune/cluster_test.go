@@ -5,7 +5,10 @@ import (
 	"testing"
 )
 
-// Cases 40–52 of §12.4 (clusters 3.7, --prefix 3.11, strays 3.10, markers 2.8).
+// Cluster directories, --prefix, repository strays and directory markers:
+// how unreferenced clusters split into candidates, what a partial --prefix
+// protects, when strays are listed, protected or eligible, and that
+// markers alone never make a candidate.
 func TestClustersAndStrays(t *testing.T) {
 	cd := R + "/app/" + C
 	pg := cd + "/pg"

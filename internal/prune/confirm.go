@@ -2,7 +2,8 @@ package prune
 
 import "fmt"
 
-// Confirmation words (10.3).
+// Confirmation words a real prune requires in --confirm; which one depends
+// on --include-retained and --delete-repository-stray.
 const (
 	ConfirmDelete                 = "DELETE"
 	ConfirmDeleteStray            = "DELETE-STRAY"

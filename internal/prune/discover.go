@@ -4,12 +4,12 @@ import (
 	"fmt"
 )
 
-// volumeMode reports whether a canonical repository root exists (3.3.1).
+// volumeMode reports whether a canonical repository root exists.
 func (p *planner) volumeMode() bool { return VolumeDiscovery(*p.inv) }
 
 // VolumeDiscovery reports whether the inventory holds a canonical repository
-// root, so that the planner discovers pvc roots (3.3.1); otherwise it runs
-// in manifest-driven mode (3.12), which only NewPlan serves.
+// root, so that the planner discovers pvc roots; otherwise it runs in
+// manifest-driven mode (see planner.fallback), which only NewPlan serves.
 func VolumeDiscovery(inv Inventory) bool {
 	for root, o := range inv.Owners {
 		if o.Kind == OwnerRepository && IsCanonicalRoot(root) {
@@ -19,17 +19,17 @@ func VolumeDiscovery(inv Inventory) bool {
 	return false
 }
 
-// rootAction is what discovery does with one canonical root (3.3.3, 3.3.4).
+// rootAction is what discovery does with one canonical root.
 type rootAction uint8
 
 const (
-	actOtherNamespace rootAction = iota // neither listed nor counted (3.3.3)
-	actUser                             // protected-user-volume (b)
-	actUnknown                          // protected-user-volume, unknown owner (e)
-	actUnowned                          // orphan-volume-root, not listed (3.9.1, 3.9.2)
-	actVolume                           // orphan-volume-root, listed whole (3.9.3)
-	actCurrent                          // granular scan (c)
-	actHistorical                       // historical audit (d)
+	actOtherNamespace rootAction = iota // root of another --namespace: not listed or counted
+	actUser                             // protected-user-volume, user-owned
+	actUnknown                          // protected-user-volume, unknown owner
+	actUnowned                          // orphan-volume-root, kept unlisted by a filter
+	actVolume                           // orphan-volume-root, listed whole
+	actCurrent                          // current or mapped repository root: granular
+	actHistorical                       // historical repository root: audit first
 )
 
 // rootAction classifies a root through the ownership index.
@@ -55,7 +55,7 @@ func (p *planner) rootAction(root string) (rootAction, VolumeOwner) {
 	return actUnknown, o
 }
 
-// countRoot adds a discovered root to the counts of 3.3.6.
+// countRoot adds a discovered root to the plan's VolumeRootCounts.
 func (p *planner) countRoot(a rootAction) {
 	c := &p.plan.VolumeRootCounts
 	if a == actOtherNamespace {
@@ -103,7 +103,7 @@ func scanKindOf(a rootAction) scanKind {
 }
 
 // discover lists the bucket top level and classifies each canonical root
-// (3.3), feeding each listed root from the index.
+// by its owner, feeding each listed root from the index.
 func (p *planner) discover() error {
 	p.plan.VolumeDiscovery = true
 	_, dirs := p.disc.level("")
@@ -133,14 +133,15 @@ func (p *planner) discover() error {
 	return nil
 }
 
-// userVolume emits a hard-protected root that is never listed (3.3.4 b, e).
+// userVolume emits a hard-protected root that is never listed: a user
+// volume or a root of unknown owner.
 func (p *planner) userVolume(root string, o VolumeOwner, reason string) {
 	p.add(Candidate{Type: TypeProtectedUserVolume, State: StateProtected, Reason: reason, Prefix: root, Root: root,
 		DeferredScan: true, Protection: &Protection{Prefix: root, Kind: "volume-owner", Resource: o.Resource}})
 }
 
-// unlistedVolumeRoot emits an unowned root that a filter keeps from being
-// listed (3.9.1, 3.9.2).
+// unlistedVolumeRoot emits an unowned root that a filter (--namespace, or a
+// --prefix inside it) keeps from being listed.
 func (p *planner) unlistedVolumeRoot(root string) {
 	c := Candidate{Type: TypeOrphanVolumeRoot, Prefix: root, Root: root, State: StateProtected,
 		DeletionConfigurable: true, DeferredScan: true}
@@ -167,7 +168,7 @@ func (p *planner) rootState(c *Candidate, a *objAgg) {
 	case a.n == 0:
 		c.State, c.Reason = StateProtected, "no current objects"
 	case a.onlyMarkers():
-		// 2.8: markers never create a candidate on their own.
+		// Directory markers never create a candidate on their own.
 		c.State, c.Reason = StateProtected, "only directory markers"
 	case a.hasYoung:
 		c.State, c.Reason = StateTooYoung, youngReason(a.young.obj)
@@ -177,7 +178,7 @@ func (p *planner) rootState(c *Candidate, a *objAgg) {
 }
 
 // historical emits the deferred candidate of an unreferenced historical
-// root (3.5.3, 3.5.4).
+// root, listed in full only at execution.
 func (p *planner) historical(root string) {
 	c := Candidate{Type: TypeOrphanRepositoryRoot, Prefix: root, Root: root, DeferredScan: true,
 		State: StateOrphan, Reason: "historical repository root has no references"}

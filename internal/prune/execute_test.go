@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// orphanPlan builds case 24 plus an orphan volume root and returns a final
-// snapshot ready for execution.
+// orphanPlan builds one orphan backup (b1) plus an orphan volume root and
+// returns a final snapshot ready for execution.
 func orphanPlan(t *testing.T) (*fixture, Plan) {
 	t.Helper()
 	f := newFixture()
@@ -34,7 +34,9 @@ func reasons(inv []Invalidation) string {
 	return strings.Join(s, "\n")
 }
 
-// Cases 53–66 of §12.4 that the planner can decide (5.5–5.12).
+// Execution re-checks the planner can decide: blockers, global guards,
+// revalidation against a refreshed inventory and a fresh listing, and the
+// final snapshot.
 func TestExecutionRechecks_5(t *testing.T) {
 	b1 := R + "/app/" + C + "/pg/b1"
 	t.Run("case53/4.1 blockers stop the final snapshot", func(t *testing.T) {

@@ -14,10 +14,10 @@ type fallbackScan struct {
 }
 
 // fallback is the manifest-driven mode used when no canonical repository
-// root exists (3.12). Ambiguity: the README does not describe this mode. It
-// is kept read-only-safe: without a canonical root the volume-ownership
-// condition (3.8.1 item 7) can never hold, so the planner raises an
-// execution blocker and the mode only ever reports.
+// root exists. It is kept read-only-safe: without a canonical root the
+// volume-ownership condition a backup needs to be deletable can never
+// hold, so the planner raises an execution blocker and the mode only ever
+// reports.
 func (p *planner) fallback() error {
 	inv := p.inv
 	if inv.Repo.BackupPVCName != "" && len(inv.Mapping) == 0 {

@@ -8,7 +8,10 @@ import (
 	"time"
 )
 
-// The §12.3 fixture.
+// The shared test fixture: R is the current repository root (Backup PVC
+// app/pvc-repo-x, bound), U a user volume root (PVC app/data), O an unowned
+// root and H a historical repository root (see withH); C and C2 are
+// cluster directories of uuidA and uuidB.
 const (
 	R       = "pvc-11111111-1111-4111-8111-111111111111"
 	U       = "pvc-22222222-2222-4222-8222-222222222222"
@@ -68,7 +71,9 @@ func (f *fixture) put(key string, size int64, t time.Time) *Object {
 	return &f.objs[len(f.objs)-1]
 }
 
-// manifestDoc is M(dir, policy) of §12.3 as a mutable document.
+// manifestDoc is the backup manifest document for dir and policy, as a
+// mutable document: a valid Backup of repo in namespace app, named after
+// dir, with status.path pointing at dir.
 func manifestDoc(root, dir, policy string) map[string]any {
 	return map[string]any{
 		"apiVersion": ManifestAPIVersion, "kind": "Backup",
@@ -81,7 +86,8 @@ func manifestDoc(root, dir, policy string) map[string]any {
 
 func sub(doc map[string]any, k string) map[string]any { return doc[k].(map[string]any) }
 
-// manifest writes M(dir, policy), letting mut adjust the document first.
+// manifest writes the manifest document for dir and policy (manifestDoc),
+// letting mut adjust it first.
 func (f *fixture) manifest(root, dir, policy string, t time.Time, mut func(map[string]any)) *Object {
 	doc := manifestDoc(root, dir, policy)
 	if mut != nil {

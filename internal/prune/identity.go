@@ -6,11 +6,11 @@ import (
 	"time"
 )
 
-// objectID is the identity of a snapshot object (6.4).
+// objectID is the identity of a snapshot object: key and version.
 type objectID struct{ key, version string }
 
-// CompareSnapshots requires two listings of the same scope to be identical
-// (6.4): the same (Key, VersionId) identities, each once, with equal Size,
+// CompareSnapshots requires two listings of the same scope to be identical:
+// the same (Key, VersionId) identities, each once, with equal Size,
 // ETag, generation, delete-marker flag and exact LastModified.
 func CompareSnapshots(planned, current []Object) error {
 	a, err := byIdentity(planned)
@@ -74,7 +74,7 @@ func objectDiff(x, y Object) string {
 }
 
 // CheckManifestHead compares a HEAD of the manifest with the planned
-// manifest (6.5). The ETag must be non-empty and equal. A recorded VersionId
+// manifest. The ETag must be non-empty and equal. A recorded VersionId
 // or generation must reappear in either HEAD field, since GCS reports the
 // generation as the VersionId. Ambiguity: with no version identity at all,
 // LastModified is compared truncated to whole seconds, because HEAD has

@@ -9,7 +9,7 @@ import (
 // CSIDriverS3 is the only CSI driver whose object layout the tool knows.
 const CSIDriverS3 = "ru.yandex.s3.csi"
 
-// BackupRepo mirrors the BackupRepo fields the tool uses (2.1).
+// BackupRepo mirrors the BackupRepo fields the tool uses.
 type BackupRepo struct {
 	Name       string
 	UID        string
@@ -31,7 +31,7 @@ func (r BackupRepo) ConfigBucket() string {
 	return strings.TrimSpace(r.Config["root"])
 }
 
-// Backup mirrors the Backup CR fields the tool records (2.9).
+// Backup mirrors the Backup CR fields the tool records.
 type Backup struct {
 	Namespace, Name, UID string
 	Labels               map[string]string
@@ -44,7 +44,7 @@ type Backup struct {
 	BaseBackupName   string
 }
 
-// Restore mirrors the Restore fields the tool uses (2.10).
+// Restore mirrors the Restore fields the tool uses.
 type Restore struct {
 	Namespace, Name string
 	Phase           string
@@ -82,7 +82,7 @@ type StorageClass struct {
 	Parameters  map[string]string
 }
 
-// InventoryInput is what the Kubernetes adapter read (9.6). A non-nil error
+// InventoryInput is what the Kubernetes adapter read. A non-nil error
 // field records a failed read; it becomes an execution blocker.
 type InventoryInput struct {
 	Repo BackupRepo
@@ -103,14 +103,14 @@ type InventoryInput struct {
 type OwnerKind string
 
 // Owner kinds. The zero value is OwnerUnknown so that an unset owner is
-// always protected (1.4).
+// always protected: what the tool cannot tell is kept.
 const (
 	OwnerUnknown    OwnerKind = ""
 	OwnerRepository OwnerKind = "repository"
 	OwnerUser       OwnerKind = "user"
 )
 
-// VolumeOwner is one entry of the ownership index (3.4).
+// VolumeOwner is one entry of the ownership index: who owns a pvc root.
 type VolumeOwner struct {
 	Kind      OwnerKind
 	Namespace string
@@ -118,7 +118,7 @@ type VolumeOwner struct {
 	Resource  string
 }
 
-// LiveBackup is a Backup CR of the repo as recorded in the inventory (2.9).
+// LiveBackup is a Backup CR of the repo as recorded in the inventory.
 type LiveBackup struct {
 	Key        BackupKey
 	UID        string
@@ -143,7 +143,7 @@ type Repo struct {
 	StorageClass  string
 }
 
-// Inventory is the Kubernetes snapshot the planner works from (2.12).
+// Inventory is the Kubernetes snapshot the planner works from.
 type Inventory struct {
 	Repo    Repo
 	Backups map[BackupKey]LiveBackup
@@ -160,8 +160,9 @@ type Inventory struct {
 	Blockers            []string
 }
 
-// PreCheckPVCName returns the pre-check PVC name for a repo (2.2); ok is
-// false when the UID is shorter than 8 characters.
+// PreCheckPVCName returns the name of a repo's pre-check PVC
+// ("pre-check-<uid[:8]>-<repo>", cut to 63 characters); ok is false when the
+// UID is shorter than 8 characters.
 func PreCheckPVCName(repoName, repoUID string) (string, bool) {
 	if len(repoUID) < 8 {
 		return "", false
@@ -173,9 +174,9 @@ func PreCheckPVCName(repoName, repoUID string) (string, bool) {
 	return strings.TrimRight(n, "-"), true
 }
 
-// NormalizeVolumeHandle maps a CSI volumeHandle to a bucket key prefix
-// (3.4.6). ok is false when the handle names another bucket or an unknown
-// scheme.
+// NormalizeVolumeHandle maps a CSI volumeHandle ("s3://bucket/path",
+// "bucket/path" or a bare path) to a bucket key prefix. ok is false when the
+// handle names another bucket or an unknown scheme.
 func NormalizeVolumeHandle(handle, bucket string) (prefix string, ok bool) {
 	h := strings.TrimSpace(handle)
 	if i := strings.Index(h, "://"); i >= 0 {
@@ -199,7 +200,7 @@ func NormalizeVolumeHandle(handle, bucket string) (prefix string, ok bool) {
 }
 
 // BuildInventory turns the adapter's reads into the planner's inventory,
-// raising the execution blockers of 4.2.
+// raising execution blockers for everything it could not read or verify.
 func BuildInventory(in InventoryInput) Inventory {
 	b := &invBuilder{in: in, inv: Inventory{
 		Backups: map[BackupKey]LiveBackup{}, RestoreProtected: map[BackupKey]bool{},
@@ -284,7 +285,9 @@ func qualify(root, raw string) string {
 	return k
 }
 
-// addOwner applies the precedence of 3.4.4.
+// addOwner records an owner of root when several claim it: a user volume
+// beats a repository, a current owner beats a historical one, and a tie
+// keeps the first owner (unless only the new one names a namespace).
 func (b *invBuilder) addOwner(root string, o VolumeOwner) {
 	old, ok := b.inv.Owners[root]
 	switch {

@@ -5,7 +5,9 @@ import (
 	"testing"
 )
 
-// Cases 20–23 of §12.4 and the blockers of 4.2.
+// Ownership index: which roots the repository PVs (the Backup PVC's and
+// the pre-check PVC's) own, current only when Bound; any other claim makes
+// a user root, and a user owner beats a repository.
 func TestOwnershipIndex_3_4(t *testing.T) {
 	S := "pvc-66666666-6666-4666-8666-666666666666"
 	pre, _ := PreCheckPVCName("repo", repoUID)

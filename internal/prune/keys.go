@@ -147,7 +147,7 @@ func IsCanonicalUUID(s string) bool {
 	return true
 }
 
-// IsCanonicalRoot reports whether seg is a canonical pvc root (2.5):
+// IsCanonicalRoot reports whether seg is a canonical pvc root:
 // "pvc-" followed by a canonical UUID and nothing else.
 func IsCanonicalRoot(seg string) bool {
 	return strings.HasPrefix(seg, "pvc-") && IsCanonicalUUID(seg[4:])
@@ -187,7 +187,7 @@ func IsDNSSubdomain(s string) bool {
 }
 
 // ParseClusterDir splits a Mount-mode cluster directory name
-// "<clusterName>-<clusterUUID>" (2.6). ok is false unless the name is longer
+// "<clusterName>-<clusterUUID>". ok is false unless the name is longer
 // than 37 characters, has "-" at len-37, ends in a canonical UUID and has a
 // non-empty cluster name.
 func ParseClusterDir(name string) (clusterName, uid string, ok bool) {

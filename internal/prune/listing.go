@@ -23,7 +23,7 @@ type Object struct {
 	DeleteMarker bool   `json:"deleteMarker,omitempty"`
 }
 
-// IsDirectoryMarker reports whether the object is a directory marker (2.8):
+// IsDirectoryMarker reports whether the object is a directory marker:
 // size 0 and a key ending in "/".
 func (o Object) IsDirectoryMarker() bool {
 	return o.Size == 0 && !o.DeleteMarker && strings.HasSuffix(strings.TrimSpace(o.Key), "/")
@@ -286,7 +286,7 @@ func (a *objAgg) add(e entry, seq int, cutoff time.Time, manifestName string, ke
 	}
 }
 
-// onlyMarkers reports whether every object is a directory marker (2.8).
+// onlyMarkers reports whether every object is a directory marker.
 func (a *objAgg) onlyMarkers() bool { return a.markers == a.n }
 
 // aggOf summarises entries that are already in index order.

@@ -9,10 +9,10 @@ import (
 	"time"
 )
 
-// MaxManifestSize is the largest manifest accepted (2.7).
+// MaxManifestSize is the largest manifest accepted (4 MiB).
 const MaxManifestSize = 4 << 20
 
-// Manifest API identity and label keys (velero-kubeblocks.md D.1).
+// Manifest API identity and label keys of the KubeBlocks Backup CR.
 const (
 	ManifestAPIVersion   = "dataprotection.kubeblocks.io/v1alpha1"
 	ManifestKind         = "Backup"
@@ -23,7 +23,7 @@ const (
 )
 
 // Manifest is the subset of the Backup CR JSON (kubeblocks-backup.json) the
-// tool reads (2.7).
+// tool reads.
 type Manifest struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
@@ -111,7 +111,9 @@ type manifestPlace struct {
 	nsSegment string
 }
 
-// validateManifest applies every 3.8.2 item 1 rule for one manifest.
+// validateManifest applies every manifest validity rule to one manifest:
+// the manifest must describe a Backup of this repo that fits the directory
+// it was found in. A failure makes the candidate invalid-manifest.
 func validateManifest(m Manifest, at manifestPlace) error {
 	if err := checkManifestSelf(m); err != nil {
 		return err
@@ -141,7 +143,8 @@ func validateManifest(m Manifest, at manifestPlace) error {
 // is a canonical pvc root is already absolute, anything else is relative to
 // root. A path that is set but normalises to nothing, or cannot be
 // normalised, resolves to root itself so that it protects rather than
-// vanishes (1.4). ok is false only for an empty path.
+// vanishes: what the tool cannot tell is kept. ok is false only for an empty
+// path.
 func resolveUnder(root, raw string) (string, bool) {
 	if raw == "" {
 		return "", false

@@ -62,7 +62,9 @@ func TestKeys_Conventions_2_5_2_6(t *testing.T) {
 	}
 }
 
-// Cases 67–71 of §12.4 (7.2, 7.4–7.7) and case 62.
+// Delete batches: at most 1000 objects a request, Key or Key+VersionId
+// bodies, GCS generations, the manifest in the last batch, and how a
+// DeleteObjects response is tallied.
 func TestDeleteBatches_7(t *testing.T) {
 	mk := func(n int) Candidate {
 		c := Candidate{Type: TypeOrphanVolumeRoot}
@@ -77,7 +79,7 @@ func TestDeleteBatches_7(t *testing.T) {
 			t.Fatalf("%v %d", err, len(bs))
 		}
 		if bs[0][0].VersionID != "" {
-			t.Fatal("case70: unversioned body sends Key only")
+			t.Fatal("an unversioned body sends Key only")
 		}
 	})
 	t.Run("case70/7.5 versioned body", func(t *testing.T) {
@@ -145,7 +147,9 @@ func TestDeleteBatches_7(t *testing.T) {
 	})
 }
 
-// Cases 54–56 and 75 of §12.4 (6.1–6.3, 5.8).
+// Bucket versioning: parsing --bucket-versioning, resolving the detected
+// state, the execution-time re-check, and when version listings and
+// --purge-versions are required.
 func TestVersioning_6(t *testing.T) {
 	for _, in := range []string{"", " AUTO ", "disabled", "Enabled", "suspended"} {
 		if _, err := ParseVersioningMode(in); err != nil {
@@ -153,33 +157,34 @@ func TestVersioning_6(t *testing.T) {
 		}
 	}
 	if _, err := ParseVersioningMode("x"); err == nil {
-		t.Error("case83: x must fail")
+		t.Error("an unknown --bucket-versioning value x must fail")
 	}
 	if st, src, err := ResolveVersioning(ModeAuto, ""); st != VersioningDisabled || src != SourceDetected || err != nil {
-		t.Error("case75: empty status is Disabled (detected)")
+		t.Error("an empty status is Disabled (detected)")
 	}
 	if _, _, err := ResolveVersioning(ModeAuto, "Weird"); err == nil {
-		t.Error("6.1: unknown status is fatal")
+		t.Error("an unknown versioning status is fatal")
 	}
 	if st, src, _ := ResolveVersioning(ModeDisabled, "Enabled"); st != VersioningDisabled || src != SourceOperatorOverride || NeedsVersioningQuery(ModeDisabled) {
-		t.Error("case56: explicit disabled needs no query")
+		t.Error("an explicit disabled needs no query")
 	}
 	pl := Plan{Versioning: VersioningDisabled, VersioningSource: SourceDetected}
 	if err := CheckVersioningUnchanged(pl, "Enabled"); err == nil || !strings.Contains(err.Error(), "versioning changed") {
-		t.Error("case55: change must abort")
+		t.Error("a versioning change must abort")
 	}
 	if err := CheckVersioningUnchanged(Plan{Versioning: VersioningDisabled, VersioningSource: SourceOperatorOverride}, "Enabled"); err != nil {
 		t.Error("override is not re-queried")
 	}
 	if !RequiresPurgeVersions(VersioningSuspended) || RequiresPurgeVersions(VersioningDisabled) {
-		t.Error("6.3")
+		t.Error("a suspended bucket must require --purge-versions, a disabled one must not")
 	}
 	if VersionedListing(true, VersioningDisabled) || !VersionedListing(true, VersioningEnabled) || VersionedListing(false, VersioningEnabled) {
-		t.Error("6.2")
+		t.Error("candidate scopes use version listings only with --purge-versions on a versioned bucket")
 	}
 }
 
-// Case 81 of §12.4 (10.3).
+// Confirmation words: each combination of --include-retained and
+// --delete-repository-stray requires its own --confirm word.
 func TestConfirmationWords_10_3(t *testing.T) {
 	tests := []struct {
 		retained, stray bool
@@ -198,7 +203,8 @@ func TestConfirmationWords_10_3(t *testing.T) {
 	}
 }
 
-// Case 84 of §12.4 (10.8).
+// Visibility: without --show-all, live candidates and protected user
+// volumes are hidden from the state counts.
 func TestVisibility_10_8(t *testing.T) {
 	pl := Plan{Candidates: []Candidate{
 		{Type: TypeBackup, State: StateOrphan},
@@ -215,7 +221,8 @@ func TestVisibility_10_8(t *testing.T) {
 	}
 }
 
-// 3.12: manifest-driven fallback mode.
+// Manifest-driven fallback mode, used when no canonical repository root
+// exists.
 func TestFallbackMode_3_12(t *testing.T) {
 	tool := func() *fixture {
 		f := newFixture()

@@ -15,8 +15,8 @@ type planner struct {
 	ix        *index // NewPlan's whole listing; nil for a Scan
 	manifests map[string]ManifestBody
 	versioned bool // the listing is a version listing
-	disc      view // top-level and shallow listings (3.3.2, 3.5.1)
-	scope     view // candidate scopes (6.2)
+	disc      view // top-level and shallow listings
+	scope     view // candidate scopes (versioned with --purge-versions)
 	opts      Options
 	prefix    string
 	cutoff    time.Time
@@ -27,9 +27,9 @@ type planner struct {
 	mapped  map[string]bool // roots of the namespace mapping
 }
 
-// NewPlan classifies the listing against the inventory (§3) and returns the
+// NewPlan classifies the listing against the inventory and returns the
 // plan with its summaries and execution blockers. An error is a fatal
-// condition of 4.4 that yields no plan.
+// condition that yields no plan.
 func NewPlan(inv Inventory, l Listing, opts Options, now time.Time) (Plan, error) {
 	p, err := newPlanner(&inv, opts, now)
 	if err != nil {
@@ -94,7 +94,7 @@ func newPlanner(inv *Inventory, opts Options, now time.Time) (*planner, error) {
 		BlockingReasons:       append([]string(nil), inv.Blockers...),
 		opts:                  opts,
 	}
-	// Planner blockers (4.3).
+	// Blockers the planner raises itself: layouts it cannot verify.
 	for root, o := range inv.Owners {
 		if o.Kind == OwnerRepository && !IsCanonicalRoot(root) {
 			p.block("repository root %q is not a canonical pvc root", root)
@@ -105,9 +105,9 @@ func newPlanner(inv *Inventory, opts Options, now time.Time) (*planner, error) {
 			p.block("repository root %q of namespace %s is not a canonical pvc root", root, ns)
 		}
 	}
-	// Ambiguity (2.6): KubeBlocks puts spec.pathPrefix between the root and
-	// the namespace, the README layout has no such segment. Block until the
-	// segment is supported explicitly.
+	// Ambiguity: KubeBlocks puts spec.pathPrefix between the root and
+	// the namespace, a segment the Mount layout this planner knows does not
+	// have. Block until the segment is supported explicitly.
 	if inv.Repo.Mount && CleanKey(inv.Repo.PathPrefix) != "" {
 		p.block("backup repo spec.pathPrefix %q is not supported in Mount mode", inv.Repo.PathPrefix)
 	}
@@ -171,7 +171,7 @@ func (p *planner) listed(prefix string, recursive bool) {
 	p.plan.Listed = append(p.plan.Listed, ListCall{Prefix: prefix, Recursive: recursive})
 }
 
-// scanned adds to the scanned counters (5.2).
+// scanned adds to the scanned counters of the plan.
 func (p *planner) scanned(objects, bytes int64) {
 	p.plan.ScannedObjects += objects
 	p.plan.ScannedBytes += bytes
@@ -185,7 +185,7 @@ func (p *planner) add(c Candidate) {
 	p.plan.Candidates = append(p.plan.Candidates, c)
 }
 
-// finish runs the dependency fixed point and computes the summaries (5.3).
+// finish runs the dependency fixed point and computes the summaries.
 func (p *planner) finish() {
 	applyDependencies(p.plan.Candidates, p.refs.liveDeps, p.plan.outsideDeps)
 	sort.SliceStable(p.plan.Candidates, func(i, j int) bool {
@@ -214,12 +214,13 @@ func summarize(pl *Plan) {
 	}
 }
 
-// applyDependencies runs the fixed point of 3.8.4: every key named as parent
-// or base by a live Backup or by a candidate that is not orphan is kept, and
-// any orphan holding such a key becomes dependency, until nothing changes.
+// applyDependencies runs the dependency fixed point: every key named as
+// parent or base by a live Backup or by a candidate that is not orphan is
+// kept, and any orphan holding such a key becomes dependency, until nothing
+// changes.
 func applyDependencies(cs []Candidate, liveDeps map[BackupKey]bool, outside []BackupKey) {
 	// A backup whose manifest cannot be read may name any sibling as its
-	// parent or base. Unknown is not "none" (1.4): its cluster's other
+	// parent or base. Unknown is not "none": its cluster's other
 	// backups stay until the manifest is fixed or removed.
 	unreadable := map[string]string{}
 	for _, c := range cs {

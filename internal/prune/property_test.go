@@ -14,7 +14,7 @@ type gdir struct {
 	root, ns, cluster, dir, name string
 	manifest                     bool   // a current manifest object exists
 	parseable                    bool   // its JSON decodes (so its parent/base are visible)
-	valid                        bool   // it passes every 3.8.2 item 1 rule
+	valid                        bool   // it passes every manifest validity rule
 	policy                       string // deletionPolicy written
 	creation                     time.Time
 	parent, base                 string
@@ -50,9 +50,10 @@ func (w *world) age() time.Time {
 
 func (w *world) chance(pct int) bool { return w.rng.IntN(100) < pct }
 
-// generate builds a random bucket layout and cluster state around the §12.3
-// fixture. Clean orphans get unique names that nothing references; the rest
-// draw names from a small pool so keys collide across clusters and roots.
+// generate builds a random bucket layout and cluster state around the shared
+// test fixture (newFixture). Clean orphans get unique names that nothing
+// references; the rest draw names from a small pool so keys collide across
+// clusters and roots.
 func generate(seed uint64) *world {
 	w := &world{rng: rand.New(rand.NewPCG(seed, 0x9e3779b9)), f: newFixture(), restores: map[BackupKey]bool{}}
 	f := w.f
@@ -484,7 +485,9 @@ func deletedObjects(pl Plan) (objs []Object, pending []string) {
 }
 
 // TestPlannerProperties is the randomized safety and liveness property test
-// over generated layouts and inventories (1.4, 3.8.1, 3.8.4, 3.9, 3.10).
+// over generated layouts and inventories: nothing live, referenced,
+// retained, young, depended on or protected is ever deleted, and clean
+// orphans are deletable.
 func TestPlannerProperties(t *testing.T) {
 	iterations := 3000
 	if testing.Short() {

@@ -26,7 +26,7 @@ func deletedKeys(t *testing.T, f *fixture) []string {
 
 // Keys are filed by S3 under their raw bytes; a key whose cleaned form
 // lands under an orphan but whose raw form does not must never be deleted
-// with it (2.5, 3.3.4, Conventions: "contains" on every listing result).
+// with it: every listing result is filtered by its raw key.
 func TestRawKeysNotInNormalFormNeverJoinACandidate(t *testing.T) {
 	f := newFixture()
 	f.put(O+"/app/x", 10, old) // an unowned root: orphan-volume-root
@@ -54,8 +54,8 @@ func TestRawKeysNotInNormalFormNeverJoinACandidate(t *testing.T) {
 	}
 }
 
-// A non-empty object named "<backup>/" is ordinary data (2.8): a stray at
-// plan time, it must not join the backup at execution (3.10.2, 5.5).
+// A non-empty object named "<backup>/" is ordinary data, not a directory
+// marker: a stray at plan time, it must not join the backup at execution.
 func TestSlashNamedObjectStaysAStrayAtExecution(t *testing.T) {
 	f := newFixture()
 	dir := R + "/app/" + C + "/pg/b1"
@@ -70,7 +70,7 @@ func TestSlashNamedObjectStaysAStrayAtExecution(t *testing.T) {
 }
 
 // A user PV on the repository StorageClass protects its handle even when
-// its claim is gone and the handle is not a canonical root (3.4.5, 2.11).
+// its claim is gone and the handle is not a canonical root.
 func TestReleasedUserPVOnTheRepositoryClassProtectsItsHandle(t *testing.T) {
 	f := newFixture()
 	f.in.PVs = append(f.in.PVs, PV{Name: "pv-user", StorageClassName: "sc-repo", Phase: "Released", ClaimNamespace: "app", ClaimName: "user-data",
@@ -97,7 +97,7 @@ func TestReleasedUserPVOnTheRepositoryClassProtectsItsHandle(t *testing.T) {
 }
 
 // An unreadable manifest may name any backup of its cluster as its parent
-// or base; unknown is not "none" (1.4), so its siblings stay.
+// or base; unknown is not "none", so its siblings stay.
 func TestUnreadableManifestProtectsItsClusterSiblings(t *testing.T) {
 	f := newFixture()
 	cluster := R + "/app/" + C

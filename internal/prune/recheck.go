@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-// ErrExecutionBlocked is returned when blockers forbid real deletion (4.1).
+// ErrExecutionBlocked is returned when blockers forbid real deletion.
 var ErrExecutionBlocked = errors.New("execution blocked")
 
-// ErrStalePlan wraps a failed execution-start refresh or revalidation (5.7).
+// ErrStalePlan wraps a failed execution-start refresh or revalidation.
 var ErrStalePlan = errors.New("plan is stale")
 
 // scopeView returns the candidate-scope view of a listing for a plan.
@@ -42,11 +42,11 @@ func scopeEntries(c Candidate, v view) []entry {
 	return out
 }
 
-// FinalSnapshot is the second traversal (5.5): every orphan candidate's
-// snapshot is replaced from a fresh listing, ages are re-checked, strays are
-// re-judged on their planned keys and historical roots are enumerated and
-// classified (3.5.6). The dependency fixed point then runs again and the
-// totals are recomputed. inv is the inventory the plan was made from.
+// FinalSnapshot is the second traversal, at execution: every orphan
+// candidate's snapshot is replaced from a fresh listing, ages are re-checked,
+// strays are re-judged on their planned keys and historical roots are
+// enumerated and classified. The dependency fixed point then runs again and
+// the totals are recomputed. inv is the inventory the plan was made from.
 func FinalSnapshot(pl Plan, inv Inventory, l Listing, now time.Time) (Plan, error) {
 	if pl.Blocked() {
 		return pl, ErrExecutionBlocked
@@ -146,7 +146,7 @@ func (p *planner) finalCheck(c *Candidate, es []entry) {
 }
 
 // finalRoot enumerates a historical root and classifies every manifest in
-// it (3.5.6); the first result other than orphan becomes the root's state.
+// it; the first result other than orphan becomes the root's state.
 func (p *planner) finalRoot(c *Candidate) {
 	root := c.Prefix
 	es := p.scope.inside(root)
@@ -157,7 +157,7 @@ func (p *planner) finalRoot(c *Candidate) {
 	}
 	name := p.opts.manifestName()
 	// Group by canonical backup directory so nested target/pod manifests are
-	// judged with their enclosing directory (3.8.5).
+	// judged with their enclosing directory.
 	dirs := map[string][]entry{}
 	locs := map[string]backupLoc{}
 	var keys, deps []BackupKey
@@ -216,7 +216,7 @@ func sortedLocKeys(m map[string]backupLoc) []string {
 	return out
 }
 
-// GlobalGuards are the checks before any write (5.6).
+// GlobalGuards are the checks of the whole plan before any write.
 func GlobalGuards(pl Plan) error {
 	switch pl.Versioning {
 	case VersioningDisabled, VersioningEnabled, VersioningSuspended:
@@ -268,9 +268,9 @@ func GlobalGuards(pl Plan) error {
 	return nil
 }
 
-// CheckRefresh compares a refreshed inventory with the plan (5.9).
-// Ambiguity: the README compares the mapping exactly while the reference
-// only checks the planned namespaces; equality in both directions is used.
+// CheckRefresh compares a refreshed inventory with the plan. The namespace
+// mapping must be equal in both directions, not only for the namespaces
+// the plan covers.
 func CheckRefresh(pl Plan, inv Inventory) error {
 	switch {
 	case len(inv.Blockers) > 0:
@@ -294,7 +294,7 @@ func CheckRefresh(pl Plan, inv Inventory) error {
 }
 
 // ExecutionGroups returns the indices of orphan candidates in execution
-// order (5.11): every repository-stray first, as one group, then the rest,
+// order: every repository-stray first, as one group, then the rest,
 // because deleting a backup would change a stray's full-scope snapshot.
 func ExecutionGroups(pl Plan) [][]int {
 	var strays, rest []int

@@ -5,9 +5,10 @@ import (
 	"sort"
 )
 
-// refs answers the reference questions of §3 against the in-memory
-// inventory only. Backup paths are normalised once and placed once per
-// root: the questions are asked for every candidate.
+// refs answers the planner's reference questions (is this prefix used by a
+// live Backup, a Restore or a volume?) against the in-memory inventory only.
+// Backup paths are normalised once and placed once per root: the questions
+// are asked for every candidate.
 type refs struct {
 	inv *Inventory
 	// all lists the live Backups sorted by key, for stable reasons; byNS
@@ -263,7 +264,7 @@ func inCluster(paths []string, d string) bool {
 
 // usableLocator reports whether live Backup i can be pinned to one cluster
 // directory under root and ns: a canonical cluster-uid label, or a path
-// resolving to a well-formed cluster directory there (3.5.2 c-iii).
+// resolving to a well-formed cluster directory there.
 func (r *refs) usableLocator(i int, root, ns string) bool {
 	if IsCanonicalUUID(r.all[i].ClusterUID) {
 		return true
@@ -302,8 +303,10 @@ func firstPerNS(set map[BackupKey]bool) map[string]BackupKey {
 	return out
 }
 
-// clusterReferenced implements 3.7.1 for cluster directory d (UUID uid) of
-// namespace ns under root.
+// clusterReferenced reports whether cluster directory d (UUID uid) of
+// namespace ns under root is referenced: a live Backup of ns carries the
+// cluster uid, has a path into the cluster or has no usable locator, or the
+// namespace has a Restore or live dependency (nsActivity).
 func (r *refs) clusterReferenced(root, ns, d, uid string) (string, bool) {
 	rp := r.paths(root)
 	for _, i := range r.byNS[ns] {
@@ -320,7 +323,7 @@ func (r *refs) clusterReferenced(root, ns, d, uid string) (string, bool) {
 	return r.nsActivity(ns)
 }
 
-// uncertain implements the uncertain-reference test of 3.10.4 for a cluster
+// uncertain implements the uncertain-reference test for a stray cluster
 // directory d (uid "" for a malformed one): a Backup that points at the
 // cluster without a matching status.path, one with no usable locator, or a
 // Restore or live dependency in the namespace.
@@ -342,8 +345,11 @@ func (r *refs) uncertain(root, ns, d, uid string) (string, bool) {
 // clusterDir is one well-formed cluster directory of a topology.
 type clusterDir struct{ name, uid string }
 
-// rootReferenced implements 3.5.2 for a historical root with the given
-// topology (namespace → well-formed cluster directories).
+// rootReferenced reports whether a historical root with the given topology
+// (namespace → well-formed cluster directories) is still referenced: by a
+// storage protection, a live Backup path inside it, a live Backup that
+// carries the uid of or resolves into one of its clusters or has no usable
+// locator, or a Restore or live dependency in one of its namespaces.
 func (r *refs) rootReferenced(root string, topo map[string][]clusterDir) (string, bool) {
 	if p := r.storage(root); p != nil {
 		return fmt.Sprintf("storage protection %s (%s)", p.Prefix, p.Resource), true

@@ -14,8 +14,8 @@ type Invalidation struct {
 	Reason string
 }
 
-// Revalidate re-checks one orphan candidate against a refreshed inventory
-// (5.10). It returns nil when the candidate may still be deleted.
+// Revalidate re-checks one orphan candidate against a refreshed inventory.
+// It returns nil when the candidate may still be deleted.
 func Revalidate(pl Plan, c Candidate, inv Inventory) error {
 	r := newRefs(&inv)
 	owner, owned := inv.Owners[c.Root]
@@ -123,7 +123,8 @@ func mapsRoot(inv Inventory, root string) bool {
 	return false
 }
 
-// topologyOf derives a root's topology from snapshot keys (5.10).
+// topologyOf derives a root's topology (namespace → well-formed cluster
+// directories) from snapshot keys.
 func topologyOf(root string, os []Object) map[string][]clusterDir {
 	topo := map[string][]clusterDir{}
 	seen := map[string]bool{}
@@ -147,7 +148,7 @@ func topologyOf(root string, os []Object) map[string][]clusterDir {
 }
 
 // Recheck is the execution-time re-check of every orphan candidate against
-// a fresh listing and a refreshed inventory (5.7, 5.11, 5.12). A non-nil
+// a fresh listing and a refreshed inventory. A non-nil
 // error means the refresh itself failed and the whole run is stale; the
 // invalidations name the candidates that must not be deleted.
 func Recheck(pl Plan, inv Inventory, l Listing) ([]Invalidation, error) {

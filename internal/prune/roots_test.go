@@ -5,7 +5,9 @@ import (
 	"testing"
 )
 
-// Cases 1–7 of §12.4.
+// Root discovery and orphan volume roots: the root counts, an unowned root
+// as one candidate, and what age, --namespace, --prefix, version-only
+// objects and markers do to it.
 func TestRootDiscoveryAndOrphanVolumeRoots(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -127,7 +129,7 @@ func (e testErr) Error() string { return string(e) }
 
 const errTest = testErr("boom")
 
-// Case 44 and 3.3.5.
+// A --prefix that overlaps no discovered pvc root is an error.
 func TestPrefixMustOverlapARoot_3_3_5(t *testing.T) {
 	f := newFixture()
 	f.put(R+"/app/x", 1, old)
@@ -137,7 +139,9 @@ func TestPrefixMustOverlapARoot_3_3_5(t *testing.T) {
 	}
 }
 
-// Cases 8–18 of §12.4 (historical repository roots).
+// Historical repository roots: what keeps a root referenced (locators,
+// cluster uid, paths, Restores, live dependencies, storage protection) and
+// when it collapses into one deferred orphan candidate.
 func TestHistoricalRoots_3_5(t *testing.T) {
 	base := func(f *fixture) {
 		f.withH("Released")
@@ -237,7 +241,8 @@ func TestHistoricalRoots_3_5(t *testing.T) {
 	}
 }
 
-// Case 19: the final snapshot of a historical root (3.5.6, 5.5).
+// The final snapshot of a historical root: at execution the deferred root
+// is listed in full and takes the state of its backups.
 func TestHistoricalRootFinalSnapshot_3_5_6(t *testing.T) {
 	dir := H + "/app/" + C + "/pg/b1"
 	tests := []struct {

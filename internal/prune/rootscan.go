@@ -9,9 +9,9 @@ import (
 type scanKind uint8
 
 const (
-	scanGranular   scanKind = iota // a current repository root (3.6)
-	scanVolume                     // an unowned root: one candidate (3.9.3)
-	scanHistorical                 // audit (3.5.1), then granular if referenced (3.5.5)
+	scanGranular   scanKind = iota // a current repository root
+	scanVolume                     // an unowned root: one candidate
+	scanHistorical                 // audit, then granular if referenced
 	scanShallow                    // audit only, from the two delimiter levels
 )
 
@@ -21,31 +21,31 @@ const (
 // its index with keep set, and its candidates carry their snapshots.
 //
 // Views follow the index: the audit and discovery see every version when
-// --purge-versions is set (3.3.2), candidate scopes only under 6.2.
+// --purge-versions is set, candidate scopes only when versionedScopes holds.
 type rootScan struct {
 	p          *planner
 	root       string
 	kind       scanKind
 	versioned  bool // the objects come from a version listing
 	keep       bool // candidates keep their object snapshots
-	allVersion bool // candidate scopes see every version (6.2)
+	allVersion bool // candidate scopes see every version
 	stream     bool // collect the manifests to read (Scan)
 	seq        int
 	// discovered: an object makes the root a directory of the bucket top
-	// level (3.3.2), which is what puts it in the plan.
+	// level, which is what puts it in the plan.
 	discovered bool
 	counts     scanCounts
 	vol        objAgg
-	loose      []seqEntry // loose objects at the root level (3.6.1)
+	loose      []seqEntry // loose objects at the root level
 	nss        map[string]*nsScan
-	// audited holds the DNS-label namespace directories the audit of
-	// 3.5.1 sees, with their cluster directory names.
+	// audited holds the DNS-label namespace directories the audit of the
+	// two shallow levels sees, with their cluster directory names.
 	audited   map[string]map[string]bool
 	reads     []ManifestRead
 	requested map[string]bool
 }
 
-// nsScan is one namespace directory of a granular scan (3.6.2, 3.6.3).
+// nsScan is one namespace directory of a granular scan.
 type nsScan struct {
 	name, nsp string
 	skip      bool       // outside --prefix or --namespace
@@ -54,7 +54,7 @@ type nsScan struct {
 	clusters  map[string]*clusterScan
 }
 
-// clusterScan is one cluster directory of a granular scan (3.6.4, 3.7).
+// clusterScan is one cluster directory of a granular scan.
 type clusterScan struct {
 	d, uid string
 	skip   bool                 // outside --prefix
@@ -73,7 +73,7 @@ type groupAgg struct {
 	outside bool
 }
 
-// strayScan is an invalid namespace or cluster directory (3.10.3).
+// strayScan is an invalid namespace or cluster directory.
 type strayScan struct {
 	dir, scope string
 	listed     bool // --delete-repository-stray: its scope is listed
@@ -186,7 +186,8 @@ func hasDirPrefix(s, dir string) bool {
 	return len(s) > len(dir) && s[len(dir)] == '/' && s[:len(dir)] == dir
 }
 
-// audit records what the two delimiter levels of 3.5.1 show.
+// audit records what the two delimiter levels below the root (namespaces
+// and their cluster directories) show.
 func (s *rootScan) audit(e entry, at place) {
 	if at.rootLoose {
 		s.counts.add(e.obj, true)
@@ -208,7 +209,7 @@ func (s *rootScan) audit(e entry, at place) {
 	}
 }
 
-// granular files a candidate-scope entry under the granular scan (3.6).
+// granular files a candidate-scope entry under the granular scan.
 func (s *rootScan) granular(e entry, at place, seq int, version string) {
 	if at.rootLoose {
 		s.counts.add(e.obj, false)
@@ -260,7 +261,8 @@ func (s *rootScan) granular(e entry, at place, seq int, version string) {
 }
 
 // namespace returns the scan of namespace directory name, deciding on
-// first sight what 3.6.2 does with it.
+// first sight whether it is skipped (outside --prefix or --namespace), a
+// stray (not a DNS-1123 label) or scanned.
 func (s *rootScan) namespace(name string) *nsScan {
 	if n, ok := s.nss[name]; ok {
 		return n
@@ -280,7 +282,9 @@ func (s *rootScan) namespace(name string) *nsScan {
 }
 
 // cluster returns the scan of cluster directory cd, deciding on first
-// sight what 3.6.4 and 3.7.1–3.7.4 do with it.
+// sight whether it is skipped (outside --prefix), a stray (malformed name),
+// scanned, or held unlisted as an unreferenced cluster that a storage
+// protection or a partial --prefix keeps.
 func (s *rootScan) cluster(n *nsScan, cd string) *clusterScan {
 	if c, ok := n.clusters[cd]; ok {
 		return c
@@ -314,7 +318,7 @@ func (s *rootScan) cluster(n *nsScan, cd string) *clusterScan {
 	return c
 }
 
-// group returns the backup directory D/<c>/<b> holding key k (3.7.5), or
+// group returns the backup directory D/<c>/<b> holding key k, or
 // nil when k lies in none.
 func (s *rootScan) group(c *clusterScan, k string) *groupAgg {
 	if len(k) <= len(c.d) {
@@ -367,9 +371,10 @@ func insideScope(p string, e entry) bool {
 	return hasDirPrefix(e.obj.Key, p) && Contains(p, e.key) && !(e.key == p && !e.slash)
 }
 
-// scanCounts are a root's scanned counters (5.2): audit over the levels of
-// 3.5.1 only (3.5.3), all over everything the plan relies on. Each identity
-// counts once, though the audit and the granular scan list it twice.
+// scanCounts are a root's scanned counters: audit over the two shallow levels
+// only (what an unreferenced historical root reports), all over everything
+// the plan relies on. Each identity counts once, though the audit and the
+// granular scan list it twice.
 type scanCounts struct {
 	ids          idSet
 	auditN, allN int64

@@ -22,15 +22,15 @@ func (s *rootScan) finish() {
 	p.plan.Listed = append(p.plan.Listed, calls...)
 	if referenced {
 		p.scanned(s.counts.allN, s.counts.allB)
-		s.finishGranular() // 3.5.5
+		s.finishGranular() // referenced: scanned like a current root
 		return
 	}
 	p.scanned(s.counts.auditN, s.counts.auditB)
 	p.historical(s.root)
 }
 
-// auditReferenced reports whether the root is referenced (3.5.2), from the
-// topology its two levels show (3.5.1), and the listings that took.
+// auditReferenced reports whether the root is referenced (rootReferenced),
+// from the topology its two shallow levels show, and the listings that took.
 func (s *rootScan) auditReferenced() (bool, []ListCall) {
 	calls := []ListCall{{Prefix: s.root}}
 	topo := map[string][]clusterDir{}
@@ -51,7 +51,7 @@ func (s *rootScan) auditReferenced() (bool, []ListCall) {
 	return ok, calls
 }
 
-// finishVolume classifies an unowned root listed whole (3.9.3).
+// finishVolume classifies an unowned root listed whole.
 func (s *rootScan) finishVolume() {
 	p, a := s.p, &s.vol
 	p.scanned(s.counts.allN, s.counts.allB)
@@ -62,7 +62,7 @@ func (s *rootScan) finishVolume() {
 	p.add(c)
 }
 
-// finishGranular classifies a current or referenced repository root (3.6).
+// finishGranular classifies a current or referenced repository root.
 func (s *rootScan) finishGranular() {
 	p, root := s.p, s.root
 	p.listed(root, false)
@@ -92,7 +92,7 @@ func (s *rootScan) finishGranular() {
 	}
 }
 
-// finishCluster is the cluster scan of 3.7.5: a candidate per backup
+// finishCluster is the cluster scan: a candidate per backup
 // directory and one for the objects in none.
 func (s *rootScan) finishCluster(ns string, c *clusterScan) {
 	p, d := s.p, c.d
@@ -108,7 +108,7 @@ func (s *rootScan) finishCluster(ns string, c *clusterScan) {
 			// Left out of the plan, so it remains: whatever it names as
 			// parent or base must remain too. Without this, --prefix naming
 			// one backup of an incremental chain would delete the parent of
-			// a retained sibling (1.4).
+			// a retained sibling.
 			p.plan.outsideDeps = append(p.plan.outsideDeps, p.readManifests(loc, sortedEntries(g.mans)).deps...)
 			continue
 		}
@@ -116,7 +116,7 @@ func (s *rootScan) finishCluster(ns string, c *clusterScan) {
 	}
 	if planned := p.inPrefix(sortedEntries(c.loose)); len(planned) > 0 {
 		// A streamed plan holds no listing of the directory; the final
-		// snapshot lists it before anything is compared or deleted (5.5).
+		// snapshot lists it before anything is compared or deleted.
 		full := []Object{}
 		if s.keep {
 			full = objectsOf(sortedEntries(c.all))
@@ -138,7 +138,7 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-// inPrefix keeps the entries inside --prefix (3.10.5).
+// inPrefix keeps the entries inside --prefix.
 func (p *planner) inPrefix(es []entry) []entry {
 	var out []entry
 	for _, e := range es {
@@ -149,7 +149,7 @@ func (p *planner) inPrefix(es []entry) []entry {
 	return out
 }
 
-// strayLevel turns the loose objects of one level into a stray (3.10.1).
+// strayLevel turns the loose objects of one level into a stray.
 func (p *planner) strayLevel(root, ns, prefix string, contents []entry) {
 	planned := p.inPrefix(withoutMarkers(contents))
 	if len(planned) == 0 {
@@ -160,7 +160,7 @@ func (p *planner) strayLevel(root, ns, prefix string, contents []entry) {
 	p.add(c)
 }
 
-// strayDir handles an invalid namespace or cluster directory (3.10.3).
+// strayDir handles an invalid namespace or cluster directory.
 func (p *planner) strayDir(root, ns string, t *strayScan) {
 	c := Candidate{Type: TypeRepositoryStray, Prefix: t.dir, ScopePrefix: t.scope, Root: root}
 	if ns != "" {
@@ -184,7 +184,8 @@ func (p *planner) strayDir(root, ns string, t *strayScan) {
 	p.add(c)
 }
 
-// strayState decides a stray (3.10.2, 3.10.4).
+// strayState decides a stray: hard protections first, then
+// --delete-repository-stray, then age.
 func (p *planner) strayState(c *Candidate, ns string) {
 	c.ObjectCount, c.Bytes = len(c.Objects), sumBytes(c.Objects)
 	c.LastModified, c.CreatedAt = newest(c.Objects), newest(c.Objects)
@@ -204,7 +205,7 @@ func (p *planner) strayState(c *Candidate, ns string) {
 	c.State, c.Reason = StateOrphan, "content outside the canonical backup layout"
 }
 
-// strayProtection returns the hard protection of 3.10.4 for a stray: an
+// strayProtection returns the hard protection of a stray: an
 // object inside a live path, a storage protection, or an uncertain reference
 // to its cluster directory. For an unlisted stray directory the directory
 // prefix stands in for its objects.

@@ -13,18 +13,18 @@ import (
 // objects. It serves volume mode only (VolumeDiscovery).
 //
 // Every listing must be a version listing exactly when opts.PurgeVersions
-// is set (3.3.2), and a root's objects should arrive in key order, as S3
+// is set, and a root's objects should arrive in key order, as S3
 // returns them: the scanned counters count an identity once only where it
 // repeats next to itself.
 //
 // Its candidates carry no object snapshots, except the planned keys of
 // strays, and a cluster stray's FullScope is empty but not nil: execution
-// replaces every orphan's snapshot from a fresh listing (5.5) before it
+// replaces every orphan's snapshot from a fresh listing before it
 // compares or deletes anything.
 type Scan struct {
 	p       *planner
 	actions map[string]rootAction
-	// found: some root was discovered (3.3.5).
+	// found: some root was discovered.
 	found bool
 }
 
@@ -35,7 +35,8 @@ type RootDepth uint8
 const (
 	// DepthNone: the root is classified without a listing.
 	DepthNone RootDepth = iota
-	// DepthShallow: list the two delimiter levels of 3.5.1 for Scan.Shallow.
+	// DepthShallow: list the two delimiter levels below the root (namespaces
+	// and their cluster directories) for Scan.Shallow.
 	DepthShallow
 	// DepthFull: list every object below the root into Scan.Root.
 	DepthFull
@@ -62,7 +63,7 @@ func NewScan(inv Inventory, opts Options, now time.Time) (*Scan, error) {
 	return &Scan{p: p, actions: map[string]rootAction{}}, nil
 }
 
-// Roots takes the subdirectory names of the bucket top level (3.3.2) and
+// Roots takes the subdirectory names of the bucket top level and
 // returns the canonical roots in order with how far to list each. Roots of
 // DepthNone are classified already.
 func (s *Scan) Roots(topDirs []string) []RootListing {
@@ -93,7 +94,7 @@ func (s *Scan) Roots(topDirs []string) []RootListing {
 // Shallow audits a historical root from the objects of its two delimiter
 // levels, with a directory marker "<dir>/" standing in for every
 // subdirectory of either level. It returns true when the root must be
-// listed in full: it is referenced (3.5.5), or the levels did not show it.
+// listed in full: it is referenced, or the levels did not show it.
 func (s *Scan) Shallow(root string, objs []Object) bool {
 	if a, ok := s.actions[root]; !ok || a != actHistorical {
 		panic("prune: Scan.Shallow of a root that Roots did not give DepthShallow: " + root)

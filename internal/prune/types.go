@@ -4,7 +4,7 @@ import (
 	"time"
 )
 
-// CandidateType is the kind of cleanup unit (3.1).
+// CandidateType is the kind of cleanup unit.
 type CandidateType string
 
 // Candidate types.
@@ -14,12 +14,12 @@ const (
 	TypeOrphanClusterRoot    CandidateType = "orphan-cluster-root"
 	TypeRepositoryStray      CandidateType = "repository-stray"
 	TypeOrphanVolumeRoot     CandidateType = "orphan-volume-root"
-	// TypeProtectedUserVolume is always in state protected. Ambiguity (3.1):
-	// the README lists it beside the states; it is treated as a type.
+	// TypeProtectedUserVolume is always in state protected. Ambiguity: it
+	// could also be read as a state; it is treated as a type.
 	TypeProtectedUserVolume CandidateType = "protected-user-volume"
 )
 
-// State is the classification outcome of a candidate (3.2).
+// State is the classification outcome of a candidate.
 type State string
 
 // Candidate states. Only StateOrphan is eligible for deletion.
@@ -80,7 +80,8 @@ func (o Options) cutoff(now time.Time) time.Time {
 	}
 }
 
-// versionedScopes reports whether candidate scopes use version listings (6.2).
+// versionedScopes reports whether candidate scopes use version listings:
+// only with --purge-versions on a bucket that is or was versioned.
 func (o Options) versionedScopes() bool {
 	return o.PurgeVersions && o.Versioning != "" && o.Versioning != VersioningDisabled
 }
@@ -104,7 +105,7 @@ type Protection struct {
 	Resource string `json:"resource"`
 }
 
-// Candidate is the unit of classification and deletion (2.13).
+// Candidate is the unit of classification and deletion.
 type Candidate struct {
 	Type   CandidateType `json:"type"`
 	State  State         `json:"state"`
@@ -122,7 +123,7 @@ type Candidate struct {
 	ManifestVersionID  string `json:"manifestVersionId,omitempty"`
 	ManifestGeneration string `json:"manifestGeneration,omitempty"`
 	// ManifestLastModified is compared (to the second) only when the
-	// manifest has no version identity at all (6.5).
+	// manifest has no version identity at all (see CheckManifestHead).
 	ManifestLastModified time.Time `json:"-"`
 
 	CreatedAt        time.Time `json:"createdAt"`
@@ -135,12 +136,12 @@ type Candidate struct {
 	// are the planned keys only. A plan from a Scan keeps them for strays
 	// alone (ObjectCount and Bytes still count every object): FinalSnapshot
 	// lists every orphan's scope again before anything is compared or
-	// deleted (5.5).
+	// deleted.
 	Objects     []Object `json:"-"`
 	ObjectCount int      `json:"objectCount"`
 	Bytes       int64    `json:"bytes"`
 	// FullScope is the whole listing of a cluster-level stray's directory; the
-	// executor requires it to be unchanged (3.7.5, 5.11). In a plan from a
+	// executor requires it to be unchanged before it deletes. In a plan from a
 	// Scan it is empty but not nil, marking the stray, until FinalSnapshot
 	// fills it.
 	FullScope []Object `json:"-"`
@@ -158,7 +159,8 @@ type Candidate struct {
 	Level bool `json:"-"`
 	// ContainedBackups are the backup keys whose data this candidate holds;
 	// Dependencies are the parent and base keys it names. Both feed the
-	// dependency fixed point (3.8.4).
+	// dependency fixed point that keeps the parents and bases of kept
+	// backups.
 	ContainedBackups []BackupKey `json:"-"`
 	Dependencies     []BackupKey `json:"-"`
 	// depsUnknown: a manifest of this backup could not be parsed, so the
@@ -169,8 +171,9 @@ type Candidate struct {
 // Eligible reports whether the candidate is in the deletable state.
 func (c Candidate) Eligible() bool { return c.State == StateOrphan }
 
-// Visible reports whether output shows the candidate without --show-all
-// (10.8).
+// Visible reports whether output shows the candidate without --show-all:
+// orphan, retained and too-young candidates, and those another --prefix or
+// --delete-repository-stray could make deletable.
 func (c Candidate) Visible() bool {
 	if c.Type == TypeProtectedUserVolume {
 		return false
@@ -183,7 +186,7 @@ func (c Candidate) Visible() bool {
 }
 
 // RootCounts summarises the canonical roots discovered at the bucket top
-// level ("Discovered PVC roots", 10.6).
+// level (the "Discovered PVC roots" line of the plan output).
 type RootCounts struct {
 	Total         int `json:"total"`
 	Repository    int `json:"repository"`
@@ -193,7 +196,7 @@ type RootCounts struct {
 }
 
 // ListCall is one logical S3 listing the planner relied on. Adapters that
-// list lazily can use it to list no more than the spec allows.
+// list lazily can use it to list no more than the planner needs.
 type ListCall struct {
 	Prefix    string `json:"prefix"`
 	Recursive bool   `json:"recursive"`
@@ -242,11 +245,11 @@ type Plan struct {
 	outsideDeps []BackupKey
 }
 
-// Blocked reports whether execution blockers forbid real deletion (4.1).
+// Blocked reports whether execution blockers forbid real deletion.
 func (p Plan) Blocked() bool { return len(p.BlockingReasons) > 0 }
 
 // VisibleStateCounts counts states over the candidates shown by default
-// (10.8); pass showAll to count every candidate.
+// (see Visible); pass showAll to count every candidate.
 func (p Plan) VisibleStateCounts(showAll bool) map[State]int {
 	out := map[State]int{}
 	for _, c := range p.Candidates {

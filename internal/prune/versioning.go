@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// VersioningMode is --bucket-versioning (6.1).
+// VersioningMode is --bucket-versioning.
 type VersioningMode string
 
 // Versioning modes.
@@ -88,17 +88,18 @@ func RequiresPurgeVersions(st VersioningState) bool {
 }
 
 // VersionedListing reports whether candidate scopes are listed with
-// ListObjectVersions (6.2). Ambiguity: the reference re-lists versions
-// whenever --purge-versions is set; this condition is used everywhere.
+// ListObjectVersions: with --purge-versions on a bucket that is or was
+// versioned. The same condition is used everywhere, at plan and at
+// execution, rather than listing versions whenever --purge-versions is set.
 func VersionedListing(purgeVersions bool, st VersioningState) bool {
 	return Options{PurgeVersions: purgeVersions, Versioning: st}.versionedScopes()
 }
 
 // DiscoveryVersioned reports whether the top-level and shallow listings use
-// version listing (3.3.2): whenever --purge-versions is set.
+// version listing: whenever --purge-versions is set.
 func DiscoveryVersioned(purgeVersions bool) bool { return purgeVersions }
 
-// CheckVersioningUnchanged is the execution-time re-check (5.8): with a
+// CheckVersioningUnchanged is the execution-time re-check of versioning: with a
 // detected source the freshly queried status must equal the planned state.
 func CheckVersioningUnchanged(p Plan, detected string) error {
 	if p.VersioningSource != SourceDetected {

@@ -6,7 +6,8 @@ import (
 )
 
 // volumes builds the ownership index, the namespace mapping and the storage
-// protections from the StorageClass, PVCs and PVs (2.11, 3.4, 4.2).
+// protections from the StorageClass, PVCs and PVs, raising a blocker for
+// anything it cannot read or map.
 func (b *invBuilder) volumes() {
 	in, repo := b.in, &b.inv.Repo
 	sc := in.StorageClass
@@ -49,8 +50,8 @@ func (b *invBuilder) volumes() {
 			sc.Provisioner == CSIDriverS3 && pv.CSIDriver == sc.Provisioner
 	}
 
-	// Repository PVs (3.4.2): current iff Bound. Ambiguity: the README says
-	// "Released and other historical states"; every other phase is historical.
+	// Repository PVs: current iff Bound; every other phase (Released and
+	// any other) is historical.
 	repoPVs := map[string]bool{}
 	for _, pv := range in.PVs {
 		if !isRepoPV(pv) {
@@ -65,7 +66,8 @@ func (b *invBuilder) volumes() {
 
 	b.backupPVCs(pvByName, sc)
 
-	// User roots (3.4.1, 3.4.5).
+	// User roots: every other PVC and PV owns its pvc-<uid> root and the
+	// root its volume handle maps to.
 	for _, c := range in.PVCs {
 		if repoPVs[c.VolumeName] || b.claimedByRepoPV(c, repoPVs) {
 			continue
@@ -103,7 +105,7 @@ func (b *invBuilder) claimedByRepoPV(c PVC, repoPVs map[string]bool) bool {
 	return false
 }
 
-// backupPVCs builds the namespace mapping from the Backup PVCs (3.4.3).
+// backupPVCs builds the namespace mapping from the Backup PVCs.
 func (b *invBuilder) backupPVCs(pvByName map[string]PV, sc *StorageClass) {
 	repo := b.inv.Repo
 	if repo.BackupPVCName == "" {
@@ -195,7 +197,7 @@ func (b *invBuilder) pvcPrefix(c PVC, pvByName map[string]PV, sc *StorageClass, 
 }
 
 // storageProtections records every prefix in use by a PVC on the repo
-// StorageClass other than the Backup PVC (2.11).
+// StorageClass other than the Backup PVC.
 func (b *invBuilder) storageProtections(pvByName map[string]PV, sc *StorageClass) {
 	repo := b.inv.Repo
 	for _, c := range b.in.PVCs {

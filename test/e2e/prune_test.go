@@ -184,7 +184,9 @@ func (w *pruneWorld) backupDir(name string) string {
 	return w.R + "/" + w.ns + "/" + w.clusterDir + "/pg/" + name
 }
 
-// seedBackup writes M(dir, policy) of spec §12.3 and one data object.
+// seedBackup writes a valid backup manifest for the backup directory of
+// name with policy (a Backup of the repo named after the directory, with
+// the cluster-uid label and status.path pointing at it) and one data object.
 func (w *pruneWorld) seedBackup(name, policy string, old bool) {
 	w.t.Helper()
 	dir := w.backupDir(name)
@@ -398,7 +400,7 @@ func TestPruneVersionedOverwriteSurvives(t *testing.T) {
 		t.Fatalf("plan:\n%s", out)
 	}
 	if _, errOut, code := w.prune("prune", "--dry-run=false", "--confirm", "DELETE"); code != 1 || !strings.Contains(errOut, "--purge-versions") {
-		t.Fatalf("6.3: versioned deletion needs --purge-versions: exit %d %s", code, errOut)
+		t.Fatalf("versioned deletion needs --purge-versions: exit %d %s", code, errOut)
 	}
 	w.put(w.O+"/x", "v2", false) // the overwrite after the scan
 	out, errOut, code = w.prune("prune", "--dry-run=false", "--confirm", "DELETE", "--purge-versions")

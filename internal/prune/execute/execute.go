@@ -10,20 +10,20 @@ import (
 	"github.com/snapflow/snapflow/internal/prune"
 )
 
-// Result is the outcome of one candidate (10.7).
+// Result is the outcome of one candidate in the prune report.
 type Result struct {
 	Prefix         string              `json:"prefix"`
 	Type           prune.CandidateType `json:"type"`
 	Backup         string              `json:"backup,omitempty"`
 	ObjectsDeleted int                 `json:"objectsDeleted"`
 	BytesDeleted   int64               `json:"bytesDeleted"`
-	// Deferred marks a dry-run root whose objects were never enumerated
-	// (5.14); it counts neither objects nor bytes.
+	// Deferred marks a dry-run root whose objects only a real prune
+	// enumerates; it counts neither objects nor bytes.
 	Deferred bool   `json:"deferred,omitempty"`
 	Error    string `json:"error,omitempty"`
 }
 
-// Execution is the prune report (10.7).
+// Execution is the prune report.
 type Execution struct {
 	DryRun  bool     `json:"dryRun"`
 	Results []Result `json:"results"`
@@ -58,8 +58,8 @@ type Config struct {
 	Progress func(done, total int)
 }
 
-// DryRun reports what a real prune would delete, without any request
-// (5.14): orphan candidates with their planned counts, and deferred roots
+// DryRun reports what a real prune would delete, without any request:
+// orphan candidates with their planned counts, and deferred roots
 // as deferred, outside the totals.
 func DryRun(pl prune.Plan) Execution {
 	ex := Execution{DryRun: true, Results: []Result{}}
@@ -86,10 +86,12 @@ func result(c prune.Candidate) Result {
 	return r
 }
 
-// Run is the real prune (5.5-5.11). inv is the inventory the plan was made
-// from. It returns the final plan (the second traversal's view) and the
-// per-candidate results; the error is non-nil when the run aborted before
-// any delete, when candidates failed, or when the context ended.
+// Run is the real prune: final snapshot, global guards, inventory refresh and
+// re-check, versioning re-check, then each candidate. inv is the inventory
+// the plan was made from. It returns the final plan (the second traversal's
+// view) and the per-candidate results; the error is non-nil when the run
+// aborted before any delete, when candidates failed, or when the context
+// ended.
 func Run(ctx context.Context, pl prune.Plan, inv prune.Inventory, cfg Config) (prune.Plan, Execution, error) {
 	ex := Execution{Results: []Result{}}
 	if cfg.Concurrency < 1 {
@@ -103,7 +105,7 @@ func Run(ctx context.Context, pl prune.Plan, inv prune.Inventory, cfg Config) (p
 	}
 	versioned := prune.VersionedListing(pl.PurgeVersions, pl.Versioning)
 
-	// E. Final snapshot: a second traversal of every orphan's scope.
+	// Final snapshot: a second traversal of every orphan's scope.
 	var scopes []prune.Object
 	var roots []string
 	for _, c := range pl.Candidates {
@@ -120,8 +122,8 @@ func Run(ctx context.Context, pl prune.Plan, inv prune.Inventory, cfg Config) (p
 		}
 	}
 	final := prune.Listing{Objects: dedupe(scopes), Versioned: versioned}
-	// Only historical roots are classified from their manifests now
-	// (3.5.6); other candidates compare manifest identity, not bodies.
+	// Only historical roots are classified from their manifests now;
+	// other candidates compare manifest identity, not bodies.
 	if len(roots) > 0 {
 		manifests, err := readManifests(ctx, cfg.Store, final, pl.ManifestName, roots)
 		if err != nil {
@@ -134,12 +136,12 @@ func Run(ctx context.Context, pl prune.Plan, inv prune.Inventory, cfg Config) (p
 		return pl, ex, fmt.Errorf("final snapshot: %w", err)
 	}
 
-	// F. Global guards, before any write.
+	// Global guards, before any write.
 	if err := prune.GlobalGuards(fin); err != nil {
 		return fin, ex, err
 	}
 
-	// G. Inventory #2 at the start of execution; any failure aborts all.
+	// A fresh inventory at the start of execution; any failure aborts all.
 	inv2, err := cfg.Inventory.Inventory(ctx)
 	if err != nil {
 		return fin, ex, fmt.Errorf("%w: refresh the inventory: %w", prune.ErrStalePlan, err)
@@ -152,7 +154,7 @@ func Run(ctx context.Context, pl prune.Plan, inv prune.Inventory, cfg Config) (p
 		return fin, ex, fmt.Errorf("%w: %s: %s", prune.ErrStalePlan, invalid[0].Prefix, invalid[0].Reason)
 	}
 
-	// H. Versioning re-check (auto mode only).
+	// Versioning re-check (auto mode only).
 	if fin.VersioningSource == prune.SourceDetected {
 		st, err := cfg.Store.BucketVersioning(ctx)
 		if err != nil {
@@ -163,7 +165,7 @@ func Run(ctx context.Context, pl prune.Plan, inv prune.Inventory, cfg Config) (p
 		}
 	}
 
-	// I. Per-candidate execution: strays first, then everything else.
+	// Per-candidate execution: strays first, then everything else.
 	e := &executor{cfg: cfg, plan: fin, versioned: versioned, shared: &sharedInventory{src: cfg.Inventory}}
 	groups := prune.ExecutionGroups(fin)
 	total := len(groups[0]) + len(groups[1])
@@ -196,9 +198,9 @@ func listScope(ctx context.Context, st Store, c prune.Candidate, versioned bool)
 	return st.ListAll(ctx, c.Prefix, versioned)
 }
 
-// sharedInventory is inventory #3 (5.11): fetched by the first candidate
-// that needs it and reused by every later one; a failed fetch fails only
-// that candidate, and the next one tries again.
+// sharedInventory is the inventory refresh the candidates re-check against:
+// fetched by the first candidate that needs it and reused by every later one;
+// a failed fetch fails only that candidate, and the next one tries again.
 type sharedInventory struct {
 	src InventorySource
 	mu  sync.Mutex
@@ -273,7 +275,8 @@ feed:
 	return out
 }
 
-// one re-checks and deletes one candidate (5.11 steps 1-5).
+// one re-checks and deletes one candidate: re-list its scope, fetch the
+// shared inventory, revalidate, then delete.
 func (e *executor) one(ctx context.Context, c prune.Candidate) Result {
 	r := result(c)
 	fail := func(err error) Result {
@@ -283,14 +286,14 @@ func (e *executor) one(ctx context.Context, c prune.Candidate) Result {
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
-	// Steps 1-2: re-list the scope; the listing also stands in for the
-	// manifest HEAD, since it carries the ETag and version identity.
+	// Re-list the scope; the listing also stands in for the manifest HEAD,
+	// since it carries the ETag and version identity.
 	objs, err := listScope(ctx, e.cfg.Store, c, e.versioned)
 	if err != nil {
 		return fail(err)
 	}
 	l := prune.Listing{Objects: dedupe(objs), Versioned: e.versioned}
-	// Steps 3-4: the shared inventory #3, then revalidation against it.
+	// The shared inventory, then revalidation against it.
 	inv, err := e.shared.get(ctx)
 	if err != nil {
 		return fail(err)
@@ -304,7 +307,7 @@ func (e *executor) one(ctx context.Context, c prune.Candidate) Result {
 	if len(invalid) > 0 {
 		return fail(errors.New(invalid[0].Reason))
 	}
-	// Step 5: delete, data first and the current manifest last (7.7).
+	// Delete, data first and the current manifest last.
 	batches, err := prune.DeleteBatches(c, prune.DeleteIdentity{Versioned: e.versioned, GCS: e.cfg.Store.GCS()}, currentManifest(c, l))
 	if err != nil {
 		return fail(err)

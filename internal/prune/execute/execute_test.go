@@ -17,7 +17,9 @@ var (
 	b2 = R + "/app/" + C + "/pg/b2"
 )
 
-// standard seeds case 1 of §12.4 plus one backup in R and one in H.
+// standard seeds one object in each kind of root (user U, unowned O,
+// current R, historical H) and one outside any root, with an orphan
+// backup in R and a backup directory in H.
 func standard() (*memStore, *cluster) {
 	st := newStore()
 	st.manifest(R, b1, "Delete", old)
@@ -80,8 +82,9 @@ func resultFor(ex Execution, prefix string) *Result {
 	return nil
 }
 
-// Cases 1, 2, 8 and 24 through the whole pipeline: lazy discovery, dry
-// run, then a real prune with its two refreshes.
+// Root discovery, an orphan volume root, a historical root and an orphan
+// backup through the whole pipeline: lazy discovery, dry run, then a real
+// prune with its two refreshes.
 func TestPipeline_5(t *testing.T) {
 	st, cl := standard()
 	pl, inv := plan(t, st, cl, defaultOpts())
@@ -98,7 +101,7 @@ func TestPipeline_5(t *testing.T) {
 		t.Fatalf("H %+v", c)
 	}
 	cand(t, pl, prune.TypeProtectedUserVolume, U)
-	// 3.3.4b, 3.5.1: nothing below U, and only two shallow levels of H.
+	// Nothing below the user root U, and only two shallow levels of H.
 	for _, c := range st.callsWith("") {
 		if strings.Contains(c, U) || strings.Contains(c, "unrelated") || c == "all:"+H {
 			t.Fatalf("listed %s; calls %v", c, st.calls)
@@ -124,12 +127,12 @@ func TestPipeline_5(t *testing.T) {
 		t.Fatalf("left %v", got)
 	}
 	if cl.refreshes != 2 {
-		t.Fatalf("%d refreshes, want 2 (execution start and shared #3)", cl.refreshes)
+		t.Fatalf("%d refreshes, want 2 (execution start and the shared candidate refresh)", cl.refreshes)
 	}
 	if r := resultFor(ex, H); r == nil || r.ObjectsDeleted != 1 || r.BytesDeleted != 7 {
 		t.Fatalf("H result %+v", r)
 	}
-	// 7.7: the manifest goes last, in its own batch.
+	// The manifest goes last, in its own batch.
 	var order []string
 	for _, b := range st.deleted {
 		for _, t := range b {
@@ -142,12 +145,12 @@ func TestPipeline_5(t *testing.T) {
 		t.Fatalf("b1 delete order %v", order)
 	}
 	if len(st.callsWith("versioning")) != 0 {
-		t.Fatal("case 56: an explicit mode never queries versioning")
+		t.Fatal("an explicit --bucket-versioning never queries versioning")
 	}
 }
 
-// Cases 53, 54, 55, 57 and 64 (second half): the run aborts before any
-// delete.
+// Blockers, versioning problems and changes seen by the refresh at
+// execution start: the run aborts before any delete.
 func TestAbortsBeforeAnyDelete_5_6_5_9(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -194,8 +197,8 @@ func TestAbortsBeforeAnyDelete_5_6_5_9(t *testing.T) {
 	}
 }
 
-// Cases 58, 59, 61 and 64 (first half): one candidate fails, the others
-// proceed, and the run ends with the count of failures.
+// Changes seen while candidates run, and a delete error: one candidate
+// fails, the others proceed, and the run ends with the count of failures.
 func TestPerCandidateFailures_5_11(t *testing.T) {
 	tests := []struct {
 		name string
@@ -256,14 +259,14 @@ func TestPerCandidateFailures_5_11(t *testing.T) {
 				t.Fatalf("%d refreshes", cl.refreshes)
 			}
 			if tt.partial > 0 && !slices.Contains(st.keys(), b1+"/"+prune.DefaultManifestName) {
-				t.Fatal("7.7: a failed data batch must leave the manifest")
+				t.Fatal("a failed data batch must leave the manifest")
 			}
 		})
 	}
 }
 
-// Case 62 (7.7): a versioned backup deletes data, then the noncurrent
-// manifest version, then the current one.
+// A versioned backup deletes data, then the noncurrent manifest version, then
+// the current one.
 func TestVersionedManifestOrder_7_7(t *testing.T) {
 	st := newStore()
 	st.versioned, st.versioning = true, "Enabled"
@@ -289,11 +292,11 @@ func TestVersionedManifestOrder_7_7(t *testing.T) {
 		t.Fatalf("order %v, left %v", order, st.keys())
 	}
 	if len(st.callsWith("versioning")) != 1 {
-		t.Fatal("5.8: auto mode re-checks versioning once at execution")
+		t.Fatal("auto mode re-checks versioning once at execution")
 	}
 }
 
-// Case 66: cancellation schedules no new candidate.
+// Cancellation schedules no new candidate.
 func TestCancellationStopsScheduling_5_11(t *testing.T) {
 	st, cl := standard()
 	pl, inv := plan(t, st, cl, defaultOpts())
@@ -312,7 +315,8 @@ func TestCancellationStopsScheduling_5_11(t *testing.T) {
 	}
 }
 
-// Case 67 through the executor, and 3.10/5.11: strays go first.
+// 1001 objects go in batches of 1000 and 1 through the executor, and
+// repository strays are deleted first.
 func TestBatchesAndStrayOrder(t *testing.T) {
 	st, cl := standard()
 	for i := range 1001 {
@@ -339,8 +343,8 @@ func TestBatchesAndStrayOrder(t *testing.T) {
 	}
 }
 
-// 3.5.5: a referenced historical root is listed in full and scanned
-// granularly; the shallow listing never reaches a candidate.
+// A referenced historical root is listed in full and scanned granularly; the
+// shallow listing never reaches a candidate.
 func TestReferencedHistoricalRootIsListedInFull_3_5(t *testing.T) {
 	st, cl := standard()
 	cl.in.Backups = append(cl.in.Backups, prune.Backup{Namespace: "app", Name: "y", UID: "uid-y", BackupRepoName: "repo",

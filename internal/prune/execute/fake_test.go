@@ -12,7 +12,9 @@ import (
 	"github.com/snapflow/snapflow/internal/prune"
 )
 
-// The §12.3 fixture.
+// The shared test fixture (see newCluster): R is the current repository
+// root, U a user volume root, O an unowned root and H a historical
+// repository root; C and C2 are cluster directories of uuidA and uuidB.
 const (
 	R     = "pvc-11111111-1111-4111-8111-111111111111"
 	U     = "pvc-22222222-2222-4222-8222-222222222222"
@@ -76,7 +78,8 @@ func removeKey(os []prune.Object, key string) []prune.Object {
 	return out
 }
 
-// manifest writes M(dir, policy) of §12.3.
+// manifest writes a valid backup manifest for dir and policy: a Backup of
+// repo in namespace app, named after dir, with status.path pointing at dir.
 func (m *memStore) manifest(root, dir, policy string, t time.Time) {
 	name := dir[strings.LastIndex(dir, "/")+1:]
 	doc := map[string]any{
@@ -287,7 +290,7 @@ func (c *cluster) Inventory(context.Context) (prune.Inventory, error) {
 }
 
 // addBackup adds a live Backup located in another cluster directory (UUID
-// B, case 12), so that it references only its own key.
+// uuidB, cluster C2), so that it references only its own key.
 func (c *cluster) addBackup(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -60,7 +60,7 @@ func (r *manifestReader) batch() *readBatch {
 }
 
 // read queues one manifest. A failed read is recorded, not fatal: the
-// candidate becomes invalid-manifest (4.4).
+// candidate becomes invalid-manifest.
 func (b *readBatch) read(m prune.ManifestRead) {
 	b.wg.Add(1)
 	b.r.jobs <- manifestJob{m: m, b: b}
@@ -75,7 +75,7 @@ func (b *readBatch) wait() (map[string]prune.ManifestBody, error) {
 
 // readManifests reads the current manifests of l, restricted to keys inside
 // one of within when it is non-nil. A failed read is recorded, not fatal:
-// the candidate becomes invalid-manifest (4.4).
+// the candidate becomes invalid-manifest.
 func readManifests(ctx context.Context, st Store, l prune.Listing, name string, within []string) (map[string]prune.ManifestBody, error) {
 	keys := prune.ManifestKeys(l, name)
 	if within != nil {

@@ -1,7 +1,7 @@
-// Package execute runs the plan → prune pipeline of spec §5 around the pure
-// planner in internal/prune: it lists the bucket through a Store port,
-// reads the inventory through an InventorySource port, and carries out the
-// planner's decisions. It decides nothing itself.
+// Package execute runs the plan → prune pipeline around the pure planner in
+// internal/prune: it lists the bucket through a Store port, reads the
+// inventory through an InventorySource port, and carries out the planner's
+// decisions. It decides nothing itself.
 package execute
 
 import (
@@ -12,8 +12,8 @@ import (
 	"github.com/snapflow/snapflow/internal/prune"
 )
 
-// Store is the object-store port (spec 12.1). Every listing is already
-// filtered through the planner's whole-segment Contains.
+// Store is the object-store port. Every listing is already filtered through
+// the planner's whole-segment Contains.
 type Store interface {
 	// ListLevel is a delimiter listing of "p/": the objects at that level
 	// and the names of its subdirectories.
@@ -30,12 +30,12 @@ type Store interface {
 	// DeleteObjects sends one Multi-Object Delete of at most
 	// prune.MaxDeleteBatch targets.
 	DeleteObjects(ctx context.Context, batch []prune.DeleteTarget) ([]prune.DeleteTarget, []prune.DeleteFailure, error)
-	// GCS reports whether generations identify objects (7.5).
+	// GCS reports whether generations identify objects in delete requests.
 	GCS() bool
 }
 
 // InventorySource refreshes the Kubernetes inventory during execution. It
-// never reads the credential Secret (5.9).
+// never reads the credential Secret.
 type InventorySource interface {
 	Inventory(ctx context.Context) (prune.Inventory, error)
 }
@@ -56,15 +56,15 @@ type PlanInput struct {
 	Now       time.Time
 }
 
-// BuildPlan runs the discovery scan (5.2) and the classification (5.3).
+// BuildPlan runs the discovery scan and the classification.
 //
 // It lists what the planner may need and no more: the bucket top level
 // with a delimiter; nothing below roots the planner never lists; the two
-// shallow levels of a historical repository root (3.5.1), and everything
-// below it only once the planner finds it referenced (3.5.5); everything
-// below the other roots. Each root is listed page by page into a
-// prune.Scan, which keeps candidates, not objects, and names the manifests
-// to read while the listing goes on; each is read once.
+// shallow levels of a historical repository root, and everything below it
+// only once the planner finds it referenced; everything below the other
+// roots. Each root is listed page by page into a prune.Scan, which keeps
+// candidates, not objects, and names the manifests to read while the
+// listing goes on; each is read once.
 func BuildPlan(ctx context.Context, st Store, in PlanInput) (prune.Plan, error) {
 	versions := prune.DiscoveryVersioned(in.Options.PurgeVersions)
 	_, dirs, err := st.ListLevel(ctx, "", versions)
@@ -121,7 +121,7 @@ func scanRoot(ctx context.Context, st Store, feed *prune.RootFeed, root string, 
 	return nil
 }
 
-// manifestDriven plans in manifest-driven mode (3.12), which never deletes
+// manifestDriven plans in manifest-driven mode, which never deletes
 // anything (it always blocks execution): unowned roots are listed in full,
 // the others stand as markers, and the planner works from the whole
 // listing.
@@ -151,9 +151,10 @@ func manifestDriven(ctx context.Context, st Store, in PlanInput, dirs []string) 
 	return prune.NewPlan(in.Inventory, l, in.Options, in.Now)
 }
 
-// shallow lists the two levels of 3.5.1. Subdirectories that are not
-// listed become markers two segments deep ("root/ns/dir/"), so the planner
-// sees the topology without counting them as objects of either level.
+// shallow lists the two levels below a historical root (namespaces and their
+// cluster directories). Subdirectories that are not listed become markers two
+// segments deep ("root/ns/dir/"), so the planner sees the topology without
+// counting them as objects of either level.
 func shallow(ctx context.Context, st Store, root string, versions bool) ([]prune.Object, error) {
 	objs, nsDirs, err := st.ListLevel(ctx, root, versions)
 	if err != nil {
@@ -184,7 +185,7 @@ func marker(dir string) prune.Object {
 }
 
 // dedupe merges listings of overlapping scopes: an identity listed twice
-// would make every snapshot comparison fail (6.4).
+// would make every snapshot comparison fail.
 func dedupe(objs []prune.Object) []prune.Object {
 	seen := map[[2]string]bool{}
 	out := objs[:0:0]

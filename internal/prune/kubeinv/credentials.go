@@ -14,14 +14,14 @@ import (
 	"github.com/snapflow/snapflow/internal/prune/s3store"
 )
 
-// Credential sources recorded in --debug output (9.2).
+// Credential sources recorded in --debug output.
 const (
 	SourceGeneratedSecret = "status.generatedCSIDriverSecret"
 	SourceSpecCredential  = "spec.credential"
 	SourceDefaultChain    = "aws-sdk-default-chain"
 )
 
-// Secret key aliases accepted, in order of preference (9.2).
+// Secret key aliases accepted, in order of preference.
 var (
 	accessKeyNames    = []string{"accessKeyId", "accessKeyID", "access_key_id", "AWS_ACCESS_KEY_ID"}
 	secretKeyNames    = []string{"secretAccessKey", "secret_access_key", "AWS_SECRET_ACCESS_KEY"}
@@ -30,7 +30,7 @@ var (
 	regionNames       = []string{"region", "AWS_REGION", "AWS_DEFAULT_REGION"}
 )
 
-// S3Flags are the operator's S3 overrides (10.2).
+// S3Flags are the operator's S3 overrides from the command-line flags.
 type S3Flags struct {
 	Bucket, Endpoint, Region string
 	PathStyle                bool
@@ -80,7 +80,7 @@ func (s S3Settings) StoreConfig() s3store.Config {
 	return cfg
 }
 
-// DebugLines are the credential and connection lines of 10.9, without the
+// DebugLines are the credential and connection lines of --debug, without the
 // "debug: " prefix. Values are masked or fingerprinted.
 func (s S3Settings) DebugLines() []string {
 	keys := strings.Join(s.CredentialKeys, ",")
@@ -98,9 +98,9 @@ func (s S3Settings) DebugLines() []string {
 	}
 }
 
-// ResolveS3 resolves bucket, endpoint, region, TLS and credentials (9.1,
-// 9.2). It reads at most one Secret, and only when flags.UseRepoCredentials
-// is set. Every failure is fatal (4.4).
+// ResolveS3 resolves bucket, endpoint, region, TLS and credentials. It
+// reads at most one Secret, and only when flags.UseRepoCredentials is set.
+// Every failure is fatal.
 func (s *Source) ResolveS3(ctx context.Context, repo *Repo, flags S3Flags) (S3Settings, error) {
 	out := S3Settings{PathStyle: flags.PathStyle, CAFile: flags.CAFile, CredentialRef: "<none>"}
 	bucket := repo.ConfigBucket()

@@ -1,9 +1,10 @@
 // Package kubeinv reads the Kubernetes side of the orphan-pruning tool: the
 // BackupRepo, its Backups and Restores (KubeBlocks CRDs, read as
 // unstructured objects so no KubeBlocks Go module is needed), every PVC and
-// PV, and the generated StorageClass, in the order and with the failure
-// semantics of spec §9.6. It also resolves the S3 settings and credentials
-// of §9.1-9.2.
+// PV, and the generated StorageClass. The repo and its credential Secret
+// are read first, then the lists; a failure to read the repo, the Secret or
+// the Backups is fatal, a failed read of the rest becomes an execution
+// blocker. It also resolves the S3 settings and credentials.
 package kubeinv
 
 import (
@@ -19,7 +20,7 @@ import (
 	"github.com/snapflow/snapflow/internal/prune"
 )
 
-// KubeBlocks data-protection kinds (velero-kubeblocks.md §D).
+// KubeBlocks data-protection kinds (dataprotection.kubeblocks.io/v1alpha1).
 var (
 	GVKBackupRepo = schema.GroupVersionKind{Group: "dataprotection.kubeblocks.io", Version: "v1alpha1", Kind: "BackupRepo"}
 	GVKBackup     = schema.GroupVersionKind{Group: "dataprotection.kubeblocks.io", Version: "v1alpha1", Kind: "Backup"}
@@ -57,7 +58,7 @@ type Source struct {
 	Namespace string
 }
 
-// GetRepo reads the BackupRepo; any failure is fatal (4.4).
+// GetRepo reads the BackupRepo; any failure is fatal.
 func (s *Source) GetRepo(ctx context.Context) (*Repo, error) {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(GVKBackupRepo)
@@ -77,7 +78,7 @@ func (s *Source) GetRepo(ctx context.Context) (*Repo, error) {
 	return r, nil
 }
 
-// Input reads everything after the repo and its Secret (9.6 steps 3-5):
+// Input reads everything after the repo and its Secret:
 // Backups (fatal), Restores (blocker), and, when the repo has a generated
 // StorageClass, the StorageClass, PVCs and PVs (blockers).
 func (s *Source) Input(ctx context.Context, repo *Repo) (prune.InventoryInput, error) {
@@ -102,8 +103,8 @@ func (s *Source) Input(ctx context.Context, repo *Repo) (prune.InventoryInput, e
 	return in, nil
 }
 
-// Inventory is the execution-time refresh (5.7, 5.11): the repo and every
-// list again, but never the Secret (5.9).
+// Inventory is the execution-time refresh: the repo and every list again,
+// but never the Secret.
 func (s *Source) Inventory(ctx context.Context) (prune.Inventory, error) {
 	repo, err := s.GetRepo(ctx)
 	if err != nil {

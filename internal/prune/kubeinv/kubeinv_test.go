@@ -47,7 +47,8 @@ func kb(gvk schema.GroupVersionKind, ns, name string, obj map[string]any) *unstr
 	return u
 }
 
-// repoObj is the §12.3 repo; mut may edit it.
+// repoObj is the test BackupRepo "repo" (bucket bkt, generated StorageClass
+// sc-repo, Backup PVC pvc-repo-x, both credential refs set); mut may edit it.
 func repoObj(mut func(map[string]any)) *unstructured.Unstructured {
 	obj := map[string]any{
 		"spec": map[string]any{
@@ -155,7 +156,9 @@ func TestStorageClassMissingIsABlocker_4_2(t *testing.T) {
 	}
 }
 
-// Cases 76-79 of §12.4 (9.1, 9.2).
+// S3 settings: which credential Secret is read (the generated one, else
+// spec.credential, none for the default chain), what a bad Secret or a
+// bucket mismatch does, and where endpoint, region and TLS come from.
 func TestResolveS3_9_2(t *testing.T) {
 	good := map[string]string{"accessKeyID": "AKIAGENERATED1234", "secretAccessKey": "gen-secret", "endpoint": "https://gen.example.test"}
 	tests := []struct {
@@ -250,7 +253,7 @@ func TestResolveS3_9_2(t *testing.T) {
 	}
 }
 
-// 10.9: formatting the settings never shows a credential.
+// Formatting the settings never shows a credential.
 func TestSettingsNeverFormatSecrets(t *testing.T) {
 	src, _ := cluster(t, repoObj(nil), secret("gen-cred", map[string]string{"accessKeyId": "ACCESSKEY1234", "secretAccessKey": "very-secret-value", "sessionToken": "token-value-xyz"}))
 	repo, _ := src.GetRepo(context.Background())

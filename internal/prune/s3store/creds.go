@@ -23,7 +23,7 @@ func Static(accessKey, secretKey, sessionToken string) aws.CredentialsProvider {
 }
 
 // DefaultChain is the AWS SDK's own default credential chain, used with
-// --use-backup-repo-credentials=false (9.2). In the SDK's order: keys in the
+// --use-backup-repo-credentials=false. In the SDK's order: keys in the
 // environment, the shared config and credentials profile (static keys,
 // role_arn with source_profile or credential_source, sso, credential_process,
 // web_identity_token_file), web identity from the environment (IRSA: STS
@@ -107,8 +107,8 @@ func firstEnv(names ...string) string {
 	return ""
 }
 
-// Mask shows the first and last 4 characters of a key id (10.9); values of
-// 8 characters or fewer are all '*'.
+// Mask shows the first and last 4 characters of a key id for --debug; values
+// of 8 characters or fewer are all '*'.
 func Mask(v string) string {
 	switch {
 	case v == "":
@@ -120,7 +120,7 @@ func Mask(v string) string {
 }
 
 // Fingerprint is the first 12 hex characters of the SHA-256 of v, so two
-// runs can be compared without showing the value (10.9).
+// runs can be compared without showing the value.
 func Fingerprint(v string) string {
 	if v == "" {
 		return "<empty>"

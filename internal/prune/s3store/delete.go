@@ -17,7 +17,7 @@ import (
 // Content-MD5. Setting ChecksumAlgorithm=MD5 fails on the client ("unknown
 // checksum algorithm"), and servers such as older MinIO reject the CRC32
 // default, so the SDK's checksum middleware is removed and a plain
-// Content-MD5 computed instead (7.3). Absent middleware is fine: the goal is
+// Content-MD5 computed instead. Absent middleware is fine: the goal is
 // only that none of it runs.
 func contentMD5Only(stack *middleware.Stack) error {
 	_, _ = stack.Initialize.Remove("AWSChecksum:SetupInputContext")
@@ -26,9 +26,9 @@ func contentMD5Only(stack *middleware.Stack) error {
 	return smithyhttp.AddContentChecksumMiddleware(stack)
 }
 
-// DeleteObjects sends one Multi-Object Delete with Quiet=false (7.1) and
+// DeleteObjects sends one Multi-Object Delete with Quiet=false and
 // returns the per-key outcome for prune.TallyBatch. Each target is sent as
-// Key, plus VersionId when set (7.5). At most prune.MaxDeleteBatch targets
+// Key, plus VersionId when set. At most prune.MaxDeleteBatch targets
 // are accepted, so a caller bug can never exceed the S3 limit.
 func (s *Store) DeleteObjects(ctx context.Context, batch []prune.DeleteTarget) ([]prune.DeleteTarget, []prune.DeleteFailure, error) {
 	if len(batch) == 0 {
@@ -62,7 +62,7 @@ func (s *Store) DeleteObjects(ctx context.Context, batch []prune.DeleteTarget) (
 			Code: aws.ToString(e.Code), Message: aws.ToString(e.Message)})
 	}
 	if len(deleted) == 0 && len(failed) == 0 {
-		// Some compatible servers answer an empty DeleteResult (7.4).
+		// Some compatible servers answer an empty DeleteResult.
 		s.n.deleted.Add(int64(len(batch)))
 	} else {
 		s.n.deleted.Add(int64(len(deleted)))

@@ -14,8 +14,8 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
-// IsGCSEndpoint reports whether an endpoint is the Cloud Storage XML API
-// (8.1): the host, lower-cased and without a trailing dot, has at least 3
+// IsGCSEndpoint reports whether an endpoint is the Cloud Storage XML API:
+// the host, lower-cased and without a trailing dot, has at least 3
 // labels, ends in googleapis.com, and some label before "googleapis", split
 // on "-", contains the token "storage".
 func IsGCSEndpoint(endpoint string) bool {
@@ -49,11 +49,10 @@ func IsGCSEndpoint(endpoint string) bool {
 	return false
 }
 
-// Headers that Cloud Storage's SigV4 canonicalisation rejects when signed
-// (8.2).
+// Headers that Cloud Storage's SigV4 canonicalisation rejects when signed.
 var gcsUnsignedHeaders = []string{"Accept-Encoding", "Amz-Sdk-Invocation-Id", "Amz-Sdk-Request"}
 
-// gcsInteropHeader makes version listings report generations (8.3).
+// gcsInteropHeader makes version listings report generations.
 const gcsInteropHeader = "x-goog-interop-list-objects-format"
 
 // gcsSigningCompat is applied to every operation against Cloud Storage.
@@ -96,7 +95,7 @@ func (gcsAfterSign) HandleFinalize(ctx context.Context, in middleware.FinalizeIn
 }
 
 // generations collects the <Generation> of each key in one plain listing
-// page (8.4); the SDK's ListObjectsV2 output has no such field.
+// page; the SDK's ListObjectsV2 output has no such field.
 type generations struct {
 	mu  sync.Mutex
 	gen map[string]string

@@ -209,7 +209,7 @@ func (s *Store) listVersions(ctx context.Context, p, delim string, page pageFunc
 }
 
 // versionObjects turns one page into snapshot objects: every version, and
-// every delete marker with size 0 (6.2).
+// every delete marker with size 0.
 func versionObjects(vs []types.ObjectVersion, dms []types.DeleteMarkerEntry) []prune.Object {
 	out := make([]prune.Object, 0, len(vs)+len(dms))
 	for _, v := range vs {
@@ -223,8 +223,8 @@ func versionObjects(vs []types.ObjectVersion, dms []types.DeleteMarkerEntry) []p
 	return out
 }
 
-// ReadManifest reads one manifest object, at most MaxManifestSize bytes
-// (2.7): a larger body is an error, so the candidate becomes
+// ReadManifest reads one manifest object, at most MaxManifestSize bytes:
+// a larger body is an error, so the candidate becomes
 // invalid-manifest without the tool buffering it. versionID pins the
 // version the listing saw ("" for the current object).
 func (s *Store) ReadManifest(ctx context.Context, key, versionID string) ([]byte, error) {
@@ -249,7 +249,7 @@ func (s *Store) ReadManifest(ctx context.Context, key, versionID string) ([]byte
 }
 
 // BucketVersioning returns the raw GetBucketVersioning status ("" when the
-// bucket was never versioned); the planner maps it (6.1).
+// bucket was never versioned); the planner maps it (prune.ResolveVersioning).
 func (s *Store) BucketVersioning(ctx context.Context) (string, error) {
 	out, err := s.cli.GetBucketVersioning(ctx, &s3.GetBucketVersioningInput{Bucket: aws.String(s.bucket)})
 	s.n.versioning.Add(1)

@@ -1,7 +1,7 @@
 // Package s3store is the S3 adapter of the orphan-pruning tool: delimiter
 // and version listings, bounded manifest reads, the bucket versioning query
 // and Multi-Object Delete with Content-MD5, for AWS S3, S3-compatible servers
-// and the Cloud Storage XML API (spec §5.2, §7, §8).
+// and the Cloud Storage XML API.
 //
 // The adapter makes no decision: every listing is filtered through the
 // planner's whole-segment Contains and handed to internal/prune.
@@ -26,10 +26,10 @@ import (
 )
 
 // DefaultRegion is used when neither a flag, the Secret nor the repo config
-// names one (9.1).
+// names one.
 const DefaultRegion = "us-east-1"
 
-// Config is everything needed to reach the bucket (9.1).
+// Config is everything needed to reach the bucket.
 type Config struct {
 	Bucket string
 	// Endpoint is an absolute URL; empty means the SDK's AWS endpoint.
@@ -122,7 +122,7 @@ func New(cfg Config) (*Store, error) {
 		Credentials:  aws.NewCredentialsCache(creds),
 		HTTPClient:   httpClient,
 		// Only DeleteObjects needs a request checksum, and it gets
-		// Content-MD5 (7.3); nothing else should grow flexible checksums.
+		// Content-MD5; nothing else should grow flexible checksums.
 		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
 		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
 	}
@@ -139,7 +139,7 @@ func New(cfg Config) (*Store, error) {
 	return &Store{cli: s3.New(opts), bucket: cfg.Bucket, gcs: gcs, maxKeys: cfg.MaxKeys}, nil
 }
 
-// GCS reports whether the endpoint is the Cloud Storage XML API (8.1).
+// GCS reports whether the endpoint is the Cloud Storage XML API.
 func (s *Store) GCS() bool { return s.gcs }
 
 // Bucket returns the bucket name.
@@ -154,7 +154,7 @@ func (s *Store) Stats() Stats {
 	}
 }
 
-// ValidateEndpoint requires an absolute URL with a scheme and a host (9.1).
+// ValidateEndpoint requires an absolute URL with a scheme and a host.
 // The error never repeats the value, which may carry userinfo.
 func ValidateEndpoint(endpoint string) error {
 	if endpoint == "" {
@@ -170,8 +170,8 @@ func ValidateEndpoint(endpoint string) error {
 	return nil
 }
 
-// RedactEndpoint prints an endpoint without userinfo, query or fragment
-// (10.9).
+// RedactEndpoint prints an endpoint without userinfo, query or fragment,
+// for --debug output.
 func RedactEndpoint(endpoint string) string {
 	if endpoint == "" {
 		return "<sdk-default>"

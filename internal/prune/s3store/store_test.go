@@ -97,7 +97,9 @@ func allDeleted(body []byte) string {
 	return b.String()
 }
 
-// Cases 67 and 70 of §12.4 (7.1-7.3, 7.5).
+// DeleteObjects: 1001 targets go in two Quiet=false requests, each with a
+// correct Content-MD5 and no flexible checksum, and a VersionId only where
+// set; a batch over 1000 is refused.
 func TestDeleteObjectsContentMD5AndBatches_7(t *testing.T) {
 	f := &fakeS3{deleteFn: allDeleted}
 	s := newFake(t, f, false, nil, "")
@@ -163,7 +165,8 @@ func TestDeleteObjectsContentMD5AndBatches_7(t *testing.T) {
 	}
 }
 
-// Cases 68 and 69 (7.4).
+// DeleteObjects results: deleted and error entries are reported per key,
+// and an empty result counts as success.
 func TestDeleteObjectsResults_7_4(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -191,7 +194,8 @@ func TestDeleteObjectsResults_7_4(t *testing.T) {
 	}
 }
 
-// Case 74 (3.3.2) and the Contains filter of the conventions.
+// A delimiter listing merges its pages and keeps only keys in normal form
+// that lie inside the prefix by whole segments.
 func TestListLevelMergesPages(t *testing.T) {
 	f := &fakeS3{pages: []string{
 		`<ListBucketResult><IsTruncated>true</IsTruncated><NextContinuationToken>t1</NextContinuationToken>
@@ -222,7 +226,8 @@ func TestListLevelMergesPages(t *testing.T) {
 	}
 }
 
-// Cases 71-72 (8.2-8.4) with the Cloud Storage behaviour forced on.
+// Cloud Storage compatibility, forced on: generations in plain and version
+// listings, generations sent as VersionId, and the unsigned headers.
 func TestGCSCompat_8(t *testing.T) {
 	f := &fakeS3{pages: []string{
 		`<ListBucketResult><IsTruncated>false</IsTruncated>
@@ -244,8 +249,8 @@ func TestGCSCompat_8(t *testing.T) {
 	if err != nil || len(vs) != 1 || vs[0].VersionID != "7" {
 		t.Fatalf("versions %+v %v", vs, err)
 	}
-	// 7.5, 7.6: the generation is sent as VersionId; an object without one
-	// stops the candidate before any request.
+	// The generation is sent as VersionId; an object without one stops the
+	// candidate before any request.
 	c := prune.Candidate{Type: prune.TypeOrphanVolumeRoot, Objects: objs[:1]}
 	batches, err := prune.DeleteBatches(c, prune.DeleteIdentity{GCS: s.GCS()}, "")
 	if err != nil {
@@ -296,7 +301,7 @@ func signedHeaders(auth string) string {
 	return before
 }
 
-// Case 73 (8.1).
+// Which endpoints are the Cloud Storage XML API.
 func TestIsGCSEndpoint_8_1(t *testing.T) {
 	for ep, want := range map[string]bool{
 		"https://storage.googleapis.com":                  true,
@@ -320,7 +325,7 @@ func TestIsGCSEndpoint_8_1(t *testing.T) {
 	}
 }
 
-// Case 86 in part (10.9): signing diagnostics carry no credential.
+// Signing diagnostics carry no credential.
 func TestDebugRedactsCredentials_10_9(t *testing.T) {
 	f := &fakeS3{pages: []string{`<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>`}}
 	var log bytes.Buffer
@@ -381,7 +386,7 @@ func TestConfigHelpers_9_1_10_9(t *testing.T) {
 }
 
 // Some servers repeat the marker version at the top of the next page; the
-// adapter must not list that identity twice (6.4).
+// adapter must not list that identity twice.
 func TestVersionPagesSkipRepeatedMarker(t *testing.T) {
 	f := &fakeS3{pages: []string{
 		`<ListVersionsResult><IsTruncated>true</IsTruncated><NextKeyMarker>r/a</NextKeyMarker><NextVersionIdMarker>2</NextVersionIdMarker>
