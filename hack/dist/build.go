@@ -69,9 +69,9 @@ var describeRE = regexp.MustCompile(`^v(\d+)\.(\d+)\.(\d+)(-[0-9A-Za-z.-]+?)?-(\
 // semantic version: a tag exactly (v1.2.0 -> 1.2.0); after a tag, a
 // pre-release of the next patch that sorts after the tag
 // (1.2.1-dev.3+g1a2b3c4); before any tag, a pre-release of the chart's
-// version (0.1.0-dev.0+g1a2b3c4). A dirty tree says so in the build
+// version counting every commit (0.1.0-dev.42+g1a2b3c4). A dirty tree says so in the build
 // metadata, so it is never mistaken for the commit.
-func semver(describe, commit, chartVersion string) string {
+func semver(describe, commit, chartVersion string, commits int) string {
 	m := describeRE.FindStringSubmatch(describe)
 	dirty := strings.HasSuffix(describe, "-dirty")
 	meta := func() string {
@@ -82,7 +82,8 @@ func semver(describe, commit, chartVersion string) string {
 		return s
 	}
 	if m == nil {
-		return chartVersion + "-dev.0" + meta()
+		// No tag yet: commits counted from the start, so builds sort.
+		return chartVersion + "-dev." + strconv.Itoa(commits) + meta()
 	}
 	if m[5] == "0" && !dirty {
 		return m[1] + "." + m[2] + "." + m[3] + m[4]
@@ -107,5 +108,9 @@ func releaseVersion(chartVersion string) (string, error) {
 			describe = "-dirty"
 		}
 	}
-	return semver(describe, commit, chartVersion), nil
+	commits := 0
+	if n, err := git("rev-list", "--count", "HEAD"); err == nil {
+		commits, _ = strconv.Atoi(n)
+	}
+	return semver(describe, commit, chartVersion, commits), nil
 }

@@ -3,10 +3,11 @@
 //
 //	dist image   -o bin/image          the container image: an OCI layout and a loadable tarball per platform
 //	dist release -o bin/release        CLI archives, checksums, image tarballs, the chart, a krew manifest, an SBOM, release notes
-//	dist push    -registry REGISTRY    the OCI layout to a registry, by digest
+//	dist push    -registry REGISTRY    the OCI layout's index to a registry, under its tag
 //
-// The commit fixes every timestamp, so two builds of one commit are
-// byte-identical.
+// The commit fixes every timestamp, so two builds of one commit give the
+// same image digest, CLI archives and SBOM (with the same Go toolchain);
+// helm stamps the chart package with the time it runs.
 package main
 
 import (

@@ -20,7 +20,7 @@ func runPush(args []string) error {
 	fs := flag.NewFlagSet("push", flag.ContinueOnError)
 	registry := fs.String("registry", "", "registry (and path) to push to, e.g. ghcr.io/acme; the image goes to REGISTRY/snapflow")
 	dir := fs.String("layout", "bin/image/oci", "the OCI layout `make image` wrote")
-	insecure := fs.Bool("insecure", false, "allow plain http (a registry on localhost)")
+	insecure := fs.Bool("insecure", false, "allow plain http and unverified TLS, for a registry on this machine only")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -29,6 +29,11 @@ func runPush(args []string) error {
 	}
 	opts := []crane.Option{}
 	if *insecure {
+		// Plain http sends your registry login in clear: only to this machine.
+		host, _, _ := strings.Cut(*registry, "/")
+		if h := strings.Split(host, ":")[0]; h != "localhost" && h != "127.0.0.1" && !strings.HasPrefix(host, "[::1]") {
+			return fmt.Errorf("-insecure is only for a registry on this machine (localhost, 127.0.0.1, [::1]), not %s", host)
+		}
 		opts = append(opts, crane.Insecure)
 	}
 	ref, digest, err := push(*dir, strings.TrimSuffix(*registry, "/")+"/snapflow", crane.GetOptions(opts...))

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"sigs.k8s.io/yaml"
 )
 
@@ -93,11 +94,11 @@ func runRelease(args []string) error {
 		archives[goos+"/"+arch] = name
 	}
 
-	chart, err := packageChart(*helm, work, *out, version, img.Digest)
+	chart, err := packageChart(*helm, work, *out, version, *repo, img.Digest)
 	if err != nil {
 		return err
 	}
-	if err := checkChartPinned(*helm, filepath.Join(*out, chart), img.Digest); err != nil {
+	if err := checkChartPinned(*helm, filepath.Join(*out, chart), *repo, fileVersion(version), img.Digest); err != nil {
 		return err
 	}
 
@@ -128,7 +129,7 @@ func runRelease(args []string) error {
 	if err != nil {
 		return err
 	}
-	notes, err := releaseNotes(string(changelog), version, img.Tag, img.Digest, chart)
+	notes, err := releaseNotes(string(changelog), version, *repo+":"+img.Tag, img.Digest, chart)
 	if err != nil {
 		return err
 	}
@@ -167,10 +168,11 @@ func chartVersion() string {
 	return c.Version
 }
 
-// packageChart copies the chart, pins the image digest in its values and
-// sets version and appVersion (so the default tag is this release's),
-// then packages it with helm into out. It returns the package's name.
-func packageChart(helm, work, out, version, digest string) (string, error) {
+// packageChart copies the chart, pins the image repository and digest in
+// its values and sets version and appVersion (the image tag, so the
+// default tag is this release's), then packages it with helm into out. It
+// returns the package's name.
+func packageChart(helm, work, out, version, repo, digest string) (string, error) {
 	dir := filepath.Join(work, "chart", "snapflow")
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return "", err
@@ -183,14 +185,16 @@ func packageChart(helm, work, out, version, digest string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	pinned, err := pinDigest(string(b), digest)
+	pinned, err := pinImage(string(b), repo, digest)
 	if err != nil {
 		return "", err
 	}
 	if err := os.WriteFile(values, []byte(pinned), 0o644); err != nil {
 		return "", err
 	}
-	cmd := exec.Command(helm, "package", dir, "--version", version, "--app-version", version, "-d", out)
+	// appVersion becomes a label value and the default image tag, neither
+	// of which may hold the + of build metadata: the image's tag spells it _.
+	cmd := exec.Command(helm, "package", dir, "--version", version, "--app-version", fileVersion(version), "-d", out)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("helm package: %v: %s", err, b)
 	}
@@ -199,40 +203,65 @@ func packageChart(helm, work, out, version, digest string) (string, error) {
 
 var imageKey = regexp.MustCompile(`(?m)^image:$`)
 
-// digestLine is the image digest's line of the chart's values.
-var digestLine = regexp.MustCompile(`(?m)^  digest: ""$`)
+// digestLine and repositoryLine are image's own lines of the chart's
+// values (two spaces in; the mover's image is deeper).
+var (
+	digestLine     = regexp.MustCompile(`(?m)^  digest: ""$`)
+	repositoryLine = regexp.MustCompile(`(?m)^  repository: \S+$`)
+)
 
-// pinDigest sets image.digest, the first digest line of the values (under
-// image:); the mover's own image keeps none.
-func pinDigest(values, digest string) (string, error) {
-	loc := digestLine.FindStringIndex(values)
-	imageAt := imageKey.FindStringIndex(values)
-	if loc == nil || imageAt == nil || loc[0] < imageAt[0] {
-		return "", fmt.Errorf(`charts/snapflow/values.yaml has no 'digest: ""' under image: to pin`)
+// pinImage sets image.repository and image.digest, the first such lines
+// after image: in the values; the mover's own image keeps none.
+func pinImage(values, repo, digest string) (string, error) {
+	at := imageKey.FindStringIndex(values)
+	if at == nil {
+		return "", fmt.Errorf("charts/snapflow/values.yaml has no image: section to pin")
 	}
-	return values[:loc[0]] + `  digest: "` + digest + `"` + values[loc[1]:], nil
+	head, rest := values[:at[1]], values[at[1]:]
+	for _, r := range []struct {
+		re   *regexp.Regexp
+		line string
+	}{{digestLine, `  digest: "` + digest + `"`}, {repositoryLine, "  repository: " + repo}} {
+		loc := r.re.FindStringIndex(rest)
+		if loc == nil {
+			return "", fmt.Errorf("charts/snapflow/values.yaml has no %q line under image: to pin", strings.TrimSpace(r.re.String()))
+		}
+		rest = rest[:loc[0]] + r.line + rest[loc[1]:]
+	}
+	return head + rest, nil
 }
 
-// checkChartPinned renders the packaged chart and checks that every
-// snapflow container runs the image by this digest.
-func checkChartPinned(helm, chart, digest string) error {
-	out, err := exec.Command(helm, "template", "snapflow", chart, "--namespace", "snapflow-system").Output()
-	if err != nil {
-		return fmt.Errorf("helm template %s: %w", chart, err)
-	}
-	n := 0
-	for _, line := range strings.Split(string(out), "\n") {
-		line = strings.TrimSpace(line)
-		if !strings.HasPrefix(line, "image:") && !strings.HasPrefix(line, "- image:") || !strings.Contains(line, "snapflow/snapflow") {
-			continue
+// imageRef finds every reference to the snapflow image in rendered YAML:
+// container images, SNAPFLOW_IMAGE values and --mover-image arguments.
+var imageRef = regexp.MustCompile(`[^\s"'=]*snapflow[^\s"'=]*:[^\s"']+`)
+
+// checkChartPinned renders the packaged chart (with and without Knative)
+// and checks every snapflow image reference: repo, the release's tag, and
+// the digest, and a valid reference as a kubelet parses it.
+func checkChartPinned(helm, chart, repo, tag, digest string) error {
+	want := repo + ":" + tag + "@" + digest
+	for _, extra := range [][]string{nil, {"--set", "knative.enabled=true"}} {
+		args := append([]string{"template", "snapflow", chart, "--namespace", "snapflow-system"}, extra...)
+		out, err := exec.Command(helm, args...).Output()
+		if err != nil {
+			return fmt.Errorf("helm template %s %v: %w", chart, extra, err)
 		}
-		if !strings.HasSuffix(strings.Trim(line, `"`), "@"+digest) {
-			return fmt.Errorf("the packaged chart renders %q, not pinned to %s", line, digest)
+		n := 0
+		for _, ref := range imageRef.FindAllString(string(out), -1) {
+			if !strings.Contains(ref, "@sha256:") && !strings.HasPrefix(ref, repo+":") {
+				continue // not an image (a label, a URL)
+			}
+			if ref != want {
+				return fmt.Errorf("the packaged chart renders image %q, want %q", ref, want)
+			}
+			if _, err := name.ParseReference(ref); err != nil {
+				return fmt.Errorf("the packaged chart renders an invalid image reference %q: %w", ref, err)
+			}
+			n++
 		}
-		n++
-	}
-	if n == 0 {
-		return fmt.Errorf("the packaged chart renders no snapflow image")
+		if n == 0 {
+			return fmt.Errorf("the packaged chart renders no snapflow image (%v)", extra)
+		}
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"debug/buildinfo"
 	"fmt"
+	"strings"
 	"time"
 
 	cdx "github.com/CycloneDX/cyclonedx-go"
@@ -21,7 +22,8 @@ func writeSBOM(binary, version string, created time.Time) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sbom: read the build information of %s: %w", binary, err)
 	}
-	purl := func(path, v string) string { return "pkg:golang/" + path + "@" + v }
+	// A purl's version is percent-encoded: the + of build metadata too.
+	purl := func(path, v string) string { return "pkg:golang/" + path + "@" + strings.ReplaceAll(v, "+", "%2B") }
 	app := cdx.Component{BOMRef: purl(info.Main.Path, "v"+version), Type: cdx.ComponentTypeApplication, Name: "snapflow", Version: version,
 		PackageURL: purl(info.Main.Path, "v"+version), Licenses: &cdx.Licenses{{License: &cdx.License{ID: "Apache-2.0"}}},
 		Properties: &[]cdx.Property{{Name: "go", Value: info.GoVersion}}}

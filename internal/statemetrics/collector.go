@@ -2,6 +2,7 @@ package statemetrics
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -24,7 +25,7 @@ type Collector struct {
 func NewCollector(r client.Reader, log logr.Logger) *Collector {
 	c := &Collector{reader: r, log: log, descs: map[*Desc]*prometheus.Desc{},
 		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "snapflow_exporter_list_errors_total",
-			Help: "Scrapes that could not list an object kind; their series are missing from that scrape."})}
+			Help: "Scrapes that failed because a kind could not be listed from the watch cache."})}
 	for _, d := range Families {
 		c.descs[d] = prometheus.NewDesc(d.Name, d.Help, d.Labels, nil)
 	}
@@ -39,11 +40,13 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.errors.Describe(ch)
 }
 
-// Collect implements prometheus.Collector.
+// Collect implements prometheus.Collector. A kind that cannot be listed
+// fails the whole scrape (Prometheus then reports the target down): a
+// partial answer would read as healthy, e.g. every repository unmaintained
+// when only the Maintenance list failed.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var s State
 	var snaps snapv1.SnapshotList
 	var pols snapv1.SnapshotPolicyList
 	var repos snapv1.RepositoryList
@@ -51,13 +54,17 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	var restores snapv1.RestoreList
 	var maints snapv1.MaintenanceList
 	for _, l := range []client.ObjectList{&snaps, &pols, &repos, &crepos, &restores, &maints} {
-		if err := c.reader.List(ctx, l); err != nil {
+		// The cache's objects are read, never changed: no copy per scrape.
+		if err := c.reader.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
 			c.log.Error(err, "list for metrics")
 			c.errors.Inc()
+			c.errors.Collect(ch)
+			ch <- prometheus.NewInvalidMetric(c.descs[ResourcePhase], fmt.Errorf("list %T: %w", l, err))
+			return
 		}
 	}
-	s.Snapshots, s.Policies, s.Repositories, s.ClusterRepositories, s.Restores, s.Maintenances =
-		snaps.Items, pols.Items, repos.Items, crepos.Items, restores.Items, maints.Items
+	s := State{Snapshots: snaps.Items, Policies: pols.Items, Repositories: repos.Items, ClusterRepositories: crepos.Items,
+		Restores: restores.Items, Maintenances: maints.Items}
 	for _, smp := range Samples(s) {
 		m, err := prometheus.NewConstMetric(c.descs[smp.Desc], prometheus.GaugeValue, smp.Value, smp.Labels...)
 		if err != nil {

@@ -41,7 +41,8 @@ func watched() []client.Object {
 // Serve watches the kinds through a cache and serves their gauges until
 // ctx ends. /readyz answers ok once every kind is synced.
 func Serve(ctx context.Context, o Options) error {
-	ca, err := cache.New(o.Config, cache.Options{Scheme: o.Scheme})
+	// Only status and names are read: managed fields are not kept.
+	ca, err := cache.New(o.Config, cache.Options{Scheme: o.Scheme, DefaultTransform: cache.TransformStripManagedFields()})
 	if err != nil {
 		return fmt.Errorf("watch cache: %w", err)
 	}
@@ -50,7 +51,17 @@ func Serve(ctx context.Context, o Options) error {
 	reg.MustRegister(NewCollector(ca, o.Log.WithName("collector")))
 	ready := make(chan struct{})
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-ready:
+			metrics.ServeHTTP(w, r)
+		default:
+			// An empty answer before the cache syncs would read as "no
+			// backups failed"; a failed scrape says the truth.
+			http.Error(w, "watch cache not synced yet", http.StatusServiceUnavailable)
+		}
+	})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		select {

@@ -49,7 +49,7 @@ var (
 		[]string{"kind", "namespace", "name", "phase"}}
 	SnapshotLastSuccess = &Desc{"kopiur_snapshot_last_success_timestamp_seconds", "When the policy's newest successful Snapshot ended (Unix seconds).",
 		[]string{"namespace", "policy"}}
-	SnapshotConsecutiveFailures = &Desc{"kopiur_snapshot_consecutive_failures", "Failed Snapshots of the policy since its newest successful one.",
+	SnapshotConsecutiveFailures = &Desc{"kopiur_snapshot_consecutive_failures", "Failed Snapshots of the policy since its newest successful one (of those kept: a schedule keeps failedJobsHistoryLimit).",
 		[]string{"namespace", "policy"}}
 	SnapshotSize = &Desc{"kopiur_snapshot_size_bytes", "Size of a successful Snapshot's data.",
 		[]string{"namespace", "name", "policy"}}
@@ -139,7 +139,8 @@ func Samples(s State) []Sample {
 		}
 		if c := meta.FindStatusCondition(sn.Status.Conditions, wellknown.ConditionDeletionHeld); c != nil {
 			switch {
-			case c.Status == metav1.ConditionTrue:
+			case c.Status == metav1.ConditionTrue && repoName != "":
+				// Kopiur's labels: same-named repositories of two namespaces add up.
 				held[[2]string{repoKind, repoName}]++
 			case sn.Status.Phase == snapv1.SnapshotDeleting && sn.DeletionTimestamp != nil && c.Reason != "":
 				add(DeletionWaiting, 1, sn.Namespace, sn.Name, c.Reason)

@@ -1,6 +1,8 @@
 package statemetrics
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -136,7 +139,7 @@ func TestSamples(t *testing.T) {
 func TestRecovery(t *testing.T) {
 	s := State{Snapshots: []snapv1.Snapshot{
 		snap("fail", snapv1.SnapshotFailed, 0),
-		snap("ok", snapv1.SnapshotSucceeded, time.Hour),
+		snap("ok", snapv1.SnapshotUnchanged, time.Hour), // nothing new to store is a success
 	}}
 	got := map[string]float64{}
 	for _, smp := range Samples(s) {
@@ -206,5 +209,32 @@ func TestEveryFamilyIsDocumented(t *testing.T) {
 		if !strings.Contains(string(doc), "`"+d.Name+"`") {
 			t.Errorf("docs/metrics.md does not list %s", d.Name)
 		}
+	}
+}
+
+// failingReader cannot list Maintenances.
+type failingReader struct{ client.Reader }
+
+func (f failingReader) List(ctx context.Context, l client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := l.(*snapv1.MaintenanceList); ok {
+		return errors.New("maintenances: forbidden")
+	}
+	return f.Reader.List(ctx, l, opts...)
+}
+
+// A kind that cannot be listed fails the scrape instead of answering with
+// a partial, healthy-looking state.
+func TestAFailedListFailsTheScrape(t *testing.T) {
+	st := state()
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(&st.Repositories[0]).Build()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewCollector(failingReader{c}, logr.Discard()))
+	if _, err := reg.Gather(); err == nil || !strings.Contains(err.Error(), "maintenances: forbidden") {
+		t.Fatalf("gather: %v, want the list error", err)
+	}
+	reg = prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewCollector(c, logr.Discard()))
+	if _, err := reg.Gather(); err != nil {
+		t.Fatalf("gather with every kind listed: %v", err)
 	}
 }

@@ -327,6 +327,7 @@ func (c chartCase) values(t *testing.T, ns string) map[string]any {
 			"serviceMonitor":   map[string]any{"enabled": c.monitoring},
 			"prometheusRule":   map[string]any{"enabled": c.monitoring},
 			"grafanaDashboard": map[string]any{"enabled": c.monitoring},
+			"exporter":         map[string]any{"networkPolicyFrom": []any{map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"name": "monitoring"}}}}},
 		},
 	}
 }
@@ -460,14 +461,15 @@ func checkCase(t *testing.T, c chartCase, ns string, objs []chartObject) {
 		}
 		absent("Deployment/rel-snapflow-kube-source")
 		// The progress-only source, fed to the Broker by its own SinkBinding
-		// and admitted by the EventPolicy, exists only while progress is on.
-		policy := fmt.Sprint(has["EventPolicy/rel-snapflow-broker"])
+		// and admitted by an EventPolicy of its own for Job updates only,
+		// exists only while progress is on.
+		if broker := fmt.Sprint(has["EventPolicy/rel-snapflow-broker"]); strings.Contains(broker, "rel-snapflow-progress-source") {
+			t.Errorf("the Broker's main EventPolicy admits the progress source unfiltered: %s", broker)
+		}
 		if c.noProgress {
 			absent("Deployment/rel-snapflow-progress-source")
 			absent("SinkBinding/rel-snapflow-progress-source")
-			if strings.Contains(policy, "rel-snapflow-progress-source") {
-				t.Errorf("the EventPolicy admits a progress source that is not rendered: %s", policy)
-			}
+			absent("EventPolicy/rel-snapflow-progress-source")
 		} else {
 			src := fmt.Sprint(want("Deployment/rel-snapflow-progress-source").dig("spec", "template", "spec", "containers"))
 			for _, a := range []string{"--only-progress", "--progress=10s"} {
@@ -484,8 +486,8 @@ func checkCase(t *testing.T, c chartCase, ns string, objs []chartObject) {
 			if rules := fmt.Sprint(want("ClusterRole/rel-snapflow-progress-source")["rules"]); rules != "[map[apiGroups:[batch] resources:[jobs] verbs:[list watch]]]" {
 				t.Errorf("the progress source may do more than watch Jobs: %s", rules)
 			}
-			if policy != "map[]" && !strings.Contains(policy, "rel-snapflow-progress-source") {
-				t.Errorf("the Broker's EventPolicy does not admit the progress source: %s", policy)
+			if f := fmt.Sprint(want("EventPolicy/rel-snapflow-progress-source").dig("spec", "filters")); f != "[map[exact:map[kind:Job type:dev.knative.apiserver.resource.update]]]" {
+				t.Errorf("the progress source's EventPolicy filters %s, want Job updates only", f)
 			}
 		}
 	} else {
@@ -503,6 +505,20 @@ func checkCase(t *testing.T, c chartCase, ns string, objs []chartObject) {
 		absent("Broker/rel-snapflow")
 		if count["Trigger"] != 0 {
 			t.Errorf("%d Triggers rendered without Knative", count["Trigger"])
+		}
+	}
+	// The exporter: read-only, scraped by the listed peers only, its series
+	// keeping their own namespace label.
+	want("Deployment/rel-snapflow-exporter")
+	if rules := fmt.Sprint(want("ClusterRole/rel-snapflow-exporter")["rules"]); strings.Contains(rules, "get") || strings.Contains(rules, "create") || !strings.Contains(rules, "[list watch]") {
+		t.Errorf("the exporter may do more than list and watch: %s", rules)
+	}
+	if from := fmt.Sprint(want("NetworkPolicy/rel-snapflow-exporter").dig("spec", "ingress")); !strings.Contains(from, "monitoring") {
+		t.Errorf("the exporter's NetworkPolicy admits %s", from)
+	}
+	if c.monitoring {
+		if h := want("ServiceMonitor/rel-snapflow-exporter").dig("spec", "endpoints"); !strings.Contains(fmt.Sprint(h), "honorLabels:true") {
+			t.Errorf("the exporter's ServiceMonitor overwrites the series' namespace label: %v", h)
 		}
 	}
 	if c.pruneCron {

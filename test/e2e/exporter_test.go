@@ -20,17 +20,19 @@ import (
 
 // scrape reads the exporter's /metrics into series keyed
 // name{label="value",...} (labels sorted).
-func scrape(t *testing.T) map[string]float64 {
-	t.Helper()
+func scrape() (map[string]float64, error) {
 	resp, err := http.Get(env.Functions.MetricsURL)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("scrape: %s", resp.Status)
+	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	out := map[string]float64{}
 	for name, f := range fams {
@@ -43,7 +45,7 @@ func scrape(t *testing.T) map[string]float64 {
 			out[name+"{"+strings.Join(ls, ",")+"}"] = value(m)
 		}
 	}
-	return out
+	return out, nil
 }
 
 func value(m *dto.Metric) float64 {
@@ -109,7 +111,10 @@ func TestExporterMetricsFollowTheObjects(t *testing.T) {
 	check := func(want map[string]float64, gone ...string) {
 		t.Helper()
 		eventually(t, func() error {
-			got := scrape(t)
+			got, err := scrape()
+			if err != nil {
+				return err
+			}
 			var miss []string
 			for k, v := range want {
 				if g, ok := got[k]; !ok || g != v {

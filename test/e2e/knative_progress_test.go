@@ -16,10 +16,16 @@ import (
 	"testing"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+	authnv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
@@ -38,7 +44,8 @@ func TestKnativeProgressSourceResendsRunningMovers(t *testing.T) {
 	ctx := testContext(t)
 	objs := renderChart(t, "snapflow", ns, map[string]any{"knative": map[string]any{"enabled": true}, "kubeSource": map[string]any{"progress": "1s"}})
 	var args []string
-	var admitted bool
+	var admitted, widened bool
+	var rbac []chartObject
 	for _, o := range objs {
 		switch {
 		case o.kind() == "Deployment" && o.name() == "snapflow-progress-source":
@@ -46,13 +53,22 @@ func TestKnativeProgressSourceResendsRunningMovers(t *testing.T) {
 			for _, a := range cs[0].(map[string]any)["args"].([]any) {
 				args = append(args, a.(string))
 			}
+		case o.kind() == "EventPolicy" && o.name() == "snapflow-progress-source":
+			// Admitted, for update events of Jobs only.
+			from, _ := json.Marshal(o.dig("spec", "from"))
+			filters, _ := json.Marshal(o.dig("spec", "filters"))
+			admitted = strings.Contains(string(from), `"snapflow-progress-source"`) &&
+				string(filters) == `[{"exact":{"kind":"Job","type":"dev.knative.apiserver.resource.update"}}]`
 		case o.kind() == "EventPolicy":
 			from, _ := json.Marshal(o.dig("spec", "from"))
-			admitted = strings.Contains(string(from), `"snapflow-progress-source"`)
+			widened = widened || strings.Contains(string(from), `"snapflow-progress-source"`)
+		case o.name() == "snapflow-progress-source" && (o.kind() == "ServiceAccount" || o.kind() == "ClusterRole" || o.kind() == "ClusterRoleBinding"):
+			rbac = append(rbac, o)
 		}
 	}
-	if len(args) == 0 || !admitted {
-		t.Fatalf("Knative mode renders no progress source (args %v) or its SinkBinding is not admitted by the Broker's EventPolicy (%v)", args, admitted)
+	if len(args) == 0 || !admitted || widened || len(rbac) != 3 {
+		t.Fatalf("Knative mode: progress source args %v, admitted for Job updates only %v, admitted by an unfiltered policy %v, %d RBAC objects",
+			args, admitted, widened, len(rbac))
 	}
 
 	// The Broker: records every event and the token it came with.
@@ -111,6 +127,10 @@ func TestKnativeProgressSourceResendsRunningMovers(t *testing.T) {
 	}
 	job("running", 1)
 	job("finished", 0)
+	// Jobs that look active to every source: gone with the test.
+	t.Cleanup(func() {
+		_ = env.Client.DeleteAllOf(context.Background(), &batchv1.Job{}, client.InNamespace(ns), client.PropagationPolicy(metav1.DeletePropagationBackground))
+	})
 
 	bin, err := harness.Tool("snapflow")
 	if err != nil {
@@ -118,7 +138,7 @@ func TestKnativeProgressSourceResendsRunningMovers(t *testing.T) {
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cmd := exec.CommandContext(sctx, bin, append([]string{"--kubeconfig", env.Kubeconfig}, run...)...)
+	cmd := exec.CommandContext(sctx, bin, append([]string{"--kubeconfig", asServiceAccount(t, rbac, ns, "snapflow-progress-source")}, run...)...)
 	cmd.Env = append(os.Environ(), "K_SINK="+broker.URL)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -174,4 +194,38 @@ func TestKnativeProgressSourceResendsRunningMovers(t *testing.T) {
 			t.Errorf("event %s came with Authorization %q, not the SinkBinding's token", g.id, g.auth)
 		}
 	}
+}
+
+// asServiceAccount applies a rendered ServiceAccount and its roles and
+// returns a kubeconfig holding a token of that ServiceAccount, so a
+// process runs with exactly the rights the chart grants it.
+func asServiceAccount(t *testing.T, rbac []chartObject, ns, sa string) string {
+	t.Helper()
+	var docs [][]byte
+	for _, o := range rbac {
+		b, err := yaml.Marshal(map[string]any(o))
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, b)
+	}
+	kubectl(t, bytes.Join(docs, []byte("---\n")), 0, "apply", "-f", "-")
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(testContext(t), sa, &authnv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["e2e"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthorityData: env.Config.CAData}
+	cfg.AuthInfos[sa] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts[sa] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: sa, Namespace: ns}
+	cfg.CurrentContext = sa
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -33,7 +33,9 @@ func TestKubectlPlugin(t *testing.T) {
 	run := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command(kubectlBin, args...)
-		cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"), "KUBECONFIG="+env.Kubeconfig)
+		// PATH holds the plugin alone: other plugins of the machine (and
+		// kubectl's warnings about them) stay out of the test.
+		cmd.Env = append(os.Environ(), "PATH="+dir, "KUBECONFIG="+env.Kubeconfig)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)

@@ -324,7 +324,8 @@ is on, kubeSource.progress is not zero, and a function that reads it runs. */}}
 {{- define "snapflow.progressSource" -}}
 {{- $p := toString .Values.kubeSource.progress -}}
 {{- $movers := or (include "snapflow.functionEnabled" (dict "root" . "name" "snapshot")) (include "snapflow.functionEnabled" (dict "root" . "name" "restore")) -}}
-{{- if and .Values.knative.enabled .Values.functions.progress $movers (not (has $p (list "" "0" "0s" "0m" "0h"))) -}}true{{- end -}}
+{{- /* Zero in any spelling (0s, 0m0s, 0.0h) has no digit but 0. */ -}}
+{{- if and .Values.knative.enabled .Values.functions.progress $movers (regexMatch "[1-9]" $p) -}}true{{- end -}}
 {{- end -}}
 
 {{/* Non-empty when the functions check their senders' tokens. */}}

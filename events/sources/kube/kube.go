@@ -19,11 +19,13 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
@@ -101,7 +103,11 @@ func Run(ctx context.Context, o Options) error {
 			o.Log.Info("event dropped: a sink's queue is full; the next resync covers it", "type", e.Type(), "id", e.ID(), "sinks", dropped)
 		}
 	}
-	ca, err := cache.New(o.Config, cache.Options{Scheme: o.Scheme})
+	// Only snapflow's own Jobs are watched (the functions react to no
+	// other), so other tenants' Jobs and their pod templates stay out of
+	// memory; managed fields are never read.
+	ca, err := cache.New(o.Config, cache.Options{Scheme: o.Scheme, DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{&batchv1.Job{}: {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "snapflow"})}}})
 	if err != nil {
 		return fmt.Errorf("watch cache: %w", err)
 	}
