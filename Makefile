@@ -14,7 +14,7 @@ LDFLAGS    := -X github.com/snapflow/snapflow/internal/version.Version=$(VERSION
 TEST_FLAGS ?= -count=1 -timeout 75m
 FLAKE_RUNS ?= 5
 
-.PHONY: all tools build generate test vet demo demo-up bench clean help flake-hunt image image-push release
+.PHONY: all tools build generate test test-unit vet demo demo-up bench clean help flake-hunt image image-push release
 
 all: build
 
@@ -53,17 +53,19 @@ test: tools build vet ## the whole suite: unit and e2e tests on the real control
 # The e2e package first: go test runs its work in the order of its
 # arguments, and the longest package should start as soon as it is built,
 # with the unit packages beside it, not after them.
-	$(GO) test $(TEST_FLAGS) ./test/e2e/ $$($(GO) list ./... | grep -v '/test/e2e$$')
+	SNAPFLOW_REQUIRE_TOOLS=1 $(GO) test $(TEST_FLAGS) ./test/e2e/ $$($(GO) list ./... | grep -v '/test/e2e$$')
 # The release builds and checks itself (the chart pinned to the image
 # digest, the krew manifest, the notes) for this machine's platform.
 	$(GO) run ./hack/dist release -o $(BIN)/release-check -helm $(BIN)/helm -platforms $$($(GO) env GOOS)/$$($(GO) env GOARCH) -image-platforms linux/$$($(GO) env GOARCH)
-	cd $(BIN)/release-check && sha256sum --quiet -c checksums.txt
 # Counts, not durations: Go 1.26's fuzz coordinator can fail a clean run
 # with "context deadline exceeded" when a -fuzztime duration expires
 # (golang/go#75804, fixed in 1.27); a count has no deadline, so a busy
 # machine only makes the run slower.
 	$(GO) test -run='^$$' -fuzz=FuzzAdmissionReview -fuzztime=3000x -fuzzminimizetime=200x ./webhook/
 	$(GO) run ./test/demo
+
+test-unit: ## the unit tests alone: no bin/ needed, tests that need a tool from make tools skip and say so
+	$(GO) test $(TEST_FLAGS) $$($(GO) list ./... | grep -v '/test/e2e$$')
 
 flake-hunt: tools build ## run the e2e suite FLAKE_RUNS times (default 5), the last next to a CPU-burning neighbour, and report each test's pass count
 	$(GO) run ./test/flakehunt -n $(FLAKE_RUNS) -o $(BIN)/flake-hunt.md

@@ -237,6 +237,7 @@ func TestCreateOptionsAndMissingSource(t *testing.T) {
 // startBucket starts versitygw for the test with one bucket in it.
 func startBucket(t *testing.T, bucket string) *harness.S3 {
 	t.Helper()
+	harness.RequireTool(t, "versitygw")
 	s, err := harness.StartS3(harness.S3Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"testing"
 )
 
 const modulePath = "github.com/snapflow/snapflow"
@@ -136,4 +137,24 @@ func (e ExternalCRDs) Paths() ([]string, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// RequireToolsEnv, when set (make test sets it), turns a missing tool into
+// a failure instead of a skip, so the full suite never tests less than it
+// says.
+const RequireToolsEnv = "SNAPFLOW_REQUIRE_TOOLS"
+
+// RequireTool is the path of a tool from bin/ for a test that needs it.
+// Without the tool the test is skipped, saying how to build it (`make
+// test-unit` on a fresh checkout), unless RequireToolsEnv is set.
+func RequireTool(t testing.TB, name string) string {
+	t.Helper()
+	p, err := Tool(name)
+	if err != nil {
+		if os.Getenv(RequireToolsEnv) != "" {
+			t.Fatal(err)
+		}
+		t.Skipf("skipped: %v", err)
+	}
+	return p
 }

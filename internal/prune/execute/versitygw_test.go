@@ -21,6 +21,7 @@ import (
 // unversioned bucket, and a versioned one where an object overwritten
 // after the final snapshot survives with its new version.
 func TestVersitygwPrune(t *testing.T) {
+	harness.RequireTool(t, "versitygw")
 	gw, err := harness.StartS3(harness.S3Options{Versioning: true})
 	if err != nil {
 		t.Fatal(err)

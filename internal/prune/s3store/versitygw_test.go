@@ -20,6 +20,7 @@ import (
 // version listings with delete markers, the versioning query, and
 // DeleteObjects with Content-MD5 by key and by VersionId.
 func TestVersitygw(t *testing.T) {
+	harness.RequireTool(t, "versitygw")
 	gw, err := harness.StartS3(harness.S3Options{Versioning: true})
 	if err != nil {
 		t.Fatal(err)
