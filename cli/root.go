@@ -27,7 +27,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: KUBECONFIG, in-cluster, ~/.kube/config)")
-	root.AddCommand(newVersionCmd(), newWebhookCmd(), newValidateCmd(), newPolicyCmd(), newDescribeCmd(), newRetentionCmd(), newScheduleCmd(), newMoverCmd(), newFunctionCmd(), newDevCmd(), newSourceCmd(), newSnapshotCmd(), newRestoreCmd(), newMaintenanceCmd(), newPruneCmd(), newExporterCmd())
+	root.AddCommand(newVersionCmd(), newWebhookCmd(), newValidateCmd(), newPolicyCmd(), newDescribeCmd(), newRetentionCmd(), newScheduleCmd(), newMoverCmd(), newFunctionCmd(), newDevCmd(), newSourceCmd(), newSnapshotCmd(), newRestoreCmd(), newMaintenanceCmd(), newPruneCmd(), newExporterCmd(), newCoverageCmd())
 	return root
 }
 

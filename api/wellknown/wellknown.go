@@ -96,7 +96,10 @@ const (
 	AnnotationAllowMassDeletion   = Prefix + "allow-mass-deletion"
 	AnnotationSkipSnapshotCleanup = Prefix + "skip-snapshot-cleanup"
 	AnnotationPrivilegedMovers    = Prefix + "privileged-movers"
-	AnnotationPrunedBy            = Prefix + "pruned-by"
+	// AnnotationBackupNotRequired on a Namespace or a PVC says it needs no
+	// backup; its value is the reason `snapflow coverage` shows.
+	AnnotationBackupNotRequired = SnapflowPrefix + "backup-not-required"
+	AnnotationPrunedBy          = Prefix + "pruned-by"
 	// AnnotationRequestedBy records who sent the request event a Snapshot
 	// or Restore was made for (the authenticated user, or "unauthenticated").
 	AnnotationRequestedBy = SnapflowPrefix + "requested-by"

@@ -1,0 +1,213 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/internal/coverage"
+	"github.com/snapflow/snapflow/internal/volumepolicy"
+)
+
+// coverageReport is what `snapflow coverage -o json|yaml` prints.
+type coverageReport struct {
+	Counts map[coverage.State]int `json:"counts"`
+	Items  []coverage.Verdict     `json:"items"`
+}
+
+func newCoverageCmd() *cobra.Command {
+	var namespace, output, global string
+	var all, failUnprotected bool
+	cmd := &cobra.Command{
+		Use:   "coverage",
+		Short: "Show, for every PVC, what backs it up, what excludes it, or that nothing does",
+		Long: `Show, for every PVC, whether it is backed up: the SnapshotPolicies whose
+sources cover it and that an active SnapshotSchedule fires (with the last
+success and the next firing), the volume-policy rule or annotation that
+excludes it, or UNPROTECTED.
+
+States: Protected; Excluded (a volume-policy skip rule, or the annotation
+snapflow.dev/backup-not-required on the PVC or its namespace, whose value is
+shown as the reason); Unscheduled (a policy covers it, no schedule fires the
+policy); Suspended; Unprotected.`,
+		Example: `  snapflow coverage -A
+  snapflow coverage -n apps -o json
+  snapflow coverage -A --global-volume-policies snapflow-system/global-volume-policies --fail-unprotected`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != OutputTable && output != OutputJSON && output != OutputYAML {
+				return fmt.Errorf("-o %s: use table, json or yaml", output)
+			}
+			ns := ""
+			if !all {
+				var err error
+				if ns, err = namespaceOr(namespace); err != nil {
+					return err
+				}
+			}
+			c, err := kubeClient()
+			if err != nil {
+				return err
+			}
+			in, warnings, err := readCoverage(cmd.Context(), c, ns, global)
+			if err != nil {
+				return err
+			}
+			for _, w := range warnings {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+			}
+			verdicts := coverage.Verdicts(in)
+			counts := coverage.Counts(verdicts)
+			if output == OutputTable {
+				printCoverage(cmd.OutOrStdout(), verdicts, all, time.Now())
+			} else if err := printStructured(cmd.OutOrStdout(), output, coverageReport{Counts: counts, Items: verdicts}); err != nil {
+				return err
+			}
+			if failUnprotected && counts[coverage.Unprotected] > 0 {
+				return exitError{code: 3, msg: fmt.Sprintf("%d PVC(s) unprotected", counts[coverage.Unprotected])}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&namespace, "namespace", "n", "", "namespace (default: the kubeconfig's)")
+	f.BoolVarP(&all, "all-namespaces", "A", false, "every namespace")
+	f.StringVarP(&output, "output", "o", OutputTable, "output format: table, json or yaml")
+	f.StringVar(&global, "global-volume-policies", "", "the global volume-policy ConfigMap as NAMESPACE/NAME (the chart's globalVolumePolicies.name in its namespace), so its skip rules count as exclusions")
+	f.BoolVar(&failUnprotected, "fail-unprotected", false, "exit 3 when any PVC is unprotected (for CI and cron checks)")
+	return cmd
+}
+
+// readCoverage lists what the verdicts need, in ns ("" for all). A
+// resourcePolicy ConfigMap that cannot be read is a warning: its PVCs are
+// judged without it.
+func readCoverage(ctx context.Context, c client.Client, ns, global string) (coverage.Input, []string, error) {
+	var in coverage.Input
+	var warnings []string
+	var pvcs corev1.PersistentVolumeClaimList
+	var pols snapv1.SnapshotPolicyList
+	var scheds snapv1.SnapshotScheduleList
+	for _, l := range []client.ObjectList{&pvcs, &pols, &scheds} {
+		if err := c.List(ctx, l, client.InNamespace(ns)); err != nil {
+			return in, nil, fmt.Errorf("list %T: %w", l, err)
+		}
+	}
+	in.PVCs, in.Policies, in.Schedules = pvcs.Items, pols.Items, scheds.Items
+	// Namespace annotations: one namespace, or all of them.
+	if ns != "" {
+		var n corev1.Namespace
+		if err := c.Get(ctx, client.ObjectKey{Name: ns}, &n); err == nil {
+			in.Namespaces = []corev1.Namespace{n}
+		} else if !apierrors.IsNotFound(err) {
+			warnings = append(warnings, fmt.Sprintf("namespace %s: %v (its %s annotation is not considered)", ns, err, "snapflow.dev/backup-not-required"))
+		}
+	} else {
+		var nl corev1.NamespaceList
+		if err := c.List(ctx, &nl); err != nil {
+			warnings = append(warnings, fmt.Sprintf("list namespaces: %v (their annotations are not considered)", err))
+		}
+		in.Namespaces = nl.Items
+	}
+	// Volume policies look at the bound volume.
+	in.PVs = map[string]*corev1.PersistentVolume{}
+	for i := range pvcs.Items {
+		name := pvcs.Items[i].Spec.VolumeName
+		if name == "" {
+			continue
+		}
+		var pv corev1.PersistentVolume
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, &pv); err != nil {
+			if !apierrors.IsNotFound(err) {
+				warnings = append(warnings, fmt.Sprintf("PersistentVolume %s: %v (rules on it judged from the claim alone)", name, err))
+			}
+			continue
+		}
+		in.PVs[name] = &pv
+	}
+	in.Recipes = map[string]*volumepolicy.Document{}
+	for _, p := range pols.Items {
+		if p.Spec.ResourcePolicy == nil {
+			continue
+		}
+		key := p.Namespace + "/" + p.Spec.ResourcePolicy.Name
+		if _, done := in.Recipes[key]; done {
+			continue
+		}
+		doc, err := readPolicyDocument(ctx, c, p.Namespace, p.Spec.ResourcePolicy.Name)
+		if err != nil {
+			warnings = append(warnings, fmt.Sprintf("SnapshotPolicy %s/%s spec.resourcePolicy: %v", p.Namespace, p.Name, err))
+			continue
+		}
+		in.Recipes[key] = doc
+	}
+	if global != "" {
+		gns, gname, ok := strings.Cut(global, "/")
+		if !ok || gns == "" || gname == "" {
+			return in, nil, fmt.Errorf("--global-volume-policies %q: want NAMESPACE/NAME of the ConfigMap", global)
+		}
+		doc, err := readPolicyDocument(ctx, c, gns, gname)
+		if err != nil {
+			return in, nil, fmt.Errorf("--global-volume-policies: %w", err)
+		}
+		in.Global, in.GlobalName = doc, global
+	}
+	return in, warnings, nil
+}
+
+func readPolicyDocument(ctx context.Context, c client.Client, ns, name string) (*volumepolicy.Document, error) {
+	var cm corev1.ConfigMap
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &cm); err != nil {
+		return nil, fmt.Errorf("ConfigMap %s/%s: %w", ns, name, err)
+	}
+	doc, err := volumepolicy.FromConfigMap(&cm)
+	if err != nil {
+		return nil, fmt.Errorf("ConfigMap %s/%s: %w", ns, name, err)
+	}
+	if _, err := doc.Validate(); err != nil {
+		return nil, fmt.Errorf("ConfigMap %s/%s is invalid: %w", ns, name, err)
+	}
+	return doc, nil
+}
+
+func printCoverage(w io.Writer, vs []coverage.Verdict, all bool, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if all {
+		fmt.Fprint(tw, "NAMESPACE\t")
+	}
+	fmt.Fprintln(tw, "PVC\tSTATE\tPOLICIES\tLAST SUCCESS\tNEXT\tREASON")
+	for _, v := range vs {
+		if all {
+			fmt.Fprintf(tw, "%s\t", v.Namespace)
+		}
+		state := string(v.State)
+		if v.State == coverage.Unprotected {
+			state = "UNPROTECTED"
+		}
+		last, next := "-", "-"
+		if v.LastSuccess != nil {
+			last = duration.HumanDuration(now.Sub(v.LastSuccess.Time)) + " ago"
+		}
+		if v.NextFiring != nil {
+			next = "in " + duration.HumanDuration(v.NextFiring.Sub(now))
+		}
+		pols := strings.Join(v.Policies, ",")
+		if pols == "" {
+			pols = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", v.PVC, state, pols, last, next, v.Reason)
+	}
+	_ = tw.Flush()
+	counts := coverage.Counts(vs)
+	fmt.Fprintf(w, "\n%d PVC(s): %d protected, %d excluded, %d unscheduled, %d suspended, %d unprotected\n", len(vs),
+		counts[coverage.Protected], counts[coverage.Excluded], counts[coverage.Unscheduled], counts[coverage.Suspended], counts[coverage.Unprotected])
+}

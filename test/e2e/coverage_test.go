@@ -1,0 +1,177 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/internal/coverage"
+)
+
+// snapflow coverage answers, for every PVC, whether it is backed up: a
+// protected, an excluded (by a volume-policy rule, by a PVC annotation and
+// by a namespace annotation), an unscheduled, a suspended and an
+// unprotected volume, each with its reason, as table, JSON and exit code.
+func TestCoverageShowsEveryPVC(t *testing.T) {
+	const ns, lab = "coverage", "coverage-lab"
+	kubectl(t, []byte(fmt.Sprintf(`
+apiVersion: v1
+kind: Namespace
+metadata: {name: %[1]s}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: %[2]s, annotations: {snapflow.dev/backup-not-required: "notebooks are rebuilt from git"}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: notebook, namespace: %[2]s}
+spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: kopia-password, namespace: %[1]s}
+stringData: {KOPIA_PASSWORD: correct-horse}
+---
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: Repository
+metadata: {name: primary, namespace: %[1]s}
+spec:
+  backend: {filesystem: {path: /repository, volume: {pvc: {name: kopia-repo}}}}
+  encryption: {passwordSecretRef: {name: kopia-password, key: KOPIA_PASSWORD}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: web-rules, namespace: %[1]s}
+data:
+  policies.yaml: |
+    version: v1
+    volumePolicies:
+      - conditions: {pvcLabels: {cache: "true"}}
+        action: {type: skip}
+`, ns, lab)), 0, "apply", "-f", "-")
+	for _, c := range []struct{ name, meta string }{
+		{"db", ""},
+		{"web-data", "labels: {app: web}"},
+		{"web-cache", "labels: {app: web, cache: \"true\"}"},
+		{"reports", ""},
+		{"paused", ""},
+		{"scratch", "annotations: {snapflow.dev/backup-not-required: \"true\"}"},
+		{"forgotten", ""},
+	} {
+		meta := fmt.Sprintf("name: %s, namespace: %s", c.name, ns)
+		if c.meta != "" {
+			meta += ", " + c.meta
+		}
+		kubectl(t, []byte(fmt.Sprintf("apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {%s}\nspec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}\n", meta)), 0, "apply", "-f", "-")
+	}
+	kubectl(t, []byte(fmt.Sprintf(`
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotPolicy
+metadata: {name: web, namespace: %[1]s, labels: {tier: gold}}
+spec:
+  repository: {name: primary}
+  sources: [{pvcSelector: {labelSelector: {matchLabels: {app: web}}}}]
+  resourcePolicy: {kind: configmap, name: web-rules}
+---
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotPolicy
+metadata: {name: db, namespace: %[1]s, labels: {tier: gold}}
+spec:
+  repository: {name: primary}
+  sources: [{pvc: {name: db}}]
+---
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotPolicy
+metadata: {name: adhoc, namespace: %[1]s}
+spec:
+  repository: {name: primary}
+  sources: [{pvc: {name: reports}}]
+---
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotPolicy
+metadata: {name: held, namespace: %[1]s, labels: {tier: gold}}
+spec:
+  repository: {name: primary}
+  suspend: true
+  sources: [{pvc: {name: paused}}]
+---
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotSchedule
+metadata: {name: nightly, namespace: %[1]s}
+spec:
+  policySelector: {matchLabels: {tier: gold}}
+  schedule: {cron: "0 3 1 1 *", timezone: UTC}
+`, ns)), 0, "apply", "-f", "-")
+	// The schedule function writes when it fires next.
+	eventually(t, func() error {
+		var s snapv1.SnapshotSchedule
+		if err := env.Client.Get(testContext(t), clientKey(ns, "nightly"), &s); err != nil {
+			return err
+		}
+		if s.Status.NextSchedule == nil || s.Status.NextSchedule.At == nil {
+			return fmt.Errorf("no next firing yet: %+v", s.Status)
+		}
+		return nil
+	})
+
+	out, errOut, code := runSnapflow(t, "coverage", "-n", ns, "-o", "json")
+	if code != 0 {
+		t.Fatalf("coverage -o json: exit %d\n%s%s", code, out, errOut)
+	}
+	var rep struct {
+		Counts map[string]int     `json:"counts"`
+		Items  []coverage.Verdict `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	want := map[string]struct {
+		state  coverage.State
+		reason string
+	}{
+		"web-data":  {coverage.Protected, "backed up by web"},
+		"db":        {coverage.Protected, "backed up by db"},
+		"web-cache": {coverage.Excluded, "policy web skips it: skipped by rule 0 of ConfigMap coverage/web-rules"},
+		"scratch":   {coverage.Excluded, "the PVC is annotated snapflow.dev/backup-not-required"},
+		"reports":   {coverage.Unscheduled, "policy adhoc covers it but no SnapshotSchedule fires it"},
+		"paused":    {coverage.Suspended, "policy held covers it but is suspended"},
+		"forgotten": {coverage.Unprotected, "no SnapshotPolicy covers it"},
+	}
+	if len(rep.Items) != len(want) {
+		t.Fatalf("%d verdicts, want %d:\n%s", len(rep.Items), len(want), out)
+	}
+	for _, v := range rep.Items {
+		w := want[v.PVC]
+		if v.State != w.state || !strings.HasPrefix(v.Reason, w.reason) {
+			t.Errorf("%s: %s %q, want %s %q", v.PVC, v.State, v.Reason, w.state, w.reason)
+		}
+		if v.PVC == "web-data" && v.NextFiring == nil {
+			t.Errorf("web-data has no next firing: %+v", v)
+		}
+	}
+
+	// The table, across namespaces: the lab namespace's annotation excludes
+	// its volume, and the unprotected one stands out.
+	out, _, code = runSnapflow(t, "coverage", "-A")
+	if code != 0 {
+		t.Fatalf("coverage -A: exit %d\n%s", code, out)
+	}
+	for _, line := range []string{"coverage-lab  notebook", "namespace coverage-lab is annotated snapflow.dev/backup-not-required: notebooks are rebuilt from git"} {
+		if !strings.Contains(out, line) {
+			t.Errorf("coverage -A lacks %q:\n%s", line, out)
+		}
+	}
+	if !strings.Contains(out, "forgotten") || !strings.Contains(out, "UNPROTECTED") {
+		t.Errorf("coverage -A does not show the unprotected volume:\n%s", out)
+	}
+	// A check for CI: exit 3 while any volume is unprotected.
+	if _, errOut, code := runSnapflow(t, "coverage", "-n", ns, "--fail-unprotected"); code != 3 || !strings.Contains(errOut, "1 PVC(s) unprotected") {
+		t.Errorf("--fail-unprotected: exit %d, %q", code, errOut)
+	}
+	if _, _, code := runSnapflow(t, "coverage", "-n", lab, "--fail-unprotected"); code != 0 {
+		t.Errorf("--fail-unprotected on a namespace with nothing unprotected: exit %d", code)
+	}
+}
