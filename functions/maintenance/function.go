@@ -28,6 +28,7 @@ import (
 	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/functions/snapshot"
+	"github.com/snapflow/snapflow/internal/conditions"
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	kernel "github.com/snapflow/snapflow/internal/maintenance"
 	"github.com/snapflow/snapflow/internal/mover"
@@ -181,6 +182,14 @@ func (f *Function) reconcile(ctx context.Context, m *snapv1.Maintenance, listed 
 	scheds, err := kernel.Resolve(m, repo.Spec)
 	if err != nil {
 		return f.setReady(ctx, m, metav1.ConditionFalse, "InvalidSchedule", err.Error())
+	}
+	// Valid and its repository usable: Ready from the start (kubectl wait,
+	// GitOps health), and again once what stalled it is fixed. A failed
+	// run's or a wait's reason stands until the next run decides.
+	if c := meta.FindStatusCondition(m.Status.Conditions, wellknown.ConditionReady); c == nil || c.Status == metav1.ConditionFalse && stalledReasons[c.Reason] && c.Reason != "DuplicateMaintenance" {
+		if err := f.setReady(ctx, m, metav1.ConditionTrue, "Scheduled", "the Maintenance is valid and runs on its schedule"); err != nil {
+			return err
+		}
 	}
 	requested, mode, err := validate.MaintenanceRequest(m.Annotations)
 	if err != nil {
@@ -352,14 +361,21 @@ func (f *Function) record(ctx context.Context, m *snapv1.Maintenance, mode strin
 			r.Slot = metav1.NewTime(slot)
 			mutate(r)
 			live.Status.ObservedGeneration = live.Generation
-			if r.Phase == mover.MaintenanceFailed {
-				meta.SetStatusCondition(&live.Status.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse,
-					Reason: "MaintenanceFailed", Message: r.Message, ObservedGeneration: live.Generation})
+			switch r.Phase {
+			case mover.MaintenanceFailed:
+				// The next slot tries again: not stalled.
+				conditions.Observed(&live.Status.Conditions, false, false, "MaintenanceFailed", r.Message, live.Generation)
+			case mover.MaintenanceSucceeded:
+				conditions.Observed(&live.Status.Conditions, true, false, "MaintenanceSucceeded", "the last "+string(r.Mode)+" run succeeded", live.Generation)
 			}
 			*m = *live.DeepCopy()
 			return nil
 		})
 }
+
+// stalledReasons are the Ready=False reasons that last until someone edits
+// the Maintenance or its repository.
+var stalledReasons = map[string]bool{"FailedValidation": true, "RepositoryNotUsable": true, "InvalidSchedule": true, "DuplicateMaintenance": true}
 
 // setReady writes the Ready condition (only when it changes).
 func (f *Function) setReady(ctx context.Context, m *snapv1.Maintenance, status metav1.ConditionStatus, reason, msg string) error {
@@ -371,7 +387,7 @@ func (f *Function) setReady(ctx context.Context, m *snapv1.Maintenance, status m
 			if live.UID != m.UID {
 				return statuspatch.Skip
 			}
-			meta.SetStatusCondition(&live.Status.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: status, Reason: reason, Message: msg, ObservedGeneration: live.Generation})
+			conditions.Observed(&live.Status.Conditions, status == metav1.ConditionTrue, stalledReasons[reason], reason, msg, live.Generation)
 			live.Status.ObservedGeneration = live.Generation
 			return nil
 		})

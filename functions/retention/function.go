@@ -102,13 +102,13 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 	if p.Spec.Suspend {
 		// A suspended recipe is skipped entirely: nothing is pruned; only
 		// the printer column and the repositories condition keep up.
-		if p.Status.RepositorySummary == RepositorySummary(&p) && conditionIs(p.Status.Conditions, found) {
+		if p.Status.RepositorySummary == RepositorySummary(&p) && foundIs(p.Status.Conditions, found) {
 			return nil
 		}
 		return statuspatch.Update(ctx, f.Client, client.ObjectKeyFromObject(&p), func() *snapv1.SnapshotPolicy { return &snapv1.SnapshotPolicy{} },
 			func(live *snapv1.SnapshotPolicy) error {
 				live.Status.RepositorySummary = RepositorySummary(live)
-				meta.SetStatusCondition(&live.Status.Conditions, found)
+				setFound(&live.Status.Conditions, found)
 				return nil
 			})
 	}
@@ -257,7 +257,7 @@ func (f *Function) updatePolicyStatus(ctx context.Context, p *snapv1.SnapshotPol
 				live.Status.LastSuccessfulSnapshot = lastSuccess
 			}
 			live.Status.RepositorySummary = RepositorySummary(live)
-			meta.SetStatusCondition(&live.Status.Conditions, found)
+			setFound(&live.Status.Conditions, found)
 			if budget == nil {
 				// Retention is off: nothing is held, but the window and its
 				// peak stay, so turning it back on opens no fresh budget.

@@ -6,11 +6,13 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/functions/snapshot"
+	"github.com/snapflow/snapflow/internal/conditions"
 	"github.com/snapflow/snapflow/internal/validate"
 )
 
@@ -45,4 +47,19 @@ func repositoriesCondition(p *snapv1.SnapshotPolicy, missing []string) metav1.Co
 		c.Message = fmt.Sprintf("%s named by the policy do(es) not exist: runs for it wait until it is created; create it, or remove it from spec.repositories", strings.Join(missing, ", "))
 	}
 	return c
+}
+
+// setFound writes the repositories condition and the policy's kstatus
+// conditions, which follow it: a policy is Ready when every repository it
+// writes to exists, and stalled until a missing one is created.
+func setFound(conds *[]metav1.Condition, found metav1.Condition) {
+	meta.SetStatusCondition(conds, found)
+	ok := found.Status == metav1.ConditionTrue
+	conditions.Observed(conds, ok, !ok, found.Reason, found.Message, found.ObservedGeneration)
+}
+
+// foundIs says whether conds already hold found and the Ready it implies.
+func foundIs(conds []metav1.Condition, found metav1.Condition) bool {
+	ready := meta.FindStatusCondition(conds, wellknown.ConditionReady)
+	return conditionIs(conds, found) && ready != nil && ready.Reason == found.Reason && ready.ObservedGeneration == found.ObservedGeneration
 }

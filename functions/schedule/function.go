@@ -27,6 +27,7 @@ import (
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/internal/conditions"
 	kernel "github.com/snapflow/snapflow/internal/schedule"
 	"github.com/snapflow/snapflow/internal/statuspatch"
 	"github.com/snapflow/snapflow/internal/validate"
@@ -175,6 +176,12 @@ func (f *Function) children(ctx context.Context, s *snapv1.SnapshotSchedule) ([]
 }
 
 func setCond(conds *[]metav1.Condition, typ string, status bool, reason, msg string, gen int64) {
+	if typ == wellknown.ConditionReady {
+		// kstatus: an invalid spec or a missing policy stalls the schedule
+		// until someone edits; a failed firing is retried.
+		conditions.Observed(conds, status, reason == reasonInvalid || reason == reasonNoPolicy, reason, msg, gen)
+		return
+	}
 	st := metav1.ConditionFalse
 	if status {
 		st = metav1.ConditionTrue

@@ -29,6 +29,7 @@ const (
 	reasonFiringFailed = "FiringFailed"
 	reasonNoPolicy     = "PolicyNotFound"
 	reasonInvalid      = "InvalidSchedule"
+	reasonScheduled    = "Scheduled"
 	reasonSuspended    = "Suspended"
 	// reasonPolicySuspended: a slot passed without a run for a policy
 	// whose spec.suspend is true.
@@ -54,6 +55,16 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 	r, err := f.resolve(ctx, &s)
 	if err != nil {
 		return invalid(err)
+	}
+	// A valid schedule is Ready from the start (kubectl wait, GitOps
+	// health), not only once it has fired; one fixed after an invalid spec
+	// is Ready again. Other reasons stand until the next firing decides.
+	if c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionReady); c == nil || c.Status == metav1.ConditionFalse && c.Reason == reasonInvalid {
+		if err := f.writeStatus(ctx, &s, func(st *snapv1.SnapshotScheduleStatus, gen int64) {
+			setCond(&st.Conditions, wellknown.ConditionReady, true, reasonScheduled, "the schedule is valid and waits for its next slot", gen)
+		}); err != nil {
+			return err
+		}
 	}
 	now := f.now()
 	// Fire at most a bounded number of due slots per call (a long outage

@@ -22,3 +22,20 @@ func Settled(conds *[]metav1.Condition, reason string, ok bool, msg string, gen 
 	meta.SetStatusCondition(conds, metav1.Condition{Type: wellknown.ConditionReconciling, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: gen})
 	meta.SetStatusCondition(conds, metav1.Condition{Type: wellknown.ConditionStalled, Status: stalled, Reason: reason, Message: msg, ObservedGeneration: gen})
 }
+
+// Observed records the state of an object that is reconciled for as long
+// as it exists (a policy, a schedule, a maintenance): Ready as given,
+// Reconciling over, and Stalled when nothing will change without an edit
+// (an invalid spec, a missing referent). A Ready=False that resolves by
+// itself (a run to wait for, a retry) is not stalled.
+func Observed(conds *[]metav1.Condition, ready bool, stalled bool, reason, msg string, gen int64) {
+	status := func(b bool) metav1.ConditionStatus {
+		if b {
+			return metav1.ConditionTrue
+		}
+		return metav1.ConditionFalse
+	}
+	meta.SetStatusCondition(conds, metav1.Condition{Type: wellknown.ConditionReady, Status: status(ready), Reason: reason, Message: msg, ObservedGeneration: gen})
+	meta.SetStatusCondition(conds, metav1.Condition{Type: wellknown.ConditionReconciling, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: gen})
+	meta.SetStatusCondition(conds, metav1.Condition{Type: wellknown.ConditionStalled, Status: status(stalled && !ready), Reason: reason, Message: msg, ObservedGeneration: gen})
+}
