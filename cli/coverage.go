@@ -38,8 +38,12 @@ excludes it, or UNPROTECTED.
 
 States: Protected; Excluded (a volume-policy skip rule, or the annotation
 snapflow.dev/backup-not-required on the PVC or its namespace, whose value is
-shown as the reason); Unscheduled (a policy covers it, no schedule fires the
-policy); Suspended; Unprotected.`,
+shown as the reason: anyone who may edit the PVC or namespace can set it);
+Failing (a policy covers it but cannot back it up: a missing repository, two
+of its sources covering the PVC, an unreadable resourcePolicy); Unscheduled
+(a policy covers it, no schedule fires the policy); Suspended; Unprotected.
+snapflow's own claims (staged, cache, prime) and claims being deleted are
+not listed.`,
 		Example: `  snapflow coverage -A
   snapflow coverage -n apps -o json
   snapflow coverage -A --global-volume-policies snapflow-system/global-volume-policies --fail-unprotected`,
@@ -47,6 +51,9 @@ policy); Suspended; Unprotected.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != OutputTable && output != OutputJSON && output != OutputYAML {
 				return fmt.Errorf("-o %s: use table, json or yaml", output)
+			}
+			if all && namespace != "" {
+				return fmt.Errorf("-n %s and -A (all namespaces) ask for different things: pass one", namespace)
 			}
 			ns := ""
 			if !all {
@@ -66,6 +73,9 @@ policy); Suspended; Unprotected.`,
 			for _, w := range warnings {
 				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
 			}
+			if global == "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), "note: no --global-volume-policies given: the global baseline's skip rules, which every backup applies, are not considered")
+			}
 			verdicts := coverage.Verdicts(in)
 			counts := coverage.Counts(verdicts)
 			if output == OutputTable {
@@ -73,8 +83,8 @@ policy); Suspended; Unprotected.`,
 			} else if err := printStructured(cmd.OutOrStdout(), output, coverageReport{Counts: counts, Items: verdicts}); err != nil {
 				return err
 			}
-			if failUnprotected && counts[coverage.Unprotected] > 0 {
-				return exitError{code: 3, msg: fmt.Sprintf("%d PVC(s) unprotected", counts[coverage.Unprotected])}
+			if failUnprotected && counts[coverage.Unprotected]+counts[coverage.Failing] > 0 {
+				return exitError{code: 3, msg: fmt.Sprintf("%d PVC(s) unprotected, %d failing", counts[coverage.Unprotected], counts[coverage.Failing])}
 			}
 			return nil
 		},
@@ -84,7 +94,7 @@ policy); Suspended; Unprotected.`,
 	f.BoolVarP(&all, "all-namespaces", "A", false, "every namespace")
 	f.StringVarP(&output, "output", "o", OutputTable, "output format: table, json or yaml")
 	f.StringVar(&global, "global-volume-policies", "", "the global volume-policy ConfigMap as NAMESPACE/NAME (the chart's globalVolumePolicies.name in its namespace), so its skip rules count as exclusions")
-	f.BoolVar(&failUnprotected, "fail-unprotected", false, "exit 3 when any PVC is unprotected (for CI and cron checks)")
+	f.BoolVar(&failUnprotected, "fail-unprotected", false, "exit 3 when any PVC is unprotected or failing (for CI and cron checks)")
 	return cmd
 }
 
@@ -118,23 +128,17 @@ func readCoverage(ctx context.Context, c client.Client, ns, global string) (cove
 		}
 		in.Namespaces = nl.Items
 	}
-	// Volume policies look at the bound volume.
+	// Volume policies look at the bound volume: one listing, not a read
+	// per claim.
 	in.PVs = map[string]*corev1.PersistentVolume{}
-	for i := range pvcs.Items {
-		name := pvcs.Items[i].Spec.VolumeName
-		if name == "" {
-			continue
-		}
-		var pv corev1.PersistentVolume
-		if err := c.Get(ctx, client.ObjectKey{Name: name}, &pv); err != nil {
-			if !apierrors.IsNotFound(err) {
-				warnings = append(warnings, fmt.Sprintf("PersistentVolume %s: %v (rules on it judged from the claim alone)", name, err))
-			}
-			continue
-		}
-		in.PVs[name] = &pv
+	var pvs corev1.PersistentVolumeList
+	if err := c.List(ctx, &pvs); err != nil {
+		warnings = append(warnings, fmt.Sprintf("list PersistentVolumes: %v (volume-policy rules on volumes are judged from the claims alone)", err))
 	}
-	in.Recipes = map[string]*volumepolicy.Document{}
+	for i := range pvs.Items {
+		in.PVs[pvs.Items[i].Name] = &pvs.Items[i]
+	}
+	in.Recipes, in.RecipeErrors = map[string]*volumepolicy.Document{}, map[string]string{}
 	for _, p := range pols.Items {
 		if p.Spec.ResourcePolicy == nil {
 			continue
@@ -144,11 +148,16 @@ func readCoverage(ctx context.Context, c client.Client, ns, global string) (cove
 			continue
 		}
 		doc, err := readPolicyDocument(ctx, c, p.Namespace, p.Spec.ResourcePolicy.Name)
-		if err != nil {
-			warnings = append(warnings, fmt.Sprintf("SnapshotPolicy %s/%s spec.resourcePolicy: %v", p.Namespace, p.Name, err))
-			continue
+		switch {
+		case apierrors.IsForbidden(err):
+			// Unknown, not broken: the user may not read it.
+			warnings = append(warnings, fmt.Sprintf("SnapshotPolicy %s/%s spec.resourcePolicy: %v (its skip rules are not considered)", p.Namespace, p.Name, err))
+		case err != nil:
+			// Every run of the policy fails on it, as the snapshot function reads it.
+			in.RecipeErrors[key] = err.Error()
+		default:
+			in.Recipes[key] = doc
 		}
-		in.Recipes[key] = doc
 	}
 	if global != "" {
 		gns, gname, ok := strings.Cut(global, "/")
@@ -208,6 +217,6 @@ func printCoverage(w io.Writer, vs []coverage.Verdict, all bool, now time.Time) 
 	}
 	_ = tw.Flush()
 	counts := coverage.Counts(vs)
-	fmt.Fprintf(w, "\n%d PVC(s): %d protected, %d excluded, %d unscheduled, %d suspended, %d unprotected\n", len(vs),
-		counts[coverage.Protected], counts[coverage.Excluded], counts[coverage.Unscheduled], counts[coverage.Suspended], counts[coverage.Unprotected])
+	fmt.Fprintf(w, "\n%d PVC(s): %d protected, %d excluded, %d failing, %d unscheduled, %d suspended, %d unprotected\n", len(vs),
+		counts[coverage.Protected], counts[coverage.Excluded], counts[coverage.Failing], counts[coverage.Unscheduled], counts[coverage.Suspended], counts[coverage.Unprotected])
 }

@@ -24,7 +24,7 @@ func TestPrintCoverage(t *testing.T) {
 		"NAMESPACE  PVC        STATE        POLICIES  LAST SUCCESS  NEXT    REASON",
 		"apps       db         Protected    db        3h ago        in 15h  backed up by db",
 		"apps       forgotten  UNPROTECTED  -         -             -       no SnapshotPolicy covers it",
-		"2 PVC(s): 1 protected, 0 excluded, 0 unscheduled, 0 suspended, 1 unprotected",
+		"2 PVC(s): 1 protected, 0 excluded, 0 failing, 0 unscheduled, 0 suspended, 1 unprotected",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in:\n%s", want, got)

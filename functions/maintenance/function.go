@@ -186,8 +186,24 @@ func (f *Function) reconcile(ctx context.Context, m *snapv1.Maintenance, listed 
 	// Valid and its repository usable: Ready from the start (kubectl wait,
 	// GitOps health), and again once what stalled it is fixed. A failed
 	// run's or a wait's reason stands until the next run decides.
-	if c := meta.FindStatusCondition(m.Status.Conditions, wellknown.ConditionReady); c == nil || c.Status == metav1.ConditionFalse && stalledReasons[c.Reason] && c.Reason != "DuplicateMaintenance" {
+	c := meta.FindStatusCondition(m.Status.Conditions, wellknown.ConditionReady)
+	reset := c == nil || c.Status == metav1.ConditionFalse && stalledReasons[c.Reason]
+	if reset && c != nil && c.Reason == "DuplicateMaintenance" {
+		// Ready again once the older twin is gone.
+		other, err := f.olderTwin(ctx, m)
+		if err != nil {
+			return err
+		}
+		reset = other == ""
+	}
+	switch {
+	case reset:
 		if err := f.setReady(ctx, m, metav1.ConditionTrue, "Scheduled", "the Maintenance is valid and runs on its schedule"); err != nil {
+			return err
+		}
+	case c.ObservedGeneration != m.Generation || m.Status.ObservedGeneration != m.Generation:
+		// An edit that changed nothing Ready says still moves the generation.
+		if err := f.setReady(ctx, m, c.Status, c.Reason, c.Message); err != nil {
 			return err
 		}
 	}
@@ -379,7 +395,8 @@ var stalledReasons = map[string]bool{"FailedValidation": true, "RepositoryNotUsa
 
 // setReady writes the Ready condition (only when it changes).
 func (f *Function) setReady(ctx context.Context, m *snapv1.Maintenance, status metav1.ConditionStatus, reason, msg string) error {
-	if c := meta.FindStatusCondition(m.Status.Conditions, wellknown.ConditionReady); c != nil && c.Status == status && c.Reason == reason && c.Message == msg && c.ObservedGeneration == m.Generation {
+	if c := meta.FindStatusCondition(m.Status.Conditions, wellknown.ConditionReady); c != nil && c.Status == status && c.Reason == reason && c.Message == msg &&
+		c.ObservedGeneration == m.Generation && m.Status.ObservedGeneration == m.Generation && meta.FindStatusCondition(m.Status.Conditions, wellknown.ConditionStalled) != nil {
 		return nil
 	}
 	return statuspatch.Update(ctx, f.Client, client.ObjectKeyFromObject(m), func() *snapv1.Maintenance { return &snapv1.Maintenance{} },

@@ -177,9 +177,9 @@ func (f *Function) children(ctx context.Context, s *snapv1.SnapshotSchedule) ([]
 
 func setCond(conds *[]metav1.Condition, typ string, status bool, reason, msg string, gen int64) {
 	if typ == wellknown.ConditionReady {
-		// kstatus: an invalid spec or a missing policy stalls the schedule
-		// until someone edits; a failed firing is retried.
-		conditions.Observed(conds, status, reason == reasonInvalid || reason == reasonNoPolicy, reason, msg, gen)
+		// kstatus: an invalid spec stalls the schedule until someone edits
+		// it; a missing policy or a failed firing is retried.
+		conditions.Observed(conds, status, reason == reasonInvalid, reason, msg, gen)
 		return
 	}
 	st := metav1.ConditionFalse

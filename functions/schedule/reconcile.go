@@ -16,6 +16,7 @@ import (
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/functions/snapshot"
+	"github.com/snapflow/snapflow/internal/conditions"
 	"github.com/snapflow/snapflow/internal/expand"
 	kernel "github.com/snapflow/snapflow/internal/schedule"
 )
@@ -56,15 +57,13 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 	if err != nil {
 		return invalid(err)
 	}
-	// A valid schedule is Ready from the start (kubectl wait, GitOps
-	// health), not only once it has fired; one fixed after an invalid spec
-	// is Ready again. Other reasons stand until the next firing decides.
-	if c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionReady); c == nil || c.Status == metav1.ConditionFalse && c.Reason == reasonInvalid {
-		if err := f.writeStatus(ctx, &s, func(st *snapv1.SnapshotScheduleStatus, gen int64) {
-			setCond(&st.Conditions, wellknown.ConditionReady, true, reasonScheduled, "the schedule is valid and waits for its next slot", gen)
-		}); err != nil {
-			return err
-		}
+	// A cron that parses but never fires (February 31st) is invalid too:
+	// found here, before anything below could call the schedule Ready.
+	if _, err := f.nextFrom(&s, r); err != nil {
+		return invalid(err)
+	}
+	if err := f.observe(ctx, &s, r); err != nil {
+		return err
 	}
 	now := f.now()
 	// Fire at most a bounded number of due slots per call (a long outage
@@ -89,6 +88,36 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 		}
 	}
 	return f.history(ctx, &s)
+}
+
+// observe keeps the schedule's kstatus current between firings: Ready
+// from the start (kubectl wait, GitOps health), not only once it has
+// fired; Ready again once an invalid spec or a missing policy is fixed;
+// Ready=False while no policy matches; and status.observedGeneration
+// following every edit. A firing's own outcome (FiringFailed, Fired) stands
+// until the next firing decides, so no two writers alternate.
+func (f *Function) observe(ctx context.Context, s *snapv1.SnapshotSchedule, r *resolved) error {
+	c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionReady)
+	reason, msg, ready := reasonScheduled, "the schedule is valid and waits for its next slot", true
+	if len(r.policies) == 0 {
+		reason, msg, ready = reasonNoPolicy, "no SnapshotPolicy matches spec.policyRef or spec.policySelector in "+s.Namespace+": slots are held until one does", false
+	}
+	settled := c != nil && c.Reason != reasonInvalid && c.Reason != reasonNoPolicy
+	switch {
+	case c != nil && c.Reason == reason && c.ObservedGeneration == s.Generation && s.Status.ObservedGeneration == s.Generation:
+		return nil
+	case settled && ready && c.ObservedGeneration == s.Generation && s.Status.ObservedGeneration == s.Generation:
+		return nil // a firing's outcome stands
+	}
+	return f.writeStatus(ctx, s, func(st *snapv1.SnapshotScheduleStatus, gen int64) {
+		st.ObservedGeneration = gen
+		if have := meta.FindStatusCondition(st.Conditions, wellknown.ConditionReady); have != nil && settled && ready {
+			// Only the generation moves; the firing's outcome stays.
+			conditions.Observed(&st.Conditions, have.Status == metav1.ConditionTrue, false, have.Reason, have.Message, gen)
+			return
+		}
+		setCond(&st.Conditions, wellknown.ConditionReady, ready, reason, msg, gen)
+	})
 }
 
 // step handles the pinned next slot: pin it if missing or stale, and fire

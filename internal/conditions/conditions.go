@@ -24,10 +24,11 @@ func Settled(conds *[]metav1.Condition, reason string, ok bool, msg string, gen 
 }
 
 // Observed records the state of an object that is reconciled for as long
-// as it exists (a policy, a schedule, a maintenance): Ready as given,
-// Reconciling over, and Stalled when nothing will change without an edit
-// (an invalid spec, a missing referent). A Ready=False that resolves by
-// itself (a run to wait for, a retry) is not stalled.
+// as it exists (a policy, a schedule, a maintenance): Ready as given;
+// Stalled when nothing will change without an edit (an invalid spec, a
+// missing referent); and Reconciling while it is neither, so a Ready=False
+// that resolves by itself (a run to wait for, a retry) reads as in
+// progress, not as healthy, to kstatus (Flux, Argo CD).
 func Observed(conds *[]metav1.Condition, ready bool, stalled bool, reason, msg string, gen int64) {
 	status := func(b bool) metav1.ConditionStatus {
 		if b {
@@ -36,6 +37,6 @@ func Observed(conds *[]metav1.Condition, ready bool, stalled bool, reason, msg s
 		return metav1.ConditionFalse
 	}
 	meta.SetStatusCondition(conds, metav1.Condition{Type: wellknown.ConditionReady, Status: status(ready), Reason: reason, Message: msg, ObservedGeneration: gen})
-	meta.SetStatusCondition(conds, metav1.Condition{Type: wellknown.ConditionReconciling, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: gen})
+	meta.SetStatusCondition(conds, metav1.Condition{Type: wellknown.ConditionReconciling, Status: status(!ready && !stalled), Reason: reason, Message: msg, ObservedGeneration: gen})
 	meta.SetStatusCondition(conds, metav1.Condition{Type: wellknown.ConditionStalled, Status: status(stalled && !ready), Reason: reason, Message: msg, ObservedGeneration: gen})
 }

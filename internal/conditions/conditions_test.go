@@ -30,21 +30,22 @@ func TestSettled(t *testing.T) {
 
 func TestObserved(t *testing.T) {
 	for _, c := range []struct {
-		ready, stalled       bool
-		wantReady, wantStall metav1.ConditionStatus
+		ready, stalled                bool
+		wantReady, wantStall, wantRec metav1.ConditionStatus
 	}{
-		{true, false, metav1.ConditionTrue, metav1.ConditionFalse},
-		{false, true, metav1.ConditionFalse, metav1.ConditionTrue},
-		{false, false, metav1.ConditionFalse, metav1.ConditionFalse},
+		{true, false, metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionFalse},
+		{false, true, metav1.ConditionFalse, metav1.ConditionTrue, metav1.ConditionFalse},
+		// Not ready and not stalled: a retry or a wait, in progress.
+		{false, false, metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionTrue},
 		// Ready is never stalled, whatever the caller says.
-		{true, true, metav1.ConditionTrue, metav1.ConditionFalse},
+		{true, true, metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionFalse},
 	} {
 		var conds []metav1.Condition
 		Observed(&conds, c.ready, c.stalled, "Why", "because", 4)
 		ready := meta.FindStatusCondition(conds, wellknown.ConditionReady)
 		rec := meta.FindStatusCondition(conds, wellknown.ConditionReconciling)
 		stall := meta.FindStatusCondition(conds, wellknown.ConditionStalled)
-		if ready.Status != c.wantReady || stall.Status != c.wantStall || rec.Status != metav1.ConditionFalse || ready.ObservedGeneration != 4 || ready.Reason != "Why" {
+		if ready.Status != c.wantReady || stall.Status != c.wantStall || rec.Status != c.wantRec || ready.ObservedGeneration != 4 || ready.Reason != "Why" {
 			t.Errorf("Observed(%v, %v): Ready %s, Stalled %s, Reconciling %s", c.ready, c.stalled, ready.Status, stall.Status, rec.Status)
 		}
 	}

@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -28,6 +30,10 @@ const (
 	Protected State = "Protected"
 	// Excluded: a volume-policy skip rule or an annotation says it needs no backup.
 	Excluded State = "Excluded"
+	// Failing: a policy that should back it up cannot (a missing
+	// repository, two of its sources covering the PVC, an unreadable
+	// resourcePolicy).
+	Failing State = "Failing"
 	// Unscheduled: a policy covers it, but no active schedule fires it.
 	Unscheduled State = "Unscheduled"
 	// Suspended: the only policies covering it are suspended.
@@ -36,7 +42,7 @@ const (
 	Unprotected State = "Unprotected"
 )
 
-var rank = map[State]int{Protected: 0, Excluded: 1, Unscheduled: 2, Suspended: 3, Unprotected: 4}
+var rank = map[State]int{Protected: 0, Excluded: 1, Failing: 2, Unscheduled: 3, Suspended: 4, Unprotected: 5}
 
 // Input is what the verdicts are derived from.
 type Input struct {
@@ -52,6 +58,10 @@ type Input struct {
 	Global     *volumepolicy.Document
 	GlobalName string
 	Recipes    map[string]*volumepolicy.Document
+	// RecipeErrors are the resourcePolicy ConfigMaps, by "namespace/name",
+	// that could not be read or are invalid: every run of their policies
+	// fails.
+	RecipeErrors map[string]string
 }
 
 // Verdict is one PVC's answer.
@@ -76,6 +86,9 @@ func Verdicts(in Input) []Verdict {
 	}
 	// The policies covering each PVC.
 	byPVC := map[string][]*snapv1.SnapshotPolicy{}
+	// overlapped are the PVCs two sources of one policy cover, by
+	// policy: every firing leaves them out.
+	overlapped := map[string]bool{}
 	metas := map[string][]metav1.ObjectMeta{}
 	for _, c := range in.PVCs {
 		metas[c.Namespace] = append(metas[c.Namespace], c.ObjectMeta)
@@ -94,6 +107,9 @@ func Verdicts(in Input) []Verdict {
 					covered[n] = true
 				}
 			}
+			for _, o := range expand.Overlaps(p, selected) {
+				overlapped[p.Namespace+"/"+p.Name+"/"+o.PVC] = true
+			}
 		}
 		for n := range covered {
 			byPVC[p.Namespace+"/"+n] = append(byPVC[p.Namespace+"/"+n], p)
@@ -102,10 +118,10 @@ func Verdicts(in Input) []Verdict {
 	var out []Verdict
 	for i := range in.PVCs {
 		c := &in.PVCs[i]
-		if c.Labels[wellknown.LabelSnapshot] != "" {
-			continue // a claim snapflow staged for a run
+		if c.Labels[wellknown.LabelSnapshot] != "" || c.Labels["app.kubernetes.io/managed-by"] == "snapflow" || c.DeletionTimestamp != nil {
+			continue // snapflow's own claims (staged, cache, prime), or going away
 		}
-		out = append(out, in.decide(c, byPVC[c.Namespace+"/"+c.Name], nsAnn))
+		out = append(out, in.decide(c, byPVC[c.Namespace+"/"+c.Name], nsAnn, overlapped))
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Namespace != out[j].Namespace {
@@ -116,7 +132,7 @@ func Verdicts(in Input) []Verdict {
 	return out
 }
 
-func (in Input) decide(c *corev1.PersistentVolumeClaim, policies []*snapv1.SnapshotPolicy, nsAnn map[string]string) Verdict {
+func (in Input) decide(c *corev1.PersistentVolumeClaim, policies []*snapv1.SnapshotPolicy, nsAnn map[string]string, overlapped map[string]bool) Verdict {
 	v := Verdict{Namespace: c.Namespace, PVC: c.Name, State: Unprotected}
 	vol := volumepolicy.Volume{PVC: c}
 	if c.Spec.VolumeName != "" {
@@ -136,6 +152,10 @@ func (in Input) decide(c *corev1.PersistentVolumeClaim, policies []*snapv1.Snaps
 		}
 		if p.Spec.Suspend {
 			best(Suspended, fmt.Sprintf("policy %s covers it but is suspended", name))
+			continue
+		}
+		if why := in.failing(p, c, overlapped); why != "" {
+			best(Failing, fmt.Sprintf("policy %s covers it but cannot back it up: %s", name, why))
 			continue
 		}
 		next, active, named := in.firing(p)
@@ -184,10 +204,41 @@ func (in Input) decide(c *corev1.PersistentVolumeClaim, policies []*snapv1.Snaps
 
 func notRequired(what, reason string) string {
 	s := what + " is annotated " + wellknown.AnnotationBackupNotRequired
-	if r := strings.TrimSpace(reason); r != "" && r != "true" {
+	if r := strings.TrimSpace(printable(reason)); r != "" && r != "true" {
 		s += ": " + r
 	}
 	return s
+}
+
+// printable drops control characters (escape sequences, tabs) from text
+// anyone who may edit a PVC or namespace wrote, before a terminal shows it.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+// failing says why p's runs cannot back c up, or "".
+func (in Input) failing(p *snapv1.SnapshotPolicy, c *corev1.PersistentVolumeClaim, overlapped map[string]bool) string {
+	if p.Spec.ResourcePolicy != nil {
+		if err, ok := in.RecipeErrors[p.Namespace+"/"+p.Spec.ResourcePolicy.Name]; ok {
+			return "its resourcePolicy " + err
+		}
+	}
+	if overlapped[p.Namespace+"/"+p.Name+"/"+c.Name] {
+		return "two of its sources cover this PVC, so every firing leaves it out"
+	}
+	if meta.IsStatusConditionTrue(p.Status.Conditions, wellknown.ConditionStalled) {
+		msg := "it is stalled"
+		if r := meta.FindStatusCondition(p.Status.Conditions, wellknown.ConditionReady); r != nil && r.Message != "" {
+			msg = r.Message
+		}
+		return msg
+	}
+	return ""
 }
 
 // skipRule names the rule that makes p skip the volume, or "".
@@ -227,7 +278,8 @@ func (in Input) firing(p *snapv1.SnapshotPolicy) (next *metav1.Time, active, nam
 			continue
 		}
 		named = true
-		if s.Spec.Schedule.Suspend {
+		// A suspended schedule, or one stalled on an invalid spec, fires nothing.
+		if s.Spec.Schedule.Suspend || meta.IsStatusConditionTrue(s.Status.Conditions, wellknown.ConditionStalled) {
 			continue
 		}
 		active = true
@@ -251,7 +303,7 @@ func fires(s *snapv1.SnapshotSchedule, p *snapv1.SnapshotPolicy) bool {
 
 // Counts tallies verdicts by state, every state present.
 func Counts(vs []Verdict) map[State]int {
-	out := map[State]int{Protected: 0, Excluded: 0, Unscheduled: 0, Suspended: 0, Unprotected: 0}
+	out := map[State]int{Protected: 0, Excluded: 0, Failing: 0, Unscheduled: 0, Suspended: 0, Unprotected: 0}
 	for _, v := range vs {
 		out[v.State]++
 	}

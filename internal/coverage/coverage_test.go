@@ -52,6 +52,10 @@ func TestVerdicts(t *testing.T) {
 			pvc("apps", "opted-out", nil, "fast"),
 			pvc("lab", "notebook", nil, "fast"),
 			pvc("apps", "staged", map[string]string{wellknown.LabelSnapshot: "s1"}, "fast"),
+			pvc("apps", "mover-cache", map[string]string{"app.kubernetes.io/managed-by": "snapflow"}, "fast"),
+			pvc("apps", "stuck", nil, "fast"),
+			pvc("apps", "twice", map[string]string{"dup": "yes"}, "fast"),
+			pvc("apps", "ruled", nil, "fast"),
 		},
 		Policies: []snapv1.SnapshotPolicy{
 			pol("apps", "db", func(p *snapv1.SnapshotPolicy) {
@@ -61,6 +65,20 @@ func TestVerdicts(t *testing.T) {
 			}),
 			pol("apps", "adhoc", byName("apps", "manual")),
 			pol("apps", "held", func(p *snapv1.SnapshotPolicy) { byName("apps", "paused")(p); p.Spec.Suspend = true }),
+			pol("apps", "lost", func(p *snapv1.SnapshotPolicy) {
+				byName("apps", "stuck")(p)
+				p.Status.Conditions = []metav1.Condition{
+					{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: "RepositoryNotFound", Message: "Repository/gone does not exist"},
+					{Type: wellknown.ConditionStalled, Status: metav1.ConditionTrue, Reason: "RepositoryNotFound"}}
+			}),
+			pol("apps", "dup", func(p *snapv1.SnapshotPolicy) {
+				byName("apps", "twice")(p)
+				p.Spec.Sources = append(p.Spec.Sources, snapv1.Source{PVCSelector: &snapv1.PVCSelector{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"dup": "yes"}}}})
+			}),
+			pol("apps", "broken", func(p *snapv1.SnapshotPolicy) {
+				byName("apps", "ruled")(p)
+				p.Spec.ResourcePolicy = &snapv1.ResourcePolicyRef{Name: "gone"}
+			}),
 		},
 		Schedules: []snapv1.SnapshotSchedule{{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "nightly"},
@@ -69,9 +87,14 @@ func TestVerdicts(t *testing.T) {
 		}},
 		Namespaces: []corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "lab", Annotations: map[string]string{wellknown.AnnotationBackupNotRequired: "scratch notebooks"}}}},
 		Global:     global, GlobalName: "snapflow-system/global-policies",
-		Recipes: map[string]*volumepolicy.Document{"apps/db-rules": recipe},
+		Recipes:      map[string]*volumepolicy.Document{"apps/db-rules": recipe},
+		RecipeErrors: map[string]string{"apps/gone": "ConfigMap apps/gone: not found"},
 	}
-	in.PVCs[6].Annotations = map[string]string{wellknown.AnnotationBackupNotRequired: "true"}
+	// Going away: not listed.
+	terminating := pvc("apps", "leaving", nil, "fast")
+	terminating.DeletionTimestamp = &last
+	in.PVCs = append(in.PVCs, terminating)
+	in.PVCs[6].Annotations = map[string]string{wellknown.AnnotationBackupNotRequired: "\x1b[2Jtrue\t"}
 	// Volume policies look at the bound volume, as Velero's do.
 	in.PVCs[2].Spec.VolumeName = "pv-tmp"
 	in.PVs = map[string]*corev1.PersistentVolume{"pv-tmp": {ObjectMeta: metav1.ObjectMeta{Name: "pv-tmp"}, Spec: corev1.PersistentVolumeSpec{StorageClassName: "scratch"}}}
@@ -90,6 +113,9 @@ func TestVerdicts(t *testing.T) {
 		"apps/paused":    {Suspended, "policy held covers it but is suspended"},
 		"apps/opted-out": {Excluded, "the PVC is annotated snapflow.dev/backup-not-required"},
 		"lab/notebook":   {Excluded, "namespace lab is annotated snapflow.dev/backup-not-required: scratch notebooks"},
+		"apps/stuck":     {Failing, "policy lost covers it but cannot back it up: Repository/gone does not exist"},
+		"apps/twice":     {Failing, "policy dup covers it but cannot back it up: two of its sources cover this PVC"},
+		"apps/ruled":     {Failing, "policy broken covers it but cannot back it up: its resourcePolicy ConfigMap apps/gone: not found"},
 	}
 	got := Verdicts(in)
 	if len(got) != len(want) {
@@ -100,12 +126,15 @@ func TestVerdicts(t *testing.T) {
 		if !ok || v.State != w.state || !strings.HasPrefix(v.Reason, w.reason) {
 			t.Errorf("%s/%s: %s %q, want %s %q", v.Namespace, v.PVC, v.State, v.Reason, w.state, w.reason)
 		}
+		if strings.ContainsAny(v.Reason, "\x1b\t") {
+			t.Errorf("%s: a control character reaches the reason %q", v.PVC, v.Reason)
+		}
 		if v.PVC == "db" && (v.LastSuccess == nil || !v.LastSuccess.Equal(&last) || v.NextFiring == nil || !v.NextFiring.Equal(&next)) {
 			t.Errorf("db: last %v next %v", v.LastSuccess, v.NextFiring)
 		}
 	}
 	c := Counts(got)
-	if c[Protected] != 1 || c[Excluded] != 4 || c[Unprotected] != 1 || c[Unscheduled] != 1 || c[Suspended] != 1 {
+	if c[Protected] != 1 || c[Excluded] != 4 || c[Failing] != 3 || c[Unprotected] != 1 || c[Unscheduled] != 1 || c[Suspended] != 1 {
 		t.Errorf("counts %v", c)
 	}
 

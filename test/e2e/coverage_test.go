@@ -168,7 +168,7 @@ spec:
 		t.Errorf("coverage -A does not show the unprotected volume:\n%s", out)
 	}
 	// A check for CI: exit 3 while any volume is unprotected.
-	if _, errOut, code := runSnapflow(t, "coverage", "-n", ns, "--fail-unprotected"); code != 3 || !strings.Contains(errOut, "1 PVC(s) unprotected") {
+	if _, errOut, code := runSnapflow(t, "coverage", "-n", ns, "--fail-unprotected"); code != 3 || !strings.Contains(errOut, "1 PVC(s) unprotected, 0 failing") {
 		t.Errorf("--fail-unprotected: exit %d, %q", code, errOut)
 	}
 	if _, _, code := runSnapflow(t, "coverage", "-n", lab, "--fail-unprotected"); code != 0 {
