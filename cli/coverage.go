@@ -16,6 +16,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/internal/coverage"
+	"github.com/snapflow/snapflow/internal/policysource"
 	"github.com/snapflow/snapflow/internal/volumepolicy"
 )
 
@@ -147,7 +148,7 @@ func readCoverage(ctx context.Context, c client.Client, ns, global string) (cove
 		if _, done := in.Recipes[key]; done {
 			continue
 		}
-		doc, err := readPolicyDocument(ctx, c, p.Namespace, p.Spec.ResourcePolicy.Name)
+		doc, _, err := policysource.Read(ctx, c, p.Namespace, p.Spec.ResourcePolicy.Name, "resourcePolicy")
 		switch {
 		case apierrors.IsForbidden(err):
 			// Unknown, not broken: the user may not read it.
@@ -164,28 +165,13 @@ func readCoverage(ctx context.Context, c client.Client, ns, global string) (cove
 		if !ok || gns == "" || gname == "" {
 			return in, nil, fmt.Errorf("--global-volume-policies %q: want NAMESPACE/NAME of the ConfigMap", global)
 		}
-		doc, err := readPolicyDocument(ctx, c, gns, gname)
+		doc, _, err := policysource.Read(ctx, c, gns, gname, "global backup volume policies")
 		if err != nil {
 			return in, nil, fmt.Errorf("--global-volume-policies: %w", err)
 		}
 		in.Global, in.GlobalName = doc, global
 	}
 	return in, warnings, nil
-}
-
-func readPolicyDocument(ctx context.Context, c client.Client, ns, name string) (*volumepolicy.Document, error) {
-	var cm corev1.ConfigMap
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &cm); err != nil {
-		return nil, fmt.Errorf("ConfigMap %s/%s: %w", ns, name, err)
-	}
-	doc, err := volumepolicy.FromConfigMap(&cm)
-	if err != nil {
-		return nil, fmt.Errorf("ConfigMap %s/%s: %w", ns, name, err)
-	}
-	if _, err := doc.Validate(); err != nil {
-		return nil, fmt.Errorf("ConfigMap %s/%s is invalid: %w", ns, name, err)
-	}
-	return doc, nil
 }
 
 func printCoverage(w io.Writer, vs []coverage.Verdict, all bool, now time.Time) {

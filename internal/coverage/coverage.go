@@ -225,7 +225,7 @@ func printable(s string) string {
 func (in Input) failing(p *snapv1.SnapshotPolicy, c *corev1.PersistentVolumeClaim, overlapped map[string]bool) string {
 	if p.Spec.ResourcePolicy != nil {
 		if err, ok := in.RecipeErrors[p.Namespace+"/"+p.Spec.ResourcePolicy.Name]; ok {
-			return "its resourcePolicy " + err
+			return "its " + err
 		}
 	}
 	if overlapped[p.Namespace+"/"+p.Name+"/"+c.Name] {

@@ -88,7 +88,7 @@ func TestVerdicts(t *testing.T) {
 		Namespaces: []corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "lab", Annotations: map[string]string{wellknown.AnnotationBackupNotRequired: "scratch notebooks"}}}},
 		Global:     global, GlobalName: "snapflow-system/global-policies",
 		Recipes:      map[string]*volumepolicy.Document{"apps/db-rules": recipe},
-		RecipeErrors: map[string]string{"apps/gone": "ConfigMap apps/gone: not found"},
+		RecipeErrors: map[string]string{"apps/gone": "resourcePolicy ConfigMap apps/gone does not exist; create it or fix the reference"},
 	}
 	// Going away: not listed.
 	terminating := pvc("apps", "leaving", nil, "fast")
@@ -115,7 +115,7 @@ func TestVerdicts(t *testing.T) {
 		"lab/notebook":   {Excluded, "namespace lab is annotated snapflow.dev/backup-not-required: scratch notebooks"},
 		"apps/stuck":     {Failing, "policy lost covers it but cannot back it up: Repository/gone does not exist"},
 		"apps/twice":     {Failing, "policy dup covers it but cannot back it up: two of its sources cover this PVC"},
-		"apps/ruled":     {Failing, "policy broken covers it but cannot back it up: its resourcePolicy ConfigMap apps/gone: not found"},
+		"apps/ruled":     {Failing, "policy broken covers it but cannot back it up: its resourcePolicy ConfigMap apps/gone does not exist; create it or fix the reference"},
 	}
 	got := Verdicts(in)
 	if len(got) != len(want) {

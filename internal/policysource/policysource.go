@@ -24,8 +24,16 @@ type Resolver struct {
 }
 
 func (r *Resolver) read(ctx context.Context, ns, name, what string) (*volumepolicy.Document, *volumepolicy.SourceRef, error) {
+	return Read(ctx, r.Reader, ns, name, what)
+}
+
+// Read reads one volume-policy ConfigMap and validates it; what names the
+// document in errors ("global backup volume policies", "resourcePolicy").
+// Errors from the API server stay wrapped, so a caller can tell a
+// Forbidden read apart.
+func Read(ctx context.Context, c client.Reader, ns, name, what string) (*volumepolicy.Document, *volumepolicy.SourceRef, error) {
 	var cm corev1.ConfigMap
-	if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &cm); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &cm); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil, fmt.Errorf("%s ConfigMap %s/%s does not exist; create it or fix the reference", what, ns, name)
 		}
