@@ -229,6 +229,15 @@ type MoverDefaults struct {
 // +kubebuilder:validation:Enum=Orphan;Delete
 type NamespaceDeletePolicy string
 
+const (
+	// NamespaceDeleteOrphan keeps the kopia snapshots of a deleted
+	// namespace in the repository (the CRs go, the data stays restorable).
+	NamespaceDeleteOrphan NamespaceDeletePolicy = "Orphan"
+	// NamespaceDeleteDelete lets each Snapshot's deletionPolicy decide, as
+	// for any other deletion.
+	NamespaceDeleteDelete NamespaceDeletePolicy = "Delete"
+)
+
 // EpochParameters are kopia's epoch-manager parameters.
 type EpochParameters struct {
 	// +optional

@@ -166,7 +166,7 @@ func (f *Function) reconcileRepository(ctx context.Context, ref snapv1.Repositor
 		if released[s.UID] {
 			continue
 		}
-		facts, err := f.facts(ctx, s)
+		facts, err := f.facts(ctx, s, repo)
 		if err != nil {
 			return err
 		}
@@ -244,9 +244,22 @@ func (f *Function) reconcileRepository(ctx context.Context, ref snapv1.Repositor
 	return f.startBatch(ctx, repo, ready)
 }
 
-// facts reads whether the Snapshot's schedule and policy still exist.
-func (f *Function) facts(ctx context.Context, s *snapv1.Snapshot) (deletion.Facts, error) {
+// facts reads whether the Snapshot's schedule, policy and namespace still
+// exist, and what its repository says of namespace deletion.
+func (f *Function) facts(ctx context.Context, s *snapv1.Snapshot, repo *repoState) (deletion.Facts, error) {
 	var fa deletion.Facts
+	if repo.spec != nil {
+		fa.OnNamespaceDelete = repo.spec.OnNamespaceDelete
+	}
+	var ns corev1.Namespace
+	switch err := f.Client.Get(ctx, client.ObjectKey{Name: s.Namespace}, &ns); {
+	case apierrors.IsNotFound(err):
+		fa.NamespaceGone = true
+	case err != nil:
+		return fa, fmt.Errorf("read namespace %s to tell a namespace deletion apart: %w", s.Namespace, err)
+	default:
+		fa.NamespaceGone = ns.DeletionTimestamp != nil
+	}
 	if name := s.Labels[wellknown.LabelSchedule]; name != "" {
 		var sched snapv1.SnapshotSchedule
 		err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, &sched)
@@ -299,7 +312,7 @@ func (f *Function) release(ctx context.Context, s *snapv1.Snapshot, reason, msg 
 	}
 	if f.Recorder != nil {
 		typ := corev1.EventTypeNormal
-		if reason == deletion.ReasonRetainedOnSchedule || reason == deletion.ReasonRetainedOnPolicy {
+		if reason == deletion.ReasonRetainedOnSchedule || reason == deletion.ReasonRetainedOnPolicy || reason == deletion.ReasonRetainedOnNamespace {
 			typ = corev1.EventTypeWarning
 		}
 		f.Recorder.Event(s, typ, reason, msg)

@@ -84,6 +84,11 @@ func Validate(ctx context.Context, lk validate.Lookup, op Operation, obj, old Ob
 		r = validate.SnapshotPolicy(o, opts)
 		prev, _ := old.(*snapv1.SnapshotPolicy)
 		r.Merge(validate.PolicyReferents(ctx, lk, o, prev))
+		var was *snapv1.SnapshotPolicySpec
+		if prev != nil {
+			was = &prev.Spec
+		}
+		r.Merge(validate.PolicyUnsupported(was, &o.Spec))
 	case *snapv1.Snapshot:
 		r = validate.Snapshot(o, opts)
 		if op == Create {
@@ -105,6 +110,11 @@ func Validate(ctx context.Context, lk validate.Lookup, op Operation, obj, old Ob
 	case *snapv1.Repository:
 		r = validate.Repository(o, opts)
 		r.Merge(validate.RepositoryPrivilege(ctx, lk, o))
+		var was *snapv1.RepositorySpec
+		if prev, ok := old.(*snapv1.Repository); ok && prev != nil {
+			was = &prev.Spec
+		}
+		r.Merge(validate.RepositoryUnsupported(was, &o.Spec, false))
 		if sd := o.Spec.Seed; sd != nil {
 			r.Merge(validate.Tenancy(ctx, lk, o.Namespace, sd.From.Repository).Via("spec.seed.from.repository"))
 		}
@@ -114,6 +124,11 @@ func Validate(ctx context.Context, lk validate.Lookup, op Operation, obj, old Ob
 		}
 	case *snapv1.ClusterRepository:
 		r = validate.ClusterRepository(o, opts)
+		var was *snapv1.RepositorySpec
+		if prev, ok := old.(*snapv1.ClusterRepository); ok && prev != nil {
+			was = &prev.Spec.RepositorySpec
+		}
+		r.Merge(validate.RepositoryUnsupported(was, &o.Spec.RepositorySpec, true))
 		if prev, ok := old.(*snapv1.ClusterRepository); ok && prev != nil {
 			r.Merge(validate.RepositoryUpdate(&prev.Spec.RepositorySpec, &o.Spec.RepositorySpec, prev.Status.UniqueID != ""))
 			r.Merge(validate.RepositoryReferents(ctx, lk, validate.RepoKey(snapv1.RepositoryRef{Kind: snapv1.KindClusterRepository, Name: o.Name}, ""), o.Annotations, &prev.Spec.RepositorySpec, &o.Spec.RepositorySpec))

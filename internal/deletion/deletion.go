@@ -35,9 +35,12 @@ const (
 	ReasonNoKopiaSnapshot    = "NoKopiaSnapshot"
 	ReasonRetainedOnSchedule = "SnapshotRetainedOnScheduleDelete"
 	ReasonRetainedOnPolicy   = "SnapshotRetainedOnPolicyDelete"
-	ReasonBreaker            = "MassDeletionBreaker"
-	ReasonUnknownOrigin      = "UnknownOrigin"
-	ReasonDeleted            = "KopiaSnapshotDeleted"
+	// ReasonRetainedOnNamespace: the Snapshot's namespace is being deleted
+	// and its repository's onNamespaceDelete is Orphan.
+	ReasonRetainedOnNamespace = "SnapshotRetainedOnNamespaceDelete"
+	ReasonBreaker             = "MassDeletionBreaker"
+	ReasonUnknownOrigin       = "UnknownOrigin"
+	ReasonDeleted             = "KopiaSnapshotDeleted"
 )
 
 // Internal pruned-by values: snapflow's own prunes, never counted by the breaker.
@@ -55,6 +58,12 @@ type Facts struct {
 	PolicyGone bool
 	// PolicyOnDelete is the policy's deletion.onPolicyDelete (Retain when unknown).
 	PolicyOnDelete snapv1.CascadePolicy
+	// NamespaceGone is true when the Snapshot's namespace is deleted or
+	// terminating.
+	NamespaceGone bool
+	// OnNamespaceDelete is the repository's spec.onNamespaceDelete (Orphan
+	// when unknown, e.g. the repository went with the namespace).
+	OnNamespaceDelete snapv1.NamespaceDeletePolicy
 }
 
 // Decision is what to do and why.
@@ -103,6 +112,12 @@ func Classify(s *snapv1.Snapshot, f Facts) Decision {
 		return Decision{Action: Release, Reason: ReasonNoKopiaSnapshot, Message: "no kopia snapshot was recorded for this run, so there is nothing to delete"}
 	}
 	external := IsExternal(s)
+	if external && f.NamespaceGone && f.OnNamespaceDelete != snapv1.NamespaceDeleteDelete {
+		// Deleting a namespace must not take the backups needed to
+		// restore it, unless the repository says so.
+		return Decision{Action: Release, Reason: ReasonRetainedOnNamespace, External: true,
+			Message: "its namespace is being deleted and the repository's onNamespaceDelete is Orphan (the default), so the kopia snapshot is kept"}
+	}
 	if external && f.ScheduleGone && s.Spec.OnScheduleDelete != snapv1.CascadeDelete {
 		// Deleting a schedule must never take its history with it unless asked.
 		return Decision{Action: Release, Reason: ReasonRetainedOnSchedule, External: true,

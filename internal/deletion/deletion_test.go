@@ -50,6 +50,12 @@ func TestClassify(t *testing.T) {
 		{"policy cascade retains", snap(func(s *snapv1.Snapshot) { s.Annotations[wellknown.AnnotationPrunedBy] = "policy-cascade" }), Facts{}, Release, ReasonRetainedOnPolicy, false},
 		{"policy gone, Retain", snap(), Facts{PolicyGone: true}, Release, ReasonRetainedOnPolicy, true},
 		{"policy gone, Delete", snap(), Facts{PolicyGone: true, PolicyOnDelete: snapv1.CascadeDelete}, Delete, ReasonDeleted, true},
+		{"namespace gone, Orphan by default", snap(), Facts{NamespaceGone: true}, Release, ReasonRetainedOnNamespace, true},
+		{"namespace gone, Orphan set", snap(), Facts{NamespaceGone: true, OnNamespaceDelete: snapv1.NamespaceDeleteOrphan}, Release, ReasonRetainedOnNamespace, true},
+		{"namespace gone, Delete asked", snap(), Facts{NamespaceGone: true, OnNamespaceDelete: snapv1.NamespaceDeleteDelete}, Delete, ReasonDeleted, true},
+		{"namespace gone, Delete asked, schedule gone still retains", snap(), Facts{NamespaceGone: true, OnNamespaceDelete: snapv1.NamespaceDeleteDelete, ScheduleGone: true}, Release, ReasonRetainedOnSchedule, true},
+		{"namespace gone, deletionPolicy Retain wins", snap(func(s *snapv1.Snapshot) { s.Spec.DeletionPolicy = snapv1.DeletionRetain }), Facts{NamespaceGone: true, OnNamespaceDelete: snapv1.NamespaceDeleteDelete}, Release, ReasonRetain, false},
+		{"namespace gone, retention prune still deletes", snap(func(s *snapv1.Snapshot) { s.Annotations[wellknown.AnnotationPrunedBy] = "retention" }), Facts{NamespaceGone: true}, Delete, ReasonDeleted, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -36,6 +36,10 @@ because the functions act on snapflow objects in every namespace. Notes:
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["snapshotpolicies"]
   verbs: ["get", "list"]
+# Preflight checks read the repository's maintenance record.
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["maintenances"]
+  verbs: ["list"]
 # Namespaces: tenancy and the privileged-movers annotation.
 - apiGroups: [""]
   resources: ["namespaces"]
@@ -106,6 +110,10 @@ because the functions act on snapflow objects in every namespace. Notes:
   verbs: ["get", "list", "update"]
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["repositories", "clusterrepositories", "snapshotschedules"]
+  verbs: ["get"]
+# A namespace being deleted keeps its backups (onNamespaceDelete).
+- apiGroups: [""]
+  resources: ["namespaces"]
   verbs: ["get"]
 # One deletion Job per repository at a time, guarded by a Lease; what it
 # deleted is read from its pod's termination message and its work spec.

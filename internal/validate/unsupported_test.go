@@ -1,0 +1,68 @@
+package validate
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/utils/ptr"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+)
+
+func TestRepositoryUnsupported(t *testing.T) {
+	catalog := func(s *snapv1.RepositorySpec) { s.Catalog = &snapv1.Catalog{PeriodicRefresh: true} }
+	for _, tc := range []struct {
+		name       string
+		prev, cur  func(*snapv1.RepositorySpec)
+		cluster    bool
+		path, want string
+		warning    string
+	}{
+		{name: "nothing unsupported", cur: func(*snapv1.RepositorySpec) {}},
+		{name: "catalog", cur: catalog, path: "spec.catalog", want: "not supported by snapflow yet"},
+		{name: "seed", cur: func(s *snapv1.RepositorySpec) {
+			s.Seed = &snapv1.Seed{From: snapv1.SeedFrom{Repository: &snapv1.RepositoryRef{Name: "old"}}}
+		}, path: "spec.seed", want: "cannot seed"},
+		{name: "server", cur: func(s *snapv1.RepositorySpec) { s.Server = &snapv1.RepositoryServer{Enabled: true} }, path: "spec.server", want: "web UI"},
+		{name: "parameters", cur: func(s *snapv1.RepositorySpec) {
+			s.Parameters = &snapv1.RepositoryParameters{BlobRetention: &snapv1.BlobRetention{Mode: "GOVERNANCE", Period: "720h"}}
+		}, path: "spec.parameters", want: "epoch or blob-retention"},
+		{name: "index blob threshold", cur: func(s *snapv1.RepositorySpec) {
+			s.Health = &snapv1.Health{IndexBlobWarnThreshold: ptr.To[int32](1000)}
+		}, path: "spec.health.indexBlobWarnThreshold", want: "index blobs"},
+		{name: "health probe alone is fine", cur: func(s *snapv1.RepositorySpec) {
+			s.Health = &snapv1.Health{Probe: &snapv1.HealthProbe{Interval: "10m"}}
+		}},
+		{name: "stored before the rule: warned, kept", prev: catalog, cur: catalog, warning: "spec.catalog: not supported by snapflow yet"},
+		{name: "changed after the rule: refused", prev: catalog, cur: func(s *snapv1.RepositorySpec) { s.Catalog = &snapv1.Catalog{RefreshInterval: "2h"} }, path: "spec.catalog", want: "remove it"},
+		{name: "onNamespaceDelete Delete on a Repository", cur: func(s *snapv1.RepositorySpec) { s.OnNamespaceDelete = snapv1.NamespaceDeleteDelete }, path: "spec.onNamespaceDelete", want: "put the repository in a ClusterRepository"},
+		{name: "onNamespaceDelete Delete on a ClusterRepository", cluster: true, cur: func(s *snapv1.RepositorySpec) { s.OnNamespaceDelete = snapv1.NamespaceDeleteDelete }},
+		{name: "onNamespaceDelete Delete stored before the rule", prev: func(s *snapv1.RepositorySpec) { s.OnNamespaceDelete = snapv1.NamespaceDeleteDelete },
+			cur: func(s *snapv1.RepositorySpec) { s.OnNamespaceDelete = snapv1.NamespaceDeleteDelete }},
+		{name: "onNamespaceDelete Orphan", cur: func(s *snapv1.RepositorySpec) { s.OnNamespaceDelete = snapv1.NamespaceDeleteOrphan }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var prev *snapv1.RepositorySpec
+			if tc.prev != nil {
+				prev = &baseRepo().Spec
+				tc.prev(prev)
+			}
+			cur := &baseRepo().Spec
+			tc.cur(cur)
+			r := RepositoryUnsupported(prev, cur, tc.cluster)
+			expect(t, r, tc.path, tc.want)
+			if tc.warning != "" && !strings.Contains(strings.Join(r.Warnings, "\n"), tc.warning) {
+				t.Fatalf("warnings %q, want one containing %q", r.Warnings, tc.warning)
+			}
+		})
+	}
+}
+
+func TestPolicyUnsupported(t *testing.T) {
+	adopt := &snapv1.SnapshotPolicySpec{Adoption: "Adopt"}
+	expect(t, PolicyUnsupported(nil, &snapv1.SnapshotPolicySpec{}), "", "")
+	expect(t, PolicyUnsupported(nil, adopt), "spec.adoption", "nothing to adopt")
+	if r := PolicyUnsupported(adopt, adopt); !r.OK() || len(r.Warnings) != 1 {
+		t.Fatalf("a stored adoption: %+v, want one warning and no error", r)
+	}
+}
