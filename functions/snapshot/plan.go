@@ -260,40 +260,6 @@ func PoolKey(kind snapv1.RepositoryKind, namespace, name string) string {
 	return hex.EncodeToString(h[:])[:16]
 }
 
-// slotTaken counts live mover Jobs against the repository cap and the
-// cluster cap. Finished and suspended Jobs do not count.
-func (f *Function) slotTaken(ctx context.Context, r *RepositoryObject) (bool, string, error) {
-	repoCap := 0
-	if c := r.Spec.Concurrency; c != nil && c.MaxConcurrentJobs != nil {
-		repoCap = int(*c.MaxConcurrentJobs)
-	}
-	if repoCap == 0 && f.MaxConcurrentJobs == 0 {
-		return false, "", nil
-	}
-	var jobs batchv1.JobList
-	if err := f.Client.List(ctx, &jobs, client.HasLabels{wellknown.LabelRepoPool}); err != nil {
-		return false, "", fmt.Errorf("count mover jobs: %w", err)
-	}
-	key := poolKey(r)
-	repoLive, allLive := 0, 0
-	for _, j := range jobs.Items {
-		if !jobwatch.Live(&j) {
-			continue
-		}
-		allLive++
-		if j.Labels[wellknown.LabelRepoPool] == key {
-			repoLive++
-		}
-	}
-	if repoCap > 0 && repoLive >= repoCap {
-		return true, fmt.Sprintf("%s allows %d concurrent mover jobs (spec.concurrency.maxConcurrentJobs) and %d are running; this run starts when one finishes", r.Key(), repoCap, repoLive), nil
-	}
-	if f.MaxConcurrentJobs > 0 && allLive >= f.MaxConcurrentJobs {
-		return true, fmt.Sprintf("the cluster-wide cap of %d concurrent mover jobs is reached (%d running); this run starts when one finishes", f.MaxConcurrentJobs, allLive), nil
-	}
-	return false, "", nil
-}
-
 // reclaiming names a live maintenance Job of the repository that runs
 // without kopia's safety margins: a backup started beside it could reuse
 // content that run is deleting.

@@ -106,13 +106,17 @@ func (f *Function) start(ctx context.Context, s *snapv1.Snapshot) error {
 	if plan.skip {
 		return f.skipRun(ctx, s, plan)
 	}
-	// Gates, in order: repository ready, mover permitted, a slot free.
+	// Gates, in order: repository ready, preflight checks, mover permitted,
+	// a slot free.
 	if plan.repo.Status.Phase != snapv1.RepositoryReady {
 		msg := fmt.Sprintf("waiting for %s to be Ready (phase %q)", plan.repo.Key(), plan.repo.Status.Phase)
 		if c := meta.FindStatusCondition(plan.repo.Status.Conditions, wellknown.ConditionReady); c != nil && c.Message != "" {
 			msg += ": " + c.Message
 		}
 		return f.hold(ctx, s, gate{cond: wellknown.ConditionReady, reason: ReasonWaitingForRepository, message: msg})
+	}
+	if held, err := f.preflightHolds(ctx, s, plan); held || err != nil {
+		return err
 	}
 	// Before hooks or staging: a refused run must not freeze the app.
 	if err := runtime.Permit(ctx, f.Client, s.Namespace, plan.escalations); errors.Is(err, privilege.ErrNotPermitted) {
@@ -131,9 +135,11 @@ func (f *Function) start(ctx context.Context, s *snapv1.Snapshot) error {
 	case !apierrors.IsNotFound(err):
 		return err
 	}
-	held, msg, err := f.slotTaken(ctx, plan.repo)
+	// Claim the slot before the hooks freeze the workload, so a frozen run
+	// is never parked and the caps hold while runs are in their hooks.
+	held, msg, err := f.reclaiming(ctx, plan.repo)
 	if err == nil && !held {
-		held, msg, err = f.reclaiming(ctx, plan.repo)
+		held, msg, err = f.takeSlot(ctx, s, plan)
 	}
 	if err != nil {
 		return err
@@ -201,6 +207,11 @@ func (f *Function) hold(ctx context.Context, s *snapv1.Snapshot, g gate) error {
 			st.Origin = originOf(s)
 		}
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: g.cond, Status: metav1.ConditionFalse, Reason: g.reason, Message: g.message, ObservedGeneration: gen})
+		if c := meta.FindStatusCondition(st.Conditions, wellknown.ConditionRepositorySlotAvailable); c != nil && c.Reason == ReasonSlotClaimed && !hooksStarted(st) {
+			// A run waiting for something else gives its slot back, unless
+			// its hooks may have frozen the workload.
+			meta.RemoveStatusCondition(&st.Conditions, wellknown.ConditionRepositorySlotAvailable)
+		}
 		if g.fatal {
 			st.Phase = snapv1.SnapshotFailed
 			st.Failure = &snapv1.Failure{Class: g.reason, Message: g.message}
@@ -210,6 +221,11 @@ func (f *Function) hold(ctx context.Context, s *snapv1.Snapshot, g gate) error {
 			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: g.reason, Message: g.message, ObservedGeneration: gen})
 		}
 	})
+}
+
+// hooksStarted says whether beforeSnapshot hooks ran or are running.
+func hooksStarted(st *snapv1.SnapshotStatus) bool {
+	return st.Hooks != nil && (st.Hooks.PreCompletedAt != nil || len(st.Hooks.Results) > 0)
 }
 
 func originOf(s *snapv1.Snapshot) snapv1.Origin {

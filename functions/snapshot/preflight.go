@@ -1,0 +1,83 @@
+package snapshot
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/preflight"
+	"github.com/snapflow/snapflow/internal/validate"
+)
+
+// preflightHolds evaluates the policy's preflight checks against the
+// repository as it is now. It reports true when the run must not start:
+// held (Pending, re-evaluated on every resync) or, past the timeout,
+// failed. A run that passes keeps status.preflightSince as a record of
+// how long it waited.
+func (f *Function) preflightHolds(ctx context.Context, s *snapv1.Snapshot, p *runPlan) (bool, error) {
+	pf := p.policy.Spec.Preflight
+	if pf == nil || len(pf.Checks) == 0 {
+		return false, nil
+	}
+	maints, err := f.maintenancesOf(ctx, p.repo)
+	if err != nil {
+		return false, err
+	}
+	now := f.now()
+	var since metav1.Time
+	if s.Status.PreflightSince != nil {
+		since = *s.Status.PreflightSince
+	}
+	v := preflight.Decide(pf, preflight.Vars(p.repo.Status, maints, now), since.Time, now)
+	if v.Pass {
+		if s.Status.PreflightSince == nil {
+			return false, nil
+		}
+		return false, f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: preflight.ReasonPassed, Message: v.Message, ObservedGeneration: gen})
+		})
+	}
+	if v.TimedOut {
+		return true, f.failRun(ctx, s, preflight.ClassTimeout, v.Message, "")
+	}
+	stamp := metav1.NewTime(now.Truncate(1e9))
+	return true, f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
+		if st.Phase == "" {
+			st.Phase = snapv1.SnapshotPending
+		}
+		if st.Origin == "" {
+			st.Origin = originOf(s)
+		}
+		if st.PreflightSince == nil {
+			st.PreflightSince = &stamp
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: preflight.ReasonHeld, Message: v.Message, ObservedGeneration: gen})
+	})
+}
+
+// maintenancesOf lists the Maintenances that maintain r: those of the
+// namespace allowed to maintain it (a ClusterRepository's maintenance
+// namespace, a Repository's own) that name it.
+func (f *Function) maintenancesOf(ctx context.Context, r *RepositoryObject) ([]snapv1.Maintenance, error) {
+	ns := r.Namespace
+	if cr, ok := r.Obj.(*snapv1.ClusterRepository); ok {
+		ns = validate.MaintenanceNamespace(cr, f.Namespace)
+	}
+	var list snapv1.MaintenanceList
+	if err := f.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return nil, fmt.Errorf("list the maintenances of namespace %s for the preflight checks: %w", ns, err)
+	}
+	key := validate.RepoKey(r.Ref, r.Namespace)
+	out := list.Items[:0]
+	for _, m := range list.Items {
+		if validate.RepoKey(m.Spec.Repository, m.Namespace) == key {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,126 @@
+package snapshot
+
+import (
+	"context"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/jobwatch"
+	"github.com/snapflow/snapflow/internal/slots"
+)
+
+// ReasonSlotClaimed: the run holds a slot before its hooks and staging;
+// its mover Job takes the slot over (ReasonSlotAcquired).
+const ReasonSlotClaimed = "SlotClaimed"
+
+func (f *Function) caps(r *RepositoryObject) slots.Caps {
+	c := slots.Caps{Pool: poolKey(r), Repository: r.Key(), ClusterCap: f.MaxConcurrentJobs}
+	if cc := r.Spec.Concurrency; cc != nil && cc.MaxConcurrentJobs != nil {
+		c.PoolCap = int(*cc.MaxConcurrentJobs)
+	}
+	return c
+}
+
+// claimOf is the run's slot claim, nil when it holds none: a claim lasts
+// until the run has a mover Job or ends.
+func claimOf(s *snapv1.Snapshot) *slots.Occupant {
+	if s.Status.Job != nil || s.Status.Phase.IsTerminal() || s.DeletionTimestamp != nil {
+		return nil
+	}
+	c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionRepositorySlotAvailable)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonSlotClaimed {
+		return nil
+	}
+	r := s.Status.Resolved
+	if r == nil || r.Repository == nil {
+		return nil
+	}
+	kind, ns := r.Repository.Kind, r.Repository.Namespace
+	if kind == "" {
+		kind = snapv1.KindRepository
+	}
+	if ns == "" && kind == snapv1.KindRepository {
+		ns = s.Namespace
+	}
+	return &slots.Occupant{Pool: PoolKey(kind, ns, r.Repository.Name), Claim: true, At: c.LastTransitionTime.Time, ID: string(s.UID)}
+}
+
+// occupants lists what holds slots: live mover Jobs, and the claims of
+// runs whose Job does not exist yet.
+func (f *Function) occupants(ctx context.Context) ([]slots.Occupant, error) {
+	var jobs batchv1.JobList
+	if err := f.Client.List(ctx, &jobs, client.HasLabels{wellknown.LabelRepoPool}); err != nil {
+		return nil, fmt.Errorf("count mover jobs: %w", err)
+	}
+	var out []slots.Occupant
+	running := map[string]bool{}
+	for _, j := range jobs.Items {
+		if !jobwatch.Live(&j) {
+			continue
+		}
+		out = append(out, slots.Occupant{Pool: j.Labels[wellknown.LabelRepoPool]})
+		if s := j.Labels[wellknown.LabelSnapshot]; s != "" {
+			running[j.Namespace+"/"+s] = true
+		}
+	}
+	var snaps snapv1.SnapshotList
+	if err := f.Client.List(ctx, &snaps); err != nil {
+		return nil, fmt.Errorf("count slot claims: %w", err)
+	}
+	for i := range snaps.Items {
+		s := &snaps.Items[i]
+		// A run whose Job exists but is not recorded yet counts once.
+		if c := claimOf(s); c != nil && !running[s.Namespace+"/"+s.Name] {
+			out = append(out, *c)
+		}
+	}
+	return out, nil
+}
+
+// takeSlot claims a slot for the run, or says why none is free. A run that
+// holds a claim keeps it: it may be mid-hooks with its workload frozen,
+// and must go on, not wait behind runs that came later.
+func (f *Function) takeSlot(ctx context.Context, s *snapv1.Snapshot, p *runPlan) (bool, string, error) {
+	c := f.caps(p.repo)
+	if !c.Capped() || claimOf(s) != nil {
+		return false, "", nil
+	}
+	occ, err := f.occupants(ctx)
+	if err != nil {
+		return false, "", err
+	}
+	if full, msg := slots.Full(c, occ, nil); full {
+		return true, msg, nil
+	}
+	err = f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
+		if st.Phase == "" {
+			st.Phase = snapv1.SnapshotPending
+		}
+		if st.Origin == "" {
+			st.Origin = originOf(s)
+		}
+		st.Resolved = p.resolved()
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionRepositorySlotAvailable, Status: metav1.ConditionTrue, Reason: ReasonSlotClaimed,
+			Message: "a slot of " + c.Repository + " is held for this run's hooks and staging", ObservedGeneration: gen})
+	})
+	if err != nil {
+		return false, "", err
+	}
+	self := claimOf(s)
+	if self == nil {
+		return false, "", fmt.Errorf("the slot claim of snapshot %s/%s was not recorded", s.Namespace, s.Name)
+	}
+	// Count again, now that the claim is visible: of two runs that
+	// claimed at once, the later gives way (hold withdraws its claim).
+	if occ, err = f.occupants(ctx); err != nil {
+		return false, "", err
+	}
+	full, msg := slots.Full(c, occ, self)
+	return full, msg, nil
+}
