@@ -126,8 +126,8 @@ func (f *Function) reconcileSnapshot(ctx context.Context, ns, name string) error
 	}
 	ref, ok := repoOf(&s)
 	if !ok {
-		// Nothing was ever resolved, so nothing was ever written: release.
-		return f.release(ctx, &s, "NoRepository", "the run never resolved a repository, so there is no kopia data to delete")
+		// No mover ever ran, so nothing was ever written: release.
+		return f.release(ctx, &s, "NoRepository", "the run never started its mover, so there is no kopia data to delete")
 	}
 	return f.reconcileRepository(ctx, ref)
 }

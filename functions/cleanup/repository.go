@@ -37,9 +37,14 @@ func hasFinalizer(s *snapv1.Snapshot) bool {
 	return controllerutil.ContainsFinalizer(s, wellknown.FinalizerSnapshotCleanup)
 }
 
-// repoOf is the repository a Snapshot's data lives in, as pinned at run time.
+// repoOf is the repository a Snapshot's data lives in, as pinned at run
+// time; none for a run that never got a mover Job nor a kopia snapshot
+// (one that only claimed a slot has nothing there).
 func repoOf(s *snapv1.Snapshot) (snapv1.RepositoryRef, bool) {
 	if s.Status.Resolved == nil || s.Status.Resolved.Repository == nil {
+		return snapv1.RepositoryRef{}, false
+	}
+	if s.Status.Job == nil && (s.Status.Snapshot == nil || s.Status.Snapshot.KopiaSnapshotID == "") {
 		return snapv1.RepositoryRef{}, false
 	}
 	r := *s.Status.Resolved.Repository
@@ -216,6 +221,17 @@ func (f *Function) reconcileRepository(ctx context.Context, ref snapv1.Repositor
 		}
 		return nil
 	}
+	if repo.spec.Suspend && batch == nil {
+		// A suspended repository's data is not touched: deletions wait
+		// for the resume (a batch already running is let finish).
+		for _, s := range toDelete {
+			if err := f.markDeleting(ctx, s, metav1.ConditionFalse, snapshot.ReasonRepositorySuspended,
+				fmt.Sprintf("%s %s is suspended (spec.suspend: true), so its kopia snapshot is deleted once it is resumed; annotate this Snapshot with %s to release it now and keep the data", repo.ref.Kind, repo.ref.Name, wellknown.AnnotationSkipSnapshotCleanup)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if repo.status.Phase == snapv1.RepositoryDegraded && batch == nil {
 		// A probe could not open the repository, or found other storage
 		// there: a deletion would fail, or find nothing and release
@@ -248,7 +264,9 @@ func (f *Function) reconcileRepository(ctx context.Context, ref snapv1.Repositor
 // exist, and what its repository says of namespace deletion.
 func (f *Function) facts(ctx context.Context, s *snapv1.Snapshot, repo *repoState) (deletion.Facts, error) {
 	var fa deletion.Facts
-	if repo.spec != nil {
+	if repo.spec != nil && repo.ref.Kind == snapv1.KindClusterRepository {
+		// Delete is refused on a Repository, which goes with the
+		// namespace; one stored before that rule is treated as Orphan.
 		fa.OnNamespaceDelete = repo.spec.OnNamespaceDelete
 	}
 	var ns corev1.Namespace

@@ -187,7 +187,7 @@ func (f *Function) reconcile(ctx context.Context, m *snapv1.Maintenance, listed 
 	// GitOps health), and again once what stalled it is fixed. A failed
 	// run's or a wait's reason stands until the next run decides.
 	c := meta.FindStatusCondition(m.Status.Conditions, wellknown.ConditionReady)
-	reset := c == nil || c.Status == metav1.ConditionFalse && stalledReasons[c.Reason]
+	reset := c == nil || c.Status == metav1.ConditionFalse && (stalledReasons[c.Reason] || c.Reason == snapshot.ReasonRepositorySuspended && !repo.Spec.Suspend)
 	if reset && c != nil && c.Reason == "DuplicateMaintenance" {
 		// Ready again once the older twin is gone.
 		other, err := f.olderTwin(ctx, m)

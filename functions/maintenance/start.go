@@ -3,6 +3,7 @@ package maintenance
 import (
 	"context"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,6 +22,12 @@ import (
 // start begins the run d decided, once the live Maintenance still wants it.
 func (f *Function) start(ctx context.Context, m *snapv1.Maintenance, repo *snapshot.RepositoryObject, d kernel.Decision) error {
 	log := runtime.Log(ctx).WithValues("maintenance", m.Namespace+"/"+m.Name, "mode", d.Mode, "repository", repo.Key())
+	if repo.Spec.Suspend {
+		// A suspended repository is not touched; the due run goes once it
+		// is resumed.
+		return f.setReady(ctx, m, metav1.ConditionFalse, snapshot.ReasonRepositorySuspended,
+			fmt.Sprintf("%s is suspended (spec.suspend: true): the %s run due at %s waits for it to be resumed", repo.Key(), d.Mode, d.Slot.UTC().Format(time.RFC3339)))
+	}
 	if repo.Status.Phase != snapv1.RepositoryReady {
 		log.Info("maintenance due but the repository is not Ready; waiting", "phase", repo.Status.Phase)
 		return nil

@@ -99,9 +99,15 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 		return err
 	}
 	found := repositoriesCondition(&p, missing)
-	if p.Spec.Suspend {
+	paused, _, err := snapshot.SuspendedRepositories(ctx, f.Client, &p)
+	if err != nil {
+		return err
+	}
+	if p.Spec.Suspend || len(paused) > 0 {
 		// A suspended recipe is skipped entirely: nothing is pruned; only
-		// the printer column and the repositories condition keep up.
+		// the printer column and the repositories condition keep up. So
+		// is one writing to a suspended repository, whose data is not to
+		// be touched (GFS spans all of a policy's repositories).
 		if p.Status.RepositorySummary == RepositorySummary(&p) && foundIs(p.Status.Conditions, found) {
 			return nil
 		}

@@ -280,6 +280,14 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 			suspended = append(suspended, p.Name)
 			continue
 		}
+		// So is one whose every repository is suspended; with some of
+		// them suspended, their runs wait for the resume.
+		if _, all, err := snapshot.SuspendedRepositories(ctx, f.Client, p); err != nil {
+			return false, err
+		} else if all {
+			suspended = append(suspended, p.Name)
+			continue
+		}
 		base := expand.Base(s.Name, slot)
 		if s.Spec.PolicySelector != nil {
 			base = expand.Base(s.Name+"-"+p.Name, slot)
@@ -306,7 +314,7 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 		}
 	}
 	if len(suspended) > 0 {
-		f.event(s, false, reasonPolicySuspended, "slot %s: skipped for suspended SnapshotPolicy %s (spec.suspend: true)", slot.UTC().Format(time.RFC3339), strings.Join(suspended, ", "))
+		f.event(s, false, reasonPolicySuspended, "slot %s: skipped for suspended SnapshotPolicy %s (its spec.suspend, or that of every repository it writes to)", slot.UTC().Format(time.RFC3339), strings.Join(suspended, ", "))
 	}
 	msg := fmt.Sprintf("slot %s created %d Snapshot(s)", slot.UTC().Format(time.RFC3339), len(minted))
 	if len(failed) > 0 && now.Before(giveUp) {

@@ -93,6 +93,14 @@ func (f *Function) runHooks(ctx context.Context, s *snapv1.Snapshot, pol *snapv1
 			return hookOutcome{}, err
 		}
 		if pending {
+			if kind == "runJob" && hookResult(s, list, i) == nil {
+				// Its Job is running: mark it, so the run counts as frozen
+				// (it keeps its slot) and its afterSnapshot hooks thaw it
+				// however it ends.
+				if _, err := f.claimHook(ctx, s, list, i, kind); err != nil {
+					return hookOutcome{}, err
+				}
+			}
 			return hookOutcome{pending: fmt.Sprintf("%s[%d] (%s) is running", list, i, kind)}, nil
 		}
 		if err := f.recordHook(ctx, s, snapv1.HookResult{List: list, Index: int32(i), Kind: kind, Succeeded: ok, Message: msg, At: metav1.NewTime(f.now())}); err != nil {

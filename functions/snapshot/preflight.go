@@ -17,8 +17,9 @@ import (
 // preflightHolds evaluates the policy's preflight checks against the
 // repository as it is now. It reports true when the run must not start:
 // held (Pending, re-evaluated on every resync) or, past the timeout,
-// failed. A run that passes keeps status.preflightSince as a record of
-// how long it waited.
+// failed. status.preflightSince is when the current hold began: a run that
+// passes clears it, so a later hold (say, behind a busy slot) is timed
+// afresh. The caller checks only runs that hold no slot claim yet.
 func (f *Function) preflightHolds(ctx context.Context, s *snapv1.Snapshot, p *runPlan) (bool, error) {
 	pf := p.policy.Spec.Preflight
 	if pf == nil || len(pf.Checks) == 0 {
@@ -39,6 +40,7 @@ func (f *Function) preflightHolds(ctx context.Context, s *snapv1.Snapshot, p *ru
 			return false, nil
 		}
 		return false, f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
+			st.PreflightSince = nil
 			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: preflight.ReasonPassed, Message: v.Message, ObservedGeneration: gen})
 		})
 	}

@@ -43,9 +43,9 @@ func TestBackupWaitsForAReclaimingMaintenance(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "s1"}, &s); err != nil {
 		t.Fatal(err)
 	}
-	slot := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionRepositorySlotAvailable)
-	if slot == nil || slot.Status != metav1.ConditionFalse || !strings.Contains(slot.Message, "primary-maint-full") || strings.Contains(slot.Message, "forged") {
-		t.Fatalf("condition %+v: want a wait naming the maintenance job", slot)
+	ready := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionReady)
+	if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != ReasonRepositoryReclaiming || !strings.Contains(ready.Message, "primary-maint-full") || strings.Contains(ready.Message, "forged") {
+		t.Fatalf("condition %+v: want a wait naming the maintenance job", ready)
 	}
 	// It ends; the backup starts.
 	maint.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}

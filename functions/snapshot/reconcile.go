@@ -46,6 +46,11 @@ const (
 	// running pod holds; no second pod can mount it.
 	ReasonSourceInUse       = "SourceInUse"
 	ReasonIdentityCollision = "IdentityCollision"
+	// ReasonRunningHooks: a beforeSnapshot hook (a runJob) is still running.
+	ReasonRunningHooks = "RunningHooks"
+	// ReasonRepositoryReclaiming: a maintenance run without kopia's safety
+	// margins is deleting content a backup could reuse.
+	ReasonRepositoryReclaiming = "RepositoryReclaiming"
 )
 
 // ReconcileSnapshot moves one Snapshot forward by at most one step per call
@@ -103,20 +108,31 @@ func (f *Function) start(ctx context.Context, s *snapv1.Snapshot) error {
 	if problem != nil {
 		return f.hold(ctx, s, *problem)
 	}
+	// A run holding a slot claim of this repository is past its gates and
+	// may be in its hooks with the workload frozen: it goes on. Only the
+	// privilege gate and a reclaiming maintenance still stop it.
+	claim := claimOf(s)
+	claimed := claim != nil && claim.Pool == poolKey(plan.repo)
+	if !claimed && plan.repo.Spec.Suspend {
+		return f.hold(ctx, s, gate{cond: wellknown.ConditionReady, reason: ReasonRepositorySuspended,
+			message: fmt.Sprintf("%s is suspended (spec.suspend: true); this run starts once it is resumed", plan.repo.Key())})
+	}
 	if plan.skip {
 		return f.skipRun(ctx, s, plan)
 	}
 	// Gates, in order: repository ready, preflight checks, mover permitted,
-	// a slot free.
-	if plan.repo.Status.Phase != snapv1.RepositoryReady {
+	// no reclaiming maintenance, a slot free.
+	if !claimed && plan.repo.Status.Phase != snapv1.RepositoryReady {
 		msg := fmt.Sprintf("waiting for %s to be Ready (phase %q)", plan.repo.Key(), plan.repo.Status.Phase)
 		if c := meta.FindStatusCondition(plan.repo.Status.Conditions, wellknown.ConditionReady); c != nil && c.Message != "" {
 			msg += ": " + c.Message
 		}
 		return f.hold(ctx, s, gate{cond: wellknown.ConditionReady, reason: ReasonWaitingForRepository, message: msg})
 	}
-	if held, err := f.preflightHolds(ctx, s, plan); held || err != nil {
-		return err
+	if !claimed {
+		if held, err := f.preflightHolds(ctx, s, plan); held || err != nil {
+			return err
+		}
 	}
 	// Before hooks or staging: a refused run must not freeze the app.
 	if err := runtime.Permit(ctx, f.Client, s.Namespace, plan.escalations); errors.Is(err, privilege.ErrNotPermitted) {
@@ -135,18 +151,23 @@ func (f *Function) start(ctx context.Context, s *snapv1.Snapshot) error {
 	case !apierrors.IsNotFound(err):
 		return err
 	}
+	if held, msg, err := f.reclaiming(ctx, plan.repo); err != nil {
+		return err
+	} else if held {
+		log.Info("parked: the repository is being reclaimed", "message", msg)
+		return f.hold(ctx, s, gate{cond: wellknown.ConditionReady, reason: ReasonRepositoryReclaiming, message: msg})
+	}
 	// Claim the slot before the hooks freeze the workload, so a frozen run
 	// is never parked and the caps hold while runs are in their hooks.
-	held, msg, err := f.reclaiming(ctx, plan.repo)
-	if err == nil && !held {
-		held, msg, err = f.takeSlot(ctx, s, plan)
-	}
-	if err != nil {
-		return err
-	}
-	if held {
-		log.Info("parked: no repository slot", "message", msg)
-		return f.hold(ctx, s, gate{cond: wellknown.ConditionRepositorySlotAvailable, reason: ReasonWaitingForSlot, message: msg})
+	if !claimed {
+		held, msg, err := f.takeSlot(ctx, s, plan)
+		if err != nil {
+			return err
+		}
+		if held {
+			log.Info("parked: no repository slot", "message", msg)
+			return f.hold(ctx, s, gate{cond: wellknown.ConditionRepositorySlotAvailable, reason: ReasonWaitingForSlot, message: msg})
+		}
 	}
 	if hooks := plan.policy.Spec.Hooks; hooks != nil && len(hooks.BeforeSnapshot) > 0 && (s.Status.Hooks == nil || s.Status.Hooks.PreCompletedAt == nil) {
 		out, err := f.runHooks(ctx, s, plan.policy, ListBefore, hooks.BeforeSnapshot)
@@ -161,7 +182,7 @@ func (f *Function) start(ctx context.Context, s *snapv1.Snapshot) error {
 				if st.Phase == "" {
 					st.Phase = snapv1.SnapshotPending
 				}
-				meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: "RunningHooks", Message: out.pending, ObservedGeneration: gen})
+				meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonRunningHooks, Message: out.pending, ObservedGeneration: gen})
 			})
 		}
 		now := metav1.NewTime(f.now())
@@ -200,6 +221,7 @@ type gate struct {
 // hold records why a run waits (Pending) or fails validation (Failed).
 func (f *Function) hold(ctx context.Context, s *snapv1.Snapshot, g gate) error {
 	return f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
+		frozen := hooksStarted(st)
 		if st.Phase == "" {
 			st.Phase = snapv1.SnapshotPending
 		}
@@ -207,7 +229,7 @@ func (f *Function) hold(ctx context.Context, s *snapv1.Snapshot, g gate) error {
 			st.Origin = originOf(s)
 		}
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: g.cond, Status: metav1.ConditionFalse, Reason: g.reason, Message: g.message, ObservedGeneration: gen})
-		if c := meta.FindStatusCondition(st.Conditions, wellknown.ConditionRepositorySlotAvailable); c != nil && c.Reason == ReasonSlotClaimed && !hooksStarted(st) {
+		if c := meta.FindStatusCondition(st.Conditions, wellknown.ConditionRepositorySlotAvailable); c != nil && c.Reason == ReasonSlotClaimed && !frozen {
 			// A run waiting for something else gives its slot back, unless
 			// its hooks may have frozen the workload.
 			meta.RemoveStatusCondition(&st.Conditions, wellknown.ConditionRepositorySlotAvailable)

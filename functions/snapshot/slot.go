@@ -83,19 +83,19 @@ func (f *Function) occupants(ctx context.Context) ([]slots.Occupant, error) {
 	return out, nil
 }
 
-// takeSlot claims a slot for the run, or says why none is free. A run that
-// holds a claim keeps it: it may be mid-hooks with its workload frozen,
-// and must go on, not wait behind runs that came later.
+// takeSlot claims a slot for the run, or says why none is free. The
+// caller skips it for a run that already holds a claim of this pool.
 func (f *Function) takeSlot(ctx context.Context, s *snapv1.Snapshot, p *runPlan) (bool, string, error) {
 	c := f.caps(p.repo)
-	if !c.Capped() || claimOf(s) != nil {
+	if !c.Capped() {
 		return false, "", nil
 	}
+	self := string(s.UID)
 	occ, err := f.occupants(ctx)
 	if err != nil {
 		return false, "", err
 	}
-	if full, msg := slots.Full(c, occ, nil); full {
+	if full, msg := slots.Full(c, occ, self, f.now()); full {
 		return true, msg, nil
 	}
 	err = f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
@@ -112,15 +112,14 @@ func (f *Function) takeSlot(ctx context.Context, s *snapv1.Snapshot, p *runPlan)
 	if err != nil {
 		return false, "", err
 	}
-	self := claimOf(s)
-	if self == nil {
+	if claimOf(s) == nil {
 		return false, "", fmt.Errorf("the slot claim of snapshot %s/%s was not recorded", s.Namespace, s.Name)
 	}
-	// Count again, now that the claim is visible: of two runs that
-	// claimed at once, the later gives way (hold withdraws its claim).
+	// Count again, now that the claim is visible: a run that claimed
+	// meanwhile makes this one give way (hold withdraws the claim).
 	if occ, err = f.occupants(ctx); err != nil {
 		return false, "", err
 	}
-	full, msg := slots.Full(c, occ, self)
+	full, msg := slots.Full(c, occ, self, f.now())
 	return full, msg, nil
 }

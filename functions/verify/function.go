@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -111,6 +112,10 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 	if v == nil || (v.Quick == nil && v.Deep == nil) || p.DeletionTimestamp != nil || p.Spec.Suspend {
 		return nil
 	}
+	paused, _, err := snapshot.SuspendedRepositories(ctx, f.Client, &p)
+	if err != nil {
+		return err
+	}
 	requested, err := requestedAt(&p)
 	if err != nil {
 		if f.Recorder != nil {
@@ -133,6 +138,9 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 		}
 		if ref.Kind == snapv1.KindRepository && ref.Namespace == "" {
 			ref.Namespace = p.Namespace
+		}
+		if slices.Contains(paused, validate.RepoKey(ref, p.Namespace)) {
+			continue // a suspended repository is not read
 		}
 		for _, tier := range []string{kernel.Quick, kernel.Deep} {
 			if (tier == kernel.Quick && v.Quick == nil) || (tier == kernel.Deep && v.Deep == nil) {

@@ -112,11 +112,16 @@ func Classify(s *snapv1.Snapshot, f Facts) Decision {
 		return Decision{Action: Release, Reason: ReasonNoKopiaSnapshot, Message: "no kopia snapshot was recorded for this run, so there is nothing to delete"}
 	}
 	external := IsExternal(s)
-	if external && f.NamespaceGone && f.OnNamespaceDelete != snapv1.NamespaceDeleteDelete {
+	if external && f.NamespaceGone {
 		// Deleting a namespace must not take the backups needed to
-		// restore it, unless the repository says so.
-		return Decision{Action: Release, Reason: ReasonRetainedOnNamespace, External: true,
-			Message: "its namespace is being deleted and the repository's onNamespaceDelete is Orphan (the default), so the kopia snapshot is kept"}
+		// restore it, unless the repository says so; then each Snapshot's
+		// deletionPolicy alone decides, whichever of its schedule and
+		// policy the namespace deletion reached first.
+		if f.OnNamespaceDelete != snapv1.NamespaceDeleteDelete {
+			return Decision{Action: Release, Reason: ReasonRetainedOnNamespace, External: true,
+				Message: "its namespace is being deleted and the repository's onNamespaceDelete is Orphan (the default), so the kopia snapshot is kept"}
+		}
+		return Decision{Action: Delete, Reason: ReasonDeleted, External: true}
 	}
 	if external && f.ScheduleGone && s.Spec.OnScheduleDelete != snapv1.CascadeDelete {
 		// Deleting a schedule must never take its history with it unless asked.

@@ -53,7 +53,7 @@ func TestClassify(t *testing.T) {
 		{"namespace gone, Orphan by default", snap(), Facts{NamespaceGone: true}, Release, ReasonRetainedOnNamespace, true},
 		{"namespace gone, Orphan set", snap(), Facts{NamespaceGone: true, OnNamespaceDelete: snapv1.NamespaceDeleteOrphan}, Release, ReasonRetainedOnNamespace, true},
 		{"namespace gone, Delete asked", snap(), Facts{NamespaceGone: true, OnNamespaceDelete: snapv1.NamespaceDeleteDelete}, Delete, ReasonDeleted, true},
-		{"namespace gone, Delete asked, schedule gone still retains", snap(), Facts{NamespaceGone: true, OnNamespaceDelete: snapv1.NamespaceDeleteDelete, ScheduleGone: true}, Release, ReasonRetainedOnSchedule, true},
+		{"namespace gone, Delete asked, deletion order does not matter", snap(), Facts{NamespaceGone: true, OnNamespaceDelete: snapv1.NamespaceDeleteDelete, ScheduleGone: true, PolicyGone: true}, Delete, ReasonDeleted, true},
 		{"namespace gone, deletionPolicy Retain wins", snap(func(s *snapv1.Snapshot) { s.Spec.DeletionPolicy = snapv1.DeletionRetain }), Facts{NamespaceGone: true, OnNamespaceDelete: snapv1.NamespaceDeleteDelete}, Release, ReasonRetain, false},
 		{"namespace gone, retention prune still deletes", snap(func(s *snapv1.Snapshot) { s.Annotations[wellknown.AnnotationPrunedBy] = "retention" }), Facts{NamespaceGone: true}, Delete, ReasonDeleted, false},
 	}

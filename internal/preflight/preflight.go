@@ -8,6 +8,7 @@ package preflight
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -50,17 +51,15 @@ func Timeout(p *snapv1.Preflight) time.Duration {
 	return d
 }
 
-// Vars are the variables a check sees. Every key is always present, with
-// a "...Known" flag beside each value that may not have been observed, so
-// an expression never fails on a missing key.
+// Vars are the variables a check sees. A value that has not been
+// observed is left out, beside its "...Known" flag that is always there:
+// an expression that reads it without checking the flag cannot be
+// evaluated, and so holds the run rather than passing on a made-up zero.
 func Vars(repo *snapv1.RepositoryStatus, maintenances []snapv1.Maintenance, now time.Time) map[string]any {
 	r := map[string]any{
 		"phase": "", "ready": false, "backendReachable": false,
-		"snapshotCountKnown": false, "snapshotCount": int64(0),
-		"indexBlobCountKnown": false, "indexBlobCount": int64(0),
-		"sizeBytesKnown": false, "sizeBytes": int64(0),
-		"lastHealthyKnown": false, "lastHealthyAgeSeconds": int64(0),
-		"lastReverifyKnown": false, "lastReverifyAgeSeconds": int64(0),
+		"snapshotCountKnown": false, "indexBlobCountKnown": false, "sizeBytesKnown": false,
+		"lastHealthyKnown": false, "lastReverifyKnown": false,
 	}
 	if repo != nil {
 		r["phase"] = string(repo.Phase)
@@ -83,11 +82,25 @@ func Vars(repo *snapv1.RepositoryStatus, maintenances []snapv1.Maintenance, now 
 			r["lastReverifyKnown"], r["lastReverifyAgeSeconds"] = true, age(now, t.Time)
 		}
 	}
-	m := map[string]any{"hasRun": false, "lastSuccessAgeSeconds": int64(0)}
+	m := map[string]any{"hasRun": false}
 	if t := lastMaintained(maintenances); !t.IsZero() {
 		m["hasRun"], m["lastSuccessAgeSeconds"] = true, age(now, t)
 	}
 	return map[string]any{"repository": r, "maintenance": m}
+}
+
+// observable are the values Vars leaves out until they are observed.
+var observable = []string{"snapshotCount", "indexBlobCount", "sizeBytes", "lastHealthyAgeSeconds", "lastReverifyAgeSeconds", "lastSuccessAgeSeconds"}
+
+// unobserved says whether err is a read of a value not observed yet (and
+// not of a key that never exists, a typo admission let through).
+func unobserved(err error) bool {
+	for _, k := range observable {
+		if strings.Contains(err.Error(), "no such key: "+k) {
+			return true
+		}
+	}
+	return false
 }
 
 func known(m map[string]any, key string, v *int64) {
@@ -166,6 +179,9 @@ func Decide(p *snapv1.Preflight, vars map[string]any, since, now time.Time) Verd
 		ok, err := prg.EvalBool(vars)
 		if err != nil {
 			held = fmt.Sprintf("preflight check %q cannot run: %v", c.Name, err)
+			if unobserved(err) {
+				held = fmt.Sprintf("preflight check %q reads a value snapflow has not observed yet (%v); guard it with its ...Known flag, or hasRun for maintenance", c.Name, err)
+			}
 			break
 		}
 		if !ok {
@@ -177,7 +193,7 @@ func Decide(p *snapv1.Preflight, vars map[string]any, since, now time.Time) Verd
 		}
 	}
 	if held == "" {
-		return Verdict{Pass: true, Message: fmt.Sprintf("%d preflight checks passed", len(p.Checks))}
+		return Verdict{Pass: true, Message: fmt.Sprintf("all %d preflight check(s) passed", len(p.Checks))}
 	}
 	timeout := Timeout(p)
 	if since.IsZero() {

@@ -50,7 +50,7 @@ func TestVars(t *testing.T) {
 			"repository.sizeBytes": int64(4096), "repository.indexBlobCountKnown": false,
 			"repository.lastHealthyKnown": true, "repository.lastHealthyAgeSeconds": int64(600),
 			"repository.lastReverifyAgeSeconds": int64(600),
-			"maintenance.hasRun":                false, "maintenance.lastSuccessAgeSeconds": int64(0),
+			"maintenance.hasRun":                false, "maintenance.lastSuccessAgeSeconds": nil, "repository.indexBlobCount": nil,
 		}},
 		{"degraded is not healthy", degraded, nil, map[string]any{
 			"repository.ready": false, "repository.backendReachable": false, "repository.lastHealthyKnown": false,
@@ -90,7 +90,9 @@ func TestDecide(t *testing.T) {
 		msg       string
 	}{
 		{"no preflight", nil, time.Time{}, true, false, ""},
-		{"all pass", checks("", ready), time.Time{}, true, false, "1 preflight checks passed"},
+		{"all pass", checks("", ready), time.Time{}, true, false, "all 1 preflight check(s) passed"},
+		{"an unobserved value holds, saying how to guard it", checks("", snapv1.PreflightCheck{Name: "small", Expr: "repository.indexBlobCount < 500"}), time.Time{}, false, false, "guard it with its ...Known flag"},
+		{"a guarded one passes", checks("", snapv1.PreflightCheck{Name: "small", Expr: "!repository.indexBlobCountKnown || repository.indexBlobCount < 500"}), time.Time{}, true, false, ""},
 		{"first failing check holds, with its message", checks("", ready, many, maintained), time.Time{}, false, false, `"enough" does not pass: the repository must hold 100 snapshots`},
 		{"held within the default timeout", checks("", maintained), now.Add(-9 * time.Minute), false, false, "at most until 2026-12-06T12:01:00Z"},
 		{"the default timeout fails the run", checks("", maintained), now.Add(-10 * time.Minute), false, true, "after 10m0s, the spec.preflight.timeout"},

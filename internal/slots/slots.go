@@ -4,16 +4,21 @@
 // run that claimed it before its beforeSnapshot hooks and staging: the
 // claim is taken before the workload is frozen, so a run is never parked
 // with its application quiesced and the caps hold while runs are still in
-// their hooks. Two runs that claim at the same moment both see each
-// other's claim on the second count, and only the earlier (by claim time,
-// then UID) keeps it. No client and no clock: callers list Jobs and
-// Snapshots and pass them in.
+// their hooks. A run counts, writes its claim, then counts again and gives
+// way if the slot is now taken: of two runs claiming at once, whichever
+// counts second sees the other's claim (both may give way, never both go
+// on). A claim counts against others for ClaimLease at most, so a run
+// frozen for hours cannot hold everyone else's slots. No client and no
+// clock: callers list Jobs and Snapshots and pass them and the time in.
 package slots
 
 import (
 	"fmt"
 	"time"
 )
+
+// ClaimLease is how long a claim counts against other runs.
+const ClaimLease = 30 * time.Minute
 
 // Caps are the limits one run is checked against.
 type Caps struct {
@@ -31,28 +36,19 @@ func (c Caps) Capped() bool { return c.PoolCap > 0 || c.ClusterCap > 0 }
 // Occupant holds a slot: a live mover Job, or a run's claim.
 type Occupant struct {
 	Pool string
-	// Claim marks a run's claim; At and ID order claims.
+	// Claim marks a run's claim, made at At by the run with UID ID.
 	Claim bool
 	At    time.Time
 	ID    string
 }
 
-// before orders claims: earlier claim time first, then the lower ID.
-func (o Occupant) before(p Occupant) bool {
-	if !o.At.Equal(p.At) {
-		return o.At.Before(p.At)
-	}
-	return o.ID < p.ID
-}
-
-// Full reports whether the run may not take a slot, and why. With self
-// nil it counts every occupant (the check before claiming); with self set
-// it counts Jobs and only the claims ordered before self (the check after
-// claiming, which settles a tie between two runs that claimed at once).
-func Full(c Caps, occ []Occupant, self *Occupant) (bool, string) {
+// Full reports whether the run self (its UID) may not take a slot, and
+// why. Its own claim, a twin delivery's of the same run, never counts;
+// claims older than ClaimLease do not either.
+func Full(c Caps, occ []Occupant, self string, now time.Time) (bool, string) {
 	pool, all := 0, 0
 	for _, o := range occ {
-		if self != nil && o.Claim && (o.ID == self.ID || !o.before(*self)) {
+		if o.Claim && (o.ID == self || now.Sub(o.At) > ClaimLease) {
 			continue
 		}
 		all++

@@ -59,8 +59,13 @@ func RepositoryUnsupported(prev, cur *snapv1.RepositorySpec, cluster bool) Resul
 		}
 		r.Also(fieldErr(f.path, "%s", msg))
 	}
-	if !cluster && cur.OnNamespaceDelete == snapv1.NamespaceDeleteDelete && (prev == nil || prev.OnNamespaceDelete != snapv1.NamespaceDeleteDelete) {
-		r.Also(fieldErr("spec.onNamespaceDelete", "Delete cannot work on a Repository: it, its Secrets and its Snapshots go with their namespace, and no pod can start in a namespace being deleted to delete the data. Use Orphan (the default), delete the Snapshots before the namespace, or put the repository in a ClusterRepository"))
+	if !cluster && cur.OnNamespaceDelete == snapv1.NamespaceDeleteDelete {
+		const why = "Delete cannot work on a Repository: it, its Secrets and its Snapshots go with their namespace, and no pod can start in a namespace being deleted to delete the data. Use Orphan (the default), delete the Snapshots before the namespace, or put the repository in a ClusterRepository"
+		if prev != nil && prev.OnNamespaceDelete == snapv1.NamespaceDeleteDelete {
+			r.Warn("spec.onNamespaceDelete: %s (this Repository was stored with it; it acts as Orphan)", why)
+		} else {
+			r.Also(fieldErr("spec.onNamespaceDelete", "%s", why))
+		}
 	}
 	return r
 }

@@ -37,7 +37,7 @@ func TestRepositoryUnsupported(t *testing.T) {
 		{name: "changed after the rule: refused", prev: catalog, cur: func(s *snapv1.RepositorySpec) { s.Catalog = &snapv1.Catalog{RefreshInterval: "2h"} }, path: "spec.catalog", want: "remove it"},
 		{name: "onNamespaceDelete Delete on a Repository", cur: func(s *snapv1.RepositorySpec) { s.OnNamespaceDelete = snapv1.NamespaceDeleteDelete }, path: "spec.onNamespaceDelete", want: "put the repository in a ClusterRepository"},
 		{name: "onNamespaceDelete Delete on a ClusterRepository", cluster: true, cur: func(s *snapv1.RepositorySpec) { s.OnNamespaceDelete = snapv1.NamespaceDeleteDelete }},
-		{name: "onNamespaceDelete Delete stored before the rule", prev: func(s *snapv1.RepositorySpec) { s.OnNamespaceDelete = snapv1.NamespaceDeleteDelete },
+		{name: "onNamespaceDelete Delete stored before the rule", warning: "it acts as Orphan", prev: func(s *snapv1.RepositorySpec) { s.OnNamespaceDelete = snapv1.NamespaceDeleteDelete },
 			cur: func(s *snapv1.RepositorySpec) { s.OnNamespaceDelete = snapv1.NamespaceDeleteDelete }},
 		{name: "onNamespaceDelete Orphan", cur: func(s *snapv1.RepositorySpec) { s.OnNamespaceDelete = snapv1.NamespaceDeleteOrphan }},
 	} {
