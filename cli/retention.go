@@ -39,14 +39,15 @@ func newRetentionCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var r *snapv1.Retention
 			var snaps []snapv1.Snapshot
+			var multi bool
 			var err error
 			switch {
 			case policy != "" && (retFile != "" || snapFile != ""):
 				return errors.New("use --policy against the cluster, or --retention and --snapshots offline, not both")
 			case policy != "":
-				r, snaps, err = retentionFromCluster(cmd, namespace, policy)
+				r, snaps, multi, err = retentionFromCluster(cmd, namespace, policy)
 			case retFile != "" && snapFile != "":
-				r, snaps, err = retentionFromFiles(retFile, snapFile)
+				r, snaps, multi, err = retentionFromFiles(retFile, snapFile)
 			default:
 				return errors.New("give --policy NAME, or both --retention FILE and --snapshots FILE")
 			}
@@ -58,7 +59,7 @@ func newRetentionCmd() *cobra.Command {
 			}
 			cands := make([]retention.Candidate, len(snaps))
 			for i := range snaps {
-				cands[i] = retention.FromSnapshot(&snaps[i])
+				cands[i] = retention.FromSnapshot(&snaps[i], multi)
 			}
 			vs := retention.Select(*r, cands)
 			sort.SliceStable(vs, func(i, j int) bool {
@@ -89,37 +90,48 @@ func newRetentionCmd() *cobra.Command {
 	return cmd
 }
 
-func retentionFromCluster(cmd *cobra.Command, ns, name string) (*snapv1.Retention, []snapv1.Snapshot, error) {
+// retentionFromCluster reads a policy's retention, the Snapshots it
+// governs, and whether it writes to several repositories.
+func retentionFromCluster(cmd *cobra.Command, ns, name string) (*snapv1.Retention, []snapv1.Snapshot, bool, error) {
 	c, err := kubeClient()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	var p snapv1.SnapshotPolicy
 	if err := c.Get(cmd.Context(), client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
-		return nil, nil, fmt.Errorf("read SnapshotPolicy %s/%s: %w", ns, name, err)
+		return nil, nil, false, fmt.Errorf("read SnapshotPolicy %s/%s: %w", ns, name, err)
 	}
 	// Retention governs exactly the Snapshots carrying the policy's config label.
 	var list snapv1.SnapshotList
 	if err := c.List(cmd.Context(), &list, client.InNamespace(ns), client.MatchingLabels{wellknown.LabelConfig: name}); err != nil {
-		return nil, nil, fmt.Errorf("list Snapshots of %s/%s: %w", ns, name, err)
+		return nil, nil, false, fmt.Errorf("list Snapshots of %s/%s: %w", ns, name, err)
 	}
-	return p.Spec.Retention, list.Items, nil
+	return p.Spec.Retention, list.Items, retention.MultiRepo(&p), nil
 }
 
-func retentionFromFiles(retFile, snapFile string) (*snapv1.Retention, []snapv1.Snapshot, error) {
+// retentionFromFiles reads a retention offline. A SnapshotPolicy file says
+// whether the policy writes to several repositories; with a bare
+// retention block, Snapshots pinned to two or more repositories say so.
+func retentionFromFiles(retFile, snapFile string) (*snapv1.Retention, []snapv1.Snapshot, bool, error) {
 	raw, err := os.ReadFile(retFile)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--retention: %w", err)
+		return nil, nil, false, fmt.Errorf("--retention: %w", err)
 	}
 	var probe struct{ Kind string }
 	_ = yaml.Unmarshal(raw, &probe)
 	var r *snapv1.Retention
+	multi := -1
 	if probe.Kind == "SnapshotPolicy" {
 		var p snapv1.SnapshotPolicy
 		if err := yaml.UnmarshalStrict(raw, &p); err != nil {
-			return nil, nil, fmt.Errorf("--retention %s: %w", retFile, err)
+			return nil, nil, false, fmt.Errorf("--retention %s: %w", retFile, err)
 		}
 		r = p.Spec.Retention
+		if retention.MultiRepo(&p) {
+			multi = 2
+		} else {
+			multi = 1
+		}
 	} else {
 		var bare struct {
 			Retention *snapv1.Retention `json:"retention"`
@@ -127,7 +139,7 @@ func retentionFromFiles(retFile, snapFile string) (*snapv1.Retention, []snapv1.S
 		if err := yaml.UnmarshalStrict(raw, &bare); err != nil || bare.Retention == nil {
 			r = &snapv1.Retention{}
 			if err := yaml.UnmarshalStrict(raw, r); err != nil {
-				return nil, nil, fmt.Errorf("--retention %s: want a SnapshotPolicy or a retention block: %w", retFile, err)
+				return nil, nil, false, fmt.Errorf("--retention %s: want a SnapshotPolicy or a retention block: %w", retFile, err)
 			}
 		} else {
 			r = bare.Retention
@@ -135,9 +147,12 @@ func retentionFromFiles(retFile, snapFile string) (*snapv1.Retention, []snapv1.S
 	}
 	snaps, err := readSnapshots(snapFile)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--snapshots: %w", err)
+		return nil, nil, false, fmt.Errorf("--snapshots: %w", err)
 	}
-	return r, snaps, nil
+	if multi < 0 {
+		multi = retention.PinnedRepositories(snaps)
+	}
+	return r, snaps, multi > 1, nil
 }
 
 func readSnapshots(path string) ([]snapv1.Snapshot, error) {

@@ -129,7 +129,7 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 	if p.Spec.Retention != nil {
 		cands := make([]kernel.Candidate, 0, len(list.Items))
 		for i := range list.Items {
-			cands = append(cands, kernel.FromSnapshot(&list.Items[i]))
+			cands = append(cands, kernel.FromSnapshot(&list.Items[i], kernel.MultiRepo(&p)))
 		}
 		verdicts := kernel.Select(*p.Spec.Retention, cands)
 		for _, v := range verdicts {

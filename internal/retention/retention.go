@@ -28,8 +28,8 @@ type Candidate struct {
 	Name string `json:"name"`
 	// Time orders snapshots: the run's end time, else the object's creation.
 	Time time.Time `json:"time"`
-	// Bucket groups snapshots retained together: one per source and, for a
-	// fan-out child, per repository.
+	// Bucket groups snapshots retained together: one per source and, while
+	// the policy writes to several repositories, per repository.
 	Bucket string `json:"bucket"`
 	Pinned bool   `json:"pinned"`
 	// Excluded says why the Snapshot is outside retention ("" when inside):
@@ -44,8 +44,12 @@ type Verdict struct {
 	Reasons []string `json:"reasons,omitempty"`
 }
 
-// FromSnapshot maps a Snapshot to a candidate.
-func FromSnapshot(s *snapv1.Snapshot) Candidate {
+// FromSnapshot maps a Snapshot to a candidate. multiRepo says whether its
+// policy writes to several repositories: only then is each repository pin
+// a bucket of its own. A policy shrunk to one repository puts its older
+// pinned Snapshots and its new ones in one bucket again, so the old ones
+// age out instead of keeping a window of their own for ever.
+func FromSnapshot(s *snapv1.Snapshot, multiRepo bool) Candidate {
 	c := Candidate{Name: s.Name, Time: s.CreationTimestamp.Time, Pinned: s.Spec.Pin}
 	if s.Status.Timing != nil && s.Status.Timing.EndTime != nil {
 		c.Time = s.Status.Timing.EndTime.Time
@@ -57,7 +61,7 @@ func FromSnapshot(s *snapv1.Snapshot) Candidate {
 		}
 		c.Bucket = "pvc/" + ns + "/" + src.Target.PVC.Name
 	}
-	if s.Spec.Repository != nil {
+	if s.Spec.Repository != nil && multiRepo {
 		if c.Bucket != "" {
 			c.Bucket += " "
 		}
@@ -161,4 +165,19 @@ func Prune(vs []Verdict) []string {
 		}
 	}
 	return out
+}
+
+// MultiRepo says whether a policy writes to several repositories.
+func MultiRepo(p *snapv1.SnapshotPolicy) bool { return len(validate.PolicyRefs(p)) > 1 }
+
+// PinnedRepositories counts the distinct repository pins among snaps, for
+// a preview that has the Snapshots but not their policy.
+func PinnedRepositories(snaps []snapv1.Snapshot) int {
+	seen := map[string]bool{}
+	for i := range snaps {
+		if r := snaps[i].Spec.Repository; r != nil {
+			seen[validate.RepoKey(*r, snaps[i].Namespace)] = true
+		}
+	}
+	return len(seen)
 }

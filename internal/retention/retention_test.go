@@ -101,16 +101,48 @@ func TestFromSnapshot(t *testing.T) {
 			Source: &snapv1.SnapshotSource{Target: snapv1.SnapshotTarget{PVC: snapv1.PVCTarget{Name: "orders"}}}},
 		Status: snapv1.SnapshotStatus{Phase: snapv1.SnapshotSucceeded, Snapshot: &snapv1.SnapshotRecord{KopiaSnapshotID: "k1"}, Timing: &snapv1.Timing{EndTime: &end}},
 	}
-	c := FromSnapshot(s)
+	c := FromSnapshot(s, true)
 	if c.Excluded != "" || !c.Pinned || !c.Time.Equal(end.Time) || c.Bucket != "pvc/billing/orders repo/Repository/billing/offsite" {
 		t.Fatalf("candidate = %+v", c)
 	}
+	// A policy writing to one repository has one bucket per source: a pin
+	// left from when it had several does not split it.
+	if c := FromSnapshot(s, false); c.Bucket != "pvc/billing/orders" {
+		t.Fatalf("single-repository bucket = %q", c.Bucket)
+	}
 	s.Status.Snapshot = nil
-	if c := FromSnapshot(s); c.Excluded != "no kopia snapshot recorded" {
+	if c := FromSnapshot(s, true); c.Excluded != "no kopia snapshot recorded" {
 		t.Fatalf("phantom succeeded: %+v", c)
 	}
 	s.Status.Phase = snapv1.SnapshotUnchanged
-	if c := FromSnapshot(s); c.Excluded != "phase Unchanged" {
+	if c := FromSnapshot(s, true); c.Excluded != "phase Unchanged" {
 		t.Fatalf("unchanged: %+v", c)
+	}
+}
+
+// A policy shrunk from two repositories to one: its old pinned Snapshots
+// and its new unpinned ones share one window, so the old ones age out.
+func TestShrunkPolicyPrunesItsOldPins(t *testing.T) {
+	snap := func(name, ts, repo string) *snapv1.Snapshot {
+		end := metav1.NewTime(at(ts))
+		s := &snapv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "billing"},
+			Status: snapv1.SnapshotStatus{Phase: snapv1.SnapshotSucceeded, Snapshot: &snapv1.SnapshotRecord{KopiaSnapshotID: name}, Timing: &snapv1.Timing{EndTime: &end}}}
+		if repo != "" {
+			s.Spec.Repository = &snapv1.RepositoryRef{Name: repo}
+		}
+		return s
+	}
+	snaps := []*snapv1.Snapshot{
+		snap("old-a", "2026-01-01T00:00:00Z", "a"), snap("old-b", "2026-01-01T00:00:00Z", "b"),
+		snap("new-1", "2026-01-02T00:00:00Z", ""), snap("new-2", "2026-01-03T00:00:00Z", ""),
+	}
+	cands := make([]Candidate, len(snaps))
+	for i, s := range snaps {
+		cands[i] = FromSnapshot(s, false)
+	}
+	got := Prune(Select(snapv1.Retention{KeepLatest: ptr.To[int32](2)}, cands))
+	sort.Strings(got)
+	if !reflect.DeepEqual(got, []string{"old-a", "old-b"}) {
+		t.Fatalf("prune = %v, want the old pinned runs", got)
 	}
 }
