@@ -189,6 +189,16 @@ func validateManifests(ctx context.Context, paths []string, withMutated bool) ([
 			f.Allowed = false
 			f.Errors = append(f.Errors, FieldProblem{Field: u, Message: "unknown field: the API server refuses it under strict field validation; check the spelling against the API reference"})
 		}
+		// The schema's own rules, which the API server applies before the
+		// webhook sees the object (an empty identity.username, say).
+		schemaErrs, err := crdschema.Validate(kind, d.obj)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range schemaErrs {
+			f.Allowed = false
+			f.Errors = append(f.Errors, FieldProblem{Field: e.Field, Message: e.ErrorBody()})
+		}
 		raw, _ := json.Marshal(d.obj)
 		obj, err := admission.Decode(kind, raw)
 		if err != nil {

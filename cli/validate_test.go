@@ -77,6 +77,36 @@ spec:
 	}
 }
 
+// The schema's own rules apply offline too: an identity component left
+// empty (a template value never set) is refused, not taken as the default.
+func TestValidateAppliesTheSchema(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "policy.yaml", `apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotPolicy
+metadata: {name: p, namespace: billing}
+spec:
+  repository: {name: nas}
+  sources: [{pvc: {name: data}}]
+  identity: {username: "", hostname: db}
+  copyMethod: Sideways
+`)
+	out, _, code := run(t, "validate", "-f", dir, "-o", "json")
+	var findings []Finding
+	if err := json.Unmarshal([]byte(out), &findings); err != nil || code != 1 {
+		t.Fatalf("exit %d, -o json: %v\n%s", code, err, out)
+	}
+	fields := map[string]string{}
+	for _, e := range findings[0].Errors {
+		fields[e.Field] = e.Message
+	}
+	if !strings.Contains(fields["spec.identity.username"], "at least 1 chars long") || !strings.Contains(fields["spec.copyMethod"], "supported values") {
+		t.Fatalf("errors = %v", findings[0].Errors)
+	}
+	if _, ok := fields["spec.identity.hostname"]; ok {
+		t.Fatalf("a set hostname was refused: %v", findings[0].Errors)
+	}
+}
+
 func TestValidateUsesGivenReferents(t *testing.T) {
 	dir := t.TempDir()
 	write(t, dir, "all.yaml", `apiVersion: kopiur.home-operations.com/v1alpha1

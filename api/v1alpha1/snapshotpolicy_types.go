@@ -55,8 +55,13 @@ const (
 
 // PolicyIdentity overrides the kopia username and hostname of a policy.
 type PolicyIdentity struct {
+	// Username overrides the kopia username; absent takes the default, an
+	// empty string (a template value left unset) is refused.
+	// +kubebuilder:validation:MinLength=1
 	// +optional
 	Username string `json:"username,omitempty"`
+	// Hostname overrides the kopia hostname, as Username.
+	// +kubebuilder:validation:MinLength=1
 	// +optional
 	Hostname string `json:"hostname,omitempty"`
 }

@@ -13,19 +13,23 @@ import (
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
 	"github.com/snapflow/snapflow/config/crd"
 )
 
 var (
-	once    sync.Once
-	schemas map[string]*structuralschema.Structural
-	loadErr error
+	once       sync.Once
+	schemas    map[string]*structuralschema.Structural
+	validators map[string]validation.SchemaValidator
+	loadErr    error
 )
 
 func load() {
 	schemas = map[string]*structuralschema.Structural{}
+	validators = map[string]validation.SchemaValidator{}
 	files, err := fs.Glob(crd.Bases, "bases/*.yaml")
 	if err != nil {
 		loadErr = err
@@ -53,6 +57,12 @@ func load() {
 			return
 		}
 		schemas[c.Spec.Names.Kind] = s
+		v, _, err := validation.NewSchemaValidator(&internal)
+		if err != nil {
+			loadErr = fmt.Errorf("%s: %w", f, err)
+			return
+		}
+		validators[c.Spec.Names.Kind] = v
 	}
 }
 
@@ -79,4 +89,14 @@ func Apply(kind string, obj map[string]any) ([]string, error) {
 	unknown := pruning.PruneWithOptions(obj, s, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
 	defaulting.Default(obj, s)
 	return unknown, nil
+}
+
+// Validate checks obj (already pruned and defaulted by Apply) against the
+// schema's value rules, as the API server does before admission: types,
+// enums, patterns, lengths and item counts. CEL rules are not evaluated.
+func Validate(kind string, obj map[string]any) (field.ErrorList, error) {
+	if _, err := schemaFor(kind); err != nil {
+		return nil, err
+	}
+	return validation.ValidateCustomResource(nil, obj, validators[kind]), nil
 }
