@@ -74,6 +74,12 @@ spec: {accessModes: [ReadWriteOnce]}
 	if code != 1 || !strings.Contains(errOut, "--global "+bad+" is invalid: volumePolicies[0].conditions.capacity") {
 		t.Fatalf("invalid baseline: exit %d %q", code, errOut)
 	}
+	// A section the global baseline ignores is still checked first, as
+	// Velero does: an invalid one fails the whole baseline.
+	ignored := write(t, dir, "ignored.yaml", "version: v1\nincludeExcludePolicy: {includedNamespaceScopedResources: ['*']}\nvolumePolicies:\n  - conditions: {}\n    action: {type: skip}\n")
+	if _, errOut, code := run(t, "policy", "check", "--global", ignored); code != 1 || !strings.Contains(errOut, "includeExcludePolicy.includedNamespaceScopedResources: '*' cannot be used") {
+		t.Fatalf("invalid ignored section of the baseline: exit %d %q", code, errOut)
+	}
 	if _, errOut, code := run(t, "policy", "check"); code != 1 || !strings.Contains(errOut, "--policies FILE") {
 		t.Fatalf("no documents: %d %q", code, errOut)
 	}

@@ -56,6 +56,7 @@ func (d *Document) Validate() (warnings []string, err error) {
 			}
 		}
 	}
+	errs = append(errs, validateIncludeExclude(d.IncludeExcludePolicy))
 	return warnings, errors.Join(errs...)
 }
 
