@@ -174,6 +174,15 @@ func validateManifests(ctx context.Context, paths []string, withMutated bool) ([
 			}
 			continue
 		}
+		if apiVersion == "v1" && kind == "ConfigMap" {
+			// A recipe's volume policies, checked with the policy naming it.
+			b, _ := json.Marshal(d.obj)
+			var cm corev1.ConfigMap
+			if json.Unmarshal(b, &cm) == nil {
+				lookup.Add(&cm)
+			}
+			continue
+		}
 		if apiVersion != kopiurAPIVersion {
 			continue
 		}

@@ -107,6 +107,54 @@ spec:
 	}
 }
 
+// A policy's volume-policy ConfigMap among the files is checked with it,
+// as the webhook checks it: invalid is refused, missing is said.
+func TestValidateChecksTheRecipesVolumePolicies(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "all.yaml", `apiVersion: v1
+kind: ConfigMap
+metadata: {name: rules, namespace: billing}
+data:
+  policy.yaml: |
+    version: v1
+    volumePolicies:
+      - conditions: {capacity: 5Gi}
+        action: {type: skip}
+---
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotPolicy
+metadata: {name: broken, namespace: billing}
+spec:
+  repository: {name: nas}
+  sources: [{pvc: {name: data}}]
+  resourcePolicy: {name: rules}
+---
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotPolicy
+metadata: {name: elsewhere, namespace: billing}
+spec:
+  repository: {name: nas}
+  sources: [{pvc: {name: logs}}]
+  resourcePolicy: {name: not-given}
+`)
+	out, _, code := run(t, "validate", "-f", dir, "-o", "json")
+	var findings []Finding
+	if err := json.Unmarshal([]byte(out), &findings); err != nil || code != 1 {
+		t.Fatalf("exit %d, -o json: %v\n%s", code, err, out)
+	}
+	byName := map[string]Finding{}
+	for _, f := range findings {
+		byName[f.Name] = f
+	}
+	broken := byName["broken"]
+	if broken.Allowed || len(broken.Errors) != 1 || broken.Errors[0].Field != "spec.resourcePolicy.name" || !strings.Contains(broken.Errors[0].Message, "conditions.capacity") {
+		t.Fatalf("a recipe with invalid volume policies: %+v", broken)
+	}
+	if e := byName["elsewhere"]; !e.Allowed || !strings.Contains(strings.Join(e.Warnings, "\n"), "billing/not-given is not among the given manifests") {
+		t.Fatalf("a recipe whose ConfigMap was not given: %+v", e)
+	}
+}
+
 func TestValidateUsesGivenReferents(t *testing.T) {
 	dir := t.TempDir()
 	write(t, dir, "all.yaml", `apiVersion: kopiur.home-operations.com/v1alpha1

@@ -101,3 +101,17 @@ func (l clusterLookup) reader() client.Reader {
 	}
 	return l.r
 }
+
+// ConfigMap reads a recipe's volume policies live: caching every
+// ConfigMap of the cluster for them is not worth the memory.
+func (l clusterLookup) ConfigMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
+	var cm corev1.ConfigMap
+	err := l.reader().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &cm)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &cm, nil
+}

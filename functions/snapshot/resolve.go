@@ -131,6 +131,10 @@ func (l lookup) Restores(ctx context.Context, ns string) ([]snapv1.Restore, erro
 	return list.Items, err
 }
 
+func (l lookup) ConfigMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
+	return getOrNil(ctx, l.c, client.ObjectKey{Namespace: ns, Name: name}, &corev1.ConfigMap{})
+}
+
 func getOrNil[T client.Object](ctx context.Context, c client.Client, key client.ObjectKey, obj T) (T, error) {
 	var zero T
 	if err := c.Get(ctx, key, obj); err != nil {

@@ -19,6 +19,7 @@ type Objects struct {
 	PVCList             map[string][]metav1.ObjectMeta    // by namespace
 	SnapshotList        []snapv1.Snapshot
 	RestoreList         []snapv1.Restore
+	ConfigMaps          map[string]*corev1.ConfigMap // namespace/name
 	// Offline reports an object that is not in the set as ErrNotGiven rather
 	// than as absent: the manifests are not the whole cluster.
 	Offline bool
@@ -32,6 +33,7 @@ func NewObjects() *Objects {
 		ClusterRepositories: map[string]*snapv1.ClusterRepository{},
 		Policies:            map[string]*snapv1.SnapshotPolicy{},
 		PVCList:             map[string][]metav1.ObjectMeta{},
+		ConfigMaps:          map[string]*corev1.ConfigMap{},
 	}
 }
 
@@ -52,6 +54,8 @@ func (o *Objects) Add(obj any) {
 		o.RestoreList = append(o.RestoreList, *v)
 	case *corev1.PersistentVolumeClaim:
 		o.PVCList[v.Namespace] = append(o.PVCList[v.Namespace], v.ObjectMeta)
+	case *corev1.ConfigMap:
+		o.ConfigMaps[v.Namespace+"/"+v.Name] = v
 	}
 }
 
@@ -115,4 +119,9 @@ func inNamespace[T any](items []T, ns string, of func(*T) string) []T {
 		}
 	}
 	return out
+}
+
+// ConfigMap is a given ConfigMap.
+func (o *Objects) ConfigMap(_ context.Context, ns, name string) (*corev1.ConfigMap, error) {
+	return find(o, o.ConfigMaps, ns+"/"+name)
 }

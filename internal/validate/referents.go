@@ -18,6 +18,7 @@ import (
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/internal/identity"
 	"github.com/snapflow/snapflow/internal/privilege"
+	"github.com/snapflow/snapflow/internal/volumepolicy"
 )
 
 // Lookup reads the other objects that cross-object rules need. Each getter
@@ -35,6 +36,8 @@ type Lookup interface {
 	// Snapshots and Restores list those of namespace ("": every namespace).
 	Snapshots(ctx context.Context, namespace string) ([]snapv1.Snapshot, error)
 	Restores(ctx context.Context, namespace string) ([]snapv1.Restore, error)
+	// ConfigMap reads a ConfigMap (nil when it does not exist).
+	ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error)
 }
 
 // What happens when a referent cannot be read: tenancy fails closed (a
@@ -198,6 +201,11 @@ func PolicyReferents(ctx context.Context, lk Lookup, p, old *snapv1.SnapshotPoli
 	if lk == nil {
 		r.Warn("identity collision and identity-change checks were skipped (no cluster access); snapflow checks again before each backup")
 		return r
+	}
+	if rp := p.Spec.ResourcePolicy; rp != nil && rp.Name != "" && (old == nil || old.Spec.ResourcePolicy == nil || *old.Spec.ResourcePolicy != *rp) {
+		// Checked when set or changed only: a ConfigMap edited since must
+		// not block the policy's own finalizer updates.
+		r.Merge(resourcePolicyReferent(ctx, lk, p.Namespace, rp.Name))
 	}
 	privilegeWarning(ctx, lk, p.Namespace, "the mover", privilege.Mover(nil, p.Spec.Mover, nil), &r)
 	if h := p.Spec.Hooks; h != nil {
@@ -417,4 +425,35 @@ func explicitIdentityInvalid(p *snapv1.SnapshotPolicy) bool {
 	id := p.Spec.Identity
 	return id != nil && ((id.Username != "" && identity.ComponentProblem(id.Username) != "") ||
 		(id.Hostname != "" && identity.ComponentProblem(id.Hostname) != ""))
+}
+
+// resourcePolicyReferent checks the volume policies a policy names: an
+// invalid document fails every run, so it is refused; one not there yet
+// (GitOps may apply it next) or not readable is a warning.
+func resourcePolicyReferent(ctx context.Context, lk Lookup, ns, name string) Result {
+	var r Result
+	cm, err := lk.ConfigMap(ctx, ns, name)
+	switch {
+	case errors.Is(err, ErrNotGiven):
+		r.Warn("spec.resourcePolicy: ConfigMap %s/%s is not among the given manifests, so its volume policies were not checked", ns, name)
+		return r
+	case err != nil:
+		r.Warn("spec.resourcePolicy: could not read ConfigMap %s/%s (%v); its volume policies were not checked, and every run checks them again", ns, name, err)
+		return r
+	case cm == nil:
+		r.Warn("spec.resourcePolicy: ConfigMap %s/%s does not exist; every run of this policy fails until it is created", ns, name)
+		return r
+	}
+	doc, err := volumepolicy.FromConfigMap(cm)
+	if err == nil {
+		var warnings []string
+		warnings, err = doc.Validate()
+		for _, w := range warnings {
+			r.Warn("spec.resourcePolicy: ConfigMap %s/%s: %s", ns, name, w)
+		}
+	}
+	if err != nil {
+		r.Also(fieldErr("spec.resourcePolicy.name", "ConfigMap %s/%s holds invalid volume policies, so every run of this policy would fail: %v", ns, name, err))
+	}
+	return r
 }

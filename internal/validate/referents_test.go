@@ -37,6 +37,9 @@ func (broken) SnapshotPolicies(context.Context) ([]snapv1.SnapshotPolicy, error)
 func (broken) PVCs(context.Context, string) ([]metav1.ObjectMeta, error)         { return nil, errDown }
 func (broken) Snapshots(context.Context, string) ([]snapv1.Snapshot, error)      { return nil, errDown }
 func (broken) Restores(context.Context, string) ([]snapv1.Restore, error)        { return nil, errDown }
+func (broken) ConfigMap(context.Context, string, string) (*corev1.ConfigMap, error) {
+	return nil, errDown
+}
 
 func TestTenancy(t *testing.T) {
 	ctx := context.Background()
@@ -123,6 +126,35 @@ func TestIdentityCollision(t *testing.T) {
 	r := PolicyReferents(ctx, broken{}, policyWith("new", "shared", "data"), nil)
 	if !r.OK() || len(r.Warnings) == 0 {
 		t.Fatalf("unreadable referents should allow with a warning, got %v %v", r.Problems(), r.Warnings)
+	}
+}
+
+// A recipe's volume-policy ConfigMap is checked when the policy names it:
+// invalid is refused, missing or unreadable only warned about, and an
+// update that leaves the reference alone is not refused for it.
+func TestResourcePolicyReferent(t *testing.T) {
+	ctx := context.Background()
+	objs := NewObjects()
+	objs.Add(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "billing", Name: "bad"},
+		Data: map[string]string{"policy.yaml": "version: v2\n"}})
+	objs.Add(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "billing", Name: "good"},
+		Data: map[string]string{"policy.yaml": "version: v1\nvolumePolicies: [{conditions: {}, action: {type: skip}}]\n"}})
+	with := func(cm string) *snapv1.SnapshotPolicy {
+		p := policyWith("p", "shared", "data")
+		p.Spec.ResourcePolicy = &snapv1.ResourcePolicyRef{Name: cm}
+		return p
+	}
+	expect(t, PolicyReferents(ctx, objs, with("good"), nil), "", "")
+	expect(t, PolicyReferents(ctx, objs, with("bad"), nil), "spec.resourcePolicy.name", "ConfigMap billing/bad holds invalid volume policies")
+	if r := PolicyReferents(ctx, objs, with("bad"), with("bad")); !r.OK() {
+		t.Fatalf("an update leaving the reference alone: %v", r.Problems())
+	}
+	expect(t, PolicyReferents(ctx, objs, with("bad"), with("good")), "spec.resourcePolicy.name", "invalid volume policies")
+	for _, lk := range []Lookup{objs, broken{}} {
+		r := PolicyReferents(ctx, lk, with("absent"), nil)
+		if !r.OK() || !strings.Contains(strings.Join(r.Warnings, "\n"), "spec.resourcePolicy") {
+			t.Fatalf("a missing or unreadable ConfigMap: problems %v, warnings %v", r.Problems(), r.Warnings)
+		}
 	}
 }
 
