@@ -49,6 +49,15 @@ spec:
 		return meta.FindStatusCondition(p.Status.Conditions, wellknown.ConditionFanoutCapped)
 	}
 
+	// The schedule's first firing (runOnCreate) is refused and recorded on
+	// the policy; nothing else fires it before the CLI below.
+	eventually(t, func() error {
+		if c := policyCond(); c == nil || c.Status != metav1.ConditionTrue || c.Reason != "TooManyChildren" {
+			return fmt.Errorf("policy condition %s after the schedule's firing = %+v", wellknown.ConditionFanoutCapped, c)
+		}
+		return nil
+	})
+
 	// The CLI refuses with the count and the fix.
 	stdout, stderr, code := runSnapflow(t, "snapshot", "now", "--policy", "fleet", "-n", ns)
 	if code == 0 || !strings.Contains(stderr, "401") || !strings.Contains(stderr, "over the cap of 400") || !strings.Contains(stderr, "Narrow the pvcSelector") {

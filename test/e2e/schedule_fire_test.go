@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"crypto/rand"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -141,7 +144,10 @@ func names(ss []snapv1.Snapshot) []string {
 
 func TestForbidSkipsAndReplaceWaitsForAQueuedRun(t *testing.T) {
 	const ns = "schedule-concurrency"
-	backupNamespace(t, ns, 1, "  concurrency: {maxConcurrentJobs: 1}\n")
+	// The runs upload 4 MiB at 256 KiB/s: still running when Replace
+	// comes, however fast the machine, so Replace cancels a live mover.
+	backupNamespace(t, ns, 1, "  concurrency: {maxConcurrentJobs: 1}\n  moverDefaults: {throttle: {uploadBytesPerSecond: 262144}}\n")
+	writeRandom(t, filepath.Join(env.Functions.Node.PVCDir(ns, "app-data"), "big"), 4<<20)
 	kubectl(t, policy(ns, "app", "  copyMethod: Direct\n"), 0, "apply", "-f", "-")
 	// Another run holds the repository's only slot, so the first firing parks.
 	blocker := &batchv1.Job{}
@@ -333,5 +339,17 @@ spec:
 	}
 	if n := s.Status.NextSchedule; n == nil || n.Timezone != "UTC" || n.At.UTC().Hour() != 2 {
 		t.Fatalf("nextSchedule %+v, want 02:00 UTC", n)
+	}
+}
+
+// writeRandom writes n bytes that neither compress nor deduplicate.
+func writeRandom(t *testing.T, path string, n int) {
+	t.Helper()
+	buf := make([]byte, n)
+	if _, err := rand.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
