@@ -231,7 +231,7 @@ func validateManifests(ctx context.Context, paths []string, withMutated bool) ([
 			}
 			f.Warnings = append(f.Warnings, r.Warnings...)
 			f.Allowed = f.Allowed && r.OK()
-			patches, err := admission.Mutate(ctx, lookup, nil, admission.Create, e.obj, nil)
+			patches, _, err := admission.Mutate(ctx, lookup, nil, admission.Create, e.obj, nil)
 			if err != nil {
 				f.Allowed = false
 				f.Errors = append(f.Errors, FieldProblem{Message: err.Error()})

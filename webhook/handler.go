@@ -105,15 +105,15 @@ func (h *Handler) handle(ctx context.Context, req admission.Request) admission.R
 		}
 	}
 	if h.Mutate {
-		patches, err := snapadm.Mutate(ctx, h.Lookup, h.VolumePolicies, op, obj,
+		patches, warnings, err := snapadm.Mutate(ctx, h.Lookup, h.VolumePolicies, op, obj,
 			&snapadm.Requester{User: authorOf(req), Controller: h.Controllers[req.UserInfo.Username], Old: old})
 		if err != nil {
 			return admission.Denied(err.Error())
 		}
 		if len(patches) == 0 {
-			return admission.Allowed("")
+			return admission.Allowed("").WithWarnings(warnings...)
 		}
-		return admission.Patched("", patches...)
+		return admission.Patched("", patches...).WithWarnings(warnings...)
 	}
 	r := snapadm.Validate(ctx, h.Lookup, op, obj, old)
 	// A subresource write cannot change metadata, so only the object itself

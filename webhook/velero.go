@@ -168,7 +168,7 @@ func (v *VeleroBackups) handle(ctx context.Context, req admission.Request) admis
 // returns the merged document ("" when no baseline is configured), or why
 // they cannot be merged.
 func (v *VeleroBackups) merge(ctx context.Context, ns, kind, ownName string) (string, *volumepolicy.SourceRef, []string, error) {
-	global, gref, _, err := v.Policies.Global(ctx)
+	global, gref, ignored, err := v.Policies.Global(ctx)
 	if err != nil {
 		return "", nil, nil, fmt.Errorf("cannot merge the global backup volume policies into this Backup: %w", err)
 	}
@@ -177,6 +177,11 @@ func (v *VeleroBackups) merge(ctx context.Context, ns, kind, ownName string) (st
 	}
 	var own *volumepolicy.Document
 	var warnings []string
+	if len(ignored) > 0 {
+		// Said on every Backup, not once at start-up: the global document
+		// may have gained such a section since.
+		warnings = append(warnings, volumepolicy.IgnoredWarning(gref, ignored))
+	}
 	if ownName != "" {
 		if !strings.EqualFold(kind, "configmap") {
 			warnings = append(warnings, fmt.Sprintf("spec.resourcePolicy.kind %q is not configmap, so Velero ignores it; only the global volume policies apply", kind))

@@ -113,6 +113,21 @@ func TestVeleroBackupsFailValidationInsteadOfBeingRefused(t *testing.T) {
 	}
 }
 
+// Every Backup is told that the global document carries sections that
+// never apply globally, not only the log at start-up.
+func TestVeleroBackupsAreWarnedOfIgnoredGlobalSections(t *testing.T) {
+	global := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "snapflow-system", Name: "global"},
+		Data: map[string]string{"policies.yaml": "version: v1\nincludeExcludePolicy: {excludedNamespaceScopedResources: [secrets]}\nvolumePolicies: [{conditions: {storageClass: [gp2]}, action: {type: skip}}]\n"}}
+	c := fake.NewClientBuilder().WithObjects(global).Build()
+	v := &VeleroBackups{Client: c, Policies: &policysource.Resolver{Reader: c, Namespace: "snapflow-system", GlobalName: "global"}, Log: logr.Discard()}
+	for _, name := range []string{"first", "second"} {
+		resp := v.Handle(context.Background(), veleroRequest(t, `{"name":"`+name+`"}`))
+		if !resp.Allowed || len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "snapflow-system/global carries includeExcludePolicy: these sections are ignored globally") {
+			t.Fatalf("Backup %s: allowed %v, warnings %q", name, resp.Allowed, resp.Warnings)
+		}
+	}
+}
+
 // A queued Backup cannot be pointed away from its merged policies, and a
 // Backup arriving with snapflow's markers copied from another one is
 // merged all the same.

@@ -51,6 +51,9 @@ type runPlan struct {
 	decision      snapv1.VolumePolicyDecision
 	// project copies the repository's credentials into the run's namespace.
 	project bool
+	// ignoredGlobal warns that the global volume policies carry sections
+	// that never apply ("" when they do not).
+	ignoredGlobal string
 }
 
 func (p *runPlan) resolved() *snapv1.SnapshotResolved {

@@ -48,6 +48,9 @@ const (
 	ReasonIdentityCollision = "IdentityCollision"
 	// ReasonRunningHooks: a beforeSnapshot hook (a runJob) is still running.
 	ReasonRunningHooks = "RunningHooks"
+	// ReasonGlobalSectionsIgnored: the global volume policies carry
+	// sections other than volumePolicies, which never apply.
+	ReasonGlobalSectionsIgnored = "GlobalVolumePolicySectionsIgnored"
 	// ReasonRepositoryReclaiming: a maintenance run without kopia's safety
 	// margins is deleting content a backup could reuse.
 	ReasonRepositoryReclaiming = "RepositoryReclaiming"
@@ -209,6 +212,10 @@ func (f *Function) start(ctx context.Context, s *snapv1.Snapshot) error {
 		return err
 	}
 	log.Info("mover job created", "job", jobName)
+	if plan.ignoredGlobal != "" && f.Recorder != nil {
+		// Once per run, as Velero warns once per Backup.
+		f.Recorder.Event(s, corev1.EventTypeWarning, ReasonGlobalSectionsIgnored, plan.ignoredGlobal)
+	}
 	return f.markStarted(ctx, s, plan, jobName)
 }
 

@@ -29,6 +29,9 @@ func (f *Function) applyVolumePolicies(ctx context.Context, p *runPlan, pvc *cor
 	if err != nil {
 		return err
 	}
+	if stamp != nil && len(stamp.Ignored) > 0 {
+		p.ignoredGlobal = volumepolicy.IgnoredWarning(stamp.Global, stamp.Ignored)
+	}
 	d := snapv1.VolumePolicyDecision{PVC: pvc.Name, CopyMethod: p.copyMethod}
 	if stamp == nil {
 		d.Message = "no volume policies apply; the recipe's copyMethod decides"

@@ -178,7 +178,15 @@ type Requester struct {
 	Old        Object
 }
 
-func Mutate(ctx context.Context, lk validate.Lookup, vp VolumePolicies, op Operation, obj Object, req *Requester) ([]jsonpatch.Operation, error) {
+// The warnings are for the requester (a global volume-policy document
+// with sections that never apply, say).
+func Mutate(ctx context.Context, lk validate.Lookup, vp VolumePolicies, op Operation, obj Object, req *Requester) ([]jsonpatch.Operation, []string, error) {
+	var warnings []string
+	ops, err := mutateObject(ctx, lk, vp, op, obj, req, &warnings)
+	return ops, warnings, err
+}
+
+func mutateObject(ctx context.Context, lk validate.Lookup, vp VolumePolicies, op Operation, obj Object, req *Requester, warnings *[]string) ([]jsonpatch.Operation, error) {
 	switch o := obj.(type) {
 	case *snapv1.Snapshot:
 		var policy *snapv1.SnapshotPolicy
@@ -200,6 +208,9 @@ func Mutate(ctx context.Context, lk validate.Lookup, vp VolumePolicies, op Opera
 			stamp, err := vp.Resolve(ctx, policy)
 			if err != nil {
 				return nil, fmt.Errorf("cannot resolve the volume policies for this Snapshot: %w", err)
+			}
+			if stamp != nil && len(stamp.Ignored) > 0 {
+				*warnings = append(*warnings, volumepolicy.IgnoredWarning(stamp.Global, stamp.Ignored))
 			}
 			switch _, forged := o.Annotations[wellknown.AnnotationVolumePolicies]; {
 			case stamp != nil:

@@ -2,6 +2,7 @@ package admission_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,7 +26,7 @@ func TestMutateDropsABroughtVolumePolicyStamp(t *testing.T) {
 	s := &snapv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "billing",
 		Annotations: map[string]string{wellknown.AnnotationVolumePolicies: `{"rules":[{"action":{"type":"skip"}}]}`}},
 		Spec: snapv1.SnapshotSpec{PolicyRef: &snapv1.PolicyRef{Name: "p"}}}
-	ops, err := admission.Mutate(context.Background(), validate.NewObjects(), noPolicies{}, admission.Create, s, nil)
+	ops, _, err := admission.Mutate(context.Background(), validate.NewObjects(), noPolicies{}, admission.Create, s, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,4 +36,22 @@ func TestMutateDropsABroughtVolumePolicyStamp(t *testing.T) {
 		}
 	}
 	t.Fatalf("the brought stamp stays: %v", ops)
+}
+
+type ignoringGlobal struct{}
+
+func (ignoringGlobal) Resolve(context.Context, *snapv1.SnapshotPolicy) (*volumepolicy.Stamp, error) {
+	return &volumepolicy.Stamp{Global: &volumepolicy.SourceRef{ConfigMap: "snapflow-system/global"}, Rules: []volumepolicy.Rule{},
+		Ignored: []string{"includeExcludePolicy"}}, nil
+}
+
+// Each new Snapshot is told that the global document carries sections that
+// never apply globally, not only the log at start-up.
+func TestMutateWarnsOfIgnoredGlobalSections(t *testing.T) {
+	s := &snapv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "billing"},
+		Spec: snapv1.SnapshotSpec{PolicyRef: &snapv1.PolicyRef{Name: "p"}}}
+	_, warnings, err := admission.Mutate(context.Background(), validate.NewObjects(), ignoringGlobal{}, admission.Create, s, nil)
+	if err != nil || len(warnings) != 1 || !strings.Contains(warnings[0], "snapflow-system/global carries includeExcludePolicy") {
+		t.Fatalf("warnings %q (%v)", warnings, err)
+	}
 }

@@ -75,11 +75,11 @@ func (r *Resolver) Resolve(ctx context.Context, policy *snapv1.SnapshotPolicy) (
 		}
 		recipe, stamp.Recipe = doc, ref
 	}
-	global, ref, _, err := r.Global(ctx)
+	global, ref, ignored, err := r.Global(ctx)
 	if err != nil {
 		return nil, err
 	}
-	stamp.Global = ref
+	stamp.Global, stamp.Ignored = ref, ignored
 	if stamp.Recipe == nil && stamp.Global == nil {
 		return nil, nil
 	}

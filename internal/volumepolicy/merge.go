@@ -1,5 +1,10 @@
 package volumepolicy
 
+import (
+	"fmt"
+	"strings"
+)
+
 // Where a rule of the effective list came from.
 const (
 	FromRecipe = "recipe"
@@ -63,6 +68,19 @@ type Stamp struct {
 	Recipe *SourceRef `json:"recipe,omitempty"`
 	Global *SourceRef `json:"global,omitempty"`
 	Rules  []Rule     `json:"rules"`
+	// Ignored names the global document's sections other than
+	// volumePolicies, which never apply; it is reported, not stamped.
+	Ignored []string `json:"-"`
+}
+
+// IgnoredWarning says that the global document at ref carries sections
+// that do not apply globally (as in Velero, only volumePolicies do).
+func IgnoredWarning(ref *SourceRef, sections []string) string {
+	at := "the global backup volume policies ConfigMap"
+	if ref != nil {
+		at += " " + ref.ConfigMap
+	}
+	return fmt.Sprintf("%s carries %s: these sections are ignored globally, only its volumePolicies apply; move them to a Backup's own resourcePolicy, or remove them", at, strings.Join(sections, ", "))
 }
 
 // MergeDocuments is Velero's merge for one Backup: the backup's own document
