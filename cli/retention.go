@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
@@ -25,8 +27,11 @@ import (
 type RetentionPreview struct {
 	Retention snapv1.Retention    `json:"retention"`
 	Verdicts  []retention.Verdict `json:"verdicts"`
-	Keep      int                 `json:"keep"`
-	Prune     []string            `json:"prune"`
+	// Keep counts what retention keeps; Ignored what it does not decide
+	// on (not Succeeded, no kopia snapshot, being deleted).
+	Keep    int      `json:"keep"`
+	Ignored int      `json:"ignored"`
+	Prune   []string `json:"prune"`
 }
 
 func newRetentionCmd() *cobra.Command {
@@ -69,7 +74,14 @@ func newRetentionCmd() *cobra.Command {
 				return vs[i].Time.After(vs[j].Time)
 			})
 			res := RetentionPreview{Retention: *r, Verdicts: vs, Prune: retention.Prune(vs)}
-			res.Keep = len(vs) - len(res.Prune)
+			for _, v := range vs {
+				switch {
+				case v.Excluded != "":
+					res.Ignored++
+				case v.Keep:
+					res.Keep++
+				}
+			}
 			if res.Prune == nil {
 				res.Prune = []string{}
 			}
@@ -83,8 +95,8 @@ func newRetentionCmd() *cobra.Command {
 	f := preview.Flags()
 	f.StringVar(&policy, "policy", "", "SnapshotPolicy to preview, read with its Snapshots from the cluster")
 	f.StringVarP(&namespace, "namespace", "n", "default", "namespace of the policy")
-	f.StringVar(&retFile, "retention", "", "a SnapshotPolicy manifest, or a bare retention block (offline)")
-	f.StringVar(&snapFile, "snapshots", "", "Snapshots as a List or YAML documents, e.g. `kubectl get snapshots -o yaml` (offline)")
+	f.StringVar(&retFile, "retention", "", "`FILE` holding a SnapshotPolicy, or a bare retention block (offline)")
+	f.StringVar(&snapFile, "snapshots", "", "`FILE` of Snapshots, a List or YAML documents as kubectl get snapshots -o yaml prints them (offline)")
 	f.StringVarP(&output, "output", "o", OutputTable, "output format: table, json or yaml")
 	cmd.AddCommand(preview)
 	return cmd
@@ -155,6 +167,9 @@ func retentionFromFiles(retFile, snapFile string) (*snapv1.Retention, []snapv1.S
 	return r, snaps, multi > 1, nil
 }
 
+// readSnapshots reads Snapshots strictly: a document of another kind, or a
+// field the API does not have (a misspelt spec.pin), is an error naming
+// the document, never silently left out of the preview.
 func readSnapshots(path string) ([]snapv1.Snapshot, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -162,23 +177,49 @@ func readSnapshots(path string) ([]snapv1.Snapshot, error) {
 	}
 	var out []snapv1.Snapshot
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
-	for {
-		var doc struct {
-			Kind  string            `json:"kind"`
-			Items []snapv1.Snapshot `json:"items"`
-			snapv1.Snapshot
-		}
+	for i := 0; ; i++ {
+		var doc json.RawMessage
 		if err := dec.Decode(&doc); err != nil {
 			if errors.Is(err, io.EOF) {
 				return out, nil
 			}
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return nil, fmt.Errorf("%s: document %d: %w", path, i, err)
 		}
-		switch doc.Kind {
+		if len(doc) == 0 || string(doc) == "null" {
+			continue
+		}
+		var head struct {
+			Kind  string            `json:"kind"`
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := json.Unmarshal(doc, &head); err != nil {
+			return nil, fmt.Errorf("%s: document %d: %w", path, i, err)
+		}
+		items := []json.RawMessage{doc}
+		switch head.Kind {
 		case "List", "SnapshotList":
-			out = append(out, doc.Items...)
+			items = head.Items
 		case "Snapshot":
-			out = append(out, doc.Snapshot)
+		default:
+			return nil, fmt.Errorf("%s: document %d is a %q, not a Snapshot or a List of them", path, i, head.Kind)
+		}
+		for j, item := range items {
+			var s snapv1.Snapshot
+			strict, err := sigsjson.UnmarshalStrict(item, &s)
+			if err == nil && len(strict) > 0 {
+				err = errors.Join(strict...)
+			}
+			if err == nil && s.Kind != "Snapshot" {
+				err = fmt.Errorf("a %q, not a Snapshot", s.Kind)
+			}
+			if err != nil {
+				at := fmt.Sprintf("document %d", i)
+				if len(items) > 1 || head.Kind != "Snapshot" {
+					at += fmt.Sprintf(" item %d", j)
+				}
+				return nil, fmt.Errorf("%s: %s: %w", path, at, err)
+			}
+			out = append(out, s)
 		}
 	}
 }
@@ -204,5 +245,5 @@ func printRetention(w io.Writer, res RetentionPreview) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.Name, v.Time.UTC().Format(time.RFC3339), bucket, verdict, why)
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(w, "\n%d kept, %d would be pruned (nothing was deleted)\n", res.Keep, len(res.Prune))
+	fmt.Fprintf(w, "\n%d kept, %d would be pruned, %d not decided on (nothing was deleted)\n", res.Keep, len(res.Prune), res.Ignored)
 }

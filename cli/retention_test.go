@@ -31,7 +31,7 @@ spec:
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"NAME", "s3 ", "keep    latest,daily", "s1 ", "prune", "failed", "ignore   phase Failed", "pinned", "keep    pinned", "4 kept, 2 would be pruned", "would be pruned (nothing was deleted)"} {
+	for _, want := range []string{"NAME", "s3 ", "keep    latest,daily", "s1 ", "prune", "failed", "ignore   phase Failed", "pinned", "keep    pinned", "3 kept, 2 would be pruned, 1 not decided on (nothing was deleted)"} {
 		if !strings.Contains(strings.Join(strings.Fields(out), " "), strings.Join(strings.Fields(want), " ")) {
 			t.Errorf("output misses %q:\n%s", want, out)
 		}
@@ -43,8 +43,24 @@ spec:
 	}
 	// The two newest days are 01-03 (s3, the newer of two) and 01-02 (s1);
 	// s2 loses 01-03 to s3, and s0 is outside the window.
-	if strings.Join(res.Prune, ",") != "s2,s0" || res.Keep != 4 {
-		t.Fatalf("prune = %v keep = %d", res.Prune, res.Keep)
+	if strings.Join(res.Prune, ",") != "s2,s0" || res.Keep != 3 || res.Ignored != 1 {
+		t.Fatalf("prune = %v keep = %d ignored = %d", res.Prune, res.Keep, res.Ignored)
+	}
+	// Strict input: another kind, or a misspelt field, is refused naming
+	// the document, never left out of the preview.
+	for _, tc := range []struct{ doc, want string }{
+		{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`, `document 0 is a "ConfigMap", not a Snapshot`},
+		{`{"apiVersion":"kopiur.home-operations.com/v1alpha1","kind":"Snapshot","metadata":{"name":"x"},"spec":{"pinned":true}}`, `unknown field "spec.pinned"`},
+		{`{"apiVersion":"v1","kind":"List","items":[` + items[0] + `,{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"}}]}`, `document 0 item 1: a "Pod", not a Snapshot`},
+	} {
+		bad := write(t, dir, "bad.json", tc.doc)
+		if _, errOut, code := run(t, "retention", "preview", "--retention", policy, "--snapshots", bad); code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%s: exit %d, %q; want an error containing %q", tc.doc, code, errOut, tc.want)
+		}
+	}
+	help, _, _ := run(t, "retention", "preview", "--help")
+	if !strings.Contains(help, "--snapshots FILE") || !strings.Contains(help, "--retention FILE") {
+		t.Errorf("help placeholders:\n%s", help)
 	}
 	if _, errOut, code := run(t, "retention", "preview"); code != 1 || !strings.Contains(errOut, "--policy NAME") {
 		t.Fatalf("no input: %d %q", code, errOut)
