@@ -18,8 +18,12 @@ import (
 
 // PolicyCheck is what `snapflow policy check -o json` prints.
 type PolicyCheck struct {
-	Warnings []string               `json:"warnings,omitempty"`
-	Rules    []volumepolicy.Rule    `json:"rules"`
+	Warnings []string            `json:"warnings,omitempty"`
+	Rules    []volumepolicy.Rule `json:"rules"`
+	// Merged is the document Velero would use for a Backup with the
+	// recipe as its own policy: the recipe whole, the global
+	// volumePolicies appended.
+	Merged   *volumepolicy.Document `json:"merged,omitempty"`
 	Volume   string                 `json:"volume,omitempty"`
 	Decision *volumepolicy.Decision `json:"decision,omitempty"`
 }
@@ -39,11 +43,14 @@ func newPolicyCheckCmd() *cobra.Command {
 (Velero ResourcePolicies v1 documents, as files or as ConfigMap manifests),
 prints the effective list (recipe rules first, then the global ones) and,
 for a given volume, the action and the rule that matched. Use it to test a
-baseline before rolling it out.`,
+baseline before rolling it out.
+
+Exits 1 when a document is invalid, 2 when an input cannot be read or
+the flags do not fit together.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if policies == "" && global == "" {
-				return errors.New("give --policies FILE, --global FILE, or both")
+				return usage(errors.New("give --policies FILE, --global FILE, or both"))
 			}
 			var res PolicyCheck
 			recipe, w, err := loadPolicyFile(policies, "--policies")
@@ -60,11 +67,20 @@ baseline before rolling it out.`,
 					w = append(w, fmt.Sprintf("--global: %s ignored: only volumePolicies apply globally", strings.Join(other, ", ")))
 				}
 			}
+			if recipe != nil {
+				if other := recipe.OtherSections(); len(other) > 0 {
+					w = append(w, fmt.Sprintf("--policies: %s kept for Velero, but snapflow applies only volumePolicies", strings.Join(other, ", ")))
+				}
+			}
 			res.Warnings = append(res.Warnings, w...)
 			res.Rules = volumepolicy.Merge(recipe, base)
+			if res.Rules == nil {
+				res.Rules = []volumepolicy.Rule{}
+			}
+			res.Merged = volumepolicy.MergeDocuments(recipe, base)
 			vol, name, err := loadVolume(cmd, pvFile, pvcFile, volumeFrom)
 			if err != nil {
-				return err
+				return usage(err)
 			}
 			if name != "" {
 				d := volumepolicy.Decide(res.Rules, vol)
@@ -94,26 +110,29 @@ func loadPolicyFile(path, flag string) (*volumepolicy.Document, []string, error)
 	}
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", flag, err)
+		return nil, nil, usage(fmt.Errorf("%s: %w", flag, err))
 	}
 	var probe struct{ Kind string }
 	_ = yaml.Unmarshal(raw, &probe)
 	var doc *volumepolicy.Document
+	what := flag + " " + path
 	if probe.Kind == "ConfigMap" {
 		var cm corev1.ConfigMap
 		if err := yaml.UnmarshalStrict(raw, &cm); err != nil {
-			return nil, nil, fmt.Errorf("%s %s: %w", flag, path, err)
+			return nil, nil, fmt.Errorf("%s: %w", what, err)
 		}
+		// Named as the webhook names it, with the file it came from.
+		what = fmt.Sprintf("%s: ConfigMap %s/%s", what, cm.Namespace, cm.Name)
 		doc, err = volumepolicy.FromConfigMap(&cm)
 	} else {
 		doc, err = volumepolicy.Parse(raw)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s %s: %w", flag, path, err)
+		return nil, nil, fmt.Errorf("%s: %w", what, err)
 	}
 	warnings, err := doc.Validate()
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s %s is invalid: %w", flag, path, err)
+		return nil, nil, fmt.Errorf("%s is invalid: %w", what, err)
 	}
 	for i := range warnings {
 		warnings[i] = flag + ": " + warnings[i]

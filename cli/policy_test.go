@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -65,6 +66,9 @@ spec: {accessModes: [ReadWriteOnce]}
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("-o json: %v\n%s", err, out)
 	}
+	if res.Merged == nil || len(res.Merged.VolumePolicies) != 3 {
+		t.Fatalf("-o json lacks the merged document: %+v", res.Merged)
+	}
 	if len(res.Rules) != 3 || res.Decision == nil || res.Decision.Action != volumepolicy.Skip || res.Decision.Rule.Source != volumepolicy.FromGlobal || res.Decision.Rule.Index != 0 {
 		t.Fatalf("json = %+v", res)
 	}
@@ -80,7 +84,20 @@ spec: {accessModes: [ReadWriteOnce]}
 	if _, errOut, code := run(t, "policy", "check", "--global", ignored); code != 1 || !strings.Contains(errOut, "includeExcludePolicy.includedNamespaceScopedResources: '*' cannot be used") {
 		t.Fatalf("invalid ignored section of the baseline: exit %d %q", code, errOut)
 	}
-	if _, errOut, code := run(t, "policy", "check"); code != 1 || !strings.Contains(errOut, "--policies FILE") {
+	// Nothing to merge: rules is an empty list, not null.
+	empty := write(t, dir, "empty.yaml", "version: v1\n")
+	if out, _, code := run(t, "policy", "check", "--global", empty, "-o", "json"); code != 0 || !strings.Contains(out, `"rules": []`) {
+		t.Fatalf("no rules: exit %d\n%s", code, out)
+	}
+	if _, errOut, code := run(t, "policy", "check", "--global", filepath.Join(dir, "missing.yaml")); code != ExitUsage || !strings.Contains(errOut, "--global") {
+		t.Fatalf("an unreadable file: exit %d %q", code, errOut)
+	}
+	// A ConfigMap manifest is named as the webhook names it.
+	cmFile := write(t, dir, "cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: global, namespace: snapflow-system}\ndata:\n  policy.yaml: |\n    version: v2\n")
+	if _, errOut, code := run(t, "policy", "check", "--global", cmFile); code != 1 || !strings.Contains(errOut, "ConfigMap snapflow-system/global is invalid") {
+		t.Fatalf("an invalid ConfigMap manifest: exit %d %q", code, errOut)
+	}
+	if _, errOut, code := run(t, "policy", "check"); code != ExitUsage || !strings.Contains(errOut, "--policies FILE") {
 		t.Fatalf("no documents: %d %q", code, errOut)
 	}
 }

@@ -40,7 +40,10 @@ func newRetentionCmd() *cobra.Command {
 	preview := &cobra.Command{
 		Use:   "preview (--policy NAME [-n NAMESPACE] | --retention FILE --snapshots FILE)",
 		Short: "List which Snapshots GFS retention keeps, by which bucket, and which it would prune; deletes nothing",
-		Args:  cobra.NoArgs,
+		Long: `Lists which Snapshots GFS retention keeps, by which bucket, and which it
+would prune; deletes nothing. Exits 1 when an input is invalid, 2 when it
+cannot be read or the flags do not fit together.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var r *snapv1.Retention
 			var snaps []snapv1.Snapshot
@@ -48,13 +51,13 @@ func newRetentionCmd() *cobra.Command {
 			var err error
 			switch {
 			case policy != "" && (retFile != "" || snapFile != ""):
-				return errors.New("use --policy against the cluster, or --retention and --snapshots offline, not both")
+				return usage(errors.New("use --policy against the cluster, or --retention and --snapshots offline, not both"))
 			case policy != "":
 				r, snaps, multi, err = retentionFromCluster(cmd, namespace, policy)
 			case retFile != "" && snapFile != "":
 				r, snaps, multi, err = retentionFromFiles(retFile, snapFile)
 			default:
-				return errors.New("give --policy NAME, or both --retention FILE and --snapshots FILE")
+				return usage(errors.New("give --policy NAME, or both --retention FILE and --snapshots FILE"))
 			}
 			if err != nil {
 				return err
@@ -107,16 +110,16 @@ func newRetentionCmd() *cobra.Command {
 func retentionFromCluster(cmd *cobra.Command, ns, name string) (*snapv1.Retention, []snapv1.Snapshot, bool, error) {
 	c, err := kubeClient()
 	if err != nil {
-		return nil, nil, false, err
+		return nil, nil, false, usage(err)
 	}
 	var p snapv1.SnapshotPolicy
 	if err := c.Get(cmd.Context(), client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
-		return nil, nil, false, fmt.Errorf("read SnapshotPolicy %s/%s: %w", ns, name, err)
+		return nil, nil, false, usage(fmt.Errorf("read SnapshotPolicy %s/%s: %w", ns, name, err))
 	}
 	// Retention governs exactly the Snapshots carrying the policy's config label.
 	var list snapv1.SnapshotList
 	if err := c.List(cmd.Context(), &list, client.InNamespace(ns), client.MatchingLabels{wellknown.LabelConfig: name}); err != nil {
-		return nil, nil, false, fmt.Errorf("list Snapshots of %s/%s: %w", ns, name, err)
+		return nil, nil, false, usage(fmt.Errorf("list Snapshots of %s/%s: %w", ns, name, err))
 	}
 	return p.Spec.Retention, list.Items, retention.MultiRepo(&p), nil
 }
@@ -127,7 +130,7 @@ func retentionFromCluster(cmd *cobra.Command, ns, name string) (*snapv1.Retentio
 func retentionFromFiles(retFile, snapFile string) (*snapv1.Retention, []snapv1.Snapshot, bool, error) {
 	raw, err := os.ReadFile(retFile)
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("--retention: %w", err)
+		return nil, nil, false, usage(fmt.Errorf("--retention: %w", err))
 	}
 	var probe struct{ Kind string }
 	_ = yaml.Unmarshal(raw, &probe)
@@ -173,7 +176,7 @@ func retentionFromFiles(retFile, snapFile string) (*snapv1.Retention, []snapv1.S
 func readSnapshots(path string) ([]snapv1.Snapshot, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, usage(err)
 	}
 	var out []snapv1.Snapshot
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)

@@ -62,7 +62,7 @@ spec:
 	if !strings.Contains(help, "--snapshots FILE") || !strings.Contains(help, "--retention FILE") {
 		t.Errorf("help placeholders:\n%s", help)
 	}
-	if _, errOut, code := run(t, "retention", "preview"); code != 1 || !strings.Contains(errOut, "--policy NAME") {
+	if _, errOut, code := run(t, "retention", "preview"); code != ExitUsage || !strings.Contains(errOut, "--policy NAME") {
 		t.Fatalf("no input: %d %q", code, errOut)
 	}
 }

@@ -54,6 +54,26 @@ type exitError struct {
 func (e exitError) Error() string { return e.msg }
 func (e exitError) ExitCode() int { return e.code }
 
+// ExitUsage is the exit code of a usage or I/O error (a missing flag, a
+// file that cannot be read) for the offline checks: validate, policy
+// check and retention preview exit 1 for what they found wrong in the
+// input, 2 when they could not look at it.
+const ExitUsage = 2
+
+// usageError marks err as a usage or I/O error.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+func (e usageError) ExitCode() int { return ExitUsage }
+
+func usage(err error) error {
+	if err == nil {
+		return nil
+	}
+	return usageError{err}
+}
+
 func newValidateCmd() *cobra.Command {
 	var files []string
 	var output string
@@ -67,15 +87,16 @@ merge. Schema defaults are applied and unknown fields reported as the API
 server would. Rules that read other objects use the other objects in the
 given files, and say so when a referent is not among them.
 
-Exits 1 when anything would be denied.`,
+Exits 1 when anything would be denied, 2 when the manifests cannot be
+read.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(files) == 0 {
-				return errors.New("give at least one manifest with -f FILE or -f DIR")
+				return usage(errors.New("give at least one manifest with -f FILE or -f DIR"))
 			}
 			findings, err := validateManifests(cmd.Context(), files, showMutations)
 			if err != nil {
-				return err
+				return usage(err)
 			}
 			if err := printFindings(cmd.OutOrStdout(), output, findings, showMutations); err != nil {
 				return err

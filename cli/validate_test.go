@@ -208,7 +208,7 @@ spec: {policyRef: {name: p}}
 			t.Errorf("--show-mutations misses %q:\n%s", want, out)
 		}
 	}
-	if _, errOut, code := run(t, "validate"); code != 1 || !strings.Contains(errOut, "-f FILE") {
+	if _, errOut, code := run(t, "validate"); code != ExitUsage || !strings.Contains(errOut, "-f FILE") {
 		t.Fatalf("no -f: exit %d %q", code, errOut)
 	}
 }
