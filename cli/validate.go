@@ -187,20 +187,16 @@ func validateManifests(ctx context.Context, paths []string, withMutated bool) ([
 			name, _ = meta["generateName"].(string)
 		}
 		ns, _ := meta["namespace"].(string)
-		if apiVersion == "v1" && kind == "Namespace" {
-			b, _ := json.Marshal(d.obj)
-			var n corev1.Namespace
-			if json.Unmarshal(b, &n) == nil {
-				lookup.Add(&n)
+		if apiVersion == "v1" && (kind == "Namespace" || kind == "ConfigMap") {
+			// Namespaces for tenancy, ConfigMaps for a recipe's volume
+			// policies: read by the rules of the objects naming them.
+			var obj any = &corev1.Namespace{}
+			if kind == "ConfigMap" {
+				obj = &corev1.ConfigMap{}
 			}
-			continue
-		}
-		if apiVersion == "v1" && kind == "ConfigMap" {
-			// A recipe's volume policies, checked with the policy naming it.
 			b, _ := json.Marshal(d.obj)
-			var cm corev1.ConfigMap
-			if json.Unmarshal(b, &cm) == nil {
-				lookup.Add(&cm)
+			if json.Unmarshal(b, obj) == nil {
+				lookup.Add(obj)
 			}
 			continue
 		}
