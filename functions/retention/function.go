@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -103,11 +104,12 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 	if err != nil {
 		return err
 	}
-	if p.Spec.Suspend || len(paused) > 0 {
+	if p.Spec.Suspend || (len(paused) > 0 && !kernel.MultiRepo(&p)) {
 		// A suspended recipe is skipped entirely: nothing is pruned; only
 		// the printer column and the repositories condition keep up. So
-		// is one writing to a suspended repository, whose data is not to
-		// be touched (GFS spans all of a policy's repositories).
+		// is one whose only repository is suspended; a policy writing to
+		// several keeps a window per repository, and only the suspended
+		// ones' are left alone (below).
 		if p.Status.RepositorySummary == RepositorySummary(&p) && foundIs(p.Status.Conditions, found) {
 			return nil
 		}
@@ -129,7 +131,11 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 	if p.Spec.Retention != nil {
 		cands := make([]kernel.Candidate, 0, len(list.Items))
 		for i := range list.Items {
-			cands = append(cands, kernel.FromSnapshot(&list.Items[i], kernel.MultiRepo(&p)))
+			c := kernel.FromSnapshot(&list.Items[i], kernel.MultiRepo(&p))
+			if r := list.Items[i].Spec.Repository; r != nil && c.Excluded == "" && slices.Contains(paused, validate.RepoKey(*r, ns)) {
+				c.Excluded = "its repository is suspended"
+			}
+			cands = append(cands, c)
 		}
 		verdicts := kernel.Select(*p.Spec.Retention, cands)
 		for _, v := range verdicts {

@@ -281,11 +281,13 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 			continue
 		}
 		// So is one whose every repository is suspended; with some of
-		// them suspended, their runs wait for the resume.
-		if _, all, err := snapshot.SuspendedRepositories(ctx, f.Client, p); err != nil {
+		// them suspended, only those repositories' runs are left out.
+		paused, all, err := snapshot.SuspendedRepositories(ctx, f.Client, p)
+		if err != nil {
 			return false, err
-		} else if all {
-			suspended = append(suspended, p.Name)
+		}
+		if all {
+			suspended = append(suspended, fmt.Sprintf("%s (every repository suspended: %s)", p.Name, strings.Join(paused, ", ")))
 			continue
 		}
 		base := expand.Base(s.Name, slot)
@@ -299,6 +301,7 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 		names, err := snapshot.Mint(ctx, f.Client, p, base, snapshot.Minted{
 			Origin: snapv1.OriginScheduled, OnScheduleDelete: onDelete,
 			Labels: map[string]string{wellknown.LabelSchedule: s.Name, wellknown.LabelScheduleUID: string(s.UID)},
+			Skip:   paused,
 		})
 		if err != nil && transientMint(err) {
 			// The slot stays pinned and the redelivered event (or the next
@@ -314,7 +317,7 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 		}
 	}
 	if len(suspended) > 0 {
-		f.event(s, false, reasonPolicySuspended, "slot %s: skipped for suspended SnapshotPolicy %s (its spec.suspend, or that of every repository it writes to)", slot.UTC().Format(time.RFC3339), strings.Join(suspended, ", "))
+		f.event(s, false, reasonPolicySuspended, "slot %s: skipped for suspended SnapshotPolicy %s", slot.UTC().Format(time.RFC3339), strings.Join(suspended, ", "))
 	}
 	msg := fmt.Sprintf("slot %s created %d Snapshot(s)", slot.UTC().Format(time.RFC3339), len(minted))
 	if len(failed) > 0 && now.Before(giveUp) {

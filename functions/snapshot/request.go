@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -124,6 +125,10 @@ type Minted struct {
 	OnScheduleDelete snapv1.CascadePolicy
 	// Annotations are stamped on each Snapshot (who requested it).
 	Annotations map[string]string
+	// Skip names repositories (validate.RepoKey) whose children are not
+	// minted: a schedule leaves out suspended ones, so their runs do not
+	// wait unfinished and hold back the healthy repositories' slots.
+	Skip []string
 }
 
 // Mint creates the Snapshots of one firing of p. Names are deterministic,
@@ -153,6 +158,9 @@ func Mint(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy, base s
 	}
 	var names []string
 	for _, ch := range children {
+		if ch.Repository != nil && slices.Contains(m.Skip, validate.RepoKey(*ch.Repository, p.Namespace)) {
+			continue
+		}
 		labels := map[string]string{wellknown.LabelConfig: p.Name, wellknown.LabelOrigin: string(m.Origin)}
 		for k, v := range m.Labels {
 			labels[k] = v

@@ -8,6 +8,8 @@ package expr
 import (
 	"errors"
 	"fmt"
+	"regexp"
+	"sort"
 	"strings"
 	"sync"
 
@@ -316,3 +318,33 @@ func skipString(src string, i int) int {
 
 func isIdentStart(c byte) bool { return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 func isIdentPart(c byte) bool  { return isIdentStart(c) || c >= '0' && c <= '9' }
+
+// PreflightGuards maps each preflight value that is absent until snapflow
+// has observed it to the flag that says it is there.
+var PreflightGuards = map[string]string{
+	"repository.snapshotCount":          "repository.snapshotCountKnown",
+	"repository.indexBlobCount":         "repository.indexBlobCountKnown",
+	"repository.sizeBytes":              "repository.sizeBytesKnown",
+	"repository.lastHealthyAgeSeconds":  "repository.lastHealthyKnown",
+	"repository.lastReverifyAgeSeconds": "repository.lastReverifyKnown",
+	"maintenance.lastSuccessAgeSeconds": "maintenance.hasRun",
+}
+
+var selection = regexp.MustCompile(`\b(repository|maintenance)\.([A-Za-z_][A-Za-z0-9_]*)`)
+
+// Unguarded lists the values src reads without reading their guard flag:
+// such a check holds the run until the value has been observed.
+func Unguarded(src string) []string {
+	read := map[string]bool{}
+	for _, m := range selection.FindAllStringSubmatch(src, -1) {
+		read[m[1]+"."+m[2]] = true
+	}
+	var out []string
+	for v, guard := range PreflightGuards {
+		if read[v] && !read[guard] {
+			out = append(out, v)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

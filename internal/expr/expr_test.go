@@ -61,3 +61,21 @@ func TestEval(t *testing.T) {
 		t.Fatalf("EvalBool = %v, %v; want false", ok, err)
 	}
 }
+
+func TestUnguarded(t *testing.T) {
+	for _, tc := range []struct {
+		src  string
+		want string
+	}{
+		{"repository.ready", ""},
+		{"repository.indexBlobCount < 500", "repository.indexBlobCount"},
+		{"!repository.indexBlobCountKnown || repository.indexBlobCount < 500", ""},
+		{"maintenance.hasRun && maintenance.lastSuccessAgeSeconds < 86400", ""},
+		{"maintenance.lastSuccessAgeSeconds < 86400 && repository.sizeBytes > 0", "maintenance.lastSuccessAgeSeconds,repository.sizeBytes"},
+		{"repository.snapshotCountKnown", ""},
+	} {
+		if got := strings.Join(Unguarded(tc.src), ","); got != tc.want {
+			t.Errorf("Unguarded(%q) = %q, want %q", tc.src, got, tc.want)
+		}
+	}
+}

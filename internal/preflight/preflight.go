@@ -89,14 +89,12 @@ func Vars(repo *snapv1.RepositoryStatus, maintenances []snapv1.Maintenance, now 
 	return map[string]any{"repository": r, "maintenance": m}
 }
 
-// observable are the values Vars leaves out until they are observed.
-var observable = []string{"snapshotCount", "indexBlobCount", "sizeBytes", "lastHealthyAgeSeconds", "lastReverifyAgeSeconds", "lastSuccessAgeSeconds"}
-
 // unobserved says whether err is a read of a value not observed yet (and
 // not of a key that never exists, a typo admission let through).
 func unobserved(err error) bool {
-	for _, k := range observable {
-		if strings.Contains(err.Error(), "no such key: "+k) {
+	for v := range expr.PreflightGuards {
+		_, key, _ := strings.Cut(v, ".")
+		if strings.Contains(err.Error(), "no such key: "+key) {
 			return true
 		}
 	}

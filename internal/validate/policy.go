@@ -46,6 +46,11 @@ func SnapshotPolicy(p *snapv1.SnapshotPolicy, opts Options) Result {
 	}
 	if s.Preflight != nil {
 		r.Also(preflight(s.Preflight).ViaField("spec.preflight"))
+		for i, c := range s.Preflight.Checks {
+			for _, v := range expr.Unguarded(c.Expr) {
+				r.Warn("spec.preflight.checks[%d].expr reads %s without %s: until snapflow has observed it, the check holds every run (and fails it after the timeout); write %s || ... or %s && ...", i, v, expr.PreflightGuards[v], "!"+expr.PreflightGuards[v], expr.PreflightGuards[v])
+			}
+		}
 	}
 	if s.Hooks != nil {
 		if len(s.Repositories) > 0 {

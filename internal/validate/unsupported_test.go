@@ -66,3 +66,14 @@ func TestPolicyUnsupported(t *testing.T) {
 		t.Fatalf("a stored adoption: %+v, want one warning and no error", r)
 	}
 }
+
+// A preflight check reading a value that may not be observed yet, without
+// its flag, is admitted with a warning saying it holds runs until then.
+func TestUnguardedPreflightWarns(t *testing.T) {
+	p := basePolicy()
+	p.Spec.Preflight = &snapv1.Preflight{Checks: []snapv1.PreflightCheck{{Name: "small", Expr: "repository.indexBlobCount < 500"}}}
+	r := SnapshotPolicy(p, admission)
+	if !r.OK() || !strings.Contains(strings.Join(r.Warnings, "\n"), "spec.preflight.checks[0].expr reads repository.indexBlobCount without repository.indexBlobCountKnown") {
+		t.Fatalf("problems %v, warnings %q", r.Problems(), r.Warnings)
+	}
+}

@@ -211,8 +211,9 @@ spec:
 	eventually(t, func() error {
 		tick(t, "c5")
 		for _, k := range scheduleSnapshots(t, ns, "often") {
-			if k.Name == old && k.DeletionTimestamp == nil && !k.Status.Phase.IsTerminal() {
-				return fmt.Errorf("the old run %s is still running", old)
+			if k.Name == old && k.DeletionTimestamp == nil {
+				// Throttled, it cannot finish first: Replace must cancel it.
+				return fmt.Errorf("the old run %s is still there (phase %s)", old, k.Status.Phase)
 			}
 			if k.Name == old && k.DeletionTimestamp != nil && k.Annotations[wellknown.AnnotationPrunedBy] != wellknown.PrunedByReplacedRun {
 				return fmt.Errorf("the replaced run must be stamped %s: %v", wellknown.PrunedByReplacedRun, k.Annotations)
