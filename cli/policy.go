@@ -93,6 +93,7 @@ the flags do not fit together.`,
 			return nil
 		},
 	}
+	cmd.SetFlagErrorFunc(flagUsage)
 	f := cmd.Flags()
 	f.StringVar(&policies, "policies", "", "the recipe's ResourcePolicies document or ConfigMap manifest")
 	f.StringVar(&global, "global", "", "the global baseline's document or ConfigMap manifest")

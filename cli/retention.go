@@ -96,6 +96,7 @@ cannot be read or the flags do not fit together.`,
 		},
 	}
 	f := preview.Flags()
+	preview.SetFlagErrorFunc(flagUsage)
 	f.StringVar(&policy, "policy", "", "SnapshotPolicy to preview, read with its Snapshots from the cluster")
 	f.StringVarP(&namespace, "namespace", "n", "default", "namespace of the policy")
 	f.StringVar(&retFile, "retention", "", "`FILE` holding a SnapshotPolicy, or a bare retention block (offline)")

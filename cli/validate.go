@@ -67,6 +67,9 @@ func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 func (e usageError) ExitCode() int { return ExitUsage }
 
+// flagUsage makes a flag that does not parse a usage error.
+func flagUsage(_ *cobra.Command, err error) error { return usage(err) }
+
 func usage(err error) error {
 	if err == nil {
 		return nil
@@ -113,6 +116,7 @@ read.`,
 			return nil
 		},
 	}
+	cmd.SetFlagErrorFunc(flagUsage)
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "manifest file or directory (YAML or JSON, searched recursively); repeatable")
 	cmd.Flags().StringVarP(&output, "output", "o", OutputTable, "output format: table, json or yaml")
 	cmd.Flags().BoolVar(&showMutations, "show-mutations", false, "print each object as the webhook would store it")

@@ -211,6 +211,11 @@ spec: {policyRef: {name: p}}
 	if _, errOut, code := run(t, "validate"); code != ExitUsage || !strings.Contains(errOut, "-f FILE") {
 		t.Fatalf("no -f: exit %d %q", code, errOut)
 	}
+	for _, args := range [][]string{{"validate", "--bogus"}, {"policy", "check", "--bogus"}, {"retention", "preview", "--bogus"}} {
+		if _, errOut, code := run(t, args...); code != ExitUsage || !strings.Contains(errOut, "unknown flag") {
+			t.Errorf("%v: exit %d %q, want %d", args, code, errOut, ExitUsage)
+		}
+	}
 }
 
 // A Repository seeded from a ClusterRepository passes through its tenancy gate.
