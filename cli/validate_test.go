@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -129,6 +130,22 @@ spec:
   sources: [{pvc: {name: data}}]
   resourcePolicy: {name: rules}
 ---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: unplaced}
+data:
+  policy.yaml: |
+    version: v1
+    volumePolicies: [{conditions: {}, action: {type: shred}}]
+---
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotPolicy
+metadata: {name: kustomized, namespace: billing}
+spec:
+  repository: {name: nas}
+  sources: [{pvc: {name: cache}}]
+  resourcePolicy: {name: unplaced}
+---
 apiVersion: kopiur.home-operations.com/v1alpha1
 kind: SnapshotPolicy
 metadata: {name: elsewhere, namespace: billing}
@@ -149,6 +166,9 @@ spec:
 	broken := byName["broken"]
 	if broken.Allowed || len(broken.Errors) != 1 || broken.Errors[0].Field != "spec.resourcePolicy.name" || !strings.Contains(broken.Errors[0].Message, "conditions.capacity") {
 		t.Fatalf("a recipe with invalid volume policies: %+v", broken)
+	}
+	if k := byName["kustomized"]; k.Allowed || !strings.Contains(fmt.Sprint(k.Errors), `"shred" is not an action type`) {
+		t.Fatalf("a ConfigMap given without a namespace is not checked: %+v", k)
 	}
 	if e := byName["elsewhere"]; !e.Allowed || !strings.Contains(strings.Join(e.Warnings, "\n"), "billing/not-given is not among the given manifests") {
 		t.Fatalf("a recipe whose ConfigMap was not given: %+v", e)

@@ -121,7 +121,11 @@ func inNamespace[T any](items []T, ns string, of func(*T) string) []T {
 	return out
 }
 
-// ConfigMap is a given ConfigMap.
+// ConfigMap is a given ConfigMap. One given without a namespace (applied
+// with kubectl -n, or by kustomize) is taken for any namespace's.
 func (o *Objects) ConfigMap(_ context.Context, ns, name string) (*corev1.ConfigMap, error) {
+	if cm, ok := o.ConfigMaps["/"+name]; ok && o.ConfigMaps[ns+"/"+name] == nil {
+		return cm, nil
+	}
 	return find(o, o.ConfigMaps, ns+"/"+name)
 }
