@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/snapflow/snapflow/internal/version"
 )
 
 // NewRoot builds the root command with every subcommand attached.
@@ -24,6 +26,9 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// --version prints what `snapflow version` prints.
+	root.Version = version.Get().Version
+	root.SetVersionTemplate(versionLine(version.Get()))
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: KUBECONFIG, in-cluster, ~/.kube/config)")

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -17,14 +18,7 @@ func newVersionCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			info := version.Get()
 			if output == OutputTable {
-				fmt.Fprintf(cmd.OutOrStdout(), "snapflow %s", info.Version)
-				if info.Commit != "" {
-					fmt.Fprintf(cmd.OutOrStdout(), " (%s)", info.Commit)
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), " %s %s\n", info.GoVersion, info.Platform)
-				if info.Image != "" {
-					fmt.Fprintf(cmd.OutOrStdout(), "image %s\n", info.Image)
-				}
+				fmt.Fprint(cmd.OutOrStdout(), versionLine(info))
 				return nil
 			}
 			return printStructured(cmd.OutOrStdout(), output, info)
@@ -32,4 +26,18 @@ func newVersionCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", OutputTable, "output format: table, json or yaml")
 	return cmd
+}
+
+// versionLine is the version as `snapflow version` and `--version` print it.
+func versionLine(info version.Info) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "snapflow %s", info.Version)
+	if info.Commit != "" {
+		fmt.Fprintf(&b, " (%s)", info.Commit)
+	}
+	fmt.Fprintf(&b, " %s %s\n", info.GoVersion, info.Platform)
+	if info.Image != "" {
+		fmt.Fprintf(&b, "image %s\n", info.Image)
+	}
+	return b.String()
 }

@@ -27,3 +27,12 @@ func TestVersionPrintsTheImage(t *testing.T) {
 		}
 	}
 }
+
+// --version says what `snapflow version` says.
+func TestVersionFlag(t *testing.T) {
+	flag, _, code := run(t, "--version")
+	cmd, _, _ := run(t, "version")
+	if code != 0 || flag != cmd || !strings.HasPrefix(flag, "snapflow ") {
+		t.Fatalf("--version: exit %d %q; version: %q", code, flag, cmd)
+	}
+}
