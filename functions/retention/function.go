@@ -95,15 +95,11 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 	if p.DeletionTimestamp != nil {
 		return nil // the policy cascade decides now
 	}
-	missing, err := f.missingRepositories(ctx, &p)
+	missing, paused, err := snapshot.PolicyRepositories(ctx, f.Client, &p)
 	if err != nil {
 		return err
 	}
 	found := repositoriesCondition(&p, missing)
-	paused, _, err := snapshot.SuspendedRepositories(ctx, f.Client, &p)
-	if err != nil {
-		return err
-	}
 	if p.Spec.Suspend || (len(paused) > 0 && !kernel.MultiRepo(&p)) {
 		// A suspended recipe is skipped entirely: nothing is pruned; only
 		// the printer column and the repositories condition keep up. So

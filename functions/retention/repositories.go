@@ -1,40 +1,16 @@
 package retention
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
-	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/conditions"
-	"github.com/snapflow/snapflow/internal/validate"
 )
-
-// missingRepositories lists the repositories p writes to that do not exist,
-// as kind/name.
-func (f *Function) missingRepositories(ctx context.Context, p *snapv1.SnapshotPolicy) ([]string, error) {
-	var missing []string
-	for _, ref := range validate.PolicyRefs(p) {
-		_, err := snapshot.GetRepository(ctx, f.Client, "", ref, p.Namespace)
-		switch {
-		case apierrors.IsNotFound(err):
-			kind := ref.Kind
-			if kind == "" {
-				kind = snapv1.KindRepository
-			}
-			missing = append(missing, fmt.Sprintf("%s/%s", kind, ref.Name))
-		case err != nil:
-			return nil, fmt.Errorf("read repository %s of policy %s/%s: %w", ref.Name, p.Namespace, p.Name, err)
-		}
-	}
-	return missing, nil
-}
 
 // repositoriesCondition says whether every repository p names exists: a
 // policy that fans out to a repository not yet made mints runs that wait
