@@ -49,12 +49,7 @@ func (f *Function) preflightHolds(ctx context.Context, s *snapv1.Snapshot, p *ru
 	}
 	stamp := metav1.NewTime(now.Truncate(1e9))
 	return true, f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
-		if st.Phase == "" {
-			st.Phase = snapv1.SnapshotPending
-		}
-		if st.Origin == "" {
-			st.Origin = originOf(s)
-		}
+		pending(st, s)
 		if st.PreflightSince == nil {
 			st.PreflightSince = &stamp
 		}

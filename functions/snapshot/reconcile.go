@@ -229,12 +229,7 @@ type gate struct {
 func (f *Function) hold(ctx context.Context, s *snapv1.Snapshot, g gate) error {
 	return f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
 		frozen := hooksStarted(st)
-		if st.Phase == "" {
-			st.Phase = snapv1.SnapshotPending
-		}
-		if st.Origin == "" {
-			st.Origin = originOf(s)
-		}
+		pending(st, s)
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: g.cond, Status: metav1.ConditionFalse, Reason: g.reason, Message: g.message, ObservedGeneration: gen})
 		if c := meta.FindStatusCondition(st.Conditions, wellknown.ConditionRepositorySlotAvailable); c != nil && c.Reason == ReasonSlotClaimed && !frozen {
 			// A run waiting for something else gives its slot back, unless
@@ -255,6 +250,16 @@ func (f *Function) hold(ctx context.Context, s *snapv1.Snapshot, g gate) error {
 // hooksStarted says whether beforeSnapshot hooks ran or are running.
 func hooksStarted(st *snapv1.SnapshotStatus) bool {
 	return st.Hooks != nil && (st.Hooks.PreCompletedAt != nil || len(st.Hooks.Results) > 0)
+}
+
+// pending marks a run that has not started yet: Pending, with its origin.
+func pending(st *snapv1.SnapshotStatus, s *snapv1.Snapshot) {
+	if st.Phase == "" {
+		st.Phase = snapv1.SnapshotPending
+	}
+	if st.Origin == "" {
+		st.Origin = originOf(s)
+	}
 }
 
 func originOf(s *snapv1.Snapshot) snapv1.Origin {

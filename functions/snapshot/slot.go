@@ -99,12 +99,7 @@ func (f *Function) takeSlot(ctx context.Context, s *snapv1.Snapshot, p *runPlan)
 		return true, msg, nil
 	}
 	err = f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
-		if st.Phase == "" {
-			st.Phase = snapv1.SnapshotPending
-		}
-		if st.Origin == "" {
-			st.Origin = originOf(s)
-		}
+		pending(st, s)
 		st.Resolved = p.resolved()
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionRepositorySlotAvailable, Status: metav1.ConditionTrue, Reason: ReasonSlotClaimed,
 			Message: "a slot of " + c.Repository + " is held for this run's hooks and staging", ObservedGeneration: gen})

@@ -143,12 +143,7 @@ func (f *Function) stagingExpired(s *snapv1.Snapshot, st *snapv1.Staging) bool {
 
 func (f *Function) setStaging(ctx context.Context, s *snapv1.Snapshot, staged *snapv1.Staged, waiting string) error {
 	return f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
-		if st.Phase == "" {
-			st.Phase = snapv1.SnapshotPending
-		}
-		if st.Origin == "" {
-			st.Origin = originOf(s)
-		}
+		pending(st, s)
 		st.Staged = staged
 		if waiting != "" {
 			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonStaging, Message: waiting, ObservedGeneration: gen})
