@@ -270,10 +270,7 @@ func PoolKey(kind snapv1.RepositoryKind, namespace, name string) string {
 // repository counts: anyone may label a Job of their own, and would
 // otherwise hold every backup of a shared repository.
 func (f *Function) reclaiming(ctx context.Context, r *RepositoryObject) (bool, string, error) {
-	ns := r.Namespace
-	if cr, ok := r.Obj.(*snapv1.ClusterRepository); ok {
-		ns = validate.MaintenanceNamespace(cr, f.Namespace)
-	}
+	ns := f.maintenanceNamespace(r)
 	var jobs batchv1.JobList
 	if err := f.Client.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{wellknown.LabelReclaiming: poolKey(r)}); err != nil {
 		return false, "", fmt.Errorf("list maintenance jobs: %w", err)

@@ -61,10 +61,7 @@ func (f *Function) preflightHolds(ctx context.Context, s *snapv1.Snapshot, p *ru
 // namespace allowed to maintain it (a ClusterRepository's maintenance
 // namespace, a Repository's own) that name it.
 func (f *Function) maintenancesOf(ctx context.Context, r *RepositoryObject) ([]snapv1.Maintenance, error) {
-	ns := r.Namespace
-	if cr, ok := r.Obj.(*snapv1.ClusterRepository); ok {
-		ns = validate.MaintenanceNamespace(cr, f.Namespace)
-	}
+	ns := f.maintenanceNamespace(r)
 	var list snapv1.MaintenanceList
 	if err := f.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		return nil, fmt.Errorf("list the maintenances of namespace %s for the preflight checks: %w", ns, err)
@@ -77,4 +74,13 @@ func (f *Function) maintenancesOf(ctx context.Context, r *RepositoryObject) ([]s
 		}
 	}
 	return out, nil
+}
+
+// maintenanceNamespace is where r's Maintenances may live: a Repository's
+// own namespace, or the one a ClusterRepository names for maintenance.
+func (f *Function) maintenanceNamespace(r *RepositoryObject) string {
+	if cr, ok := r.Obj.(*snapv1.ClusterRepository); ok {
+		return validate.MaintenanceNamespace(cr, f.Namespace)
+	}
+	return r.Namespace
 }
