@@ -65,10 +65,7 @@ spec:
 	if f.Allowed || f.Kind != "SnapshotPolicy" || f.Namespace != "billing" {
 		t.Fatalf("finding = %+v", f)
 	}
-	fields := map[string]string{}
-	for _, e := range f.Errors {
-		fields[e.Field] = e.Message
-	}
+	fields := errorsByField(f)
 	if !strings.Contains(fields["spec.retention"], "keeps no snapshots") || !strings.Contains(fields["spec.retension"], "unknown field") {
 		t.Fatalf("errors = %v", f.Errors)
 	}
@@ -91,15 +88,8 @@ spec:
   identity: {username: "", hostname: db}
   copyMethod: Sideways
 `)
-	out, _, code := run(t, "validate", "-f", dir, "-o", "json")
-	var findings []Finding
-	if err := json.Unmarshal([]byte(out), &findings); err != nil || code != 1 {
-		t.Fatalf("exit %d, -o json: %v\n%s", code, err, out)
-	}
-	fields := map[string]string{}
-	for _, e := range findings[0].Errors {
-		fields[e.Field] = e.Message
-	}
+	findings := validateJSON(t, dir, 1)
+	fields := errorsByField(findings[0])
 	if !strings.Contains(fields["spec.identity.username"], "at least 1 chars long") || !strings.Contains(fields["spec.copyMethod"], "supported values") {
 		t.Fatalf("errors = %v", findings[0].Errors)
 	}
@@ -154,11 +144,7 @@ spec:
   sources: [{pvc: {name: logs}}]
   resourcePolicy: {name: not-given}
 `)
-	out, _, code := run(t, "validate", "-f", dir, "-o", "json")
-	var findings []Finding
-	if err := json.Unmarshal([]byte(out), &findings); err != nil || code != 1 {
-		t.Fatalf("exit %d, -o json: %v\n%s", code, err, out)
-	}
+	findings := validateJSON(t, dir, 1)
 	byName := map[string]Finding{}
 	for _, f := range findings {
 		byName[f.Name] = f
@@ -261,4 +247,24 @@ spec:
 	if code != 1 || !strings.Contains(out, "spec.seed.from.repository: namespace \"billing\" is not in the allowedNamespaces of ClusterRepository \"shared\"") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
+}
+
+// validateJSON runs validate -o json over dir, expecting exit code want.
+func validateJSON(t *testing.T, dir string, want int) []Finding {
+	t.Helper()
+	out, errOut, code := run(t, "validate", "-f", dir, "-o", "json")
+	var findings []Finding
+	if err := json.Unmarshal([]byte(out), &findings); err != nil || code != want {
+		t.Fatalf("exit %d (want %d), -o json: %v\n%s%s", code, want, err, out, errOut)
+	}
+	return findings
+}
+
+// errorsByField maps each denied field of f to its message.
+func errorsByField(f Finding) map[string]string {
+	fields := map[string]string{}
+	for _, e := range f.Errors {
+		fields[e.Field] = e.Message
+	}
+	return fields
 }
