@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -210,16 +209,4 @@ func (f *Function) event(obj client.Object, warning bool, reason, format string,
 		typ = corev1.EventTypeWarning
 	}
 	f.Recorder.Eventf(obj, typ, reason, format, args...)
-}
-
-// activeJobs are the mover Jobs of unfinished children.
-func (f *Function) jobOf(ctx context.Context, s *snapv1.Snapshot) (*batchv1.Job, error) {
-	if s.Status.Job == nil || s.Status.Job.Name == "" {
-		return nil, nil
-	}
-	var j batchv1.Job
-	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Status.Job.Name}, &j); err != nil {
-		return nil, client.IgnoreNotFound(err)
-	}
-	return &j, nil
 }

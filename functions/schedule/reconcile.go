@@ -2,11 +2,13 @@ package schedule
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +20,7 @@ import (
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/conditions"
 	"github.com/snapflow/snapflow/internal/expand"
+	"github.com/snapflow/snapflow/internal/moverjob"
 	kernel "github.com/snapflow/snapflow/internal/schedule"
 )
 
@@ -459,12 +462,12 @@ func (f *Function) replace(ctx context.Context, s *snapv1.SnapshotSchedule, acti
 	}
 	for i := range active {
 		k := &active[i]
-		if j, err := f.jobOf(ctx, k); err != nil {
+		// The mover Job by the name its run gives it, whether or not status
+		// records it yet (a run that just claimed its slot may be creating
+		// it), and only if that run made it.
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: moverjob.Name(k.Name, string(k.UID))}}
+		if _, err := runtime.DeleteOwned(ctx, f.Client, j, k, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !errors.Is(err, runtime.ErrNotOwned) {
 			return "", err
-		} else if j != nil {
-			if err := f.Client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
-				return "", err
-			}
 		}
 		if err := snapshot.Prune(ctx, f.Client, k, wellknown.PrunedByReplacedRun); err != nil {
 			return "", err

@@ -1,0 +1,58 @@
+package schedule
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/moverjob"
+	"github.com/snapflow/snapflow/internal/scheme"
+)
+
+// Replace cancels a run whose mover Job exists but is not recorded in its
+// status yet (it had just claimed its slot): the Job is found by the name
+// the run gives it, and deleted only because the run made it.
+func TestReplaceDeletesTheJobOfARunStillStarting(t *testing.T) {
+	ctx := context.Background()
+	slot := time.Date(2026, 12, 6, 0, 45, 0, 0, time.UTC)
+	sched := &snapv1.SnapshotSchedule{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "often", UID: "sched-uid", Generation: 1},
+		Spec: snapv1.SnapshotScheduleSpec{PolicyRef: &snapv1.LocalObjectRef{Name: "app"},
+			Schedule: snapv1.Schedule{Cron: "*/5 * * * *", ConcurrencyPolicy: snapv1.ConcurrencyReplace}},
+	}
+	pol := &snapv1.SnapshotPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "app"},
+		Spec: snapv1.SnapshotPolicySpec{Repository: &snapv1.RepositoryRef{Name: "primary"}, CopyMethod: snapv1.CopyDirect,
+			Sources: []snapv1.Source{{PVC: &snapv1.LocalObjectRef{Name: "data"}}}}}
+	old := &snapv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "often-20261206004000", UID: "old-uid",
+		Labels: map[string]string{wellknown.LabelSchedule: "often", wellknown.LabelScheduleUID: "sched-uid", wellknown.LabelConfig: "app"}},
+		Spec: snapv1.SnapshotSpec{PolicyRef: &snapv1.PolicyRef{Name: "app"}},
+		Status: snapv1.SnapshotStatus{Phase: snapv1.SnapshotPending, Conditions: []metav1.Condition{{Type: wellknown.ConditionRepositorySlotAvailable,
+			Status: metav1.ConditionTrue, Reason: "SlotClaimed", LastTransitionTime: metav1.Now()}}}}
+	isController := true
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: moverjob.Name(old.Name, string(old.UID)),
+		Labels:          map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: snapv1.GroupVersion.String(), Kind: "Snapshot", Name: old.Name, UID: old.UID, Controller: &isController}}}}
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(sched, pol, old, job,
+		&snapv1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "primary"}}).
+		WithStatusSubresource(&snapv1.SnapshotSchedule{}, &snapv1.Snapshot{}).Build()
+	f := &Function{Client: c, Now: func() time.Time { return slot.Add(time.Second) }}
+	pin(t, f, sched, slot)
+	if err := f.Reconcile(ctx, "app", "often"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(job), &batchv1.Job{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the replaced run's mover Job is still there (%v)", err)
+	}
+	var got snapv1.Snapshot
+	if err := c.Get(ctx, client.ObjectKeyFromObject(old), &got); err == nil && got.Annotations[wellknown.AnnotationPrunedBy] != wellknown.PrunedByReplacedRun {
+		t.Fatalf("the replaced run was not pruned: %v", got.Annotations)
+	}
+}
