@@ -167,11 +167,12 @@ func (f *Function) reconcileRepository(ctx context.Context, ref snapv1.Repositor
 	var toDelete []*snapv1.Snapshot
 	var pending []deletion.Pending
 	byName := map[string]*snapv1.Snapshot{}
+	gone := map[string]bool{} // namespace → terminating, read once per pass
 	for _, s := range members {
 		if released[s.UID] {
 			continue
 		}
-		facts, err := f.facts(ctx, s, repo)
+		facts, err := f.facts(ctx, s, repo, gone)
 		if err != nil {
 			return err
 		}
@@ -262,21 +263,26 @@ func (f *Function) reconcileRepository(ctx context.Context, ref snapv1.Repositor
 
 // facts reads whether the Snapshot's schedule, policy and namespace still
 // exist, and what its repository says of namespace deletion.
-func (f *Function) facts(ctx context.Context, s *snapv1.Snapshot, repo *repoState) (deletion.Facts, error) {
+func (f *Function) facts(ctx context.Context, s *snapv1.Snapshot, repo *repoState, gone map[string]bool) (deletion.Facts, error) {
 	var fa deletion.Facts
 	if repo.spec != nil && repo.ref.Kind == snapv1.KindClusterRepository {
 		// Delete is refused on a Repository, which goes with the
 		// namespace; one stored before that rule is treated as Orphan.
 		fa.OnNamespaceDelete = repo.spec.OnNamespaceDelete
 	}
-	var ns corev1.Namespace
-	switch err := f.Client.Get(ctx, client.ObjectKey{Name: s.Namespace}, &ns); {
-	case apierrors.IsNotFound(err):
-		fa.NamespaceGone = true
-	case err != nil:
-		return fa, fmt.Errorf("read namespace %s to tell a namespace deletion apart: %w", s.Namespace, err)
-	default:
-		fa.NamespaceGone = ns.DeletionTimestamp != nil
+	if g, read := gone[s.Namespace]; read {
+		fa.NamespaceGone = g
+	} else {
+		var ns corev1.Namespace
+		switch err := f.Client.Get(ctx, client.ObjectKey{Name: s.Namespace}, &ns); {
+		case apierrors.IsNotFound(err):
+			fa.NamespaceGone = true
+		case err != nil:
+			return fa, fmt.Errorf("read namespace %s to tell a namespace deletion apart: %w", s.Namespace, err)
+		default:
+			fa.NamespaceGone = ns.DeletionTimestamp != nil
+		}
+		gone[s.Namespace] = fa.NamespaceGone
 	}
 	if name := s.Labels[wellknown.LabelSchedule]; name != "" {
 		var sched snapv1.SnapshotSchedule
