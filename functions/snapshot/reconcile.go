@@ -409,7 +409,7 @@ func (f *Function) afterHooks(ctx context.Context, s *snapv1.Snapshot) (bool, er
 	if s.Status.Hooks != nil && s.Status.Hooks.PostCompletedAt != nil {
 		return false, nil
 	}
-	reached := s.Status.Job != nil || (s.Status.Hooks != nil && (s.Status.Hooks.PreCompletedAt != nil || len(s.Status.Hooks.Results) > 0))
+	reached := s.Status.Job != nil || hooksStarted(&s.Status)
 	if !reached || s.Spec.PolicyRef == nil {
 		return false, nil
 	}
