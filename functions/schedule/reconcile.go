@@ -252,7 +252,7 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 	switch s.Spec.Schedule.ConcurrencyPolicy {
 	case snapv1.ConcurrencyAllow:
 	case snapv1.ConcurrencyReplace:
-		if held, err := f.replace(ctx, s, active); err != nil || held != "" {
+		if reason, held, err := f.replace(ctx, s, active); err != nil || held != "" {
 			if err != nil {
 				return false, err
 			}
@@ -260,7 +260,7 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 				if gen != s.Generation || !pinned(st) {
 					return
 				}
-				setCond(&st.Conditions, wellknown.ConditionReplacementHeld, true, "OldRunQueued", held, gen)
+				setCond(&st.Conditions, wellknown.ConditionReplacementHeld, true, reason, held, gen)
 			})
 		}
 	default: // Forbid
@@ -452,12 +452,26 @@ func (f *Function) notes(st *snapv1.SnapshotScheduleStatus, r *resolved, gen int
 
 // replace cancels the unfinished runs before a new slot fires: it deletes
 // each running run's mover Job and removes its Snapshot stamped
-// pruned-by: replaced-run. A run only queued for a slot is waited for
-// instead (the message says so); a finished run is never touched.
-func (f *Function) replace(ctx context.Context, s *snapv1.SnapshotSchedule, active []snapv1.Snapshot) (string, error) {
-	for _, k := range active {
+// pruned-by: replaced-run. A run only queued for a slot, or one that
+// claimed its slot and is still in its hooks (no mover Job yet), is waited
+// for instead (the message says so); a finished run is never touched.
+func (f *Function) replace(ctx context.Context, s *snapv1.SnapshotSchedule, active []snapv1.Snapshot) (reason, held string, err error) {
+	for i := range active {
+		k := &active[i]
 		if c := meta.FindStatusCondition(k.Status.Conditions, wellknown.ConditionRepositorySlotAvailable); c != nil && c.Status == metav1.ConditionFalse {
-			return fmt.Sprintf("the previous run %s is queued for a repository slot; the new slot fires once it started or finished", k.Name), nil
+			return "OldRunQueued", fmt.Sprintf("the previous run %s is queued for a repository slot; the new slot fires once it started or finished", k.Name), nil
+		}
+		if !snapshot.Starting(k) {
+			continue
+		}
+		// Its Job may exist before status records it; only a run with
+		// neither is still in its before-snapshot hooks.
+		err := f.Client.Get(ctx, client.ObjectKey{Namespace: k.Namespace, Name: moverjob.Name(k.Name, string(k.UID))}, &batchv1.Job{})
+		if apierrors.IsNotFound(err) {
+			return "OldRunStarting", fmt.Sprintf("the previous run %s is starting (its hooks may have quiesced the application); the new slot fires once its mover runs or it finished", k.Name), nil
+		}
+		if err != nil {
+			return "", "", fmt.Errorf("read the mover Job of run %s: %w", k.Name, err)
 		}
 	}
 	for i := range active {
@@ -467,14 +481,14 @@ func (f *Function) replace(ctx context.Context, s *snapv1.SnapshotSchedule, acti
 		// it), and only if that run made it.
 		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: moverjob.Name(k.Name, string(k.UID))}}
 		if _, err := runtime.DeleteOwned(ctx, f.Client, j, k, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !errors.Is(err, runtime.ErrNotOwned) {
-			return "", err
+			return "", "", err
 		}
 		if err := snapshot.Prune(ctx, f.Client, k, wellknown.PrunedByReplacedRun); err != nil {
-			return "", err
+			return "", "", err
 		}
 		f.event(s, false, reasonReplaced, "replaced the unfinished run %s", k.Name)
 	}
-	return "", nil
+	return "", "", nil
 }
 
 // history updates lastSuccessfulSchedule and consecutiveFailures and prunes

@@ -27,28 +27,30 @@ func (f *Function) caps(r *RepositoryObject) slots.Caps {
 	return c
 }
 
+// Starting reports whether the run holds a slot claim but has no mover Job
+// recorded: its hooks may have frozen the application, so cancelling it
+// now would leave them without their after-snapshot half.
+func Starting(s *snapv1.Snapshot) bool {
+	if s.Status.Job != nil || s.Status.Phase.IsTerminal() || s.DeletionTimestamp != nil {
+		return false
+	}
+	c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionRepositorySlotAvailable)
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonSlotClaimed
+}
+
 // claimOf is the run's slot claim, nil when it holds none: a claim lasts
 // until the run has a mover Job or ends.
 func claimOf(s *snapv1.Snapshot) *slots.Occupant {
-	if s.Status.Job != nil || s.Status.Phase.IsTerminal() || s.DeletionTimestamp != nil {
+	if !Starting(s) {
 		return nil
 	}
 	c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionRepositorySlotAvailable)
-	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonSlotClaimed {
-		return nil
-	}
 	r := s.Status.Resolved
 	if r == nil || r.Repository == nil {
 		return nil
 	}
-	kind, ns := r.Repository.Kind, r.Repository.Namespace
-	if kind == "" {
-		kind = snapv1.KindRepository
-	}
-	if ns == "" && kind == snapv1.KindRepository {
-		ns = s.Namespace
-	}
-	return &slots.Occupant{Pool: PoolKey(kind, ns, r.Repository.Name), Claim: true, At: c.LastTransitionTime.Time, ID: string(s.UID)}
+	q := r.Repository.Qualified(s.Namespace)
+	return &slots.Occupant{Pool: PoolKey(q.Kind, q.Namespace, q.Name), Claim: true, At: c.LastTransitionTime.Time, ID: string(s.UID)}
 }
 
 // occupants lists what holds slots: live mover Jobs, and the claims of
