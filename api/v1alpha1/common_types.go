@@ -29,6 +29,22 @@ type RepositoryRef struct {
 	Namespace string `json:"namespace,omitempty"`
 }
 
+// Qualified is the reference with its defaults made explicit, as written
+// in namespace referrer: the kind defaults to Repository, a Repository
+// without a namespace is the referrer's, a ClusterRepository has none.
+func (r RepositoryRef) Qualified(referrer string) RepositoryRef {
+	if r.Kind == "" {
+		r.Kind = KindRepository
+	}
+	switch {
+	case r.Kind == KindClusterRepository:
+		r.Namespace = ""
+	case r.Namespace == "":
+		r.Namespace = referrer
+	}
+	return r
+}
+
 // LocalObjectRef names an object in the referrer's namespace.
 type LocalObjectRef struct {
 	// +kubebuilder:validation:MinLength=1

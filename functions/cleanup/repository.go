@@ -47,17 +47,7 @@ func repoOf(s *snapv1.Snapshot) (snapv1.RepositoryRef, bool) {
 	if s.Status.Job == nil && (s.Status.Snapshot == nil || s.Status.Snapshot.KopiaSnapshotID == "") {
 		return snapv1.RepositoryRef{}, false
 	}
-	r := *s.Status.Resolved.Repository
-	if r.Kind == "" {
-		r.Kind = snapv1.KindRepository
-	}
-	if r.Kind == snapv1.KindRepository && r.Namespace == "" {
-		r.Namespace = s.Namespace
-	}
-	if r.Kind == snapv1.KindClusterRepository {
-		r.Namespace = ""
-	}
-	return r, true
+	return s.Status.Resolved.Repository.Qualified(s.Namespace), true
 }
 
 func poolKey(r snapv1.RepositoryRef) string { return snapshot.PoolKey(r.Kind, r.Namespace, r.Name) }

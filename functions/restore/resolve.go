@@ -161,12 +161,7 @@ func (f *Function) fromPolicy(ctx context.Context, rs *snapv1.Restore) (outcome,
 			repo = refs[0]
 		}
 	}
-	if repo.Kind == "" {
-		repo.Kind = snapv1.KindRepository
-	}
-	if repo.Kind == snapv1.KindRepository && repo.Namespace == "" {
-		repo.Namespace = ns
-	}
+	repo = repo.Qualified(ns)
 
 	// The policy's finished Snapshots in that repository are the catalog.
 	var list snapv1.SnapshotList

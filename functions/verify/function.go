@@ -133,12 +133,7 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 		errs = append(errs, projection.Sweep(ctx, f.Client, p.Namespace, f.now()))
 	}
 	for _, ref := range validate.PolicyRefs(&p) {
-		if ref.Kind == "" {
-			ref.Kind = snapv1.KindRepository
-		}
-		if ref.Kind == snapv1.KindRepository && ref.Namespace == "" {
-			ref.Namespace = p.Namespace
-		}
+		ref = ref.Qualified(p.Namespace)
 		if slices.Contains(paused, validate.RepoKey(ref, p.Namespace)) {
 			continue // a suspended repository is not read
 		}

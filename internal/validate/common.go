@@ -172,18 +172,11 @@ func repositoryRef(ref *snapv1.RepositoryRef) *apis.FieldError {
 // RepoKey is a normalised reference: kind/namespace/name, with the referrer's
 // namespace filled in for a Repository.
 func RepoKey(ref snapv1.RepositoryRef, referrerNamespace string) string {
-	kind := ref.Kind
-	if kind == "" {
-		kind = snapv1.KindRepository
+	q := ref.Qualified(referrerNamespace)
+	if q.Kind == snapv1.KindClusterRepository {
+		return string(q.Kind) + "/" + q.Name
 	}
-	if kind == snapv1.KindClusterRepository {
-		return string(kind) + "/" + ref.Name
-	}
-	ns := ref.Namespace
-	if ns == "" {
-		ns = referrerNamespace
-	}
-	return string(kind) + "/" + ns + "/" + ref.Name
+	return string(q.Kind) + "/" + q.Namespace + "/" + q.Name
 }
 
 // labelSelector refuses selectors the API server would reject or silently widen.
