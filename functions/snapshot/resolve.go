@@ -64,6 +64,12 @@ func (r *RepositoryObject) Homes() projection.Homes {
 			add(h.ConfigMaps, "ConfigMap", t.CABundleRef.Name, t.CABundleRef.Namespace)
 		}
 	}
+	if sf := r.Spec.Backend.SFTP; sf != nil {
+		add(h.Secrets, "Secret", sf.Auth.SecretRef.Name, sf.Auth.SecretRef.Namespace)
+	}
+	if dav := r.Spec.Backend.WebDAV; dav != nil && dav.Auth != nil {
+		add(h.Secrets, "Secret", dav.Auth.SecretRef.Name, dav.Auth.SecretRef.Namespace)
+	}
 	return h
 }
 
@@ -175,8 +181,17 @@ func backendFor(spec *snapv1.RepositorySpec) (kopia.Backend, JobMounts, error) {
 			m.Credentials = s.Auth.SecretRef.Name
 		}
 		return kopia.Backend{S3: out}, m, nil
+	case b.SFTP != nil:
+		s := b.SFTP
+		m.Credentials = s.Auth.SecretRef.Name
+		return kopia.Backend{SFTP: &kopia.SFTPBackend{Host: s.Host, Port: int(s.Port), Path: s.Path, Username: s.Username}}, m, nil
+	case b.WebDAV != nil:
+		if b.WebDAV.Auth != nil {
+			m.Credentials = b.WebDAV.Auth.SecretRef.Name
+		}
+		return kopia.Backend{WebDAV: &kopia.WebDAVBackend{URL: b.WebDAV.URL}}, m, nil
 	}
-	return kopia.Backend{}, m, fmt.Errorf("spec.backend: snapflow's mover supports the filesystem and s3 backends; this repository uses another one")
+	return kopia.Backend{}, m, fmt.Errorf("spec.backend: snapflow's mover supports the filesystem, s3, sftp and webDav backends; this repository uses another one")
 }
 
 // JobMounts is what a mover Job mounts or injects to reach a repository.

@@ -1,5 +1,5 @@
 // Package kopia is snapflow's kopia engine: it opens (and creates) kopia
-// repositories on the filesystem and S3 backends, takes snapshots with a
+// repositories on the filesystem, S3, SFTP and WebDAV backends, takes snapshots with a
 // snapflow policy, and lists, pins, deletes and restores them, all through
 // the kopia library in process. It knows nothing about Kubernetes objects
 // beyond the policy types it translates; callers resolve Secrets first.
@@ -11,15 +11,21 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	kopiafs "github.com/kopia/kopia/fs"
 	"github.com/kopia/kopia/repo/blob"
 	"github.com/kopia/kopia/repo/blob/filesystem"
 	"github.com/kopia/kopia/repo/blob/s3"
+	"github.com/kopia/kopia/repo/blob/sftp"
 	"github.com/kopia/kopia/repo/blob/throttling"
+	"github.com/kopia/kopia/repo/blob/webdav"
+	"github.com/studio-b12/gowebdav"
 )
 
 // Backend is a resolved storage location with its credentials; exactly one
@@ -27,6 +33,27 @@ import (
 type Backend struct {
 	Filesystem *FilesystemBackend `json:"filesystem,omitempty"`
 	S3         *S3Backend         `json:"s3,omitempty"`
+	SFTP       *SFTPBackend       `json:"sftp,omitempty"`
+	WebDAV     *WebDAVBackend     `json:"webDav,omitempty"`
+}
+
+// SFTPBackend is a directory on an SSH server. The server's key must be
+// in KnownHosts: there is no trust on first use.
+type SFTPBackend struct {
+	Host       string `json:"host"`
+	Port       int    `json:"port,omitempty"`
+	Path       string `json:"path"`
+	Username   string `json:"username"`
+	Password   string `json:"-"`
+	PrivateKey string `json:"-"`
+	KnownHosts string `json:"-"`
+}
+
+// WebDAVBackend is a collection on a WebDAV server.
+type WebDAVBackend struct {
+	URL      string `json:"url"`
+	Username string `json:"-"`
+	Password string `json:"-"`
 }
 
 // FilesystemBackend is a directory holding the repository.
@@ -56,6 +83,10 @@ func (b Backend) Kind() string {
 		return "filesystem"
 	case b.S3 != nil:
 		return "s3"
+	case b.SFTP != nil:
+		return "sftp"
+	case b.WebDAV != nil:
+		return "webDav"
 	}
 	return ""
 }
@@ -71,6 +102,10 @@ func (b Backend) String() string {
 			ep = "s3.amazonaws.com"
 		}
 		return fmt.Sprintf("s3://%s/%s at %s", b.S3.Bucket, b.S3.Prefix, ep)
+	case b.SFTP != nil:
+		return fmt.Sprintf("sftp://%s@%s:%d%s", b.SFTP.Username, b.SFTP.Host, b.SFTP.port(), b.SFTP.Path)
+	case b.WebDAV != nil:
+		return "webdav " + b.WebDAV.URL
 	}
 	return "no backend"
 }
@@ -111,18 +146,81 @@ func (b Backend) storage(ctx context.Context, create bool, limits throttling.Lim
 			return nil, classify(fmt.Errorf("open s3 storage %s: %w", b, err))
 		}
 		return st, nil
+	case b.SFTP != nil:
+		return b.SFTP.storage(ctx, create, limits)
+	case b.WebDAV != nil:
+		o := b.WebDAV
+		if create {
+			if err := o.ensureCollection(); err != nil {
+				return nil, err
+			}
+		}
+		st, err := webdav.New(ctx, &webdav.Options{URL: o.URL, Username: o.Username, Password: o.Password, Limits: limits}, create)
+		if err != nil {
+			return nil, classify(fmt.Errorf("open webdav storage %s: %w", o.URL, err))
+		}
+		return st, nil
 	}
-	return nil, &Error{Class: ClassInvalidConfig, Err: errors.New("no supported backend is set (snapflow's engine supports filesystem and s3)")}
+	return nil, &Error{Class: ClassInvalidConfig, Err: errors.New("no supported backend is set (snapflow's engine supports filesystem, s3, sftp and webDav)")}
+}
+
+func (o *SFTPBackend) port() int {
+	if o.Port == 0 {
+		return 22
+	}
+	return o.Port
+}
+
+// storage connects to the SSH server, which checks its host key against
+// KnownHosts (kopia would otherwise fall back to a known_hosts file of
+// the mover's home, which no mover has).
+func (o *SFTPBackend) storage(ctx context.Context, create bool, limits throttling.Limits) (blob.Storage, error) {
+	if strings.TrimSpace(o.KnownHosts) == "" {
+		return nil, &Error{Class: ClassInvalidConfig, Err: errors.New("the sftp backend has no known_hosts entry for the server: add the server's host key line (ssh-keyscan -p PORT HOST) to the auth Secret under KOPIA_SFTP_KNOWN_HOSTS_DATA; snapflow never trusts a host key on first use")}
+	}
+	if o.Password == "" && o.PrivateKey == "" {
+		return nil, &Error{Class: ClassInvalidConfig, Err: errors.New("the sftp backend has no credentials: put a password under KOPIA_SFTP_PASSWORD or a private key under KOPIA_SFTP_KEY_DATA in the auth Secret")}
+	}
+	st, err := sftp.New(ctx, &sftp.Options{Host: o.Host, Port: o.port(), Path: o.Path, Username: o.Username,
+		Password: o.Password, KeyData: o.PrivateKey, KnownHostsData: o.KnownHosts, Limits: limits}, create)
+	if err != nil {
+		return nil, classify(fmt.Errorf("open sftp storage %s:%d%s: %w", o.Host, o.port(), o.Path, err))
+	}
+	return st, nil
+}
+
+// ensureCollection creates the repository's collection and its parents:
+// kopia writes its first blobs into it and creates only the directories
+// below it.
+func (o *WebDAVBackend) ensureCollection() error {
+	u, err := url.Parse(o.URL)
+	if err != nil || u.Host == "" {
+		return &Error{Class: ClassInvalidConfig, Err: fmt.Errorf("webdav url %q is not an http:// or https:// URL", o.URL)}
+	}
+	dir := u.Path
+	u.Path, u.RawPath = "", ""
+	c := gowebdav.NewClient(u.String(), o.Username, o.Password)
+	c.SetTimeout(time.Minute)
+	if _, err := c.Stat(dir); err == nil {
+		return nil
+	}
+	if err := c.MkdirAll(dir, 0o700); err != nil {
+		return classify(fmt.Errorf("create the webdav collection %s: %w", o.URL, err))
+	}
+	return nil
 }
 
 // Error classes a caller can act on; they end up in status.failure.class.
 const (
-	ClassWrongPassword   = "WrongPassword"
-	ClassNotInitialized  = "RepositoryNotInitialized"
-	ClassUnreachable     = "Unreachable"
-	ClassBucketMissing   = "BucketMissing"
-	ClassAccessDenied    = "AccessDenied"
-	ClassInvalidConfig   = "InvalidConfig"
+	ClassWrongPassword  = "WrongPassword"
+	ClassNotInitialized = "RepositoryNotInitialized"
+	ClassUnreachable    = "Unreachable"
+	ClassBucketMissing  = "BucketMissing"
+	ClassAccessDenied   = "AccessDenied"
+	ClassInvalidConfig  = "InvalidConfig"
+	// ClassHostKeyRejected: the SSH server's key is not the one known_hosts
+	// names (or none is named for it).
+	ClassHostKeyRejected = "HostKeyRejected"
 	ClassSourceMissing   = "SourceMissing"
 	ClassSnapshotMissing = "SnapshotNotFound"
 	// ClassSourceNotAllowed: the snapshot belongs to a source the run's
@@ -162,6 +260,8 @@ func (e *Error) Hint() string {
 		return "the bucket does not exist: create it, or fix spec.backend.s3.bucket"
 	case ClassAccessDenied:
 		return "the storage refused the credentials: check the Secret named by the backend's auth.secretRef"
+	case ClassHostKeyRejected:
+		return "the SSH server's host key does not match the known_hosts entries in the auth Secret (KOPIA_SFTP_KNOWN_HOSTS_DATA): check that the host is the right one, then update the entry"
 	case ClassSourceMissing:
 		return "the source directory is not there: check that the PVC is mounted and holds data"
 	}
@@ -247,9 +347,18 @@ func classify(err error) error {
 	msg := strings.ToLower(err.Error())
 	var opErr *net.OpError
 	var dnsErr *net.DNSError
+	var davErr gowebdav.StatusError
 	switch {
 	case errors.Is(err, errInvalidPassword):
 		return &Error{Class: ClassWrongPassword, Err: err}
+	case strings.Contains(msg, "knownhosts: key is unknown") || strings.Contains(msg, "knownhosts: key mismatch"):
+		return &Error{Class: ClassHostKeyRejected, Err: err}
+	case strings.Contains(msg, "ssh: unable to authenticate"):
+		return &Error{Class: ClassAccessDenied, Err: err}
+	case errors.As(err, &davErr) && (davErr.Status == http.StatusUnauthorized || davErr.Status == http.StatusForbidden):
+		return &Error{Class: ClassAccessDenied, Err: err}
+	case errors.As(err, &davErr) && davErr.Status >= http.StatusInternalServerError:
+		return &Error{Class: ClassUnreachable, Err: err}
 	case errors.Is(err, errNotInitialized):
 		return &Error{Class: ClassNotInitialized, Err: err}
 	case strings.Contains(msg, "nosuchbucket") || strings.Contains(msg, "bucket does not exist") || strings.Contains(msg, "specified bucket does not exist"):

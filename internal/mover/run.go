@@ -347,6 +347,14 @@ func openOptions(o Options) (kopia.OpenOptions, error) {
 			s3.RootCA = ca
 		}
 		b.S3 = &s3
+	case b.SFTP != nil:
+		sf := *b.SFTP
+		sf.Password, sf.PrivateKey, sf.KnownHosts = o.Getenv(EnvSFTPPassword), o.Getenv(EnvSFTPKeyData), o.Getenv(EnvSFTPKnownHosts)
+		b.SFTP = &sf
+	case b.WebDAV != nil:
+		dav := *b.WebDAV
+		dav.Username, dav.Password = o.Getenv(EnvWebDAVUsername), o.Getenv(EnvWebDAVPassword)
+		b.WebDAV = &dav
 	}
 	open.Backend = b
 	return open, nil

@@ -36,6 +36,13 @@ const (
 	EnvAccessKeyID     = "AWS_ACCESS_KEY_ID"
 	EnvSecretAccessKey = "AWS_SECRET_ACCESS_KEY"
 	EnvSessionToken    = "AWS_SESSION_TOKEN"
+	// The keys of a webDav or sftp backend's auth Secret, named as kopia's
+	// own command line reads the WebDAV ones.
+	EnvWebDAVUsername = "KOPIA_WEBDAV_USERNAME"
+	EnvWebDAVPassword = "KOPIA_WEBDAV_PASSWORD"
+	EnvSFTPPassword   = "KOPIA_SFTP_PASSWORD"
+	EnvSFTPKeyData    = "KOPIA_SFTP_KEY_DATA"
+	EnvSFTPKnownHosts = "KOPIA_SFTP_KNOWN_HOSTS_DATA"
 )
 
 // WorkSpecKey is the ConfigMap key (and file name) holding the work spec.
