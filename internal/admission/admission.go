@@ -100,6 +100,7 @@ func Validate(ctx context.Context, lk validate.Lookup, op Operation, obj, old Ob
 		r = validate.Restore(o, opts)
 		if op == Create {
 			r.Merge(validate.RestoreReferents(ctx, lk, o))
+			r.Merge(validate.RestoreUnsupported(&o.Spec))
 		}
 	case *snapv1.Maintenance:
 		r = validate.Maintenance(o, opts)

@@ -27,12 +27,24 @@ var unsupportedRepositoryFields = []unsupportedField{
 		"snapflow does not run kopia's web UI"},
 	{"spec.parameters", func(s *snapv1.RepositorySpec) (any, bool) { return s.Parameters, s.Parameters != nil },
 		"snapflow does not change kopia's epoch or blob-retention parameters yet; set them with kopia's own tools"},
+	unsupportedBackend("azure", func(b *snapv1.Backend) (any, bool) { return b.Azure, b.Azure != nil }),
+	unsupportedBackend("b2", func(b *snapv1.Backend) (any, bool) { return b.B2, b.B2 != nil }),
+	unsupportedBackend("gcs", func(b *snapv1.Backend) (any, bool) { return b.GCS, b.GCS != nil }),
+	unsupportedBackend("gdrive", func(b *snapv1.Backend) (any, bool) { return b.GDrive, b.GDrive != nil }),
+	unsupportedBackend("rclone", func(b *snapv1.Backend) (any, bool) { return b.Rclone, b.Rclone != nil }),
 	{"spec.health.indexBlobWarnThreshold", func(s *snapv1.RepositorySpec) (any, bool) {
 		if s.Health == nil || s.Health.IndexBlobWarnThreshold == nil {
 			return nil, false
 		}
 		return *s.Health.IndexBlobWarnThreshold, true
 	}, "snapflow does not count a repository's index blobs yet, so no warning would come"},
+}
+
+// unsupportedBackend refuses a backend the mover cannot open yet: admitted,
+// every run against it would fail.
+func unsupportedBackend(name string, get func(*snapv1.Backend) (any, bool)) unsupportedField {
+	return unsupportedField{"spec.backend." + name, func(s *snapv1.RepositorySpec) (any, bool) { return get(&s.Backend) },
+		"snapflow's mover opens filesystem, s3, sftp and webDav repositories; every run against a " + name + " repository would fail. Use one of those backends (rclone can front most clouds behind webDav)"}
 }
 
 // RepositoryUnsupported refuses the fields snapflow does not act on yet,
@@ -70,17 +82,43 @@ func RepositoryUnsupported(prev, cur *snapv1.RepositorySpec, cluster bool) Resul
 	return r
 }
 
-// PolicyUnsupported is RepositoryUnsupported for a SnapshotPolicy.
+// PolicyUnsupported is RepositoryUnsupported for a SnapshotPolicy: its
+// adoption, and nfs and stream sources, which the mover cannot read yet.
 func PolicyUnsupported(prev, cur *snapv1.SnapshotPolicySpec) Result {
 	var r Result
-	if cur.Adoption == "" {
-		return r
+	refuse := func(path, why string, stored bool) {
+		msg := "not supported by snapflow yet: " + why + "; remove it"
+		if stored {
+			r.Warn("%s: %s (this SnapshotPolicy was stored with it, so it is kept, and does nothing)", path, msg)
+			return
+		}
+		r.Also(fieldErr(path, "%s", msg))
 	}
-	msg := "not supported by snapflow yet: snapflow does not scan repositories for snapshots it did not take, so there is nothing to adopt; remove it"
-	if prev != nil && prev.Adoption == cur.Adoption {
-		r.Warn("spec.adoption: %s (this SnapshotPolicy was stored with it, so it is kept, and does nothing)", msg)
-		return r
+	if cur.Adoption != "" {
+		refuse("spec.adoption", "snapflow does not scan repositories for snapshots it did not take, so there is nothing to adopt", prev != nil && prev.Adoption == cur.Adoption)
 	}
-	r.Also(fieldErr("spec.adoption", "%s", msg))
+	for i, src := range cur.Sources {
+		var had *snapv1.Source
+		if prev != nil && i < len(prev.Sources) {
+			had = &prev.Sources[i]
+		}
+		if src.NFS != nil {
+			refuse(fmt.Sprintf("spec.sources[%d].nfs", i), "snapflow's mover backs up PersistentVolumeClaims only, so every run of this source would fail; back up a PVC bound to the export instead",
+				had != nil && reflect.DeepEqual(had.NFS, src.NFS))
+		}
+		if src.Stream != nil {
+			refuse(fmt.Sprintf("spec.sources[%d].stream", i), "snapflow's mover cannot snapshot a command's output yet, so every run of this source would fail; dump into a PVC with a beforeSnapshot runJob hook and back that up",
+				had != nil && reflect.DeepEqual(had.Stream, src.Stream))
+		}
+	}
+	return r
+}
+
+// RestoreUnsupported refuses a streamExec target, which no mover fills yet.
+func RestoreUnsupported(cur *snapv1.RestoreSpec) Result {
+	var r Result
+	if cur.Target.StreamExec != nil {
+		r.Also(fieldErr("spec.target.streamExec", "not supported by snapflow yet: snapflow restores into PersistentVolumeClaims only; restore into a pvc target and load it from there; remove it"))
+	}
 	return r
 }

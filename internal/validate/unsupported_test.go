@@ -39,6 +39,17 @@ func TestRepositoryUnsupported(t *testing.T) {
 		{name: "onNamespaceDelete Delete on a ClusterRepository", cluster: true, cur: func(s *snapv1.RepositorySpec) { s.OnNamespaceDelete = snapv1.NamespaceDeleteDelete }},
 		{name: "onNamespaceDelete Delete stored before the rule", warning: "it acts as Orphan", prev: func(s *snapv1.RepositorySpec) { s.OnNamespaceDelete = snapv1.NamespaceDeleteDelete },
 			cur: func(s *snapv1.RepositorySpec) { s.OnNamespaceDelete = snapv1.NamespaceDeleteDelete }},
+		{name: "gcs backend", cur: func(s *snapv1.RepositorySpec) { s.Backend = snapv1.Backend{GCS: &snapv1.GCSBackend{Bucket: "b"}} }, path: "spec.backend.gcs", want: "every run against a gcs repository would fail"},
+		{name: "azure backend", cur: func(s *snapv1.RepositorySpec) { s.Backend = snapv1.Backend{Azure: &snapv1.AzureBackend{}} }, path: "spec.backend.azure", want: "filesystem, s3, sftp and webDav"},
+		{name: "rclone backend", cur: func(s *snapv1.RepositorySpec) {
+			s.Backend = snapv1.Backend{Rclone: &snapv1.RcloneBackend{RemotePath: "r:p"}}
+		}, path: "spec.backend.rclone", want: "rclone"},
+		{name: "webDav backend is supported", cur: func(s *snapv1.RepositorySpec) {
+			s.Backend = snapv1.Backend{WebDAV: &snapv1.WebDAVBackend{URL: "https://dav.example.com/r"}}
+		}},
+		{name: "sftp backend is supported", cur: func(s *snapv1.RepositorySpec) {
+			s.Backend = snapv1.Backend{SFTP: &snapv1.SFTPBackend{Host: "nas", Path: "/r", Username: "u", Auth: snapv1.SecretAuth{SecretRef: snapv1.SecretRef{Name: "ssh"}}}}
+		}},
 		{name: "onNamespaceDelete Orphan", cur: func(s *snapv1.RepositorySpec) { s.OnNamespaceDelete = snapv1.NamespaceDeleteOrphan }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,6 +76,15 @@ func TestPolicyUnsupported(t *testing.T) {
 	if r := PolicyUnsupported(adopt, adopt); !r.OK() || len(r.Warnings) != 1 {
 		t.Fatalf("a stored adoption: %+v, want one warning and no error", r)
 	}
+	nfs := &snapv1.SnapshotPolicySpec{Sources: []snapv1.Source{{PVC: &snapv1.LocalObjectRef{Name: "a"}}, {NFS: &snapv1.NFSExport{Server: "nas", Path: "/x"}}}}
+	expect(t, PolicyUnsupported(nil, nfs), "spec.sources[1].nfs", "PersistentVolumeClaims only")
+	if r := PolicyUnsupported(nfs, nfs); !r.OK() || len(r.Warnings) != 1 {
+		t.Fatalf("a stored nfs source: %+v, want one warning and no error", r)
+	}
+	stream := &snapv1.SnapshotPolicySpec{Sources: []snapv1.Source{streamSource("dump.sql")}}
+	expect(t, PolicyUnsupported(nfs, stream), "spec.sources[0].stream", "runJob hook")
+	expect(t, RestoreUnsupported(&snapv1.RestoreSpec{Target: snapv1.RestoreTarget{StreamExec: &snapv1.StreamExecTarget{}}}), "spec.target.streamExec", "pvc target")
+	expect(t, RestoreUnsupported(&snapv1.RestoreSpec{Target: snapv1.RestoreTarget{PVCRef: &snapv1.LocalObjectRef{Name: "d"}}}), "", "")
 }
 
 // A preflight check reading a value that may not be observed yet, without
