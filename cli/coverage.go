@@ -26,7 +26,7 @@ type coverageReport struct {
 	Items  []coverage.Verdict     `json:"items"`
 }
 
-func newCoverageCmd() *cobra.Command {
+func newCoverageCmd(kube *kubeFlags) *cobra.Command {
 	var namespace, output, global string
 	var all, failUnprotected bool
 	cmd := &cobra.Command{
@@ -59,11 +59,11 @@ not listed.`,
 			ns := ""
 			if !all {
 				var err error
-				if ns, err = namespaceOr(namespace); err != nil {
+				if ns, err = kube.namespace(namespace); err != nil {
 					return err
 				}
 			}
-			c, err := kubeClient()
+			c, err := kube.client()
 			if err != nil {
 				return err
 			}

@@ -22,7 +22,7 @@ type SnapshotDescription struct {
 	VolumePolicies *volumepolicy.Stamp `json:"volumePolicies,omitempty"`
 }
 
-func newDescribeCmd() *cobra.Command {
+func newDescribeCmd(kube *kubeFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "describe", Short: "Show snapflow objects with what snapflow decided about them"}
 	var namespace, output string
 	snap := &cobra.Command{
@@ -30,7 +30,11 @@ func newDescribeCmd() *cobra.Command {
 		Short: "Show a Snapshot, including its effective volume policies and the ConfigMaps they came from",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := kubeClient()
+			c, err := kube.client()
+			if err != nil {
+				return err
+			}
+			namespace, err := kube.namespace(namespace)
 			if err != nil {
 				return err
 			}
@@ -53,7 +57,7 @@ func newDescribeCmd() *cobra.Command {
 			return nil
 		},
 	}
-	snap.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace of the Snapshot")
+	snap.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace of the Snapshot (default: the kubeconfig's)")
 	snap.Flags().StringVarP(&output, "output", "o", OutputTable, "output format: table (text), json or yaml")
 	cmd.AddCommand(snap)
 	return cmd

@@ -9,7 +9,7 @@ import (
 	"github.com/snapflow/snapflow/internal/statemetrics"
 )
 
-func newExporterCmd() *cobra.Command {
+func newExporterCmd(kube *kubeFlags) *cobra.Command {
 	var addr string
 	var devLogs bool
 	cmd := &cobra.Command{
@@ -25,7 +25,7 @@ alerts work unchanged. It needs list and watch on those kinds, nothing else.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := zap.New(zap.UseDevMode(devLogs)).WithName("exporter")
 			ctrl.SetLogger(log)
-			cfg, err := restConfig()
+			cfg, err := kube.restConfig()
 			if err != nil {
 				return err
 			}

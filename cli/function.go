@@ -55,6 +55,7 @@ type functionFlags struct {
 	devLogs bool
 	// maintQuick and maintFull are the crons of default Maintenances.
 	maintQuick, maintFull string
+	kube                  *kubeFlags
 }
 
 func (f *functionFlags) register(cmd *cobra.Command) {
@@ -95,7 +96,7 @@ func envOr(k, def string) string {
 
 // functionsFor builds the named functions ("all" for every one).
 func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []string) ([]runtime.Function, error) {
-	cfg, err := restConfig()
+	cfg, err := f.kube.restConfig()
 	if err != nil {
 		return nil, err
 	}
@@ -205,6 +206,7 @@ type senderFlags struct {
 	trusted   []string
 	triggers  []string
 	anySender bool
+	kube      *kubeFlags
 }
 
 func (s *senderFlags) register(cmd *cobra.Command) {
@@ -224,7 +226,7 @@ func (s *senderFlags) authenticator(log logr.Logger, namespace string) (*runtime
 	if s.audience == "" {
 		return nil, fmt.Errorf("--sender-audience is empty: set the audience senders' tokens are issued for, or pass --insecure-accept-any-sender")
 	}
-	cfg, err := restConfig()
+	cfg, err := s.kube.restConfig()
 	if err != nil {
 		return nil, err
 	}
@@ -239,9 +241,9 @@ func (s *senderFlags) authenticator(log logr.Logger, namespace string) (*runtime
 	return &runtime.Authenticator{Reviewer: cs.AuthenticationV1().TokenReviews(), Audience: s.audience, Trusted: trusted}, nil
 }
 
-func newFunctionCmd() *cobra.Command {
-	var f functionFlags
-	var senders senderFlags
+func newFunctionCmd(kf *kubeFlags) *cobra.Command {
+	f := functionFlags{kube: kf}
+	senders := senderFlags{kube: kf}
 	cmd := &cobra.Command{
 		Use:       "function NAME",
 		Short:     "Serve one snapflow function as a CloudEvents receiver (a Knative Service runs this)",
@@ -266,8 +268,8 @@ func newFunctionCmd() *cobra.Command {
 	return cmd
 }
 
-func newDevCmd() *cobra.Command {
-	var f functionFlags
+func newDevCmd(kf *kubeFlags) *cobra.Command {
+	f := functionFlags{kube: kf}
 	var resync time.Duration
 	var sources bool
 	cmd := &cobra.Command{
@@ -302,7 +304,7 @@ ApiServerSource-shaped events and a periodic resync to the functions.`,
 				return err
 			}
 			if sources {
-				cfg, err := restConfig()
+				cfg, err := kf.restConfig()
 				if err != nil {
 					return err
 				}
@@ -328,7 +330,7 @@ ApiServerSource-shaped events and a periodic resync to the functions.`,
 	return cmd
 }
 
-func newSourceCmd() *cobra.Command {
+func newSourceCmd(kf *kubeFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "source", Short: "Event sources for clusters without Knative"}
 	var sinks []string
 	var resync, progress time.Duration
@@ -357,7 +359,7 @@ ApiServerSource (which sends the rest) with the Broker as its sink. With no
 			}
 			log := zap.New(zap.UseDevMode(devLogs)).WithName("kube-source")
 			ctrl.SetLogger(log)
-			cfg, err := restConfig()
+			cfg, err := kf.restConfig()
 			if err != nil {
 				return err
 			}

@@ -3,51 +3,64 @@ package cli
 import (
 	"fmt"
 
+	"github.com/spf13/pflag"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/snapflow/snapflow/internal/scheme"
 )
 
-// kubeconfig is the root --kubeconfig flag; empty uses KUBECONFIG, the
-// in-cluster config or ~/.kube/config, in that order.
-var kubeconfig string
+// kubeFlags are the root's flags for reaching a cluster, kubectl's own
+// (k8s.io/cli-runtime): --kubeconfig, --context, --cluster, --user, --as
+// and --as-group. Every subcommand that talks to a cluster reads them
+// here, so all of them resolve the cluster and the namespace as kubectl
+// does: an explicit -n, else the context's namespace, else "default";
+// without a kubeconfig, the in-cluster ServiceAccount.
+type kubeFlags struct {
+	cf *genericclioptions.ConfigFlags
+}
 
-func restConfig() (*rest.Config, error) {
-	if kubeconfig != "" {
-		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-		if err != nil {
-			return nil, fmt.Errorf("load kubeconfig %s: %w", kubeconfig, err)
-		}
-		return cfg, nil
-	}
-	cfg, err := ctrl.GetConfig()
+func newKubeFlags() *kubeFlags {
+	str := func() *string { return new(string) }
+	return &kubeFlags{cf: &genericclioptions.ConfigFlags{
+		KubeConfig: str(), Context: str(), ClusterName: str(), AuthInfoName: str(),
+		Impersonate: str(), ImpersonateGroup: new([]string),
+	}}
+}
+
+func (k *kubeFlags) addFlags(fs *pflag.FlagSet) { k.cf.AddFlags(fs) }
+
+// kubeconfig is the --kubeconfig flag ("" when not given).
+func (k *kubeFlags) kubeconfig() string { return *k.cf.KubeConfig }
+
+// loader is the kubeconfig as the flags select it.
+func (k *kubeFlags) loader() clientcmd.ClientConfig { return k.cf.ToRawKubeConfigLoader() }
+
+func (k *kubeFlags) restConfig() (*rest.Config, error) {
+	cfg, err := k.loader().ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("find a cluster: %w (pass --kubeconfig)", err)
+		return nil, fmt.Errorf("find a cluster: %w (pass --kubeconfig or --context)", err)
 	}
 	return cfg, nil
 }
 
-func kubeClient() (client.Client, error) {
-	cfg, err := restConfig()
+func (k *kubeFlags) client() (client.Client, error) {
+	cfg, err := k.restConfig()
 	if err != nil {
 		return nil, err
 	}
 	return client.New(cfg, client.Options{Scheme: scheme.New()})
 }
 
-// namespaceOr returns ns, or the kubeconfig context's namespace, or "default".
-func namespaceOr(ns string) (string, error) {
+// namespace returns ns (an explicit -n), or the selected context's
+// namespace, or "default".
+func (k *kubeFlags) namespace(ns string) (string, error) {
 	if ns != "" {
 		return ns, nil
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if kubeconfig != "" {
-		rules.ExplicitPath = kubeconfig
-	}
-	got, _, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).Namespace()
+	got, _, err := k.loader().Namespace()
 	if err != nil {
 		return "", fmt.Errorf("read the namespace from the kubeconfig: %w (pass -n)", err)
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/snapflow/snapflow/internal/mover"
 )
 
-func newMaintenanceCmd() *cobra.Command {
+func newMaintenanceCmd(kube *kubeFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "maintenance", Short: "Run kopia maintenance on a repository now"}
 	var o struct {
 		namespace, output, safety string
@@ -45,11 +45,11 @@ With --wait it follows the run and exits 1 unless it succeeded.`,
 			if o.safety != "full" && o.safety != "none" {
 				return fmt.Errorf("--safety %q: use full (kopia's margins, safe beside running backups) or none", o.safety)
 			}
-			c, err := kubeClient()
+			c, err := kube.client()
 			if err != nil {
 				return err
 			}
-			ns, err := namespaceOr(o.namespace)
+			ns, err := kube.namespace(o.namespace)
 			if err != nil {
 				return err
 			}

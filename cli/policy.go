@@ -28,13 +28,13 @@ type PolicyCheck struct {
 	Decision *volumepolicy.Decision `json:"decision,omitempty"`
 }
 
-func newPolicyCmd() *cobra.Command {
+func newPolicyCmd(kube *kubeFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "policy", Short: "Work with volume policies"}
-	cmd.AddCommand(newPolicyCheckCmd())
+	cmd.AddCommand(newPolicyCheckCmd(kube))
 	return cmd
 }
 
-func newPolicyCheckCmd() *cobra.Command {
+func newPolicyCheckCmd(kube *kubeFlags) *cobra.Command {
 	var policies, global, pvFile, pvcFile, volumeFrom, output string
 	cmd := &cobra.Command{
 		Use:   "check --policies FILE [--global FILE] [--pv FILE --pvc FILE | --volume-from NAMESPACE/PVC]",
@@ -78,7 +78,7 @@ the flags do not fit together.`,
 				res.Rules = []volumepolicy.Rule{}
 			}
 			res.Merged = volumepolicy.MergeDocuments(recipe, base)
-			vol, name, err := loadVolume(cmd, pvFile, pvcFile, volumeFrom)
+			vol, name, err := loadVolume(cmd, kube, pvFile, pvcFile, volumeFrom)
 			if err != nil {
 				return usage(err)
 			}
@@ -141,7 +141,7 @@ func loadPolicyFile(path, flag string) (*volumepolicy.Document, []string, error)
 	return doc, warnings, nil
 }
 
-func loadVolume(cmd *cobra.Command, pvFile, pvcFile, from string) (volumepolicy.Volume, string, error) {
+func loadVolume(cmd *cobra.Command, kube *kubeFlags, pvFile, pvcFile, from string) (volumepolicy.Volume, string, error) {
 	var v volumepolicy.Volume
 	if from != "" {
 		if pvFile != "" || pvcFile != "" {
@@ -151,7 +151,7 @@ func loadVolume(cmd *cobra.Command, pvFile, pvcFile, from string) (volumepolicy.
 		if !ok || ns == "" || name == "" {
 			return v, "", fmt.Errorf("--volume-from %q: want NAMESPACE/PVC", from)
 		}
-		c, err := kubeClient()
+		c, err := kube.client()
 		if err != nil {
 			return v, "", err
 		}

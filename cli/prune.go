@@ -33,7 +33,8 @@ type pruneOptions struct {
 	backupRepo, namespace, prefix          string
 	bucket, endpoint, region, caFile       string
 	pathStyle, insecureTLS, useRepoCreds   bool
-	kubeMode, kubeContext                  string
+	kubeMode                               string
+	kube                                   *kubeFlags
 	requestTimeout, timeout, minAge        time.Duration
 	manifestName, bucketVersioning, output string
 	includeRetained, deleteStray, purge    bool
@@ -78,8 +79,8 @@ Environment: KBBACKUP_PRUNE_BACKUP_REPO, _NAMESPACE, _PREFIX, _BUCKET,
 _ENDPOINT and _KUBE_MODE supply flag defaults. Exit codes: 0 success, 1 any
 error, 2 'plan --fail-on-orphans' found an orphan.`
 
-func newPruneCmd() *cobra.Command {
-	o := &pruneOptions{progressEvery: 5 * time.Second}
+func newPruneCmd(kube *kubeFlags) *cobra.Command {
+	o := &pruneOptions{progressEvery: 5 * time.Second, kube: kube}
 	cmd := &cobra.Command{
 		Use:   "prune",
 		Short: "Find and delete orphaned KubeBlocks backup data in object storage",
@@ -126,7 +127,6 @@ func bindPruneFlags(f *pflag.FlagSet, o *pruneOptions) {
 	f.BoolVar(&o.insecureTLS, "insecure-skip-tls-verify", false, "skip S3 TLS verification")
 	f.BoolVar(&o.useRepoCreds, "use-backup-repo-credentials", true, "read the BackupRepo's credential Secret; false uses the AWS default chain")
 	f.StringVar(&o.kubeMode, "kube-mode", envOr(envPruneKubeMode, "auto"), "auto, kubeconfig or in-cluster (env "+envPruneKubeMode+")")
-	f.StringVar(&o.kubeContext, "context", "", "kubeconfig context")
 	f.DurationVar(&o.requestTimeout, "request-timeout", 30*time.Second, "timeout of each Kubernetes request (> 0)")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Minute, "timeout of the whole command (> 0; raise it for large jobs, e.g. 2h)")
 	f.DurationVar(&o.minAge, "min-age", prune.DefaultMinAge, "minimum age of deletable data (≥ 0; 0 disables the age gate except for undated or future objects)")

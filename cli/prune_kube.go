@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/snapflow/snapflow/internal/prune"
@@ -54,17 +53,12 @@ func resolveKubeMode(mode, kubeconfigFlag string, getenv func(string) string) st
 func pruneRestConfig(o *pruneOptions) (*rest.Config, error) {
 	var cfg *rest.Config
 	var err error
-	if resolveKubeMode(o.kubeMode, kubeconfig, os.Getenv) == kubeModeInCluster {
+	if resolveKubeMode(o.kubeMode, o.kube.kubeconfig(), os.Getenv) == kubeModeInCluster {
 		if cfg, err = rest.InClusterConfig(); err != nil {
 			return nil, fmt.Errorf("in-cluster Kubernetes config (--kube-mode=in-cluster): %w", err)
 		}
 	} else {
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		if kubeconfig != "" {
-			rules.ExplicitPath = kubeconfig
-		}
-		cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.kubeContext})
-		if cfg, err = cc.ClientConfig(); err != nil {
+		if cfg, err = o.kube.loader().ClientConfig(); err != nil {
 			return nil, fmt.Errorf("load kubeconfig (pass --kubeconfig or --kube-mode=in-cluster): %w", err)
 		}
 	}

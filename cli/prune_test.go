@@ -22,7 +22,7 @@ func runPruneCLI(t *testing.T, env map[string]string, args ...string) (string, s
 	var out, errOut bytes.Buffer
 	root := NewRoot(&out, &errOut)
 	if c, _, err := root.Find([]string{"prune"}); err != nil || c == root {
-		root.AddCommand(newPruneCmd())
+		root.AddCommand(newPruneCmd(newKubeFlags()))
 	}
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
@@ -96,7 +96,7 @@ func TestPruneFlagValidation_10_2(t *testing.T) {
 func TestPruneEnvDefaults_10_4(t *testing.T) {
 	t.Setenv(envPruneBackupRepo, "a")
 	t.Setenv(envPruneBucket, "")
-	cmd := newPruneCmd()
+	cmd := newPruneCmd(newKubeFlags())
 	f := cmd.PersistentFlags()
 	if v, _ := f.GetString("backup-repo"); v != "a" {
 		t.Fatalf("env default %q", v)

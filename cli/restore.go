@@ -141,7 +141,7 @@ func (o *restoreFlags) build(ns, name string, changed func(string) bool) (*snapv
 	return rs, nil
 }
 
-func newRestoreCmd() *cobra.Command {
+func newRestoreCmd(kube *kubeFlags) *cobra.Command {
 	o := restoreFlags{options: map[string]*bool{}}
 	var ns, name, output string
 	var wait bool
@@ -164,7 +164,7 @@ you do not set keep kopia restore's defaults. It exits 1 when the restore fails.
 			if output != OutputTable && output != OutputJSON && output != OutputYAML {
 				return fmt.Errorf("unknown output format %q: use one of table, json, yaml", output)
 			}
-			namespace, err := namespaceOr(ns)
+			namespace, err := kube.namespace(ns)
 			if err != nil {
 				return err
 			}
@@ -177,7 +177,7 @@ you do not set keep kopia restore's defaults. It exits 1 when the restore fails.
 			if err != nil {
 				return err
 			}
-			c, err := kubeClient()
+			c, err := kube.client()
 			if err != nil {
 				return err
 			}

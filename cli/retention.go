@@ -34,7 +34,7 @@ type RetentionPreview struct {
 	Prune   []string `json:"prune"`
 }
 
-func newRetentionCmd() *cobra.Command {
+func newRetentionCmd(kube *kubeFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "retention", Short: "Inspect GFS retention"}
 	var policy, namespace, retFile, snapFile, output string
 	preview := &cobra.Command{
@@ -53,7 +53,7 @@ cannot be read or the flags do not fit together.`,
 			case policy != "" && (retFile != "" || snapFile != ""):
 				return usage(errors.New("use --policy against the cluster, or --retention and --snapshots offline, not both"))
 			case policy != "":
-				r, snaps, multi, err = retentionFromCluster(cmd, namespace, policy)
+				r, snaps, multi, err = retentionFromCluster(cmd, kube, namespace, policy)
 			case retFile != "" && snapFile != "":
 				r, snaps, multi, err = retentionFromFiles(retFile, snapFile)
 			default:
@@ -98,7 +98,7 @@ cannot be read or the flags do not fit together.`,
 	f := preview.Flags()
 	preview.SetFlagErrorFunc(flagUsage)
 	f.StringVar(&policy, "policy", "", "SnapshotPolicy to preview, read with its Snapshots from the cluster")
-	f.StringVarP(&namespace, "namespace", "n", "default", "namespace of the policy")
+	f.StringVarP(&namespace, "namespace", "n", "", "namespace of the policy (default: the kubeconfig's)")
 	f.StringVar(&retFile, "retention", "", "`FILE` holding a SnapshotPolicy, or a bare retention block (offline)")
 	f.StringVar(&snapFile, "snapshots", "", "`FILE` of Snapshots, a List or YAML documents as kubectl get snapshots -o yaml prints them (offline)")
 	f.StringVarP(&output, "output", "o", OutputTable, "output format: table, json or yaml")
@@ -108,9 +108,12 @@ cannot be read or the flags do not fit together.`,
 
 // retentionFromCluster reads a policy's retention, the Snapshots it
 // governs, and whether it writes to several repositories.
-func retentionFromCluster(cmd *cobra.Command, ns, name string) (*snapv1.Retention, []snapv1.Snapshot, bool, error) {
-	c, err := kubeClient()
+func retentionFromCluster(cmd *cobra.Command, kube *kubeFlags, ns, name string) (*snapv1.Retention, []snapv1.Snapshot, bool, error) {
+	c, err := kube.client()
 	if err != nil {
+		return nil, nil, false, usage(err)
+	}
+	if ns, err = kube.namespace(ns); err != nil {
 		return nil, nil, false, usage(err)
 	}
 	var p snapv1.SnapshotPolicy

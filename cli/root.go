@@ -31,8 +31,11 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetVersionTemplate(versionLine(version.Get()))
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: KUBECONFIG, in-cluster, ~/.kube/config)")
-	root.AddCommand(newVersionCmd(), newWebhookCmd(), newValidateCmd(), newPolicyCmd(), newDescribeCmd(), newRetentionCmd(), newScheduleCmd(), newMoverCmd(), newFunctionCmd(), newDevCmd(), newSourceCmd(), newSnapshotCmd(), newRestoreCmd(), newMaintenanceCmd(), newPruneCmd(), newExporterCmd(), newCoverageCmd())
+	kube := newKubeFlags()
+	kube.addFlags(root.PersistentFlags())
+	root.AddCommand(newVersionCmd(), newWebhookCmd(kube), newValidateCmd(), newPolicyCmd(kube), newDescribeCmd(kube), newRetentionCmd(kube), newScheduleCmd(kube),
+		newMoverCmd(), newFunctionCmd(kube), newDevCmd(kube), newSourceCmd(kube), newSnapshotCmd(kube), newRestoreCmd(kube), newMaintenanceCmd(kube),
+		newPruneCmd(kube), newExporterCmd(kube), newCoverageCmd(kube))
 	return root
 }
 

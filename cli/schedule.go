@@ -23,7 +23,7 @@ type ScheduleNext struct {
 	Firings  []schedule.Firing `json:"firings"`
 }
 
-func newScheduleCmd() *cobra.Command {
+func newScheduleCmd(kube *kubeFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "schedule", Short: "Inspect schedules"}
 	var name, namespace, cronExpr, tz, jitter, seed, uid, output string
 	var count int
@@ -37,7 +37,7 @@ func newScheduleCmd() *cobra.Command {
 			case name != "" && cronExpr != "":
 				return errors.New("use --schedule against the cluster, or --cron offline, not both")
 			case name != "":
-				if err := scheduleFromCluster(cmd, namespace, name, &res, &seed, &uid); err != nil {
+				if err := scheduleFromCluster(cmd, kube, namespace, name, &res, &seed, &uid); err != nil {
 					return err
 				}
 			case cronExpr != "":
@@ -78,7 +78,7 @@ func newScheduleCmd() *cobra.Command {
 	}
 	f := next.Flags()
 	f.StringVar(&name, "schedule", "", "SnapshotSchedule to read from the cluster")
-	f.StringVarP(&namespace, "namespace", "n", "default", "namespace of the schedule")
+	f.StringVarP(&namespace, "namespace", "n", "", "namespace of the schedule (default: the kubeconfig's)")
 	f.StringVar(&cronExpr, "cron", "", "a 5-field cron expression (offline)")
 	f.StringVar(&tz, "timezone", "", "IANA timezone (offline; default UTC)")
 	f.StringVar(&jitter, "jitter", "", "jitter window, e.g. 30m (offline)")
@@ -97,9 +97,12 @@ func describeJitter(j string) string {
 	return j
 }
 
-func scheduleFromCluster(cmd *cobra.Command, ns, name string, res *ScheduleNext, seed, uid *string) error {
-	c, err := kubeClient()
+func scheduleFromCluster(cmd *cobra.Command, kube *kubeFlags, ns, name string, res *ScheduleNext, seed, uid *string) error {
+	c, err := kube.client()
 	if err != nil {
+		return err
+	}
+	if ns, err = kube.namespace(ns); err != nil {
 		return err
 	}
 	ctx := cmd.Context()

@@ -17,7 +17,7 @@ import (
 	"github.com/snapflow/snapflow/internal/volumepolicy"
 )
 
-func newSnapshotCmd() *cobra.Command {
+func newSnapshotCmd(kube *kubeFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "snapshot", Short: "Take and inspect Snapshots"}
 	var o struct {
 		policy, namespace, output string
@@ -39,11 +39,11 @@ finish, printing progress on stderr. It exits 1 when any of them failed.`,
 			if o.output != OutputTable && o.output != OutputJSON && o.output != OutputYAML {
 				return fmt.Errorf("unknown output format %q: use one of table, json, yaml", o.output)
 			}
-			c, err := kubeClient()
+			c, err := kube.client()
 			if err != nil {
 				return err
 			}
-			ns, err := namespaceOr(o.namespace)
+			ns, err := kube.namespace(o.namespace)
 			if err != nil {
 				return err
 			}

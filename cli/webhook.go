@@ -13,7 +13,7 @@ import (
 	"github.com/snapflow/snapflow/webhook"
 )
 
-func newWebhookCmd() *cobra.Command {
+func newWebhookCmd(kube *kubeFlags) *cobra.Command {
 	o := webhook.Options{}
 	var sans, mutating, validating, controllers string
 	var devLogs bool
@@ -36,7 +36,7 @@ they are reloaded when the files change.`,
 			o.MutatingConfigs = splitList(mutating)
 			o.ValidatingConfigs = splitList(validating)
 			o.ControllerUsers = splitList(controllers)
-			cfg, err := restConfig()
+			cfg, err := kube.restConfig()
 			if err != nil {
 				return err
 			}
