@@ -22,6 +22,7 @@ import (
 	"github.com/snapflow/snapflow/internal/expand"
 	"github.com/snapflow/snapflow/internal/moverjob"
 	kernel "github.com/snapflow/snapflow/internal/schedule"
+	"github.com/snapflow/snapflow/internal/slots"
 )
 
 // Condition types and reasons of a schedule.
@@ -461,14 +462,21 @@ func (f *Function) replace(ctx context.Context, s *snapv1.SnapshotSchedule, acti
 		if c := meta.FindStatusCondition(k.Status.Conditions, wellknown.ConditionRepositorySlotAvailable); c != nil && c.Status == metav1.ConditionFalse {
 			return "OldRunQueued", fmt.Sprintf("the previous run %s is queued for a repository slot; the new slot fires once it started or finished", k.Name), nil
 		}
-		if !snapshot.Starting(k) {
+		since, starting := snapshot.Starting(k)
+		if !starting {
+			continue
+		}
+		if f.now().Sub(since) > slots.ClaimLease {
+			// Stuck past any hook or staging timeout: cancel it after all
+			// (its deletion runs the afterSnapshot hooks).
+			f.event(s, true, reasonReplaced, "the previous run %s has been starting since %s without a mover; replacing it", k.Name, since.UTC().Format(time.RFC3339))
 			continue
 		}
 		// Its Job may exist before status records it; only a run with
 		// neither is still in its before-snapshot hooks.
 		err := f.Client.Get(ctx, client.ObjectKey{Namespace: k.Namespace, Name: moverjob.Name(k.Name, string(k.UID))}, &batchv1.Job{})
 		if apierrors.IsNotFound(err) {
-			return "OldRunStarting", fmt.Sprintf("the previous run %s is starting (its hooks may have quiesced the application); the new slot fires once its mover runs or it finished", k.Name), nil
+			return "OldRunStarting", fmt.Sprintf("the previous run %s is starting (its hooks may have quiesced the application); the new slot fires once its mover runs or it finished, or after %s", k.Name, slots.ClaimLease), nil
 		}
 		if err != nil {
 			return "", "", fmt.Errorf("read the mover Job of run %s: %w", k.Name, err)

@@ -62,6 +62,16 @@ func TestReplaceDeletesTheJobOfARunStillStarting(t *testing.T) {
 // before-snapshot hooks (which may have frozen the application): Replace
 // waits for it instead of cancelling it halfway.
 func TestReplaceWaitsForARunInItsHooks(t *testing.T) {
+	replaceStarting(t, time.Date(2026, 12, 6, 0, 44, 0, 0, time.UTC), false)
+}
+
+// A run starting for longer than any hook or staging may take is stuck:
+// Replace cancels it after all, or the schedule would never fire again.
+func TestReplaceCancelsARunStuckStarting(t *testing.T) {
+	replaceStarting(t, time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC), true)
+}
+
+func replaceStarting(t *testing.T, claimedAt time.Time, stuck bool) {
 	ctx := context.Background()
 	slot := time.Date(2026, 12, 6, 0, 45, 0, 0, time.UTC)
 	sched := &snapv1.SnapshotSchedule{
@@ -76,7 +86,7 @@ func TestReplaceWaitsForARunInItsHooks(t *testing.T) {
 		Labels: map[string]string{wellknown.LabelSchedule: "often", wellknown.LabelScheduleUID: "sched-uid", wellknown.LabelConfig: "app"}},
 		Spec: snapv1.SnapshotSpec{PolicyRef: &snapv1.PolicyRef{Name: "app"}},
 		Status: snapv1.SnapshotStatus{Phase: snapv1.SnapshotPending, Conditions: []metav1.Condition{{Type: wellknown.ConditionRepositorySlotAvailable,
-			Status: metav1.ConditionTrue, Reason: "SlotClaimed", LastTransitionTime: metav1.Now()}}}}
+			Status: metav1.ConditionTrue, Reason: "SlotClaimed", LastTransitionTime: metav1.NewTime(claimedAt)}}}}
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(sched, pol, old,
 		&snapv1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "primary"}}).
 		WithStatusSubresource(&snapv1.SnapshotSchedule{}, &snapv1.Snapshot{}).Build()
@@ -86,7 +96,14 @@ func TestReplaceWaitsForARunInItsHooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got snapv1.Snapshot
-	if err := c.Get(ctx, client.ObjectKeyFromObject(old), &got); err != nil || got.Annotations[wellknown.AnnotationPrunedBy] != "" {
+	err := c.Get(ctx, client.ObjectKeyFromObject(old), &got)
+	if stuck {
+		if err == nil && got.Annotations[wellknown.AnnotationPrunedBy] != wellknown.PrunedByReplacedRun {
+			t.Fatalf("the stuck run was not replaced: %v", got.Annotations)
+		}
+		return
+	}
+	if err != nil || got.Annotations[wellknown.AnnotationPrunedBy] != "" {
 		t.Fatalf("the starting run was cancelled: %v %v", err, got.Annotations)
 	}
 	var s snapv1.SnapshotSchedule

@@ -88,6 +88,11 @@ func TestHooksNeedTheirAuthorsRights(t *testing.T) {
 				if len(jobs.Items) != 1 {
 					t.Fatalf("%d hook Jobs, want 1 (asked %v, status %+v)", len(jobs.Items), rev.asked, s.Status)
 				}
+				// No cap is set, yet the run says it started before its
+				// hooks did, so a schedule's Replace waits for it.
+				if _, ok := Starting(&s); !ok {
+					t.Fatalf("a run in its hooks does not count as starting: %+v", s.Status.Conditions)
+				}
 				return
 			}
 			if len(jobs.Items) != 0 {

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"context"
 	"fmt"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -27,21 +28,27 @@ func (f *Function) caps(r *RepositoryObject) slots.Caps {
 	return c
 }
 
-// Starting reports whether the run holds a slot claim but has no mover Job
-// recorded: its hooks may have frozen the application, so cancelling it
-// now would leave them without their after-snapshot half.
-func Starting(s *snapv1.Snapshot) bool {
+// Starting reports since when the run has been between its slot claim (or
+// its first beforeSnapshot hook) and its mover Job: its hooks may have
+// frozen the application, so cancelling it then would leave them without
+// their after-snapshot half. ok is false for any other run.
+func Starting(s *snapv1.Snapshot) (since time.Time, ok bool) {
 	if s.Status.Job != nil || s.Status.Phase.IsTerminal() || s.DeletionTimestamp != nil {
-		return false
+		return time.Time{}, false
 	}
-	c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionRepositorySlotAvailable)
-	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonSlotClaimed
+	if c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionRepositorySlotAvailable); c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonSlotClaimed {
+		return c.LastTransitionTime.Time, true
+	}
+	if hooksStarted(&s.Status) {
+		return s.CreationTimestamp.Time, true
+	}
+	return time.Time{}, false
 }
 
 // claimOf is the run's slot claim, nil when it holds none: a claim lasts
 // until the run has a mover Job or ends.
 func claimOf(s *snapv1.Snapshot) *slots.Occupant {
-	if !Starting(s) {
+	if _, ok := Starting(s); !ok {
 		return nil
 	}
 	c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionRepositorySlotAvailable)
@@ -85,12 +92,27 @@ func (f *Function) occupants(ctx context.Context) ([]slots.Occupant, error) {
 	return out, nil
 }
 
+// claim records the run's slot claim on its status.
+func (f *Function) claim(ctx context.Context, s *snapv1.Snapshot, p *runPlan, c slots.Caps) error {
+	return f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
+		pending(st, s)
+		st.Resolved = p.resolved()
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionRepositorySlotAvailable, Status: metav1.ConditionTrue, Reason: ReasonSlotClaimed,
+			Message: "a slot of " + c.Repository + " is held for this run's hooks and staging", ObservedGeneration: gen})
+	})
+}
+
 // takeSlot claims a slot for the run, or says why none is free. The
 // caller skips it for a run that already holds a claim of this pool.
 func (f *Function) takeSlot(ctx context.Context, s *snapv1.Snapshot, p *runPlan) (bool, string, error) {
 	c := f.caps(p.repo)
 	if !c.Capped() {
-		return false, "", nil
+		// Nothing to count; a run about to freeze its workload still says
+		// so before the hooks, so Replace waits for it (Starting).
+		if h := p.policy.Spec.Hooks; h == nil || len(h.BeforeSnapshot) == 0 {
+			return false, "", nil
+		}
+		return false, "", f.claim(ctx, s, p, c)
 	}
 	self := string(s.UID)
 	occ, err := f.occupants(ctx)
@@ -100,13 +122,7 @@ func (f *Function) takeSlot(ctx context.Context, s *snapv1.Snapshot, p *runPlan)
 	if full, msg := slots.Full(c, occ, self, f.now()); full {
 		return true, msg, nil
 	}
-	err = f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
-		pending(st, s)
-		st.Resolved = p.resolved()
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionRepositorySlotAvailable, Status: metav1.ConditionTrue, Reason: ReasonSlotClaimed,
-			Message: "a slot of " + c.Repository + " is held for this run's hooks and staging", ObservedGeneration: gen})
-	})
-	if err != nil {
+	if err := f.claim(ctx, s, p, c); err != nil {
 		return false, "", err
 	}
 	if claimOf(s) == nil {
