@@ -6,6 +6,7 @@
 package kopia
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +27,7 @@ import (
 	"github.com/kopia/kopia/repo/blob/sftp"
 	"github.com/kopia/kopia/repo/blob/throttling"
 	"github.com/kopia/kopia/repo/blob/webdav"
+	pkgsftp "github.com/pkg/sftp"
 	"github.com/studio-b12/gowebdav"
 )
 
@@ -105,7 +108,7 @@ func (b Backend) String() string {
 	case b.SFTP != nil:
 		return fmt.Sprintf("sftp://%s@%s:%d%s", b.SFTP.Username, b.SFTP.Host, b.SFTP.port(), b.SFTP.Path)
 	case b.WebDAV != nil:
-		return "webdav " + b.WebDAV.URL
+		return "webdav " + redactURL(b.WebDAV.URL)
 	}
 	return "no backend"
 }
@@ -150,14 +153,15 @@ func (b Backend) storage(ctx context.Context, create bool, limits throttling.Lim
 		return b.SFTP.storage(ctx, create, limits)
 	case b.WebDAV != nil:
 		o := b.WebDAV
-		if create {
-			if err := o.ensureCollection(); err != nil {
-				return nil, err
-			}
+		if err := o.checkURL(); err != nil {
+			return nil, err
+		}
+		if err := o.probe(create); err != nil {
+			return nil, err
 		}
 		st, err := webdav.New(ctx, &webdav.Options{URL: o.URL, Username: o.Username, Password: o.Password, Limits: limits}, create)
 		if err != nil {
-			return nil, classify(fmt.Errorf("open webdav storage %s: %w", o.URL, err))
+			return nil, classify(fmt.Errorf("open webdav storage %s: %w", redactURL(o.URL), err))
 		}
 		return st, nil
 	}
@@ -181,6 +185,9 @@ func (o *SFTPBackend) storage(ctx context.Context, create bool, limits throttlin
 	if o.Password == "" && o.PrivateKey == "" {
 		return nil, &Error{Class: ClassInvalidConfig, Err: errors.New("the sftp backend has no credentials: put a password under KOPIA_SFTP_PASSWORD or a private key under KOPIA_SFTP_KEY_DATA in the auth Secret")}
 	}
+	if err := sshAnswers(ctx, net.JoinHostPort(o.Host, strconv.Itoa(o.port()))); err != nil {
+		return nil, classify(fmt.Errorf("open sftp storage %s:%d%s: %w", o.Host, o.port(), o.Path, err))
+	}
 	st, err := sftp.New(ctx, &sftp.Options{Host: o.Host, Port: o.port(), Path: o.Path, Username: o.Username,
 		Password: o.Password, KeyData: o.PrivateKey, KnownHostsData: o.KnownHosts, Limits: limits}, create)
 	if err != nil {
@@ -189,25 +196,80 @@ func (o *SFTPBackend) storage(ctx context.Context, create bool, limits throttlin
 	return st, nil
 }
 
-// ensureCollection creates the repository's collection and its parents:
-// kopia writes its first blobs into it and creates only the directories
-// below it.
-func (o *WebDAVBackend) ensureCollection() error {
-	u, err := url.Parse(o.URL)
-	if err != nil || u.Host == "" {
-		return &Error{Class: ClassInvalidConfig, Err: fmt.Errorf("webdav url %q is not an http:// or https:// URL", o.URL)}
-	}
+// probe asks the server for the repository's collection within a minute
+// (kopia's own client has no timeout, so a server that never answers
+// would hold the mover until its deadline), and with create makes the
+// collection and its parents: kopia creates only the directories below it.
+func (o *WebDAVBackend) probe(create bool) error {
+	u, _ := url.Parse(o.URL) // checkURL parsed it
 	dir := u.Path
 	u.Path, u.RawPath = "", ""
 	c := gowebdav.NewClient(u.String(), o.Username, o.Password)
-	c.SetTimeout(time.Minute)
-	if _, err := c.Stat(dir); err == nil {
+	c.SetTimeout(backendProbeTimeout)
+	_, err := c.Stat(dir)
+	switch {
+	case err == nil:
+		return nil
+	case gowebdav.IsErrNotFound(err) && !create:
+		return nil // opening it says the repository is not initialized
+	case gowebdav.IsErrNotFound(err) || gowebdav.IsErrCode(err, http.StatusConflict):
+		if err := c.MkdirAll(dir, 0o700); err != nil {
+			return classify(fmt.Errorf("create the webdav collection %s: %w", redactURL(o.URL), err))
+		}
 		return nil
 	}
-	if err := c.MkdirAll(dir, 0o700); err != nil {
-		return classify(fmt.Errorf("create the webdav collection %s: %w", o.URL, err))
+	return classify(fmt.Errorf("reach the webdav collection %s: %w", redactURL(o.URL), err))
+}
+
+// backendProbeTimeout bounds the first exchange with an SSH or WebDAV
+// server, which kopia's clients make without a timeout (a variable so
+// tests can shorten it).
+var backendProbeTimeout = time.Minute
+
+// sshAnswers dials addr and waits for the SSH banner within the probe
+// timeout: kopia dials without one, so a server that accepts and never
+// speaks would hold the mover until its deadline.
+func sshAnswers(ctx context.Context, addr string) error {
+	d := net.Dialer{Timeout: backendProbeTimeout}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close() //nolint:errcheck // a probe
+	if err := conn.SetReadDeadline(time.Now().Add(backendProbeTimeout)); err != nil {
+		return err
+	}
+	line, err := bufio.NewReaderSize(conn, 256).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("the server at %s accepted the connection but sent no SSH banner within %s: %w", addr, backendProbeTimeout, err)
+	}
+	if !strings.HasPrefix(line, "SSH-") {
+		return &Error{Class: ClassInvalidConfig, Err: fmt.Errorf("the server at %s is not an SSH server (it said %q): check spec.backend.sftp host and port", addr, strings.TrimSpace(line))}
 	}
 	return nil
+}
+
+// checkURL refuses credentials, a query or a fragment in a WebDAV URL:
+// the URL travels in the work spec and in messages, the credentials
+// belong in the auth Secret.
+func (o *WebDAVBackend) checkURL() error {
+	u, err := url.Parse(o.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return &Error{Class: ClassInvalidConfig, Err: fmt.Errorf("webdav url %q is not an http:// or https:// URL", redactURL(o.URL))}
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return &Error{Class: ClassInvalidConfig, Err: fmt.Errorf("webdav url %s carries credentials, a query or a fragment: put the credentials in the auth Secret (KOPIA_WEBDAV_USERNAME, KOPIA_WEBDAV_PASSWORD) and give the URL alone", redactURL(o.URL))}
+	}
+	return nil
+}
+
+// redactURL hides a password in a URL; an unparsable one is not shown.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
 }
 
 // Error classes a caller can act on; they end up in status.failure.class.
@@ -291,6 +353,13 @@ func entryFromStorage(err error, source string) bool {
 	if errors.Is(err, kopiafs.ErrUnknown) {
 		return false
 	}
+	// WebDAV and SFTP report their failures as path errors on the blob's
+	// path, which may be relative: the status inside says whose it is.
+	var davErr gowebdav.StatusError
+	var sftpErr *pkgsftp.StatusError
+	if errors.As(err, &davErr) || errors.As(err, &sftpErr) || errors.Is(err, pkgsftp.ErrSSHFxConnectionLost) {
+		return true
+	}
 	var pathErr *fs.PathError
 	var linkErr *os.LinkError
 	switch {
@@ -355,6 +424,11 @@ func classify(err error) error {
 		return &Error{Class: ClassHostKeyRejected, Err: err}
 	case strings.Contains(msg, "ssh: unable to authenticate"):
 		return &Error{Class: ClassAccessDenied, Err: err}
+	case strings.Contains(msg, "no common algorithm for host key"):
+		return &Error{Class: ClassHostKeyRejected, Err: err}
+	case strings.Contains(msg, "unable to gethostkey") || strings.Contains(msg, "knownhosts:") ||
+		strings.Contains(msg, "error parsing private key") || strings.Contains(msg, "passphrase protected") || strings.Contains(msg, "no common algorithm"):
+		return &Error{Class: ClassInvalidConfig, Err: err}
 	case errors.As(err, &davErr) && (davErr.Status == http.StatusUnauthorized || davErr.Status == http.StatusForbidden):
 		return &Error{Class: ClassAccessDenied, Err: err}
 	case errors.As(err, &davErr) && davErr.Status >= http.StatusInternalServerError:

@@ -1,16 +1,52 @@
 package kopia
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	kopiafs "github.com/kopia/kopia/fs"
+	"github.com/kopia/kopia/repo/blob/throttling"
+	pkgsftp "github.com/pkg/sftp"
+	"github.com/studio-b12/gowebdav"
 )
+
+// Mistakes in an SSH or WebDAV setup get a class a person can act on.
+func TestClassifyBackendSetup(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{errors.New("ssh: handshake failed: knownhosts: key mismatch"), ClassHostKeyRejected},
+		{errors.New("ssh: handshake failed: ssh: no common algorithm for host key; client offered: [ssh-ed25519], server offered: [rsa-sha2-512]"), ClassHostKeyRejected},
+		{errors.New("unable to getHostKey: knownhosts: /tmp/kh:1: illegal base64 data"), ClassInvalidConfig},
+		{errors.New("unable to create ssh config: error parsing private key: ssh: no key found"), ClassInvalidConfig},
+		{errors.New("ssh: this private key is passphrase protected"), ClassInvalidConfig},
+		{errors.New("ssh: handshake failed: ssh: unable to authenticate, attempted methods [none password]"), ClassAccessDenied},
+		{&fs.PathError{Op: "ReadStream", Path: "kopia.repository.f", Err: gowebdav.StatusError{Status: 401}}, ClassAccessDenied},
+		{&fs.PathError{Op: "ReadStream", Path: "kopia.repository.f", Err: gowebdav.StatusError{Status: 503}}, ClassUnreachable},
+	} {
+		if got := ClassOf(classify(tc.err)); got != tc.want {
+			t.Errorf("%v: class %s, want %s", tc.err, got, tc.want)
+		}
+	}
+}
+
+// A WebDAV URL with credentials in it is refused without showing them.
+func TestWebDAVURLKeepsNoSecrets(t *testing.T) {
+	b := Backend{WebDAV: &WebDAVBackend{URL: "https://ops:hunter2@dav.example.com/r"}}
+	_, err := b.storage(context.Background(), false, throttling.Limits{})
+	if ClassOf(err) != ClassInvalidConfig || strings.Contains(err.Error(), "hunter2") || strings.Contains(b.String(), "hunter2") {
+		t.Fatalf("class %s, error %q, String %q: want InvalidConfig and no password", ClassOf(err), err, b.String())
+	}
+}
 
 // Only what the source did wrong may be called a file error; anything the
 // storage did is the storage's, whatever the entry it surfaced on.
@@ -35,11 +71,50 @@ func TestEntryFromStorageTellsStorageFromSource(t *testing.T) {
 		{"a refused connection", fmt.Errorf("unable to write content chunk: %w", refused), true},
 		{"a refused connection, flattened by a wrapper", errors.New("unable to complete PutBlob(p123) despite 10 retries: dial tcp 127.0.0.1:9000: connect: connection refused"), true},
 		{"S3 throttling", errors.New("PutBlob(p1): SlowDown: Please reduce your request rate"), true},
+		{"a WebDAV server out of space, on a relative blob path", &fs.PathError{Op: "Write", Path: "p1/x.f", Err: gowebdav.StatusError{Status: 507}}, true},
+		{"an SFTP failure on a blob path under the source's prefix", &fs.PathError{Op: "open", Path: "/data/repo/p1/x", Err: &pkgsftp.StatusError{Code: 4}}, true},
+		{"a lost SFTP connection", fmt.Errorf("PutBlob: %w", pkgsftp.ErrSSHFxConnectionLost), true},
 		{"none", nil, false},
 	}
 	for _, tc := range tests {
 		if got := entryFromStorage(tc.err, source); got != tc.want {
 			t.Errorf("%s: entryFromStorage = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A server that accepts and never answers, or answers as something else
+// than SSH, fails the open quickly instead of hanging the mover.
+func TestSFTPServerThatDoesNotSpeakSSH(t *testing.T) {
+	old := backendProbeTimeout
+	backendProbeTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { backendProbeTimeout = old })
+	for _, tc := range []struct {
+		name, says, class string
+	}{
+		{"silent", "", ClassUnreachable},
+		{"a web server", "HTTP/1.1 400 Bad Request\r\n", ClassInvalidConfig},
+	} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = conn.Write([]byte(tc.says))
+			time.Sleep(2 * time.Second)
+			_ = conn.Close()
+		}()
+		port := ln.Addr().(*net.TCPAddr).Port
+		b := Backend{SFTP: &SFTPBackend{Host: "127.0.0.1", Port: port, Path: "/r", Username: "u", Password: "p", KnownHosts: "[127.0.0.1]:1 ssh-ed25519 AAAA"}}
+		start := time.Now()
+		_, err = b.storage(context.Background(), false, throttling.Limits{})
+		if ClassOf(err) != tc.class || time.Since(start) > 10*time.Second {
+			t.Errorf("%s: class %s after %s (%v), want %s at once", tc.name, ClassOf(err), time.Since(start), err, tc.class)
+		}
+		_ = ln.Close()
 	}
 }

@@ -103,6 +103,18 @@ func repositorySpec(s *snapv1.RepositorySpec, self, ns string, cluster bool, opt
 	if !cluster && s.Encryption.PasswordSecretRef.Namespace != "" {
 		r.Also(fieldErr("spec.encryption.passwordSecretRef.namespace", "a Repository reads its password from its own namespace; remove namespace (got %q)", s.Encryption.PasswordSecretRef.Namespace))
 	}
+	if !cluster {
+		// The mover reads these from the Repository's own namespace.
+		if sf := s.Backend.SFTP; sf != nil && sf.Auth.SecretRef.Namespace != "" {
+			r.Also(fieldErr("spec.backend.sftp.auth.secretRef.namespace", "a Repository reads its backend credentials from its own namespace; remove namespace (got %q)", sf.Auth.SecretRef.Namespace))
+		}
+		if dav := s.Backend.WebDAV; dav != nil && dav.Auth != nil && dav.Auth.SecretRef.Namespace != "" {
+			r.Also(fieldErr("spec.backend.webDav.auth.secretRef.namespace", "a Repository reads its backend credentials from its own namespace; remove namespace (got %q)", dav.Auth.SecretRef.Namespace))
+		}
+	}
+	if dav := s.Backend.WebDAV; dav != nil && dav.Auth != nil && strings.HasPrefix(dav.URL, "http://") {
+		r.Warn("spec.backend.webDav.url: http:// sends the WebDAV password in the clear on every request; use https://")
+	}
 	if cluster && s.Encryption.PasswordSecretRef.Namespace == "" {
 		r.Also(missing("spec.encryption.passwordSecretRef.namespace", "encryption.passwordSecretRef.namespace (a ClusterRepository has no namespace of its own to read the password Secret from)"))
 	}
@@ -239,7 +251,9 @@ func backend(b *snapv1.Backend) *apis.FieldError {
 	if w := b.WebDAV; w != nil {
 		forms++
 		if u, err := url.Parse(w.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = errs.Also(fieldErr("webDav.url", "%q is not an http:// or https:// URL", w.URL))
+			errs = errs.Also(fieldErr("webDav.url", "is not an http:// or https:// URL"))
+		} else if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			errs = errs.Also(fieldErr("webDav.url", "%s carries credentials, a query or a fragment: the URL is shown in status and the mover's work spec, so put the credentials in the Secret of webDav.auth (KOPIA_WEBDAV_USERNAME, KOPIA_WEBDAV_PASSWORD) and give the URL alone", u.Redacted()))
 		}
 	}
 	if forms != 1 {

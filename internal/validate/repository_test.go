@@ -38,6 +38,15 @@ func TestRepositoryRules(t *testing.T) {
 		{"rule 52: auth with both forms", func(s *snapv1.RepositorySpec) {
 			s.Backend.S3.Auth.WorkloadIdentity = &snapv1.WorkloadIdentity{}
 		}, "spec.backend.s3.auth.secretRef", "exactly one of secretRef and workloadIdentity"},
+		{"webDav url with credentials", func(s *snapv1.RepositorySpec) {
+			s.Backend = snapv1.Backend{WebDAV: &snapv1.WebDAVBackend{URL: "https://ops:hunter2@dav.example.com/r"}}
+		}, "spec.backend.webDav.url", "https://ops:xxxxx@dav.example.com/r carries credentials"},
+		{"webDav url with a query", func(s *snapv1.RepositorySpec) {
+			s.Backend = snapv1.Backend{WebDAV: &snapv1.WebDAVBackend{URL: "https://dav.example.com/r?token=abc"}}
+		}, "spec.backend.webDav.url", "a query"},
+		{"sftp secret in another namespace", func(s *snapv1.RepositorySpec) {
+			s.Backend = snapv1.Backend{SFTP: &snapv1.SFTPBackend{Host: "nas", Path: "/r", Username: "u", Auth: snapv1.SecretAuth{SecretRef: snapv1.SecretRef{Name: "ssh", Namespace: "other"}}}}
+		}, "spec.backend.sftp.auth.secretRef.namespace", "its own namespace"},
 		{"rule 52: cluster with dot", func(s *snapv1.RepositorySpec) { s.IdentityDefaults = &snapv1.IdentityDefaults{Cluster: "eu.prod"} }, "spec.identityDefaults.cluster", "must not contain '.'"},
 		{"rule 52: cluster too long", func(s *snapv1.RepositorySpec) {
 			s.IdentityDefaults = &snapv1.IdentityDefaults{Cluster: strings.Repeat("a", 33)}

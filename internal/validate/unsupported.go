@@ -3,6 +3,7 @@ package validate
 import (
 	"fmt"
 	"reflect"
+	"slices"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 )
@@ -97,18 +98,18 @@ func PolicyUnsupported(prev, cur *snapv1.SnapshotPolicySpec) Result {
 	if cur.Adoption != "" {
 		refuse("spec.adoption", "snapflow does not scan repositories for snapshots it did not take, so there is nothing to adopt", prev != nil && prev.Adoption == cur.Adoption)
 	}
+	// A stored source keeps its warning wherever it moved in the list.
+	stored := func(same func(snapv1.Source) bool) bool {
+		return prev != nil && slices.ContainsFunc(prev.Sources, same)
+	}
 	for i, src := range cur.Sources {
-		var had *snapv1.Source
-		if prev != nil && i < len(prev.Sources) {
-			had = &prev.Sources[i]
-		}
 		if src.NFS != nil {
 			refuse(fmt.Sprintf("spec.sources[%d].nfs", i), "snapflow's mover backs up PersistentVolumeClaims only, so every run of this source would fail; back up a PVC bound to the export instead",
-				had != nil && reflect.DeepEqual(had.NFS, src.NFS))
+				stored(func(p snapv1.Source) bool { return reflect.DeepEqual(p.NFS, src.NFS) }))
 		}
 		if src.Stream != nil {
 			refuse(fmt.Sprintf("spec.sources[%d].stream", i), "snapflow's mover cannot snapshot a command's output yet, so every run of this source would fail; dump into a PVC with a beforeSnapshot runJob hook and back that up",
-				had != nil && reflect.DeepEqual(had.Stream, src.Stream))
+				stored(func(p snapv1.Source) bool { return reflect.DeepEqual(p.Stream, src.Stream) }))
 		}
 	}
 	return r

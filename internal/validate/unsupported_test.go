@@ -81,6 +81,10 @@ func TestPolicyUnsupported(t *testing.T) {
 	if r := PolicyUnsupported(nfs, nfs); !r.OK() || len(r.Warnings) != 1 {
 		t.Fatalf("a stored nfs source: %+v, want one warning and no error", r)
 	}
+	moved := &snapv1.SnapshotPolicySpec{Sources: []snapv1.Source{nfs.Sources[1]}}
+	if r := PolicyUnsupported(nfs, moved); !r.OK() || len(r.Warnings) != 1 {
+		t.Fatalf("a stored nfs source that moved up the list: %+v, want one warning and no error", r)
+	}
 	stream := &snapv1.SnapshotPolicySpec{Sources: []snapv1.Source{streamSource("dump.sql")}}
 	expect(t, PolicyUnsupported(nfs, stream), "spec.sources[0].stream", "runJob hook")
 	expect(t, RestoreUnsupported(&snapv1.RestoreSpec{Target: snapv1.RestoreTarget{StreamExec: &snapv1.StreamExecTarget{}}}), "spec.target.streamExec", "pvc target")
