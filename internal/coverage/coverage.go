@@ -269,11 +269,15 @@ func (in Input) globalSkip(vol volumepolicy.Volume) string {
 	return fmt.Sprintf("skipped by rule %d of the global ConfigMap %s", d.Rule.Index, in.GlobalName)
 }
 
-// firing says when the next active schedule fires p, whether one is
-// active, and whether any schedule names p at all.
 func (in Input) firing(p *snapv1.SnapshotPolicy) (next *metav1.Time, active, named bool) {
-	for i := range in.Schedules {
-		s := &in.Schedules[i]
+	return Firing(in.Schedules, p)
+}
+
+// Firing says when the next active schedule of schedules fires p, whether
+// one is active, and whether any schedule names p at all.
+func Firing(schedules []snapv1.SnapshotSchedule, p *snapv1.SnapshotPolicy) (next *metav1.Time, active, named bool) {
+	for i := range schedules {
+		s := &schedules[i]
 		if s.Namespace != p.Namespace || !fires(s, p) {
 			continue
 		}
