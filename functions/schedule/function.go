@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -41,6 +42,9 @@ type Function struct {
 	Recorder record.EventRecorder
 	// Now is the clock; tests inject one.
 	Now func() time.Time
+	// Workers bounds how many schedules a tick reconciles at once
+	// (DefaultWorkers when 0).
+	Workers int
 }
 
 func (f *Function) now() time.Time { return runtime.Now(f.Now) }
@@ -62,7 +66,7 @@ func (f *Function) Handle(ctx context.Context, e event.Event) error {
 			return err
 		}
 		now := f.now()
-		var errs []error
+		var due []client.ObjectKey
 		for i := range list.Items {
 			s := &list.Items[i]
 			// A tick comes every minute for every schedule; most are not
@@ -71,9 +75,9 @@ func (f *Function) Handle(ctx context.Context, e event.Event) error {
 			if e.Type() == events.Ping && quiet(s, now) {
 				continue
 			}
-			errs = append(errs, f.Reconcile(ctx, s.Namespace, s.Name))
+			due = append(due, client.ObjectKeyFromObject(s))
 		}
-		return errors.Join(errs...)
+		return f.reconcileAll(ctx, due)
 	case events.IsAPIServer(e.Type()):
 		ref, obj, err := events.DecodeAPIServer(e)
 		if err != nil {
@@ -90,6 +94,39 @@ func (f *Function) Handle(ctx context.Context, e event.Event) error {
 		return nil
 	}
 	return fmt.Errorf("%w: the schedule function handles %s, %s and ApiServerSource events, not %q", events.ErrUnsupported, events.Ping, events.Resync, e.Type())
+}
+
+// DefaultWorkers is how many schedules a tick reconciles at once.
+const DefaultWorkers = 8
+
+// reconcileAll reconciles each schedule, a bounded number at a time: each
+// waits on the API server for most of its time, so a tick with many due
+// slots takes a fraction of the sequential time. Schedules are
+// independent (each mints under its own deterministic names), and the
+// client's rate limits still bound what reaches the API server.
+func (f *Function) reconcileAll(ctx context.Context, keys []client.ObjectKey) error {
+	workers := f.Workers
+	if workers <= 0 {
+		workers = DefaultWorkers
+	}
+	errs := make([]error, len(keys))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(workers, len(keys)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				errs[i] = f.Reconcile(ctx, keys[i].Namespace, keys[i].Name)
+			}
+		}()
+	}
+	for i := range keys {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // quiet says a tick has nothing to do for s: its pinned next slot is still
