@@ -15,6 +15,7 @@ ETCD_VERSION=${ETCD_VERSION:-v3.6.8}
 CONTROLLER_TOOLS_VERSION=${CONTROLLER_TOOLS_VERSION:-v0.20.0}
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
 VERSITYGW_VERSION=${VERSITYGW_VERSION:-v1.8.0}
+PROMETHEUS_VERSION=${PROMETHEUS_VERSION:-v0.316.0}
 
 export GOFLAGS=-mod=mod
 export GOTOOLCHAIN=local
@@ -160,6 +161,7 @@ tool_pkg() { # the package and version `go install` builds, for each installed t
     controller-gen) echo "sigs.k8s.io/controller-tools/cmd/controller-gen $CONTROLLER_TOOLS_VERSION" ;;
     helm) echo "helm.sh/helm/v3/cmd/helm $HELM_VERSION" ;;
     versitygw) echo "github.com/versity/versitygw/cmd/versitygw $VERSITYGW_VERSION" ;;
+    promtool) echo "github.com/prometheus/prometheus/cmd/promtool $PROMETHEUS_VERSION" ;;
   esac
 }
 
@@ -187,11 +189,11 @@ compile() {
 }
 
 want=("$@")
-[[ ${#want[@]} -eq 0 ]] && want=(etcd kube controller-gen helm versitygw)
+[[ ${#want[@]} -eq 0 ]] && want=(etcd kube controller-gen helm versitygw promtool)
 todo=()
 for t in "${want[@]}"; do
   case $t in
-    kube|etcd|kopia|controller-gen|helm|versitygw) ;;
+    kube|etcd|kopia|controller-gen|helm|versitygw|promtool) ;;
     *) echo "unknown tool $t" >&2; exit 2 ;;
   esac
   is_fresh "$t" || todo+=("$t")

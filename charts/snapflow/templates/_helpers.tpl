@@ -413,3 +413,17 @@ consumes what. The prune function gets only its own PingSource's ticks
 {{- $v := .root.Values -}}
 {{- if and (include "snapflow.senderAuth" .root) (not $v.knative.enabled) (eq .name "snapshot") (not $v.functions.eventSink) $v.functions.retention.enabled -}}true{{- end -}}
 {{- end -}}
+
+{{/*
+snapflow.seconds turns a duration written as a whole number of days, hours
+or minutes ("26h", "8d", "90m") into seconds for an alert's threshold, and
+refuses anything else so a typo fails the install instead of an alert.
+*/}}
+{{- define "snapflow.seconds" -}}
+{{- $v := toString . -}}
+{{- if not (regexMatch "^[0-9]+[dhm]$" $v) -}}
+{{- fail (printf "monitoring.prometheusRule: %q is not a duration like 26h, 8d or 90m" $v) -}}
+{{- end -}}
+{{- $n := int (trimSuffix "d" (trimSuffix "h" (trimSuffix "m" $v))) -}}
+{{- if hasSuffix "d" $v }}{{ mul $n 86400 }}{{ else if hasSuffix "h" $v }}{{ mul $n 3600 }}{{ else }}{{ mul $n 60 }}{{ end -}}
+{{- end -}}
