@@ -164,7 +164,7 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
 		case "cleanup":
 			fn := &cleanup.Function{Client: c, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,
-				Window: f.deleteWindow, Recorder: recorder("snapflow-cleanup")}
+				Window: f.deleteWindow, Emitter: emitter, Recorder: recorder("snapflow-cleanup")}
 			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
 		case "verify":
 			fn := &verify.Function{Client: c, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA, Recorder: recorder("snapflow-verify")}

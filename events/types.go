@@ -53,7 +53,24 @@ const (
 	MaintenanceSucceeded = "dev.snapflow.maintenance.succeeded"
 	MaintenanceSkipped   = "dev.snapflow.maintenance.skipped"
 	MaintenanceFailed    = "dev.snapflow.maintenance.failed"
+
+	// DeletionHeld reports a Snapshot whose deletion keeps its data for
+	// now (a repository missing, degraded or not allowed, the mass-deletion
+	// breaker): once per hold and reason, data is a DeletionHeldData.
+	DeletionHeld = "dev.snapflow.deletion.held"
 )
+
+// DeletionHeldData is the data of a deletion held event.
+type DeletionHeldData struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid"`
+	Policy    string `json:"policy,omitempty"`
+	// Reason is the DeletionHeld condition's reason, Message says how to
+	// resolve it.
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
 
 // Source is the CloudEvents source attribute of events snapflow emits.
 const Source = "snapflow.dev/functions"
@@ -159,6 +176,7 @@ var known = map[string]bool{
 	SnapshotRequested: true, SnapshotSucceeded: true, SnapshotFailed: true, SnapshotUnchanged: true,
 	RetentionPruned: true, RestoreRequested: true, RestoreCompleted: true, RestoreFailed: true,
 	PruneRequested: true, PrunePlanned: true, PruneExecuted: true, S3ObjectNotification: true,
+	MaintenanceSucceeded: true, MaintenanceSkipped: true, MaintenanceFailed: true, DeletionHeld: true,
 }
 
 // Known reports whether t is one of snapflow's event types; metrics label

@@ -42,7 +42,9 @@ type Function struct {
 	Window   time.Duration
 	MaxBatch int
 	Recorder record.EventRecorder
-	Now      func() time.Time
+	// Emitter sends dev.snapflow.deletion.held when a hold starts.
+	Emitter runtime.Emitter
+	Now     func() time.Time
 }
 
 func (f *Function) now() time.Time { return runtime.Now(f.Now) }

@@ -22,6 +22,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/deletion"
@@ -336,10 +337,32 @@ func (f *Function) release(ctx context.Context, s *snapv1.Snapshot, reason, msg 
 }
 
 func (f *Function) markDeleting(ctx context.Context, s *snapv1.Snapshot, held metav1.ConditionStatus, reason, msg string) error {
+	// Every caller keeps the data for now (the breaker holds, the other
+	// reasons wait): a hold that starts, or changes its reason, is
+	// announced. Sent before the condition is written, so a failed send is
+	// sent again on the retry, with the same id.
+	if was := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionDeletionHeld); was == nil || was.Reason != reason {
+		if err := f.emitHeld(ctx, s, reason, msg); err != nil {
+			return err
+		}
+	}
 	return f.patchSnapshot(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
 		st.Phase = snapv1.SnapshotDeleting
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionDeletionHeld, Status: held, Reason: reason, Message: msg, ObservedGeneration: gen})
 	})
+}
+
+// emitHeld sends dev.snapflow.deletion.held for a hold that starts now.
+func (f *Function) emitHeld(ctx context.Context, s *snapv1.Snapshot, reason, msg string) error {
+	if f.Emitter == nil {
+		return nil
+	}
+	data := events.DeletionHeldData{Namespace: s.Namespace, Name: s.Name, UID: string(s.UID), Policy: s.Labels[wellknown.LabelConfig], Reason: reason, Message: msg}
+	e, err := events.New(string(s.UID)+"/held/"+reason, events.DeletionHeld, s.Namespace+"/"+s.Name, data)
+	if err != nil {
+		return err
+	}
+	return f.Emitter.Emit(ctx, e)
 }
 
 func (f *Function) patchSnapshot(ctx context.Context, s *snapv1.Snapshot, mutate func(*snapv1.SnapshotStatus, int64)) error {

@@ -16,6 +16,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/events"
 )
 
 // scrape reads the exporter's /metrics into series keyed
@@ -141,6 +142,19 @@ func TestExporterMetricsFollowTheObjects(t *testing.T) {
 	kubectl(t, nil, 0, "-n", ns, "delete", "snapshot", "good", "--wait=false")
 	waiting := series("snapflow_snapshot_deletion_waiting", "namespace", ns, "name", "good", "reason", "RepositoryMissing")
 	check(map[string]float64{waiting: 1}, series("kopiur_resource_phase", "kind", "Repository", "namespace", ns, "name", "primary", "phase", "Ready"))
+	// The hold is announced once as a CloudEvent, for a Trigger to page on.
+	// (A redelivery may send it again, always with the same id.)
+	ids := map[string]bool{}
+	for _, e := range env.Functions.Emitted.Events() {
+		if e.Type() == events.DeletionHeld && e.Subject() == ns+"/good" {
+			ids[e.ID()] = true
+		}
+	}
+	if e, ok := env.Functions.Emitted.Find(events.DeletionHeld, ns+"/good"); !ok || len(ids) != 1 {
+		t.Fatalf("%d distinct %s events for %s/good (want one): %v", len(ids), events.DeletionHeld, ns, env.Functions.Emitted.Types())
+	} else if !strings.Contains(string(e.Data()), `"reason":"RepositoryMissing"`) {
+		t.Fatalf("%s data %s: want reason RepositoryMissing", events.DeletionHeld, e.Data())
+	}
 	// Released by the user, the Snapshot goes, and its series with it.
 	kubectl(t, nil, 0, "-n", ns, "annotate", "snapshot", "good", wellknown.AnnotationSkipSnapshotCleanup+"=true")
 	check(nil, waiting, series("kopiur_snapshot_size_bytes", "namespace", ns, "name", "good", "policy", "app"))

@@ -325,7 +325,7 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 		o.DeleteWindow = time.Second
 	}
 	cleanupFn := &cleanup.Function{Client: cleanupClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount, Window: o.DeleteWindow,
-		Recorder: recorder("snapflow-cleanup")}
+		Emitter: f.Emitted, Recorder: recorder("snapflow-cleanup")}
 	retentionFn := &retention.Function{Client: retentionClient, Emitter: f.Emitted, Recorder: recorder("snapflow-retention")}
 	scheduleFn := &schedule.Function{Client: scheduleClient, Now: o.Clock, Recorder: recorder("snapflow-schedule")}
 	restoreFn := &restore.Function{Access: access(restoreCfg), Logs: logs(restoreCfg), Client: restoreClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount, Now: o.Clock,
