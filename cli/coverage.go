@@ -50,18 +50,12 @@ not listed.`,
   snapflow coverage -A --global-volume-policies snapflow-system/global-volume-policies --fail-unprotected`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != OutputTable && output != OutputJSON && output != OutputYAML {
-				return fmt.Errorf("-o %s: use table, json or yaml", output)
+			if err := checkOutput(output); err != nil {
+				return err
 			}
-			if all && namespace != "" {
-				return fmt.Errorf("-n %s and -A (all namespaces) ask for different things: pass one", namespace)
-			}
-			ns := ""
-			if !all {
-				var err error
-				if ns, err = kube.namespace(namespace); err != nil {
-					return err
-				}
+			ns, err := kube.scope(namespace, all)
+			if err != nil {
+				return err
 			}
 			c, err := kube.client()
 			if err != nil {

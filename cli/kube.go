@@ -66,3 +66,15 @@ func (k *kubeFlags) namespace(ns string) (string, error) {
 	}
 	return got, nil
 }
+
+// scope is the namespace a listing command reads: "" for every namespace
+// with -A, else -n or the context's.
+func (k *kubeFlags) scope(ns string, all bool) (string, error) {
+	if all && ns != "" {
+		return "", fmt.Errorf("-n %s and -A (all namespaces) ask for different things: pass one", ns)
+	}
+	if all {
+		return "", nil
+	}
+	return k.namespace(ns)
+}

@@ -33,3 +33,12 @@ func printStructured(w io.Writer, format string, v any) error {
 		return fmt.Errorf("unknown output format %q: use one of table, json, yaml", format)
 	}
 }
+
+// checkOutput refuses an -o value no command prints.
+func checkOutput(format string) error {
+	switch format {
+	case OutputTable, OutputJSON, OutputYAML:
+		return nil
+	}
+	return fmt.Errorf("-o %s: use table, json or yaml", format)
+}

@@ -34,18 +34,12 @@ phase, those same counts, and its stored snapshots and bytes.`,
   snapflow status -A -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != OutputTable && output != OutputJSON && output != OutputYAML {
-				return fmt.Errorf("-o %s: use table, json or yaml", output)
+			if err := checkOutput(output); err != nil {
+				return err
 			}
-			if all && namespace != "" {
-				return fmt.Errorf("-n %s and -A (all namespaces) ask for different things: pass one", namespace)
-			}
-			ns := ""
-			if !all {
-				var err error
-				if ns, err = kube.namespace(namespace); err != nil {
-					return err
-				}
+			ns, err := kube.scope(namespace, all)
+			if err != nil {
+				return err
 			}
 			c, err := kube.client()
 			if err != nil {

@@ -18,12 +18,11 @@ import (
 	"github.com/snapflow/snapflow/internal/scheme"
 )
 
-// Replace cancels a run whose mover Job exists but is not recorded in its
-// status yet (it had just claimed its slot): the Job is found by the name
-// the run gives it, and deleted only because the run made it.
-func TestReplaceDeletesTheJobOfARunStillStarting(t *testing.T) {
-	ctx := context.Background()
-	slot := time.Date(2026, 12, 6, 0, 45, 0, 0, time.UTC)
+// replaceFixture is a Replace schedule pinned at slot whose previous run
+// claimed its slot at claimedAt and has no Job recorded; extra objects
+// join the client.
+func replaceFixture(t *testing.T, slot, claimedAt time.Time, extra ...client.Object) (client.Client, *Function, *snapv1.SnapshotSchedule, *snapv1.Snapshot) {
+	t.Helper()
 	sched := &snapv1.SnapshotSchedule{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "often", UID: "sched-uid", Generation: 1},
 		Spec: snapv1.SnapshotScheduleSpec{PolicyRef: &snapv1.LocalObjectRef{Name: "app"},
@@ -36,16 +35,26 @@ func TestReplaceDeletesTheJobOfARunStillStarting(t *testing.T) {
 		Labels: map[string]string{wellknown.LabelSchedule: "often", wellknown.LabelScheduleUID: "sched-uid", wellknown.LabelConfig: "app"}},
 		Spec: snapv1.SnapshotSpec{PolicyRef: &snapv1.PolicyRef{Name: "app"}},
 		Status: snapv1.SnapshotStatus{Phase: snapv1.SnapshotPending, Conditions: []metav1.Condition{{Type: wellknown.ConditionRepositorySlotAvailable,
-			Status: metav1.ConditionTrue, Reason: "SlotClaimed", LastTransitionTime: metav1.Now()}}}}
-	isController := true
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: moverjob.Name(old.Name, string(old.UID)),
-		Labels:          map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue},
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: snapv1.GroupVersion.String(), Kind: "Snapshot", Name: old.Name, UID: old.UID, Controller: &isController}}}}
-	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(sched, pol, old, job,
-		&snapv1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "primary"}}).
+			Status: metav1.ConditionTrue, Reason: "SlotClaimed", LastTransitionTime: metav1.NewTime(claimedAt)}}}}
+	objs := append([]client.Object{sched, pol, old, &snapv1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "primary"}}}, extra...)
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).
 		WithStatusSubresource(&snapv1.SnapshotSchedule{}, &snapv1.Snapshot{}).Build()
 	f := &Function{Client: c, Now: func() time.Time { return slot.Add(time.Second) }}
 	pin(t, f, sched, slot)
+	return c, f, sched, old
+}
+
+// Replace cancels a run whose mover Job exists but is not recorded in its
+// status yet (it had just claimed its slot): the Job is found by the name
+// the run gives it, and deleted only because the run made it.
+func TestReplaceDeletesTheJobOfARunStillStarting(t *testing.T) {
+	ctx := context.Background()
+	slot := time.Date(2026, 12, 6, 0, 45, 0, 0, time.UTC)
+	isController := true
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: moverjob.Name("often-20261206004000", "old-uid"),
+		Labels:          map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: snapv1.GroupVersion.String(), Kind: "Snapshot", Name: "often-20261206004000", UID: "old-uid", Controller: &isController}}}}
+	c, f, _, old := replaceFixture(t, slot, slot.Add(-time.Minute), job)
 	if err := f.Reconcile(ctx, "app", "often"); err != nil {
 		t.Fatal(err)
 	}
@@ -74,24 +83,7 @@ func TestReplaceCancelsARunStuckStarting(t *testing.T) {
 func replaceStarting(t *testing.T, claimedAt time.Time, stuck bool) {
 	ctx := context.Background()
 	slot := time.Date(2026, 12, 6, 0, 45, 0, 0, time.UTC)
-	sched := &snapv1.SnapshotSchedule{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "often", UID: "sched-uid", Generation: 1},
-		Spec: snapv1.SnapshotScheduleSpec{PolicyRef: &snapv1.LocalObjectRef{Name: "app"},
-			Schedule: snapv1.Schedule{Cron: "*/5 * * * *", ConcurrencyPolicy: snapv1.ConcurrencyReplace}},
-	}
-	pol := &snapv1.SnapshotPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "app"},
-		Spec: snapv1.SnapshotPolicySpec{Repository: &snapv1.RepositoryRef{Name: "primary"}, CopyMethod: snapv1.CopyDirect,
-			Sources: []snapv1.Source{{PVC: &snapv1.LocalObjectRef{Name: "data"}}}}}
-	old := &snapv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "often-20261206004000", UID: "old-uid",
-		Labels: map[string]string{wellknown.LabelSchedule: "often", wellknown.LabelScheduleUID: "sched-uid", wellknown.LabelConfig: "app"}},
-		Spec: snapv1.SnapshotSpec{PolicyRef: &snapv1.PolicyRef{Name: "app"}},
-		Status: snapv1.SnapshotStatus{Phase: snapv1.SnapshotPending, Conditions: []metav1.Condition{{Type: wellknown.ConditionRepositorySlotAvailable,
-			Status: metav1.ConditionTrue, Reason: "SlotClaimed", LastTransitionTime: metav1.NewTime(claimedAt)}}}}
-	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(sched, pol, old,
-		&snapv1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "primary"}}).
-		WithStatusSubresource(&snapv1.SnapshotSchedule{}, &snapv1.Snapshot{}).Build()
-	f := &Function{Client: c, Now: func() time.Time { return slot.Add(time.Second) }}
-	pin(t, f, sched, slot)
+	c, f, sched, old := replaceFixture(t, slot, claimedAt)
 	if err := f.Reconcile(ctx, "app", "often"); err != nil {
 		t.Fatal(err)
 	}

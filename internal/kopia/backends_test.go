@@ -2,14 +2,9 @@ package kopia_test
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"strconv"
 	"strings"
 	"testing"
-
-	"golang.org/x/crypto/ssh"
 
 	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/test/backendsrv"
@@ -29,19 +24,10 @@ func TestWebDAVRepository(t *testing.T) {
 }
 
 func TestSFTPRepository(t *testing.T) {
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	authorized, key, err := backendsrv.ClientKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	authorized, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := string(pem.EncodeToMemory(block))
 	srv, err := backendsrv.StartSFTP("backup", "ssh-secret", authorized)
 	if err != nil {
 		t.Fatal(err)

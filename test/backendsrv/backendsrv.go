@@ -10,6 +10,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/subtle"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -49,6 +50,24 @@ func StartWebDAV(dir, user, password string) *WebDAV {
 func (s *WebDAV) Close() { s.srv.Close() }
 
 func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
+
+// ClientKey makes an SSH key pair for a client: the public half for
+// StartSFTP, the private half PEM-encoded as a Secret would hold it.
+func ClientKey() (ssh.PublicKey, string, error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, "", err
+	}
+	authorized, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		return nil, "", err
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		return nil, "", err
+	}
+	return authorized, string(pem.EncodeToMemory(block)), nil
+}
 
 // SFTP is an SSH server offering only the SFTP subsystem, over an
 // in-memory filesystem that lives as long as the server.

@@ -1,14 +1,10 @@
 package e2e
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"fmt"
 	"strings"
 	"testing"
 
-	"golang.org/x/crypto/ssh"
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
@@ -113,15 +109,7 @@ func TestBackupToWebDAV(t *testing.T) {
 // known one is refused, never trusted on first use.
 func TestBackupToSFTP(t *testing.T) {
 	const ns = "backend-sftp"
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	authorized, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
+	authorized, key, err := backendsrv.ClientKey()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +126,7 @@ func TestBackupToSFTP(t *testing.T) {
 	backend := func(port int, secret string) string {
 		return fmt.Sprintf("{sftp: {host: %s, port: %d, path: /backups/team-a, username: backup, auth: {secretRef: {name: %s}}}}", srv.Host, port, secret)
 	}
-	secret := fmt.Sprintf("  KOPIA_SFTP_KEY_DATA: %q\n  KOPIA_SFTP_KNOWN_HOSTS_DATA: %q", pem.EncodeToMemory(block), srv.KnownHosts)
+	secret := fmt.Sprintf("  KOPIA_SFTP_KEY_DATA: %q\n  KOPIA_SFTP_KNOWN_HOSTS_DATA: %q", key, srv.KnownHosts)
 	backendNamespace(t, ns, secret, backend(srv.Port, "creds"))
 	backUpAndRestore(t, ns, "sftp")
 	// The impostor answers with its own host key, which known_hosts does
