@@ -43,6 +43,12 @@ func (k *kubeFlags) restConfig() (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find a cluster: %w (pass --kubeconfig or --context)", err)
 	}
+	if cfg.QPS == 0 {
+		// client-go would throttle an unset rate to 5 requests a second;
+		// like controller-runtime, leave the pacing to the API server's
+		// priority and fairness (the functions and the webhook are servers).
+		cfg.QPS = -1
+	}
 	return cfg, nil
 }
 
