@@ -107,11 +107,15 @@ func printFleet(w io.Writer, rep fleet.Report, all bool, now time.Time) {
 			last = duration.HumanDuration(now.Sub(p.LastSuccess.Time)) + " ago"
 		}
 		if p.NextRun != nil {
-			next = "in " + duration.HumanDuration(p.NextRun.Sub(now))
+			if d := p.NextRun.Sub(now); d >= 0 {
+				next = "in " + duration.HumanDuration(d)
+			} else {
+				next = "overdue " + duration.HumanDuration(-d)
+			}
 		}
-		why := p.LastFailure
-		if len(why) > 80 {
-			why = why[:77] + "..."
+		why := strings.Join(strings.Fields(p.LastFailure), " ")
+		if r := []rune(why); len(r) > 80 {
+			why = string(r[:77]) + "..."
 		}
 		if why == "" {
 			why = "-"

@@ -339,11 +339,18 @@ func (f *Function) release(ctx context.Context, s *snapv1.Snapshot, reason, msg 
 func (f *Function) markDeleting(ctx context.Context, s *snapv1.Snapshot, held metav1.ConditionStatus, reason, msg string) error {
 	// Every caller keeps the data for now (the breaker holds, the other
 	// reasons wait): a hold that starts, or changes its reason, is
-	// announced. Sent before the condition is written, so a failed send is
-	// sent again on the retry, with the same id.
+	// announced, before the condition is written.
 	if was := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionDeletionHeld); was == nil || was.Reason != reason {
-		if err := f.emitHeld(ctx, s, reason, msg); err != nil {
-			return err
+		// The id names the condition this hold replaces, so a hold that
+		// ends and comes back is a new event, and a retry the same one.
+		since := int64(0)
+		if was != nil {
+			since = was.LastTransitionTime.Unix()
+		}
+		if err := f.emitHeld(ctx, s, fmt.Sprintf("%s/held/%s/%d", s.UID, reason, since), reason, msg); err != nil {
+			// An unreachable sink must not stop deletions: the condition,
+			// the metrics and the Kubernetes Event still say it.
+			runtime.Log(ctx).Error(err, "could not send the deletion held event", "snapshot", s.Namespace+"/"+s.Name)
 		}
 	}
 	return f.patchSnapshot(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
@@ -353,12 +360,12 @@ func (f *Function) markDeleting(ctx context.Context, s *snapv1.Snapshot, held me
 }
 
 // emitHeld sends dev.snapflow.deletion.held for a hold that starts now.
-func (f *Function) emitHeld(ctx context.Context, s *snapv1.Snapshot, reason, msg string) error {
+func (f *Function) emitHeld(ctx context.Context, s *snapv1.Snapshot, id, reason, msg string) error {
 	if f.Emitter == nil {
 		return nil
 	}
 	data := events.DeletionHeldData{Namespace: s.Namespace, Name: s.Name, UID: string(s.UID), Policy: s.Labels[wellknown.LabelConfig], Reason: reason, Message: msg}
-	e, err := events.New(string(s.UID)+"/held/"+reason, events.DeletionHeld, s.Namespace+"/"+s.Name, data)
+	e, err := events.New(id, events.DeletionHeld, s.Namespace+"/"+s.Name, data)
 	if err != nil {
 		return err
 	}

@@ -117,7 +117,7 @@ func (f *Function) reconcileAll(ctx context.Context, keys []client.ObjectKey) er
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				errs[i] = f.Reconcile(ctx, keys[i].Namespace, keys[i].Name)
+				errs[i] = f.reconcileSafely(ctx, keys[i])
 			}
 		}()
 	}
@@ -127,6 +127,18 @@ func (f *Function) reconcileAll(ctx context.Context, keys []client.ObjectKey) er
 	close(next)
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// reconcileSafely turns a panic in one schedule's reconcile into its
+// error, as the HTTP server does for a whole event, so one schedule cannot
+// take the tick (and the process) down with it.
+func (f *Function) reconcileSafely(ctx context.Context, key client.ObjectKey) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("reconcile schedule %s panicked: %v", key, r)
+		}
+	}()
+	return f.Reconcile(ctx, key.Namespace, key.Name)
 }
 
 // quiet says a tick has nothing to do for s: its pinned next slot is still

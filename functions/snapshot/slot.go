@@ -51,7 +51,11 @@ func claimOf(s *snapv1.Snapshot) *slots.Occupant {
 	if _, ok := Starting(s); !ok {
 		return nil
 	}
+	// A run can be starting (its hooks began) without a claim of its own.
 	c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionRepositorySlotAvailable)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonSlotClaimed {
+		return nil
+	}
 	r := s.Status.Resolved
 	if r == nil || r.Repository == nil {
 		return nil

@@ -50,10 +50,12 @@ type Policy struct {
 	// FailedSince counts the failed runs that finished after the last success.
 	FailedSince int `json:"failedSinceLastSuccess"`
 	// LastFailure is the newest failed run's class and message.
-	LastFailure   string `json:"lastFailure,omitempty"`
-	Running       int    `json:"running"`
-	Queued        int    `json:"queued"`
-	HeldDeletions int    `json:"heldDeletions"`
+	LastFailure string `json:"lastFailure,omitempty"`
+	Running     int    `json:"running"`
+	// Queued counts runs parked for a repository slot.
+	Queued int `json:"queued"`
+	// HeldDeletions counts deleted Snapshots whose data stays for now.
+	HeldDeletions int `json:"heldDeletions"`
 }
 
 // Repository is one repository's line.
@@ -81,7 +83,10 @@ type run struct{ running, queued, held bool }
 
 func classify(s *snapv1.Snapshot) run {
 	if s.DeletionTimestamp != nil {
-		return run{held: meta.IsStatusConditionTrue(s.Status.Conditions, wellknown.ConditionDeletionHeld)}
+		// The breaker holds with True, the other reasons wait with False;
+		// only "Deleting" is a deletion under way.
+		c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionDeletionHeld)
+		return run{held: c != nil && c.Reason != "Deleting"}
 	}
 	if s.Status.Phase.IsTerminal() {
 		return run{}
@@ -89,7 +94,8 @@ func classify(s *snapv1.Snapshot) run {
 	if s.Status.Job != nil || s.Status.Phase == snapv1.SnapshotRunning {
 		return run{running: true}
 	}
-	return run{queued: true}
+	c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionRepositorySlotAvailable)
+	return run{queued: c != nil && c.Status == metav1.ConditionFalse}
 }
 
 // Summarize builds the report.

@@ -55,7 +55,7 @@ func TestSummarize(t *testing.T) {
 			}),
 			snap("web-0", "web", snapv1.SnapshotSucceeded, 1, func(s *snapv1.Snapshot) {
 				s.DeletionTimestamp = &deleting
-				s.Status.Conditions = []metav1.Condition{{Type: wellknown.ConditionDeletionHeld, Status: metav1.ConditionTrue}}
+				s.Status.Conditions = []metav1.Condition{{Type: wellknown.ConditionDeletionHeld, Status: metav1.ConditionFalse, Reason: "RepositoryMissing"}}
 			}),
 		},
 		Repositories: []snapv1.Repository{{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "nas"}, Status: snapv1.RepositoryStatus{Phase: snapv1.RepositoryReady}}},

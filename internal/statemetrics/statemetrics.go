@@ -18,6 +18,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/maintenance"
 )
 
 // State is everything the gauges are derived from.
@@ -81,6 +82,8 @@ var (
 		[]string{"repository_kind", "namespace", "repository"}}
 	MaintenanceConfigured = &Desc{"kopiur_repository_maintenance_configured", "1 when a Maintenance maintains the repository, else 0.",
 		[]string{"repository_kind", "namespace", "repository"}}
+	MaintenanceWanted = &Desc{"snapflow_repository_maintenance_wanted", "1 when the repository should be maintained (not ReadOnly, spec.maintenance.enabled not false), else 0.",
+		[]string{"repository_kind", "namespace", "repository"}}
 	MaintenanceReclaimed = &Desc{"kopiur_maintenance_last_reclaimed_bytes", "Bytes the Maintenance's last run reclaimed.",
 		[]string{"namespace", "name", "repository_kind", "repository"}}
 	RestoreDuration = &Desc{"kopiur_restore_duration_seconds", "How long a finished Restore ran.",
@@ -94,7 +97,7 @@ var (
 // Families lists every family, for registration.
 var Families = []*Desc{ResourcePhase, SnapshotLastSuccess, SnapshotConsecutiveFailures, SnapshotSize, SnapshotFiles, SnapshotDuration,
 	PolicyLastSuccess, PolicyLastDuration, PolicyLastSize, PolicyLastFiles, PolicyLastBackupSuccess, SnapshotVerified, SnapshotsLive,
-	WaitingForSlot, DeletionsHeld, RepoSize, RepoSnapshotCount, MaintenanceConfigured, MaintenanceReclaimed, RestoreDuration, SnapshotFailureClass, DeletionWaiting}
+	WaitingForSlot, DeletionsHeld, RepoSize, RepoSnapshotCount, MaintenanceConfigured, MaintenanceWanted, MaintenanceReclaimed, RestoreDuration, SnapshotFailureClass, DeletionWaiting}
 
 // Samples derives every series from s.
 func Samples(s State) []Sample {
@@ -214,7 +217,7 @@ func Samples(s State) []Sample {
 			add(MaintenanceReclaimed, float64(*b), m.Namespace, m.Name, kind, m.Spec.Repository.Name)
 		}
 	}
-	repo := func(kind snapv1.RepositoryKind, ns, name string, st snapv1.RepositoryStatus) {
+	repo := func(kind snapv1.RepositoryKind, ns, name string, spec *snapv1.RepositorySpec, st snapv1.RepositoryStatus) {
 		if st.Phase != "" {
 			add(ResourcePhase, 1, string(kind), ns, name, string(st.Phase))
 		}
@@ -231,12 +234,17 @@ func Samples(s State) []Sample {
 			v = 1
 		}
 		add(MaintenanceConfigured, v, string(kind), ns, name)
+		wanted := 0.0
+		if maintenance.Wanted(spec) {
+			wanted = 1
+		}
+		add(MaintenanceWanted, wanted, string(kind), ns, name)
 	}
 	for _, r := range s.Repositories {
-		repo(snapv1.KindRepository, r.Namespace, r.Name, r.Status)
+		repo(snapv1.KindRepository, r.Namespace, r.Name, &r.Spec, r.Status)
 	}
 	for _, r := range s.ClusterRepositories {
-		repo(snapv1.KindClusterRepository, "", r.Name, r.Status)
+		repo(snapv1.KindClusterRepository, "", r.Name, &r.Spec.RepositorySpec, r.Status)
 	}
 	for _, r := range s.Restores {
 		if r.Status.Phase != "" {

@@ -421,9 +421,18 @@ refuses anything else so a typo fails the install instead of an alert.
 */}}
 {{- define "snapflow.seconds" -}}
 {{- $v := toString . -}}
-{{- if not (regexMatch "^[0-9]+[dhm]$" $v) -}}
+{{- if not (regexMatch "^[1-9][0-9]*[dhm]$" $v) -}}
 {{- fail (printf "monitoring.prometheusRule: %q is not a duration like 26h, 8d or 90m" $v) -}}
 {{- end -}}
-{{- $n := int (trimSuffix "d" (trimSuffix "h" (trimSuffix "m" $v))) -}}
+{{- $n := atoi (trimSuffix "d" (trimSuffix "h" (trimSuffix "m" $v))) -}}
 {{- if hasSuffix "d" $v }}{{ mul $n 86400 }}{{ else if hasSuffix "h" $v }}{{ mul $n 3600 }}{{ else }}{{ mul $n 60 }}{{ end -}}
+{{- end -}}
+
+{{/*
+snapflow.duration checks a duration for an alert's for: the same forms as
+snapflow.seconds, written back as given.
+*/}}
+{{- define "snapflow.duration" -}}
+{{- $_ := include "snapflow.seconds" . -}}
+{{- . -}}
 {{- end -}}
