@@ -100,6 +100,14 @@ const (
 	// backup; its value is the reason `snapflow coverage` shows.
 	AnnotationBackupNotRequired = SnapflowPrefix + "backup-not-required"
 	AnnotationPrunedBy          = Prefix + "pruned-by"
+	// AnnotationCancelRequested on a Snapshot asks its run to stop: the
+	// snapshot function deletes its mover Job, ends it Failed (class
+	// Cancelled) and runs its afterSnapshot hooks, as for any failed run.
+	// The value says why. A schedule's Replace sets it, beginning with
+	// CancelReplaced.
+	AnnotationCancelRequested = SnapflowPrefix + "cancel-requested"
+	// CancelReplaced begins the cancel reason a schedule's Replace writes.
+	CancelReplaced = "replaced by the slot due at "
 	// AnnotationRequestedBy records who sent the request event a Snapshot
 	// or Restore was made for (the authenticated user, or "unauthenticated").
 	AnnotationRequestedBy = SnapflowPrefix + "requested-by"

@@ -2,7 +2,7 @@ package schedule
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
@@ -253,7 +254,7 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 	switch s.Spec.Schedule.ConcurrencyPolicy {
 	case snapv1.ConcurrencyAllow:
 	case snapv1.ConcurrencyReplace:
-		if reason, held, err := f.replace(ctx, s, active); err != nil || held != "" {
+		if reason, held, err := f.replace(ctx, s, active, next.At.Time); err != nil || held != "" {
 			if err != nil {
 				return false, err
 			}
@@ -451,25 +452,23 @@ func (f *Function) notes(st *snapv1.SnapshotScheduleStatus, r *resolved, gen int
 	}
 }
 
-// replace cancels the unfinished runs before a new slot fires: it deletes
-// each running run's mover Job and removes its Snapshot stamped
-// pruned-by: replaced-run. A run only queued for a slot, or one that
-// claimed its slot and is still in its hooks (no mover Job yet), is waited
-// for instead (the message says so); a finished run is never touched.
-func (f *Function) replace(ctx context.Context, s *snapv1.SnapshotSchedule, active []snapv1.Snapshot) (reason, held string, err error) {
+// replace cancels the unfinished runs before a new slot fires. A run
+// only queued for a slot, or one still in its beforeSnapshot hooks (no
+// mover Job yet), is waited for. Any other is asked to stop
+// (AnnotationCancelRequested): the snapshot function deletes its mover Job
+// and ends it Failed, which runs its afterSnapshot hooks, so a workload
+// quiesced for it is resumed; the slot waits until it has ended, and
+// history then removes it stamped pruned-by: replaced-run. A finished run
+// is never touched.
+func (f *Function) replace(ctx context.Context, s *snapv1.SnapshotSchedule, active []snapv1.Snapshot, slot time.Time) (reason, held string, err error) {
 	for i := range active {
 		k := &active[i]
 		if c := meta.FindStatusCondition(k.Status.Conditions, wellknown.ConditionRepositorySlotAvailable); c != nil && c.Status == metav1.ConditionFalse {
 			return "OldRunQueued", fmt.Sprintf("the previous run %s is queued for a repository slot; the new slot fires once it started or finished", k.Name), nil
 		}
 		since, starting := snapshot.Starting(k)
-		if !starting {
-			continue
-		}
-		if f.now().Sub(since) > slots.ClaimLease {
-			// Stuck past any hook or staging timeout: cancel it after all
-			// (its deletion runs the afterSnapshot hooks).
-			f.event(s, true, reasonReplaced, "the previous run %s has been starting since %s without a mover; replacing it", k.Name, since.UTC().Format(time.RFC3339))
+		if !starting || f.now().Sub(since) > slots.ClaimLease {
+			// Stuck past any hook or staging timeout: it is cancelled below.
 			continue
 		}
 		// Its Job may exist before status records it; only a run with
@@ -482,21 +481,42 @@ func (f *Function) replace(ctx context.Context, s *snapv1.SnapshotSchedule, acti
 			return "", "", fmt.Errorf("read the mover Job of run %s: %w", k.Name, err)
 		}
 	}
+	var names []string
 	for i := range active {
 		k := &active[i]
-		// The mover Job by the name its run gives it, whether or not status
-		// records it yet (a run that just claimed its slot may be creating
-		// it), and only if that run made it.
-		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: moverjob.Name(k.Name, string(k.UID))}}
-		if _, err := runtime.DeleteOwned(ctx, f.Client, j, k, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !errors.Is(err, runtime.ErrNotOwned) {
+		names = append(names, k.Name)
+		if _, asked := k.Annotations[wellknown.AnnotationCancelRequested]; asked {
+			continue
+		}
+		why := wellknown.CancelReplaced + slot.UTC().Format(time.RFC3339) + " (concurrencyPolicy Replace)"
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{wellknown.AnnotationCancelRequested: why}}})
+		if err != nil {
 			return "", "", err
+		}
+		if err := f.Client.Patch(ctx, k, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
+			return "", "", fmt.Errorf("ask run %s to stop: %w", k.Name, err)
+		}
+		f.event(s, false, reasonReplaced, "cancelling the unfinished run %s for the slot due at %s", k.Name, slot.UTC().Format(time.RFC3339))
+	}
+	if len(names) == 0 {
+		return "", "", nil
+	}
+	return "OldRunCancelling", fmt.Sprintf("the previous run(s) %s are being cancelled (mover stopped, afterSnapshot hooks run); the new slot fires once they ended", strings.Join(names, ", ")), nil
+}
+
+// replaced prunes the runs Replace cancelled once they have ended and
+// their afterSnapshot hooks ran.
+func (f *Function) replaced(ctx context.Context, kids []snapv1.Snapshot) error {
+	for i := range kids {
+		k := &kids[i]
+		if k.DeletionTimestamp != nil || !strings.HasPrefix(k.Annotations[wellknown.AnnotationCancelRequested], wellknown.CancelReplaced) || !snapshot.Finished(k) {
+			continue
 		}
 		if err := snapshot.Prune(ctx, f.Client, k, wellknown.PrunedByReplacedRun); err != nil {
-			return "", "", err
+			return err
 		}
-		f.event(s, false, reasonReplaced, "replaced the unfinished run %s", k.Name)
 	}
-	return "", "", nil
+	return nil
 }
 
 // history updates lastSuccessfulSchedule and consecutiveFailures and prunes
@@ -504,6 +524,9 @@ func (f *Function) replace(ctx context.Context, s *snapv1.SnapshotSchedule, acti
 func (f *Function) history(ctx context.Context, s *snapv1.SnapshotSchedule) error {
 	kids, err := f.children(ctx, s)
 	if err != nil {
+		return err
+	}
+	if err := f.replaced(ctx, kids); err != nil {
 		return err
 	}
 	sort.Slice(kids, func(i, j int) bool { return endOf(&kids[i]).After(endOf(&kids[j])) })

@@ -2,11 +2,11 @@ package schedule
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,27 +44,78 @@ func replaceFixture(t *testing.T, slot, claimedAt time.Time, extra ...client.Obj
 	return c, f, sched, old
 }
 
-// Replace cancels a run whose mover Job exists but is not recorded in its
-// status yet (it had just claimed its slot): the Job is found by the name
-// the run gives it, and deleted only because the run made it.
-func TestReplaceDeletesTheJobOfARunStillStarting(t *testing.T) {
+// Replace asks a run whose mover Job exists (recorded or not) to stop, and
+// holds the slot until it has ended and run its afterSnapshot hooks; then
+// the run goes, stamped replaced-run, and the held slot fires.
+func TestReplaceCancelsARunningRunThenFires(t *testing.T) {
 	ctx := context.Background()
 	slot := time.Date(2026, 12, 6, 0, 45, 0, 0, time.UTC)
 	isController := true
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: moverjob.Name("often-20261206004000", "old-uid"),
 		Labels:          map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: snapv1.GroupVersion.String(), Kind: "Snapshot", Name: "often-20261206004000", UID: "old-uid", Controller: &isController}}}}
-	c, f, _, old := replaceFixture(t, slot, slot.Add(-time.Minute), job)
+	c, f, sched, old := replaceFixture(t, slot, slot.Add(-time.Minute), job)
 	if err := f.Reconcile(ctx, "app", "often"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(job), &batchv1.Job{}); !apierrors.IsNotFound(err) {
-		t.Fatalf("the replaced run's mover Job is still there (%v)", err)
-	}
 	var got snapv1.Snapshot
-	if err := c.Get(ctx, client.ObjectKeyFromObject(old), &got); err == nil && got.Annotations[wellknown.AnnotationPrunedBy] != wellknown.PrunedByReplacedRun {
-		t.Fatalf("the replaced run was not pruned: %v", got.Annotations)
+	if err := c.Get(ctx, client.ObjectKeyFromObject(old), &got); err != nil || !strings.HasPrefix(got.Annotations[wellknown.AnnotationCancelRequested], wellknown.CancelReplaced) {
+		t.Fatalf("the running run was not asked to stop: %v %v", err, got.Annotations)
 	}
+	if held := heldReason(t, c, sched); held != "OldRunCancelling" {
+		t.Fatalf("ReplacementHeld reason %q, want OldRunCancelling", held)
+	}
+	if n := count(t, c); n != 1 {
+		t.Fatalf("%d Snapshots: the new slot fired before the old run ended", n)
+	}
+	// The snapshot function stops it, and finalizes it after its hooks.
+	got.Status.Phase = snapv1.SnapshotFailed
+	got.Status.Conditions = append(got.Status.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: string(snapv1.SnapshotFailed),
+		ObservedGeneration: got.Generation, LastTransitionTime: metav1.Now()})
+	if err := c.Status().Update(ctx, &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Reconcile(ctx, "app", "often"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(old), &got); err == nil && got.Annotations[wellknown.AnnotationPrunedBy] != wellknown.PrunedByReplacedRun {
+		t.Fatalf("the cancelled run was not pruned: %v", got.Annotations)
+	}
+	if err := f.Reconcile(ctx, "app", "often"); err != nil {
+		t.Fatal(err)
+	}
+	var kids snapv1.SnapshotList
+	if err := c.List(ctx, &kids, client.InNamespace("app")); err != nil {
+		t.Fatal(err)
+	}
+	fired := false
+	for _, k := range kids.Items {
+		fired = fired || strings.HasSuffix(k.Name, slot.Format("20060102150405"))
+	}
+	if !fired {
+		t.Fatalf("the held slot did not fire once the old run ended: %d Snapshots", len(kids.Items))
+	}
+}
+
+func heldReason(t *testing.T, c client.Client, sched *snapv1.SnapshotSchedule) string {
+	t.Helper()
+	var s snapv1.SnapshotSchedule
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(sched), &s); err != nil {
+		t.Fatal(err)
+	}
+	if cond := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionReplacementHeld); cond != nil && cond.Status == metav1.ConditionTrue {
+		return cond.Reason
+	}
+	return ""
+}
+
+func count(t *testing.T, c client.Client) int {
+	t.Helper()
+	var kids snapv1.SnapshotList
+	if err := c.List(context.Background(), &kids, client.InNamespace("app")); err != nil {
+		t.Fatal(err)
+	}
+	return len(kids.Items)
 }
 
 // A run that claimed its slot but has no mover Job yet is in its
@@ -88,26 +139,18 @@ func replaceStarting(t *testing.T, claimedAt time.Time, stuck bool) {
 		t.Fatal(err)
 	}
 	var got snapv1.Snapshot
-	err := c.Get(ctx, client.ObjectKeyFromObject(old), &got)
-	if stuck {
-		if err == nil && got.Annotations[wellknown.AnnotationPrunedBy] != wellknown.PrunedByReplacedRun {
-			t.Fatalf("the stuck run was not replaced: %v", got.Annotations)
-		}
-		return
-	}
-	if err != nil || got.Annotations[wellknown.AnnotationPrunedBy] != "" {
-		t.Fatalf("the starting run was cancelled: %v %v", err, got.Annotations)
-	}
-	var s snapv1.SnapshotSchedule
-	if err := c.Get(ctx, client.ObjectKeyFromObject(sched), &s); err != nil {
+	if err := c.Get(ctx, client.ObjectKeyFromObject(old), &got); err != nil {
 		t.Fatal(err)
 	}
-	cond := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionReplacementHeld)
-	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != "OldRunStarting" {
-		t.Fatalf("ReplacementHeld = %+v, want True OldRunStarting", cond)
+	_, asked := got.Annotations[wellknown.AnnotationCancelRequested]
+	want := "OldRunStarting"
+	if stuck {
+		want = "OldRunCancelling"
 	}
-	var kids snapv1.SnapshotList
-	if err := c.List(ctx, &kids, client.InNamespace("app")); err != nil || len(kids.Items) != 1 {
-		t.Fatalf("the new slot fired while the old run was starting: %d Snapshots (%v)", len(kids.Items), err)
+	if asked != stuck || heldReason(t, c, sched) != want {
+		t.Fatalf("stuck %v: asked to stop %v, held %q; want asked %v, held %s", stuck, asked, heldReason(t, c, sched), stuck, want)
+	}
+	if n := count(t, c); n != 1 {
+		t.Fatalf("the new slot fired while the old run was starting: %d Snapshots", n)
 	}
 }

@@ -72,6 +72,9 @@ func (f *Function) ReconcileSnapshot(ctx context.Context, ns, name string) error
 		}
 		return f.finalize(ctx, &s)
 	}
+	if why, ok := s.Annotations[wellknown.AnnotationCancelRequested]; ok {
+		return f.cancel(ctx, &s, why)
+	}
 	if s.Status.Job != nil && s.Status.Job.Name != "" {
 		return f.observeJob(ctx, &s)
 	}
@@ -401,6 +404,21 @@ func (f *Function) failRun(ctx context.Context, s *snapv1.Snapshot, class, msg, 
 	})
 }
 
+// ReasonCancelled: the run was asked to stop (AnnotationCancelRequested).
+const ReasonCancelled = "Cancelled"
+
+// cancel stops a run that was asked to: its mover Job goes (found by the
+// name the run gives it, deleted only if the run made it), and the run
+// ends Failed, so finalize runs its afterSnapshot hooks on the next event.
+func (f *Function) cancel(ctx context.Context, s *snapv1.Snapshot, why string) error {
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: jobNameOf(s)}}
+	if err := deleteIfOwned(ctx, f.Client, job, s, "mover Job"); err != nil {
+		return err
+	}
+	runtime.Log(ctx).Info("cancelled", "snapshot", s.Namespace+"/"+s.Name, "why", why)
+	return f.failRun(ctx, s, ReasonCancelled, "the run was cancelled: "+why, "")
+}
+
 // afterHooks runs the afterSnapshot hooks of a finished run once, whether
 // it succeeded or failed, provided the run got as far as its hooks (a run
 // refused before that has nothing to resume). It reports waiting while a
@@ -434,6 +452,10 @@ func (f *Function) afterHooks(ctx context.Context, s *snapv1.Snapshot) (bool, er
 }
 
 // finalized says whether the function already published a terminal run.
+// Finished reports whether a run has ended and been finalized: its
+// afterSnapshot hooks ran and its outcome is published.
+func Finished(s *snapv1.Snapshot) bool { return s.Status.Phase.IsTerminal() && finalized(s) }
+
 func finalized(s *snapv1.Snapshot) bool {
 	c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionReady)
 	return c != nil && c.ObservedGeneration == s.Generation && (c.Reason == string(s.Status.Phase))

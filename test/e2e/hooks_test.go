@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -189,4 +190,59 @@ func TestHTTPHookEgressIsRefused(t *testing.T) {
 			t.Fatalf("the redirect was followed: %q", srv.got())
 		}
 	}
+}
+
+// A run asked to stop (as a schedule's Replace asks, or a person with
+// kubectl annotate) loses its mover and ends Failed, and its afterSnapshot
+// hook still runs: a workload quiesced for it is resumed.
+func TestCancellingARunThawsTheWorkload(t *testing.T) {
+	const ns = "hooks-cancel"
+	// 4 MiB at 256 KiB/s: still uploading when the cancel comes.
+	backupNamespace(t, ns, 1, "  moverDefaults: {throttle: {uploadBytesPerSecond: 262144}}\n")
+	writeRandom(t, filepath.Join(env.Functions.Node.PVCDir(ns, "app-data"), "big"), 4<<20)
+	srv := newHookServer(t)
+	kubectl(t, policy(ns, "app", fmt.Sprintf(`  copyMethod: Direct
+  hooks:
+    beforeSnapshot:
+      - httpRequest: {url: %q}
+    afterSnapshot:
+      - httpRequest: {url: %q}
+`, srv.URL+"/freeze", srv.URL+"/thaw")), 0, "apply", "-f", "-")
+	kubectl(t, snapshotOf(ns, "long", "app"), 0, "create", "-f", "-")
+	var job string
+	eventually(t, func() error {
+		var s snapv1.Snapshot
+		if err := env.Client.Get(testContext(t), clientKey(ns, "long"), &s); err != nil {
+			return err
+		}
+		if s.Status.Job == nil || s.Status.Phase != snapv1.SnapshotRunning {
+			return fmt.Errorf("not running yet: %s", s.Status.Phase)
+		}
+		job = s.Status.Job.Name
+		return nil
+	})
+	kubectl(t, nil, 0, "-n", ns, "annotate", "snapshot", "long", wellknown.AnnotationCancelRequested+"=on-call stopped it")
+	s := waitSnapshot(t, ns, "long", snapv1.SnapshotFailed)
+	if f := s.Status.Failure; f == nil || f.Class != snapshot.ReasonCancelled || !strings.Contains(f.Message, "on-call stopped it") {
+		t.Fatalf("failure %+v: want class %s with the reason given", s.Status.Failure, snapshot.ReasonCancelled)
+	}
+	eventually(t, func() error {
+		if err := env.Client.Get(testContext(t), clientKey(ns, "long"), s); err != nil {
+			return err
+		}
+		if s.Status.Hooks == nil || s.Status.Hooks.PostCompletedAt == nil {
+			return fmt.Errorf("afterSnapshot hooks not run yet: %+v", s.Status.Hooks)
+		}
+		return nil
+	})
+	if calls := srv.got(); len(calls) != 2 || !strings.HasPrefix(calls[0], "POST /freeze") || !strings.HasPrefix(calls[1], "POST /thaw") {
+		t.Fatalf("hook calls %q: want the freeze, then the thaw", calls)
+	}
+	eventually(t, func() error {
+		var j batchv1.Job
+		if err := env.Client.Get(testContext(t), clientKey(ns, job), &j); err == nil && j.DeletionTimestamp == nil {
+			return fmt.Errorf("the cancelled run's mover Job %s is still there", job)
+		}
+		return nil
+	})
 }

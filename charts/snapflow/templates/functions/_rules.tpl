@@ -152,7 +152,8 @@ because the functions act on snapflow objects in every namespace. Notes:
 {{- end -}}
 
 {{- define "snapflow.rules.schedule" -}}
-# Schedules fire by minting Snapshots; replaced and failed runs are pruned.
+# Schedules fire by minting Snapshots; replaced runs are asked to stop
+# (an annotation), then pruned with failed runs beyond the history limit.
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["snapshotschedules"]
   verbs: ["get", "list"]
@@ -172,10 +173,11 @@ because the functions act on snapflow objects in every namespace. Notes:
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
   verbs: ["list"]
-# The mover Job of a replaced run is deleted.
+# Replace reads whether a starting run's mover Job exists yet (the
+# snapshot function deletes the Job of a run it is asked to cancel).
 - apiGroups: ["batch"]
   resources: ["jobs"]
-  verbs: ["get", "delete"]
+  verbs: ["get"]
 {{ include "snapflow.rules.events" . }}
 {{- end -}}
 

@@ -1,0 +1,53 @@
+package snapshot
+
+import (
+	"context"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/moverjob"
+	"github.com/snapflow/snapflow/internal/scheme"
+)
+
+// A run asked to stop loses its mover Job and ends Failed (Cancelled), so
+// its afterSnapshot hooks run as for any failed run; a Job it did not make
+// is left alone (runtime.DeleteOwned).
+func TestCancelStopsTheRun(t *testing.T) {
+	ctx := context.Background()
+	const ns = "app"
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data"},
+		Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-data"}, Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}}
+	objs := oneRunFixture(ns, pvc)
+	s1 := objs[4].(*snapv1.Snapshot)
+	s1.Annotations = map[string]string{wellknown.AnnotationCancelRequested: wellknown.CancelReplaced + "2026-12-06T00:45:00Z"}
+	s1.Status.Phase = snapv1.SnapshotRunning
+	name := moverjob.Name(s1.Name, string(s1.UID))
+	s1.Status.Job = &snapv1.JobRef{Name: name}
+	isController := true
+	own := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: "job-uid", Labels: map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: snapv1.GroupVersion.String(), Kind: "Snapshot", Name: s1.Name, UID: s1.UID, Controller: &isController}}}}
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(append(objs, own)...).
+		WithStatusSubresource(&snapv1.Snapshot{}).Build()
+	f := &Function{Client: c, Namespace: "snapflow-system", MoverImage: "img"}
+	if err := f.ReconcileSnapshot(ctx, ns, s1.Name); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(own), &batchv1.Job{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the cancelled run's mover Job is still there (%v)", err)
+	}
+	var got snapv1.Snapshot
+	if err := c.Get(ctx, client.ObjectKeyFromObject(s1), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase != snapv1.SnapshotFailed || got.Status.Failure == nil || got.Status.Failure.Class != ReasonCancelled {
+		t.Fatalf("phase %s failure %+v: want Failed, class %s", got.Status.Phase, got.Status.Failure, ReasonCancelled)
+	}
+}
