@@ -51,3 +51,38 @@ func TestCancelStopsTheRun(t *testing.T) {
 		t.Fatalf("phase %s failure %+v: want Failed, class %s", got.Status.Phase, got.Status.Failure, ReasonCancelled)
 	}
 }
+
+// A mover that finished before the cancel was seen has reported: its
+// outcome is taken, and its Job is not thrown away with the report.
+func TestCancelTakesAFinishedMoversReport(t *testing.T) {
+	ctx := context.Background()
+	const ns = "app"
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data"},
+		Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-data"}, Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}}
+	objs := oneRunFixture(ns, pvc)
+	s1 := objs[4].(*snapv1.Snapshot)
+	s1.Annotations = map[string]string{wellknown.AnnotationCancelRequested: "too late"}
+	s1.Status.Phase = snapv1.SnapshotRunning
+	name := moverjob.Name(s1.Name, string(s1.UID))
+	s1.Status.Job = &snapv1.JobRef{Name: name}
+	isController := true
+	done := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: "job-uid", Labels: map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: snapv1.GroupVersion.String(), Kind: "Snapshot", Name: s1.Name, UID: s1.UID, Controller: &isController}}},
+		Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}}}
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(append(objs, done)...).
+		WithStatusSubresource(&snapv1.Snapshot{}).Build()
+	f := &Function{Client: c, Namespace: "snapflow-system", MoverImage: "img"}
+	if err := f.ReconcileSnapshot(ctx, ns, s1.Name); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(done), &batchv1.Job{}); err != nil {
+		t.Fatalf("the finished mover's Job was deleted with its report: %v", err)
+	}
+	var got snapv1.Snapshot
+	if err := c.Get(ctx, client.ObjectKeyFromObject(s1), &got); err != nil {
+		t.Fatal(err)
+	}
+	if f := got.Status.Failure; f != nil && f.Class == ReasonCancelled {
+		t.Fatalf("a run whose mover had finished was called cancelled: %+v", f)
+	}
+}

@@ -411,6 +411,17 @@ const ReasonCancelled = "Cancelled"
 // name the run gives it, deleted only if the run made it), and the run
 // ends Failed, so finalize runs its afterSnapshot hooks on the next event.
 func (f *Function) cancel(ctx context.Context, s *snapv1.Snapshot, why string) error {
+	if s.Status.Job != nil && s.Status.Job.Name != "" {
+		// A mover that already finished has written a kopia snapshot (or
+		// failed on its own): its report is taken, not thrown away with
+		// the Job, or the data would be in the repository untracked.
+		var j batchv1.Job
+		if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Status.Job.Name}, &j); err == nil && runtime.Owned(&j, s) {
+			if _, done := jobwatch.Finished(&j); done {
+				return f.observeJob(ctx, s)
+			}
+		}
+	}
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: jobNameOf(s)}}
 	if err := deleteIfOwned(ctx, f.Client, job, s, "mover Job"); err != nil {
 		return err
