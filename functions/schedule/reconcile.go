@@ -240,7 +240,11 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 	var active []snapv1.Snapshot
 	for _, k := range kids {
 		// This slot's own Snapshots (a retried firing) are not another run.
-		if !k.Status.Phase.IsTerminal() && k.DeletionTimestamp == nil && !containsSlot(k.Name, slot) {
+		// A cancelled run stays active until its afterSnapshot hooks ran,
+		// so the next run's freeze never comes before its thaw.
+		_, cancelling := k.Annotations[wellknown.AnnotationCancelRequested]
+		unfinished := !k.Status.Phase.IsTerminal() || (cancelling && !snapshot.Finished(&k))
+		if unfinished && k.DeletionTimestamp == nil && !containsSlot(k.Name, slot) {
 			active = append(active, k)
 		}
 	}
@@ -509,7 +513,11 @@ func (f *Function) replace(ctx context.Context, s *snapv1.SnapshotSchedule, acti
 func (f *Function) replaced(ctx context.Context, kids []snapv1.Snapshot) error {
 	for i := range kids {
 		k := &kids[i]
-		if k.DeletionTimestamp != nil || !strings.HasPrefix(k.Annotations[wellknown.AnnotationCancelRequested], wellknown.CancelReplaced) || !snapshot.Finished(k) {
+		// Only a run that ended as cancelled (written by the snapshot
+		// function, not by whoever may annotate Snapshots): one whose
+		// mover finished first keeps its backup.
+		if k.DeletionTimestamp != nil || !strings.HasPrefix(k.Annotations[wellknown.AnnotationCancelRequested], wellknown.CancelReplaced) || !snapshot.Finished(k) ||
+			k.Status.Phase != snapv1.SnapshotFailed || k.Status.Failure == nil || k.Status.Failure.Class != snapshot.ReasonCancelled {
 			continue
 		}
 		if err := snapshot.Prune(ctx, f.Client, k, wellknown.PrunedByReplacedRun); err != nil {
@@ -542,7 +550,8 @@ func (f *Function) history(ctx context.Context, s *snapv1.SnapshotSchedule) erro
 			}
 			counting = false
 		case snapv1.SnapshotFailed:
-			if counting {
+			// A run stopped on purpose (Replace, or a person) is no failure.
+			if counting && (k.Status.Failure == nil || k.Status.Failure.Class != snapshot.ReasonCancelled) {
 				failures++
 			}
 		}

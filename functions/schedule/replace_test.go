@@ -68,8 +68,23 @@ func TestReplaceCancelsARunningRunThenFires(t *testing.T) {
 	if n := count(t, c); n != 1 {
 		t.Fatalf("%d Snapshots: the new slot fired before the old run ended", n)
 	}
-	// The snapshot function stops it, and finalizes it after its hooks.
+	// Failed but not yet finalized (its afterSnapshot hooks not run): the
+	// slot still waits, so the next freeze never comes before this thaw.
 	got.Status.Phase = snapv1.SnapshotFailed
+	got.Status.Failure = &snapv1.Failure{Class: "Cancelled", Message: "the run was cancelled"}
+	if err := c.Status().Update(ctx, &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Reconcile(ctx, "app", "often"); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, c); n != 1 || heldReason(t, c, sched) != "OldRunCancelling" {
+		t.Fatalf("%d Snapshots, held %q: the slot fired before the cancelled run's hooks ran", n, heldReason(t, c, sched))
+	}
+	// The snapshot function finalizes it after its hooks.
+	if err := c.Get(ctx, client.ObjectKeyFromObject(old), &got); err != nil {
+		t.Fatal(err)
+	}
 	got.Status.Conditions = append(got.Status.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: string(snapv1.SnapshotFailed),
 		ObservedGeneration: got.Generation, LastTransitionTime: metav1.Now()})
 	if err := c.Status().Update(ctx, &got); err != nil {
@@ -94,6 +109,34 @@ func TestReplaceCancelsARunningRunThenFires(t *testing.T) {
 	}
 	if !fired {
 		t.Fatalf("the held slot did not fire once the old run ended: %d Snapshots", len(kids.Items))
+	}
+}
+
+// A run whose mover finished before the cancel was seen succeeded: its
+// backup is kept, whatever annotation it carries.
+func TestReplaceKeepsARunThatSucceededFirst(t *testing.T) {
+	ctx := context.Background()
+	slot := time.Date(2026, 12, 6, 0, 45, 0, 0, time.UTC)
+	c, f, _, old := replaceFixture(t, slot, slot.Add(-time.Minute))
+	var got snapv1.Snapshot
+	if err := c.Get(ctx, client.ObjectKeyFromObject(old), &got); err != nil {
+		t.Fatal(err)
+	}
+	got.Annotations = map[string]string{wellknown.AnnotationCancelRequested: wellknown.CancelReplaced + "2026-12-06T00:45:00Z"}
+	if err := c.Update(ctx, &got); err != nil {
+		t.Fatal(err)
+	}
+	got.Status.Phase = snapv1.SnapshotSucceeded
+	got.Status.Conditions = []metav1.Condition{{Type: wellknown.ConditionReady, Status: metav1.ConditionTrue, Reason: string(snapv1.SnapshotSucceeded),
+		ObservedGeneration: got.Generation, LastTransitionTime: metav1.Now()}}
+	if err := c.Status().Update(ctx, &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Reconcile(ctx, "app", "often"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(old), &got); err != nil || got.Annotations[wellknown.AnnotationPrunedBy] != "" {
+		t.Fatalf("a run that succeeded was pruned as replaced: %v %v", err, got.Annotations)
 	}
 }
 

@@ -86,3 +86,29 @@ func TestCancelTakesAFinishedMoversReport(t *testing.T) {
 		t.Fatalf("a run whose mover had finished was called cancelled: %+v", f)
 	}
 }
+
+// A cancel waits while a beforeSnapshot hook runs: thawing before the
+// freeze ended would leave the workload frozen.
+func TestCancelWaitsForARunningFreeze(t *testing.T) {
+	ctx := context.Background()
+	const ns = "app"
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data"},
+		Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-data"}, Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}}
+	objs := oneRunFixture(ns, pvc)
+	s1 := objs[4].(*snapv1.Snapshot)
+	s1.Annotations = map[string]string{wellknown.AnnotationCancelRequested: "now"}
+	s1.Status.Phase = snapv1.SnapshotPending
+	s1.Status.Hooks = &snapv1.HookStamps{Results: []snapv1.HookResult{{List: ListBefore, Index: 0, Kind: "workloadExec", Running: true}}}
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).WithStatusSubresource(&snapv1.Snapshot{}).Build()
+	f := &Function{Client: c, Namespace: "snapflow-system", MoverImage: "img"}
+	if err := f.ReconcileSnapshot(ctx, ns, s1.Name); err != nil {
+		t.Fatal(err)
+	}
+	var got snapv1.Snapshot
+	if err := c.Get(ctx, client.ObjectKeyFromObject(s1), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase.IsTerminal() {
+		t.Fatalf("cancelled while its freeze hook ran: %s %+v", got.Status.Phase, got.Status.Failure)
+	}
+}

@@ -205,6 +205,15 @@ func (f *Function) start(ctx context.Context, s *snapv1.Snapshot) error {
 	if err != nil || !ready {
 		return err
 	}
+	// A cancel or another outcome may have landed while this delivery ran
+	// the hooks and staged: no mover starts for a run that has ended.
+	var live snapv1.Snapshot
+	if err := f.Client.Get(ctx, client.ObjectKeyFromObject(s), &live); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if _, cancelled := live.Annotations[wellknown.AnnotationCancelRequested]; cancelled || live.Status.Phase.IsTerminal() || live.UID != s.UID {
+		return nil
+	}
 	if err := f.createJob(ctx, s, plan, jobName); errors.Is(err, projection.ErrSource) {
 		return f.failRun(ctx, s, kopia.ClassInvalidConfig, err.Error(), "")
 	} else if errors.Is(err, moverjob.ErrSourceInUse) {
@@ -271,7 +280,11 @@ func originOf(s *snapv1.Snapshot) snapv1.Origin {
 }
 
 func (f *Function) markStarted(ctx context.Context, s *snapv1.Snapshot, p *runPlan, jobName string) error {
-	return f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
+	ended := false
+	err := f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
+		if ended = st.Phase.IsTerminal() && st.Job == nil; ended {
+			return // cancelled or failed while its Job was being made
+		}
 		if !st.Phase.IsTerminal() && st.Phase != snapv1.SnapshotRunning {
 			st.Phase = snapv1.SnapshotRunning
 		}
@@ -289,6 +302,12 @@ func (f *Function) markStarted(ctx context.Context, s *snapv1.Snapshot, p *runPl
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonMoverStarted, Message: "backup in progress (job " + jobName + ")", ObservedGeneration: gen})
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionStalled, Status: metav1.ConditionFalse, Reason: ReasonMoverStarted, ObservedGeneration: gen})
 	})
+	if err != nil || !ended {
+		return err
+	}
+	// Nobody would watch this mover: stop it.
+	runtime.Log(ctx).Info("stopping a mover created for a run that had ended", "snapshot", s.Namespace+"/"+s.Name, "job", jobName)
+	return f.stopMover(ctx, s)
 }
 
 // updateStatus re-reads the Snapshot and writes mutate's change; s is
@@ -422,12 +441,43 @@ func (f *Function) cancel(ctx context.Context, s *snapv1.Snapshot, why string) e
 			}
 		}
 	}
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: jobNameOf(s)}}
-	if err := deleteIfOwned(ctx, f.Client, job, s, "mover Job"); err != nil {
+	if h := s.Status.Hooks; h != nil && h.PreCompletedAt == nil {
+		for _, r := range h.Results {
+			if r.List == ListBefore && r.Running {
+				// A beforeSnapshot hook is running (in another delivery, or
+				// as a Job): thawing now could come before its freeze. Its
+				// end is an event, which cancels then.
+				runtime.Log(ctx).Info("cancel waits for a running beforeSnapshot hook", "snapshot", s.Namespace+"/"+s.Name)
+				return nil
+			}
+		}
+	}
+	if err := f.stopMover(ctx, s); err != nil {
 		return err
 	}
 	runtime.Log(ctx).Info("cancelled", "snapshot", s.Namespace+"/"+s.Name, "why", why)
-	return f.failRun(ctx, s, ReasonCancelled, "the run was cancelled: "+why, "")
+	now := metav1.NewTime(f.now())
+	return f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, _ int64) {
+		if st.Phase.IsTerminal() {
+			return
+		}
+		st.Phase, st.Progress = snapv1.SnapshotFailed, nil
+		st.Failure = &snapv1.Failure{Class: ReasonCancelled, Message: "the run was cancelled: " + why}
+		if st.Timing == nil {
+			st.Timing = &snapv1.Timing{}
+		}
+		st.Timing.EndTime = &now
+	})
+}
+
+// stopMover deletes the run's mover Job, if the run made it, with its pod
+// (a Job's own default would orphan the pod and leave the mover running).
+func (f *Function) stopMover(ctx context.Context, s *snapv1.Snapshot) error {
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: jobNameOf(s)}}
+	if _, err := runtime.DeleteOwned(ctx, f.Client, job, s, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !errors.Is(err, runtime.ErrNotOwned) {
+		return fmt.Errorf("stop the mover Job %s: %w", job.Name, err)
+	}
+	return nil
 }
 
 // afterHooks runs the afterSnapshot hooks of a finished run once, whether
