@@ -17,27 +17,44 @@ import (
 	"github.com/snapflow/snapflow/internal/scheme"
 )
 
+// cancelFixture is one run asked to stop ("why"), shaped by mutate, with
+// extra objects beside it.
+func cancelFixture(t *testing.T, why string, mutate func(*snapv1.Snapshot), extra ...client.Object) (client.Client, *Function, *snapv1.Snapshot) {
+	t.Helper()
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "data"},
+		Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-data"}, Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}}
+	objs := oneRunFixture("app", pvc)
+	s1 := objs[4].(*snapv1.Snapshot)
+	s1.Annotations = map[string]string{wellknown.AnnotationCancelRequested: why}
+	mutate(s1)
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(append(objs, extra...)...).
+		WithStatusSubresource(&snapv1.Snapshot{}).Build()
+	return c, &Function{Client: c, Namespace: "snapflow-system", MoverImage: "img"}, s1
+}
+
+// runningWith marks the run Running with its mover Job (status and name).
+func runningWith(s *snapv1.Snapshot) {
+	s.Status.Phase = snapv1.SnapshotRunning
+	s.Status.Job = &snapv1.JobRef{Name: moverjob.Name(s.Name, string(s.UID))}
+}
+
+// moverOf is the mover Job the fixture's run made, in status.
+func moverOf(status batchv1.JobStatus) *batchv1.Job {
+	isController := true
+	return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: moverjob.Name("s1", "uid-s1"), UID: "job-uid",
+		Labels:          map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: snapv1.GroupVersion.String(), Kind: "Snapshot", Name: "s1", UID: "uid-s1", Controller: &isController}}},
+		Status: status}
+}
+
 // A run asked to stop loses its mover Job and ends Failed (Cancelled), so
 // its afterSnapshot hooks run as for any failed run; a Job it did not make
 // is left alone (runtime.DeleteOwned).
 func TestCancelStopsTheRun(t *testing.T) {
 	ctx := context.Background()
-	const ns = "app"
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data"},
-		Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-data"}, Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}}
-	objs := oneRunFixture(ns, pvc)
-	s1 := objs[4].(*snapv1.Snapshot)
-	s1.Annotations = map[string]string{wellknown.AnnotationCancelRequested: wellknown.CancelReplaced + "2026-12-06T00:45:00Z"}
-	s1.Status.Phase = snapv1.SnapshotRunning
-	name := moverjob.Name(s1.Name, string(s1.UID))
-	s1.Status.Job = &snapv1.JobRef{Name: name}
-	isController := true
-	own := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: "job-uid", Labels: map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue},
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: snapv1.GroupVersion.String(), Kind: "Snapshot", Name: s1.Name, UID: s1.UID, Controller: &isController}}}}
-	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(append(objs, own)...).
-		WithStatusSubresource(&snapv1.Snapshot{}).Build()
-	f := &Function{Client: c, Namespace: "snapflow-system", MoverImage: "img"}
-	if err := f.ReconcileSnapshot(ctx, ns, s1.Name); err != nil {
+	own := moverOf(batchv1.JobStatus{})
+	c, f, s1 := cancelFixture(t, wellknown.CancelReplaced+"2026-12-06T00:45:00Z", runningWith, own)
+	if err := f.ReconcileSnapshot(ctx, "app", s1.Name); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(own), &batchv1.Job{}); !apierrors.IsNotFound(err) {
@@ -56,23 +73,9 @@ func TestCancelStopsTheRun(t *testing.T) {
 // outcome is taken, and its Job is not thrown away with the report.
 func TestCancelTakesAFinishedMoversReport(t *testing.T) {
 	ctx := context.Background()
-	const ns = "app"
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data"},
-		Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-data"}, Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}}
-	objs := oneRunFixture(ns, pvc)
-	s1 := objs[4].(*snapv1.Snapshot)
-	s1.Annotations = map[string]string{wellknown.AnnotationCancelRequested: "too late"}
-	s1.Status.Phase = snapv1.SnapshotRunning
-	name := moverjob.Name(s1.Name, string(s1.UID))
-	s1.Status.Job = &snapv1.JobRef{Name: name}
-	isController := true
-	done := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: "job-uid", Labels: map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue},
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: snapv1.GroupVersion.String(), Kind: "Snapshot", Name: s1.Name, UID: s1.UID, Controller: &isController}}},
-		Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}}}
-	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(append(objs, done)...).
-		WithStatusSubresource(&snapv1.Snapshot{}).Build()
-	f := &Function{Client: c, Namespace: "snapflow-system", MoverImage: "img"}
-	if err := f.ReconcileSnapshot(ctx, ns, s1.Name); err != nil {
+	done := moverOf(batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}})
+	c, f, s1 := cancelFixture(t, "too late", runningWith, done)
+	if err := f.ReconcileSnapshot(ctx, "app", s1.Name); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(done), &batchv1.Job{}); err != nil {
@@ -91,17 +94,11 @@ func TestCancelTakesAFinishedMoversReport(t *testing.T) {
 // freeze ended would leave the workload frozen.
 func TestCancelWaitsForARunningFreeze(t *testing.T) {
 	ctx := context.Background()
-	const ns = "app"
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data"},
-		Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-data"}, Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}}
-	objs := oneRunFixture(ns, pvc)
-	s1 := objs[4].(*snapv1.Snapshot)
-	s1.Annotations = map[string]string{wellknown.AnnotationCancelRequested: "now"}
-	s1.Status.Phase = snapv1.SnapshotPending
-	s1.Status.Hooks = &snapv1.HookStamps{Results: []snapv1.HookResult{{List: ListBefore, Index: 0, Kind: "workloadExec", Running: true}}}
-	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).WithStatusSubresource(&snapv1.Snapshot{}).Build()
-	f := &Function{Client: c, Namespace: "snapflow-system", MoverImage: "img"}
-	if err := f.ReconcileSnapshot(ctx, ns, s1.Name); err != nil {
+	c, f, s1 := cancelFixture(t, "now", func(s *snapv1.Snapshot) {
+		s.Status.Phase = snapv1.SnapshotPending
+		s.Status.Hooks = &snapv1.HookStamps{Results: []snapv1.HookResult{{List: ListBefore, Index: 0, Kind: "workloadExec", Running: true}}}
+	})
+	if err := f.ReconcileSnapshot(ctx, "app", s1.Name); err != nil {
 		t.Fatal(err)
 	}
 	var got snapv1.Snapshot
