@@ -50,14 +50,7 @@ not listed.`,
   snapflow coverage -A --global-volume-policies snapflow-system/global-volume-policies --fail-unprotected`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			ns, err := kube.scope(namespace, all)
-			if err != nil {
-				return err
-			}
-			c, err := kube.client()
+			c, ns, err := kube.lister(output, namespace, all)
 			if err != nil {
 				return err
 			}

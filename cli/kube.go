@@ -73,6 +73,20 @@ func (k *kubeFlags) namespace(ns string) (string, error) {
 	return got, nil
 }
 
+// lister checks a listing command's -o, -n and -A, and gives the client
+// and the namespace to read ("" for all).
+func (k *kubeFlags) lister(output, ns string, all bool) (client.Client, string, error) {
+	if err := checkOutput(output); err != nil {
+		return nil, "", err
+	}
+	ns, err := k.scope(ns, all)
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := k.client()
+	return c, ns, err
+}
+
 // scope is the namespace a listing command reads: "" for every namespace
 // with -A, else -n or the context's.
 func (k *kubeFlags) scope(ns string, all bool) (string, error) {

@@ -34,14 +34,7 @@ phase, those same counts, and its stored snapshots and bytes.`,
   snapflow status -A -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			ns, err := kube.scope(namespace, all)
-			if err != nil {
-				return err
-			}
-			c, err := kube.client()
+			c, ns, err := kube.lister(output, namespace, all)
 			if err != nil {
 				return err
 			}

@@ -46,6 +46,18 @@ func newHookServer(t *testing.T) *hookServer {
 	return h
 }
 
+// hookedPolicy is the policy "app" with one httpRequest hook before the
+// snapshot and one after it.
+func hookedPolicy(ns, before, after string) []byte {
+	return policy(ns, "app", fmt.Sprintf(`  copyMethod: Direct
+  hooks:
+    beforeSnapshot:
+      - httpRequest: {url: %q}
+    afterSnapshot:
+      - httpRequest: {url: %q}
+`, before, after))
+}
+
 func (h *hookServer) got() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -106,13 +118,7 @@ func TestFailingHookAbortsTheBackupButStillThaws(t *testing.T) {
 	const ns = "hooks-fail"
 	backupNamespace(t, ns, 3, "")
 	srv := newHookServer(t)
-	kubectl(t, policy(ns, "app", fmt.Sprintf(`  copyMethod: Direct
-  hooks:
-    beforeSnapshot:
-      - httpRequest: {url: %q}
-    afterSnapshot:
-      - httpRequest: {url: %q}
-`, srv.URL+"/fail", srv.URL+"/thaw")), 0, "apply", "-f", "-")
+	kubectl(t, hookedPolicy(ns, srv.URL+"/fail", srv.URL+"/thaw"), 0, "apply", "-f", "-")
 	kubectl(t, snapshotOf(ns, "aborted", "app"), 0, "create", "-f", "-")
 	s := waitSnapshot(t, ns, "aborted", snapv1.SnapshotFailed)
 	if s.Status.Failure == nil || s.Status.Failure.Class != "HookFailed" || !strings.Contains(s.Status.Failure.Message, "500") {
@@ -201,13 +207,7 @@ func TestCancellingARunThawsTheWorkload(t *testing.T) {
 	backupNamespace(t, ns, 1, "  moverDefaults: {throttle: {uploadBytesPerSecond: 262144}}\n")
 	writeRandom(t, filepath.Join(env.Functions.Node.PVCDir(ns, "app-data"), "big"), 4<<20)
 	srv := newHookServer(t)
-	kubectl(t, policy(ns, "app", fmt.Sprintf(`  copyMethod: Direct
-  hooks:
-    beforeSnapshot:
-      - httpRequest: {url: %q}
-    afterSnapshot:
-      - httpRequest: {url: %q}
-`, srv.URL+"/freeze", srv.URL+"/thaw")), 0, "apply", "-f", "-")
+	kubectl(t, hookedPolicy(ns, srv.URL+"/freeze", srv.URL+"/thaw"), 0, "apply", "-f", "-")
 	kubectl(t, snapshotOf(ns, "long", "app"), 0, "create", "-f", "-")
 	var job string
 	eventually(t, func() error {
