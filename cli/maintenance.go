@@ -2,18 +2,17 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/kubemeta"
 	"github.com/snapflow/snapflow/internal/mover"
 )
 
@@ -61,12 +60,14 @@ With --wait it follows the run and exits 1 unless it succeeded.`,
 			at := time.Now().UTC().Truncate(time.Second)
 			// The safety is written on every request, so a none of an
 			// earlier request never carries over to this one.
-			ann := map[string]any{wellknown.AnnotationMaintenanceRunReq: at.Format(time.RFC3339), wellknown.AnnotationMaintenanceRunMode: mode,
-				wellknown.AnnotationMaintenanceSafety: o.safety}
-			patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
+			patch, err := kubemeta.AnnotationsPatch(map[string]string{wellknown.AnnotationMaintenanceRunReq: at.Format(time.RFC3339), wellknown.AnnotationMaintenanceRunMode: mode,
+				wellknown.AnnotationMaintenanceSafety: o.safety})
+			if err != nil {
+				return err
+			}
 			m := &snapv1.Maintenance{}
 			m.Namespace, m.Name = ns, args[0]
-			if err := c.Patch(ctx, m, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			if err := c.Patch(ctx, m, patch); err != nil {
 				return fmt.Errorf("request a run of Maintenance %s/%s: %w", ns, args[0], err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "requested a %s maintenance run of %s/%s at %s\n", mode, ns, args[0], at.Format(time.RFC3339))

@@ -2,7 +2,6 @@ package schedule
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
@@ -21,6 +19,7 @@ import (
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/conditions"
 	"github.com/snapflow/snapflow/internal/expand"
+	"github.com/snapflow/snapflow/internal/kubemeta"
 	"github.com/snapflow/snapflow/internal/moverjob"
 	kernel "github.com/snapflow/snapflow/internal/schedule"
 	"github.com/snapflow/snapflow/internal/slots"
@@ -493,11 +492,11 @@ func (f *Function) replace(ctx context.Context, s *snapv1.SnapshotSchedule, acti
 			continue
 		}
 		why := wellknown.CancelReplaced + slot.UTC().Format(time.RFC3339) + " (concurrencyPolicy Replace)"
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{wellknown.AnnotationCancelRequested: why}}})
+		patch, err := kubemeta.AnnotationsPatch(map[string]string{wellknown.AnnotationCancelRequested: why})
 		if err != nil {
 			return "", "", err
 		}
-		if err := f.Client.Patch(ctx, k, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
+		if err := f.Client.Patch(ctx, k, patch); client.IgnoreNotFound(err) != nil {
 			return "", "", fmt.Errorf("ask run %s to stop: %w", k.Name, err)
 		}
 		f.event(s, false, reasonReplaced, "cancelling the unfinished run %s for the slot due at %s", k.Name, slot.UTC().Format(time.RFC3339))
@@ -516,8 +515,7 @@ func (f *Function) replaced(ctx context.Context, kids []snapv1.Snapshot) error {
 		// Only a run that ended as cancelled (written by the snapshot
 		// function, not by whoever may annotate Snapshots): one whose
 		// mover finished first keeps its backup.
-		if k.DeletionTimestamp != nil || !strings.HasPrefix(k.Annotations[wellknown.AnnotationCancelRequested], wellknown.CancelReplaced) || !snapshot.Finished(k) ||
-			k.Status.Phase != snapv1.SnapshotFailed || k.Status.Failure == nil || k.Status.Failure.Class != snapshot.ReasonCancelled {
+		if k.DeletionTimestamp != nil || !strings.HasPrefix(k.Annotations[wellknown.AnnotationCancelRequested], wellknown.CancelReplaced) || !snapshot.Finished(k) || !snapshot.Cancelled(k) {
 			continue
 		}
 		if err := snapshot.Prune(ctx, f.Client, k, wellknown.PrunedByReplacedRun); err != nil {
@@ -551,7 +549,7 @@ func (f *Function) history(ctx context.Context, s *snapv1.SnapshotSchedule) erro
 			counting = false
 		case snapv1.SnapshotFailed:
 			// A run stopped on purpose (Replace, or a person) is no failure.
-			if counting && (k.Status.Failure == nil || k.Status.Failure.Class != snapshot.ReasonCancelled) {
+			if counting && !snapshot.Cancelled(k) {
 				failures++
 			}
 		}

@@ -3,11 +3,11 @@ package snapshot
 import (
 	"context"
 
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/kubemeta"
 )
 
 // Prune marks s as one of snapflow's own deletions (by is a
@@ -16,8 +16,11 @@ import (
 // write racing with it cannot make it fail; the delete is guarded by UID.
 func Prune(ctx context.Context, c client.Client, s *snapv1.Snapshot, by string) error {
 	if s.Annotations[wellknown.AnnotationPrunedBy] != by {
-		patch := []byte(`{"metadata":{"annotations":{"` + wellknown.AnnotationPrunedBy + `":"` + by + `"}}}`)
-		if err := c.Patch(ctx, s, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		patch, err := kubemeta.AnnotationsPatch(map[string]string{wellknown.AnnotationPrunedBy: by})
+		if err != nil {
+			return err
+		}
+		if err := c.Patch(ctx, s, patch); err != nil {
 			return client.IgnoreNotFound(err)
 		}
 	}

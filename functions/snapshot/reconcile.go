@@ -426,6 +426,12 @@ func (f *Function) failRun(ctx context.Context, s *snapv1.Snapshot, class, msg, 
 // ReasonCancelled: the run was asked to stop (AnnotationCancelRequested).
 const ReasonCancelled = "Cancelled"
 
+// Cancelled reports whether the snapshot function ended the run because
+// it was asked to stop (status, which the annotation alone cannot write).
+func Cancelled(s *snapv1.Snapshot) bool {
+	return s.Status.Phase == snapv1.SnapshotFailed && s.Status.Failure != nil && s.Status.Failure.Class == ReasonCancelled
+}
+
 // cancel stops a run that was asked to: its mover Job goes (found by the
 // name the run gives it, deleted only if the run made it), and the run
 // ends Failed, so finalize runs its afterSnapshot hooks on the next event.

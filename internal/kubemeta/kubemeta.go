@@ -1,10 +1,13 @@
-// Package kubemeta lists objects' metadata only, for the checks that need
-// names and labels and not the objects: the API server sends less, and
-// the reader keeps less.
+// Package kubemeta handles objects' metadata alone: it lists it, for the
+// checks that need names and labels and not the objects (the API server
+// sends less, and the reader keeps less), and patches annotations.
 package kubemeta
 
 import (
 	"context"
+	"encoding/json"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,4 +26,14 @@ func PVCs(ctx context.Context, r client.Reader, namespace string) ([]metav1.Obje
 		out[i] = list.Items[i].ObjectMeta
 	}
 	return out, nil
+}
+
+// AnnotationsPatch is a merge patch that sets ann on an object and
+// touches nothing else (values are JSON-encoded, whatever they hold).
+func AnnotationsPatch(ann map[string]string) (client.Patch, error) {
+	b, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
+	if err != nil {
+		return nil, err
+	}
+	return client.RawPatch(types.MergePatchType, b), nil
 }

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/snapflow/snapflow/internal/scheme"
@@ -22,5 +23,21 @@ func TestPVCsListsOneNamespacesMetadata(t *testing.T) {
 	}
 	if len(got) != 2 || got[0].Labels["app"] == "" || got[0].Namespace != "a" || got[1].Namespace != "a" {
 		t.Fatalf("PVCs(a) = %+v, want db and wal with their labels", got)
+	}
+}
+
+// An annotation patch carries any value intact, quotes included, and
+// nothing but the annotations.
+func TestAnnotationsPatch(t *testing.T) {
+	p, err := AnnotationsPatch(map[string]string{"snapflow.dev/why": `said "stop"`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.Data(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(b), `{"metadata":{"annotations":{"snapflow.dev/why":"said \"stop\""}}}`; got != want || p.Type() != types.MergePatchType {
+		t.Fatalf("patch %s (%s), want %s as a merge patch", got, p.Type(), want)
 	}
 }
