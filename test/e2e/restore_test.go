@@ -19,6 +19,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
+	"github.com/snapflow/snapflow/internal/privilege"
 	"github.com/snapflow/snapflow/test/harness"
 )
 
@@ -107,10 +108,16 @@ func TestRestoreToANewPVCAndBackIntoTheSamePVC(t *testing.T) {
 	ctx := testContext(t)
 	backupNamespace(t, ns, 6, "")
 	data := env.Functions.Node.PVCDir(ns, "app-data")
-	// Permissions and times the restore must bring back.
+	// Permissions and times the restore must bring back, on a file only
+	// the mover's user may read.
 	secret := filepath.Join(data, "docs", "f01.txt")
 	if err := os.Chmod(secret, 0o600); err != nil {
 		t.Fatal(err)
+	}
+	if env.Functions.Node.RunsAsPodUsers() {
+		if err := os.Chown(secret, int(privilege.DefaultUID), int(privilege.DefaultUID)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	old := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
 	if err := os.Chtimes(secret, old, old); err != nil {

@@ -209,7 +209,17 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 			return nil, err
 		}
 	}
-	f.Node = localnode.New(localnode.Options{Client: cp.Client, Root: nodeRoot, Kubeconfig: cp.Kubeconfig, AsServiceAccount: o.PodsAsServiceAccounts,
+	// Containers run as their users when the node may switch users, so a
+	// mover reads only what its identity may; the work directory above
+	// the node's must then be passable (not readable) by them.
+	asUsers := os.Geteuid() == 0
+	if asUsers {
+		if err := os.Chmod(cp.WorkDir, 0o711); err != nil {
+			stop()
+			return nil, err
+		}
+	}
+	f.Node = localnode.New(localnode.Options{Client: cp.Client, Root: nodeRoot, Kubeconfig: cp.Kubeconfig, AsServiceAccount: o.PodsAsServiceAccounts, RunAsPodUser: asUsers,
 		Binaries: map[string]string{"snapflow": snapflowBin}, Log: log.WithName("node")})
 	if err := f.Node.ServeExec(ctx); err != nil {
 		stop()

@@ -151,7 +151,14 @@ func (n *Node) runPod(ctx context.Context, j *batchv1.Job, log interface{ Info(s
 		return false, err.Error(), nil
 	}
 	defer os.RemoveAll(work)
-	mounts, err := n.volumes(ctx, j.Namespace, spec.Volumes, work)
+	if n.o.RunAsPodUser {
+		// Its processes may not run as root: they must reach their
+		// volumes under it, though not list it.
+		if err := os.Chmod(work, 0o711); err != nil {
+			return false, err.Error(), nil
+		}
+	}
+	mounts, err := n.volumes(ctx, pod, work)
 	if err != nil {
 		msg := "volumes: " + err.Error()
 		n.setPod(ctx, pod, corev1.PodFailed, []corev1.ContainerStatus{terminated("setup", 1, msg)})
@@ -403,6 +410,19 @@ func (n *Node) runContainer(ctx context.Context, j *batchv1.Job, pod *corev1.Pod
 	if err := ensureDir(home); err != nil {
 		return 1, err.Error()
 	}
+	cred := n.credential(pod, c)
+	if cred != nil {
+		// As a runtime makes the termination log file and the container's
+		// writable layer its user's.
+		if err := os.WriteFile(termHost, nil, 0o644); err != nil {
+			return 1, err.Error()
+		}
+		for _, p := range []string{home, termHost} {
+			if err := os.Chown(p, int(cred.Uid), int(cred.Gid)); err != nil {
+				return 1, err.Error()
+			}
+		}
+	}
 	kubeconfig, err := n.kubeconfigFor(ctx, pod, work)
 	if err != nil {
 		return 1, err.Error()
@@ -429,7 +449,7 @@ func (n *Node) runContainer(ctx context.Context, j *batchv1.Job, pod *corev1.Pod
 	defer n.closeLog(logf)
 	w := io.MultiWriter(&out, bestEffort{logf})
 	cmd.Stdout, cmd.Stderr = w, w
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	err = cmd.Run()
 	msg := ""

@@ -44,6 +44,12 @@ type Options struct {
 	// Binaries maps a container command's base name (e.g. "snapflow") to a
 	// local executable, standing in for the image's filesystem.
 	Binaries map[string]string
+	// RunAsPodUser runs each container's process as the user and groups its
+	// security context names, and applies a pod's fsGroup to the read-write
+	// volumes it mounts, as a container runtime and kubelet do, so a mover
+	// reads and writes only what its identity may. The node must run as
+	// root for it.
+	RunAsPodUser bool
 	// Interval is how often the node looks for work (default 100ms).
 	Interval time.Duration
 	Log      logr.Logger
@@ -198,3 +204,7 @@ func ensureDir(p string) error {
 	}
 	return nil
 }
+
+// RunsAsPodUsers says whether containers run as the users their security
+// contexts name (Options.RunAsPodUser).
+func (n *Node) RunsAsPodUsers() bool { return n.o.RunAsPodUser }

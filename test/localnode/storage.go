@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -273,7 +274,8 @@ func (n *Node) freeDeleted(base string, exists func(ns, name string) bool) {
 	}
 }
 
-// copyTree copies src into dst preserving modes and times; it returns the bytes copied.
+// copyTree copies src into dst preserving owners, modes and times, as a
+// volume snapshot does; it returns the bytes copied.
 func copyTree(src, dst string) (int64, error) {
 	var total int64
 	err := filepath.Walk(src, func(p string, info os.FileInfo, err error) error {
@@ -287,12 +289,16 @@ func copyTree(src, dst string) (int64, error) {
 			if err := os.MkdirAll(target, info.Mode().Perm()|0o700); err != nil {
 				return err
 			}
+			return keepOwner(target, info)
 		case info.Mode()&os.ModeSymlink != 0:
 			l, err := os.Readlink(p)
 			if err != nil {
 				return err
 			}
-			return os.Symlink(l, target)
+			if err := os.Symlink(l, target); err != nil {
+				return err
+			}
+			return keepOwner(target, info)
 		case info.Mode().IsRegular():
 			in, err := os.Open(p)
 			if err != nil {
@@ -311,6 +317,9 @@ func copyTree(src, dst string) (int64, error) {
 			if err != nil {
 				return err
 			}
+			if err := keepOwner(target, info); err != nil {
+				return err
+			}
 			return os.Chtimes(target, info.ModTime(), info.ModTime())
 		}
 		return nil
@@ -319,4 +328,21 @@ func copyTree(src, dst string) (int64, error) {
 		return total, fmt.Errorf("copy %s to %s: %w", src, dst, err)
 	}
 	return total, nil
+}
+
+// keepOwner gives target the owner and exact mode of the file info
+// describes (past the umask). Only root may give files away; another user's
+// copies stay its own, as before.
+func keepOwner(target string, info os.FileInfo) error {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok || os.Geteuid() != 0 {
+		return nil
+	}
+	if err := os.Lchown(target, int(st.Uid), int(st.Gid)); err != nil {
+		return err
+	}
+	if info.Mode()&os.ModeSymlink != 0 {
+		return nil
+	}
+	return os.Chmod(target, info.Mode()&(os.ModePerm|os.ModeSetuid|os.ModeSetgid|os.ModeSticky))
 }

@@ -13,9 +13,15 @@ import (
 )
 
 // volumes maps each pod volume to a host directory.
-func (n *Node) volumes(ctx context.Context, ns string, vols []corev1.Volume, work string) (map[string]string, error) {
+func (n *Node) volumes(ctx context.Context, pod *corev1.Pod, work string) (map[string]string, error) {
 	out := map[string]string{}
-	for _, v := range vols {
+	ns := pod.Namespace
+	var fsGroup *int64
+	var fsPolicy *corev1.PodFSGroupChangePolicy
+	if sc := pod.Spec.SecurityContext; sc != nil && n.o.RunAsPodUser {
+		fsGroup, fsPolicy = sc.FSGroup, sc.FSGroupChangePolicy
+	}
+	for _, v := range pod.Spec.Volumes {
 		switch {
 		case v.PersistentVolumeClaim != nil:
 			var pvc corev1.PersistentVolumeClaim
@@ -29,13 +35,22 @@ func (n *Node) volumes(ctx context.Context, ns string, vols []corev1.Volume, wor
 			if err := ensureDir(dir); err != nil {
 				return nil, err
 			}
+			// A kubelet gives no group to a volume mounted read-only.
+			if fsGroup != nil && !v.PersistentVolumeClaim.ReadOnly {
+				if err := applyFSGroup(dir, *fsGroup, fsPolicy); err != nil {
+					return nil, fmt.Errorf("volume %s: fsGroup %d: %w", v.Name, *fsGroup, err)
+				}
+			}
 			out[v.Name] = dir
 		case v.EmptyDir != nil, v.Ephemeral != nil:
 			// A generic ephemeral volume lives and dies with the pod, as an
 			// emptyDir does; a kubelet would mount the PVC the ephemeral
-			// volume controller created.
+			// volume controller created. Both are open to every user.
 			dir := filepath.Join(work, "empty-"+v.Name)
 			if err := ensureDir(dir); err != nil {
+				return nil, err
+			}
+			if err := os.Chmod(dir, 0o777); err != nil {
 				return nil, err
 			}
 			out[v.Name] = dir
@@ -53,7 +68,7 @@ func (n *Node) volumes(ctx context.Context, ns string, vols []corev1.Volume, wor
 			for k, val := range cm.BinaryData {
 				data[k] = val
 			}
-			dir, err := writeFiles(filepath.Join(work, "cm-"+v.Name), data, v.ConfigMap.Items)
+			dir, err := writeFiles(filepath.Join(work, "cm-"+v.Name), data, v.ConfigMap.Items, v.ConfigMap.DefaultMode)
 			if err != nil {
 				return nil, err
 			}
@@ -63,7 +78,7 @@ func (n *Node) volumes(ctx context.Context, ns string, vols []corev1.Volume, wor
 			if err := n.o.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: v.Secret.SecretName}, &s); err != nil {
 				return nil, fmt.Errorf("volume %s: Secret %s: %w", v.Name, v.Secret.SecretName, err)
 			}
-			dir, err := writeFiles(filepath.Join(work, "secret-"+v.Name), s.Data, v.Secret.Items)
+			dir, err := writeFiles(filepath.Join(work, "secret-"+v.Name), s.Data, v.Secret.Items, v.Secret.DefaultMode)
 			if err != nil {
 				return nil, err
 			}
@@ -75,27 +90,40 @@ func (n *Node) volumes(ctx context.Context, ns string, vols []corev1.Volume, wor
 	return out, nil
 }
 
-func writeFiles(dir string, data map[string][]byte, items []corev1.KeyToPath) (string, error) {
+// writeFiles projects a ConfigMap's or Secret's keys as files with the
+// kubelet's default mode, 0644, unless the volume or item sets one.
+func writeFiles(dir string, data map[string][]byte, items []corev1.KeyToPath, defaultMode *int32) (string, error) {
 	if err := ensureDir(dir); err != nil {
 		return "", err
 	}
-	write := func(name string, b []byte) error {
+	mode := os.FileMode(0o644)
+	if defaultMode != nil {
+		mode = os.FileMode(*defaultMode) & os.ModePerm
+	}
+	write := func(name string, b []byte, m os.FileMode) error {
 		p := filepath.Join(dir, name)
 		if err := ensureDir(filepath.Dir(p)); err != nil {
 			return err
 		}
-		return os.WriteFile(p, b, 0o600)
+		if err := os.WriteFile(p, b, m); err != nil {
+			return err
+		}
+		return os.Chmod(p, m) // past the umask
 	}
 	if len(items) > 0 {
 		for _, it := range items {
-			if err := write(it.Path, data[it.Key]); err != nil {
+			m := mode
+			if it.Mode != nil {
+				m = os.FileMode(*it.Mode) & os.ModePerm
+			}
+			if err := write(it.Path, data[it.Key], m); err != nil {
 				return "", err
 			}
 		}
 		return dir, nil
 	}
 	for k, b := range data {
-		if err := write(k, b); err != nil {
+		if err := write(k, b, mode); err != nil {
 			return "", err
 		}
 	}
