@@ -455,6 +455,26 @@ func (f *Function) notes(st *snapv1.SnapshotScheduleStatus, r *resolved, gen int
 	}
 }
 
+// startingLimit is StartingLimit for run k's policy, read fresh; a run
+// whose policy is gone gets the slot claim's lease.
+func (f *Function) startingLimit(ctx context.Context, k *snapv1.Snapshot) (time.Duration, bool, error) {
+	if k.Spec.PolicyRef == nil {
+		return slots.ClaimLease, true, nil
+	}
+	ns := k.Namespace
+	if k.Spec.PolicyRef.Namespace != "" {
+		ns = k.Spec.PolicyRef.Namespace
+	}
+	var pol snapv1.SnapshotPolicy
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: k.Spec.PolicyRef.Name}, &pol); apierrors.IsNotFound(err) {
+		return slots.ClaimLease, true, nil
+	} else if err != nil {
+		return 0, false, fmt.Errorf("read the policy of run %s: %w", k.Name, err)
+	}
+	limit, bounded := snapshot.StartingLimit(&pol, k)
+	return limit, bounded, nil
+}
+
 // replace cancels the unfinished runs before a new slot fires. A run
 // only queued for a slot, or one still in its beforeSnapshot hooks (no
 // mover Job yet), is waited for. Any other is asked to stop
@@ -470,15 +490,26 @@ func (f *Function) replace(ctx context.Context, s *snapv1.SnapshotSchedule, acti
 			return "OldRunQueued", fmt.Sprintf("the previous run %s is queued for a repository slot; the new slot fires once it started or finished", k.Name), nil
 		}
 		since, starting := snapshot.Starting(k)
-		if !starting || f.now().Sub(since) > slots.ClaimLease {
-			// Stuck past any hook or staging timeout: it is cancelled below.
+		if !starting {
+			continue
+		}
+		limit, bounded, err := f.startingLimit(ctx, k)
+		if err != nil {
+			return "", "", err
+		}
+		if bounded && f.now().Sub(since) > limit {
+			// Stuck past its hook and staging timeouts: it is cancelled below.
 			continue
 		}
 		// Its Job may exist before status records it; only a run with
 		// neither is still in its before-snapshot hooks.
-		err := f.Client.Get(ctx, client.ObjectKey{Namespace: k.Namespace, Name: moverjob.Name(k.Name, string(k.UID))}, &batchv1.Job{})
+		err = f.Client.Get(ctx, client.ObjectKey{Namespace: k.Namespace, Name: moverjob.Name(k.Name, string(k.UID))}, &batchv1.Job{})
 		if apierrors.IsNotFound(err) {
-			return "OldRunStarting", fmt.Sprintf("the previous run %s is starting (its hooks may have quiesced the application); the new slot fires once its mover runs or it finished, or after %s", k.Name, slots.ClaimLease), nil
+			until := "it has staged its volume (its policy's staging timeout is 0: no limit)"
+			if bounded {
+				until = "after " + limit.String() + " (its hook and staging timeouts)"
+			}
+			return "OldRunStarting", fmt.Sprintf("the previous run %s is starting (its hooks may have quiesced the application); the new slot fires once its mover runs or it finished, or %s", k.Name, until), nil
 		}
 		if err != nil {
 			return "", "", fmt.Errorf("read the mover Job of run %s: %w", k.Name, err)

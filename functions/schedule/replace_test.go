@@ -174,10 +174,28 @@ func TestReplaceCancelsARunStuckStarting(t *testing.T) {
 	replaceStarting(t, time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC), true)
 }
 
-func replaceStarting(t *testing.T, claimedAt time.Time, stuck bool) {
+// How long a run may stay starting follows its policy: a run whose
+// beforeSnapshot hook may take an hour is not cancelled after 45 minutes.
+func TestReplaceWaitsOutARunsOwnHookTimeout(t *testing.T) {
+	replaceStarting(t, time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC), false, func(p *snapv1.SnapshotPolicy) {
+		p.Spec.Hooks = &snapv1.Hooks{BeforeSnapshot: []snapv1.Hook{{HTTPRequest: &snapv1.HTTPRequestHook{URL: "http://db/freeze", Timeout: "1h"}}}}
+	})
+}
+
+func replaceStarting(t *testing.T, claimedAt time.Time, stuck bool, policy ...func(*snapv1.SnapshotPolicy)) {
 	ctx := context.Background()
 	slot := time.Date(2026, 12, 6, 0, 45, 0, 0, time.UTC)
 	c, f, sched, old := replaceFixture(t, slot, claimedAt)
+	for _, mutate := range policy {
+		var pol snapv1.SnapshotPolicy
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "app", Name: "app"}, &pol); err != nil {
+			t.Fatal(err)
+		}
+		mutate(&pol)
+		if err := c.Update(ctx, &pol); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := f.Reconcile(ctx, "app", "often"); err != nil {
 		t.Fatal(err)
 	}

@@ -109,3 +109,43 @@ func TestCancelWaitsForARunningFreeze(t *testing.T) {
 		t.Fatalf("cancelled while its freeze hook ran: %s %+v", got.Status.Phase, got.Status.Failure)
 	}
 }
+
+// A mover whose container ended with its report is not stopped while the
+// Job controller has yet to mark its Job: the report would be lost with it.
+func TestCancelWaitsForAMoverThatHasReported(t *testing.T) {
+	ctx := context.Background()
+	job := moverOf(batchv1.JobStatus{})
+	isController := true
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: job.Name + "-x1", Labels: map[string]string{"job-name": job.Name},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: &isController}}},
+		Status: corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{Name: moverjob.ContainerName,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Message: `{"snapshotID":"k1"}`}}}}},
+	}
+	c, f, s1 := cancelFixture(t, "too late", runningWith, job, pod)
+	if err := f.ReconcileSnapshot(ctx, "app", s1.Name); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(job), &batchv1.Job{}); err != nil {
+		t.Fatalf("the Job of a mover that had reported was deleted: %v", err)
+	}
+	var got snapv1.Snapshot
+	if err := c.Get(ctx, client.ObjectKeyFromObject(s1), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase.IsTerminal() {
+		t.Fatalf("a run whose mover had reported was ended before its Job: %s %+v", got.Status.Phase, got.Status.Failure)
+	}
+
+	// A mover that crashed (no report) is stopped as before.
+	pod.Status.ContainerStatuses[0].State.Terminated = &corev1.ContainerStateTerminated{ExitCode: 137, Message: "OOMKilled"}
+	if err := c.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.ReconcileSnapshot(ctx, "app", s1.Name); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(job), &batchv1.Job{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a crashed mover's Job was kept (%v)", err)
+	}
+}

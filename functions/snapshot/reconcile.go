@@ -445,6 +445,18 @@ func (f *Function) cancel(ctx context.Context, s *snapv1.Snapshot, why string) e
 			if _, done := jobwatch.Finished(&j); done {
 				return f.observeJob(ctx, s)
 			}
+			// The mover may have ended with its report before the Job
+			// controller marked the Job: stopping it now would throw
+			// the report away. The Job's end is an event; it is
+			// observed then.
+			t, err := jobwatch.Terminated(ctx, f.Client, &j, moverjob.ContainerName)
+			if err != nil {
+				return err
+			}
+			if t != nil && (t.ExitCode == 0 || t.ExitCode == mover.ExitReported) {
+				runtime.Log(ctx).Info("cancel waits: the mover has already reported", "snapshot", s.Namespace+"/"+s.Name, "exitCode", t.ExitCode)
+				return nil
+			}
 		}
 	}
 	if h := s.Status.Hooks; h != nil && h.PreCompletedAt == nil {

@@ -45,6 +45,35 @@ func Starting(s *snapv1.Snapshot) (since time.Time, ok bool) {
 	return time.Time{}, false
 }
 
+// startingMargin covers the API calls between a run's claim, its hooks,
+// its staging and its mover Job.
+const startingMargin = 5 * time.Minute
+
+// StartingLimit is the longest run k of pol may rightly stay Starting:
+// each beforeSnapshot hook's timeout (and the minute a hook is given to
+// report), the staging timeout, and a margin. Staging counts even for a
+// Direct policy, since a volume policy may decide to stage. ok is false
+// while the run is staging with no timeout ("0"): it waits for ever by the
+// policy's own choice; before it stages, its hooks are still bounded.
+func StartingLimit(pol *snapv1.SnapshotPolicy, k *snapv1.Snapshot) (limit time.Duration, ok bool) {
+	limit = startingMargin
+	if h := pol.Spec.Hooks; h != nil {
+		for _, hk := range h.BeforeSnapshot {
+			limit += hookTimeout(timeoutOf(hk)) + time.Minute
+		}
+	}
+	staging := DefaultStagingTimeout
+	if st := pol.Spec.Staging; st != nil && st.Timeout != "" {
+		if st.Timeout == "0" {
+			return limit, k.Status.Staged == nil
+		}
+		if d, err := time.ParseDuration(st.Timeout); err == nil {
+			staging = d
+		}
+	}
+	return limit + staging, true
+}
+
 // claimOf is the run's slot claim, nil when it holds none: a claim lasts
 // until the run has a mover Job or ends.
 func claimOf(s *snapv1.Snapshot) *slots.Occupant {

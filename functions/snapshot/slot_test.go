@@ -130,3 +130,32 @@ func TestHoldGivesTheClaimBackUnlessFrozen(t *testing.T) {
 		}
 	}
 }
+
+func TestStartingLimit(t *testing.T) {
+	hook := func(timeout string) snapv1.Hook {
+		return snapv1.Hook{WorkloadExec: &snapv1.WorkloadExecHook{Command: []string{"fsfreeze"}, Timeout: timeout}}
+	}
+	tests := []struct {
+		name    string
+		spec    snapv1.SnapshotPolicySpec
+		staged  *snapv1.Staged
+		want    time.Duration
+		bounded bool
+	}{
+		{"no hooks: the default staging timeout and the margin", snapv1.SnapshotPolicySpec{}, nil, 15 * time.Minute, true},
+		{"direct still counts staging: a volume policy may stage", snapv1.SnapshotPolicySpec{CopyMethod: snapv1.CopyDirect}, nil, 15 * time.Minute, true},
+		{"each hook's timeout and its minute", snapv1.SnapshotPolicySpec{
+			Hooks: &snapv1.Hooks{BeforeSnapshot: []snapv1.Hook{hook("1h"), hook("")}, AfterSnapshot: []snapv1.Hook{hook("3h")}}}, nil, 15*time.Minute + 61*time.Minute + 6*time.Minute, true},
+		{"a longer staging timeout", snapv1.SnapshotPolicySpec{Staging: &snapv1.Staging{Timeout: "2h"}}, nil, 2*time.Hour + 5*time.Minute, true},
+		{"no staging limit, not staging yet: the hooks are bounded", snapv1.SnapshotPolicySpec{Staging: &snapv1.Staging{Timeout: "0"}}, nil, 5 * time.Minute, true},
+		{"no staging limit, staging", snapv1.SnapshotPolicySpec{Staging: &snapv1.Staging{Timeout: "0"}}, &snapv1.Staged{CopyMethod: snapv1.CopySnapshot}, 5 * time.Minute, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, bounded := StartingLimit(&snapv1.SnapshotPolicy{Spec: tt.spec}, &snapv1.Snapshot{Status: snapv1.SnapshotStatus{Staged: tt.staged}})
+			if got != tt.want || bounded != tt.bounded {
+				t.Fatalf("got %s bounded %v, want %s bounded %v", got, bounded, tt.want, tt.bounded)
+			}
+		})
+	}
+}
