@@ -8,6 +8,7 @@ import (
 	"runtime/pprof"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -48,6 +49,13 @@ mover Job's pod failure policy takes as final.`,
 			spec, err := mover.Parse(b)
 			if err != nil {
 				return err
+			}
+			if spec.Repository.Backend.Filesystem != nil {
+				// Movers of several users (an inherited identity, a
+				// restore's) share a filesystem repository through its
+				// group: what one writes, the others must read and
+				// extend.
+				syscall.Umask(0o007)
 			}
 			tail := &tailBuffer{max: 2048}
 			logw := io.MultiWriter(cmd.ErrOrStderr(), tail)

@@ -167,6 +167,9 @@ const (
 	// ConditionKopiaPinned is False on a Snapshot whose kopia pin could not be
 	// brought in line with spec.pin.
 	ConditionKopiaPinned = "KopiaPinned"
+	// ConditionSecurityContextInherited says whether a mover asked to
+	// inherit its workload's security context found one to copy.
+	ConditionSecurityContextInherited = "SecurityContextInherited"
 	// ConditionVerified on a SnapshotPolicy tells the last verification's outcome.
 	ConditionVerified = "Verified"
 	// ConditionMaintenanceOwned on a Maintenance is False while another

@@ -2,12 +2,14 @@ package restore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
@@ -15,12 +17,13 @@ import (
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
+	"github.com/snapflow/snapflow/internal/privilege"
 	"github.com/snapflow/snapflow/internal/restoreplan"
 )
 
 // build renders the restore's mover Job and work spec through the privilege
 // gate: a mover the namespace does not allow is a *privilege.NotPermitted.
-func (f *Function) build(ctx context.Context, rs *snapv1.Restore, res *resolution, repo *snapshot.RepositoryObject, pvc, name string) (*batchv1.Job, *corev1.ConfigMap, error) {
+func (f *Function) build(ctx context.Context, rs *snapv1.Restore, res *resolution, repo *snapshot.RepositoryObject, mv *snapv1.MoverSpec, pvc, name string) (*batchv1.Job, *corev1.ConfigMap, error) {
 	work, mounts, err := snapshot.RepositoryWork(repo.Ref, repo.Obj, repo.Spec)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", repo.Key(), err)
@@ -37,7 +40,6 @@ func (f *Function) build(ctx context.Context, rs *snapv1.Restore, res *resolutio
 		WaitTimeoutSeconds: int64(wait / time.Second), Options: restoreplan.Options(rs.Spec.Options), Nothing: res.missing}
 	spec := mover.WorkSpec{Operation: mover.OpRestore, Target: mover.Target{Kind: "Restore", Namespace: rs.Namespace, Name: rs.Name, UID: string(rs.UID)},
 		Repository: work, Restore: rw}
-	mv := inherit(rs.Spec.Mover, res.recorded)
 	c := moverjob.EffectiveCache(mv, repo.Spec.MoverDefaults)
 	if c != nil {
 		if c.ContentCacheSizeMb != nil {
@@ -70,22 +72,55 @@ func inherit(m *snapv1.MoverSpec, rec *snapv1.RecordedIdentity) *snapv1.MoverSpe
 	if m == nil || m.InheritSecurityContextFrom == nil || m.InheritSecurityContextFrom.Snapshot == nil || rec == nil {
 		return m
 	}
-	out := m.DeepCopy()
-	pod := &corev1.PodSecurityContext{RunAsUser: rec.UID, RunAsGroup: rec.GID, FSGroup: rec.FSGroup}
-	if p := m.PodSecurityContext; p != nil {
-		pod = p.DeepCopy()
-		if pod.RunAsUser == nil {
-			pod.RunAsUser = rec.UID
-		}
-		if pod.RunAsGroup == nil {
-			pod.RunAsGroup = rec.GID
-		}
-		if pod.FSGroup == nil {
-			pod.FSGroup = rec.FSGroup
-		}
+	return privilege.Inherit(m, &corev1.PodSecurityContext{RunAsUser: rec.UID, RunAsGroup: rec.GID, FSGroup: rec.FSGroup})
+}
+
+// moverFor is the Restore's mover settings with the identity it inherits
+// layered under them: the one its snapshot recorded, or that of a live pod
+// its workloadSelector matches (read fresh, before the privilege gate). The
+// condition says what was inherited; nil when nothing was asked.
+func (f *Function) moverFor(ctx context.Context, rs *snapv1.Restore, rec *snapv1.RecordedIdentity) (*snapv1.MoverSpec, *metav1.Condition, error) {
+	m := rs.Spec.Mover
+	if m == nil || m.InheritSecurityContextFrom == nil {
+		return m, nil, nil
 	}
-	out.PodSecurityContext = pod
-	return out
+	c := &metav1.Condition{Type: wellknown.ConditionSecurityContextInherited, Status: metav1.ConditionTrue, Reason: privilege.ReasonInherited, ObservedGeneration: rs.Generation}
+	if m.InheritSecurityContextFrom.Snapshot != nil {
+		if rec == nil || (rec.UID == nil && rec.GID == nil && rec.FSGroup == nil) {
+			c.Status, c.Reason = metav1.ConditionFalse, "NothingRecorded"
+			c.Message = "the snapshot recorded no mover identity (it predates the record, or was not taken by snapflow); the mover runs with its explicit and default settings"
+			return m, c, nil
+		}
+		c.Message = "the mover runs as the identity the backup recorded (" + describe(rec.UID, rec.GID, rec.FSGroup) + ")"
+		return inherit(m, rec), c, nil
+	}
+	var pods corev1.PodList
+	if err := f.Client.List(ctx, &pods, client.InNamespace(rs.Namespace)); err != nil {
+		return nil, nil, fmt.Errorf("list the pods of namespace %s to find the workload whose security context the mover inherits: %w", rs.Namespace, err)
+	}
+	w, err := privilege.FindWorkload(m.InheritSecurityContextFrom, "", pods.Items)
+	var ni *privilege.NotInherited
+	if errors.As(err, &ni) {
+		c.Status, c.Reason = metav1.ConditionFalse, ni.Reason
+		c.Message = ni.Message + "; the mover runs with its explicit and default settings"
+		return m, c, nil
+	}
+	if err != nil || w == nil {
+		return m, nil, err
+	}
+	id := w.Identity
+	c.Message = fmt.Sprintf("the mover runs as %s, inherited from container %s of pod %s", describe(id.RunAsUser, id.RunAsGroup, id.FSGroup), w.Container, w.Pod)
+	return privilege.Inherit(m, id), c, nil
+}
+
+func describe(uid, gid, fsGroup *int64) string {
+	text := func(v *int64) string {
+		if v == nil {
+			return "unset"
+		}
+		return fmt.Sprint(*v)
+	}
+	return "uid " + text(uid) + ", gid " + text(gid) + ", fsGroup " + text(fsGroup)
 }
 
 func ptr[T any](v T) *T { return &v }

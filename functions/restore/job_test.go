@@ -68,7 +68,7 @@ func TestRestoreJobTakesASlotAndWritesTheTarget(t *testing.T) {
 	f := &Function{MoverImage: "img"}
 	// No client: a default restore mover needs no namespace opt-in, so the
 	// gate never reads one.
-	job, cm, err := f.build(context.Background(), rs, &resolution{repo: repo.Ref, snapshotID: "k1"}, repo, "t", "r-job")
+	job, cm, err := f.build(context.Background(), rs, &resolution{repo: repo.Ref, snapshotID: "k1"}, repo, rs.Spec.Mover, "t", "r-job")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -134,7 +134,11 @@ func (f *Function) start(ctx context.Context, rs *snapv1.Restore, jobName string
 	if repo.Status.Phase != snapv1.RepositoryReady {
 		return f.hold(ctx, rs, ReasonWaitingForRepository, fmt.Sprintf("waiting for %s to be Ready (phase %q)", repo.Key(), repo.Status.Phase))
 	}
-	job, cm, err := f.build(ctx, rs, res, repo, pvc, jobName)
+	mv, inherited, err := f.moverFor(ctx, rs, res.recorded)
+	if err != nil {
+		return err
+	}
+	job, cm, err := f.build(ctx, rs, res, repo, mv, pvc, jobName)
 	if errors.Is(err, privilege.ErrNotPermitted) {
 		return f.hold(ctx, rs, ReasonNotPermitted, err.Error())
 	} else if err != nil {
@@ -167,6 +171,10 @@ func (f *Function) start(ctx context.Context, rs *snapv1.Restore, jobName string
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonMoverStarted, Message: msg, ObservedGeneration: gen})
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReconciling, Status: metav1.ConditionTrue, Reason: ReasonMoverStarted, Message: msg, ObservedGeneration: gen})
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionStalled, Status: metav1.ConditionFalse, Reason: ReasonMoverStarted, ObservedGeneration: gen})
+		if inherited != nil {
+			inherited.ObservedGeneration = gen
+			meta.SetStatusCondition(&st.Conditions, *inherited)
+		}
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -43,6 +44,12 @@ type runPlan struct {
 	privilegedAllowed bool
 	podSC             *corev1.PodSecurityContext
 	sc                *corev1.SecurityContext
+	// mover is the policy's mover settings with the workload's identity
+	// layered under them (inheritSecurityContextFrom); workload is that
+	// workload, notInherited why none was found.
+	mover        *snapv1.MoverSpec
+	workload     *privilege.Workload
+	notInherited *privilege.NotInherited
 	// From the volume policies: skip the volume, the snapshot class to
 	// stage with, custom parameters for the mover, and the recorded decision.
 	skip          bool
@@ -230,17 +237,103 @@ func (f *Function) plan(ctx context.Context, s *snapv1.Snapshot) (*runPlan, *gat
 	if err := f.applyVolumePolicies(ctx, p, &pvc); err != nil {
 		return nil, &gate{cond: wellknown.ConditionReady, reason: ReasonInvalidSpec, fatal: true, message: "volume policies: " + err.Error()}, nil
 	}
-	p.podSC, p.sc = privilege.SecurityContexts(repo.Spec.MoverDefaults, pol.Spec.Mover)
+	if err := f.inheritIdentity(ctx, s, p); err != nil {
+		return nil, nil, err
+	}
+	p.podSC, p.sc = privilege.SecurityContexts(repo.Spec.MoverDefaults, p.mover)
 	var vol *corev1.VolumeSource
 	if !p.mounts.HostTrusted {
 		vol = privilege.RepositoryVolume(repo.Spec.Backend.Filesystem)
 	}
-	p.escalations = privilege.Mover(repo.Spec.MoverDefaults, pol.Spec.Mover, vol)
-	p.meta = kopia.Meta{UID: p.podSC.RunAsUser, GID: p.podSC.RunAsGroup, FSGroup: p.podSC.FSGroup, Src: "default"}
-	if pol.Spec.Mover != nil && (pol.Spec.Mover.PodSecurityContext != nil || pol.Spec.Mover.SecurityContext != nil || pol.Spec.Mover.PrivilegedMode) {
+	p.escalations = privilege.Mover(repo.Spec.MoverDefaults, p.mover, vol)
+	uid, gid := privilege.Effective(p.podSC, p.sc)
+	p.meta = kopia.Meta{UID: uid, GID: gid, FSGroup: p.podSC.FSGroup, Src: "default"}
+	switch mv := pol.Spec.Mover; {
+	case p.workload != nil:
+		// The data's group, which a restore inheriting this record gives
+		// its target; the mover itself kept its own fsGroup (ForBackup).
+		if g := p.workload.FSGroup; g != nil {
+			p.meta.FSGroup = g
+		}
+		p.meta.Src = srcInherited
+	case mv != nil && (mv.PodSecurityContext != nil || mv.SecurityContext != nil || mv.PrivilegedMode):
 		p.meta.Src = "explicit"
 	}
 	return p, nil, nil
+}
+
+// inheritIdentity applies inheritSecurityContextFrom: the mover reads the
+// volume as the workload that wrote it. The pods are read fresh, before the
+// privilege gate, so an identity inherited from a root pod needs the
+// namespace's opt-in like any other root mover. No workload to copy is not
+// an error: the explicit and default settings are the fallback, and the
+// run's SecurityContextInherited condition says so.
+func (f *Function) inheritIdentity(ctx context.Context, s *snapv1.Snapshot, p *runPlan) error {
+	ns := s.Namespace
+	p.mover = p.policy.Spec.Mover
+	if p.mover == nil || p.mover.InheritSecurityContextFrom == nil {
+		return nil
+	}
+	if r := s.Status.Recorded; r != nil && r.Src == srcInherited {
+		// Pinned when the run claimed its slot, before its hooks: a hook
+		// that scales the workload down must not change whom it runs as.
+		id := &corev1.PodSecurityContext{RunAsUser: r.UID, RunAsGroup: r.GID, FSGroup: r.FSGroup}
+		p.workload = &privilege.Workload{Identity: id, FSGroup: r.FSGroup, Pinned: true}
+		p.mover = privilege.Inherit(p.mover, privilege.ForBackup(id))
+		return nil
+	}
+	var pods corev1.PodList
+	if err := f.Client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+		return fmt.Errorf("list the pods of namespace %s to find the workload whose security context the mover inherits: %w", ns, err)
+	}
+	w, err := privilege.FindWorkload(p.mover.InheritSecurityContextFrom, p.pvc, pods.Items)
+	if errors.As(err, &p.notInherited) {
+		return nil
+	}
+	if err != nil || w == nil {
+		return err
+	}
+	w.FSGroup = w.Identity.FSGroup
+	p.workload = w
+	p.mover = privilege.Inherit(p.mover, privilege.ForBackup(w.Identity))
+	return nil
+}
+
+// srcInherited is the recorded identity's source when it came from the
+// workload (the kopiur-meta src value).
+const srcInherited = "inherited"
+
+// recorded is the identity the run records (status.recorded).
+func (p *runPlan) recorded() *snapv1.RecordedIdentity {
+	return &snapv1.RecordedIdentity{UID: p.meta.UID, GID: p.meta.GID, FSGroup: p.meta.FSGroup, Src: p.meta.Src}
+}
+
+// inheritCondition reports what inheritSecurityContextFrom resolved to (nil
+// when the policy does not ask to inherit).
+func (p *runPlan) inheritCondition(gen int64) *metav1.Condition {
+	c := &metav1.Condition{Type: wellknown.ConditionSecurityContextInherited, ObservedGeneration: gen}
+	as := "uid " + idText(p.meta.UID) + ", gid " + idText(p.meta.GID) + ", groups of fsGroup " + idText(p.meta.FSGroup)
+	switch {
+	case p.workload != nil && p.workload.Pinned:
+		c.Status, c.Reason = metav1.ConditionTrue, privilege.ReasonInherited
+		c.Message = "the mover runs as " + as + ", inherited from the workload when the run claimed its slot"
+	case p.workload != nil:
+		c.Status, c.Reason = metav1.ConditionTrue, privilege.ReasonInherited
+		c.Message = fmt.Sprintf("the mover runs as %s, inherited from container %s of pod %s", as, p.workload.Container, p.workload.Pod)
+	case p.notInherited != nil:
+		c.Status, c.Reason = metav1.ConditionFalse, p.notInherited.Reason
+		c.Message = fmt.Sprintf("%s; the mover runs as %s from its explicit and default settings", p.notInherited.Message, as)
+	default:
+		return nil
+	}
+	return c
+}
+
+func idText(v *int64) string {
+	if v == nil {
+		return "unset"
+	}
+	return fmt.Sprint(*v)
 }
 
 func phaseOr(p corev1.PersistentVolumeClaimPhase) string {
@@ -296,7 +389,12 @@ func (f *Function) createJob(ctx context.Context, s *snapv1.Snapshot, p *runPlan
 	claim, readOnly := p.pvc, true
 	if p.copyMethod != snapv1.CopyDirect {
 		claim = stagedName(s)
-	} else if p.src.ReadOnly != nil && !*p.src.ReadOnly {
+	}
+	// readOnly: false is how a source is made readable through fsGroup:
+	// a kubelet gives a volume to the pod's fsGroup only when it is
+	// mounted read-write (a staged copy's group changes, not the live
+	// volume's, unless the mover mounts it: Direct).
+	if p.src.ReadOnly != nil && !*p.src.ReadOnly {
 		readOnly = false
 	}
 	cache := p.cache()
@@ -327,7 +425,7 @@ func (f *Function) createJob(ctx context.Context, s *snapv1.Snapshot, p *runPlan
 		SourceClaim: claim, SourceReadOnly: readOnly,
 		RepositoryClaim: p.mounts.RepoClaim, RepositoryNFS: p.mounts.RepoNFS, RepositoryHost: p.mounts.HostPath,
 		RepositoryHostTrusted: p.mounts.HostTrusted, PrivilegedAllowed: p.privilegedAllowed,
-		Mover: p.policy.Spec.Mover, Defaults: p.repo.Spec.MoverDefaults, FailurePolicy: s.Spec.FailurePolicy,
+		Mover: p.mover, Defaults: p.repo.Spec.MoverDefaults, FailurePolicy: s.Spec.FailurePolicy,
 	}
 	if p.copyMethod == snapv1.CopyDirect {
 		pl, err := f.directPlacement(ctx, s.Namespace, p.pvc)

@@ -228,6 +228,9 @@ func (f *Function) start(ctx context.Context, s *snapv1.Snapshot) error {
 		// Once per run, as Velero warns once per Backup.
 		f.Recorder.Event(s, corev1.EventTypeWarning, ReasonGlobalSectionsIgnored, plan.ignoredGlobal)
 	}
+	if c := plan.inheritCondition(s.Generation); c != nil && c.Status == metav1.ConditionFalse && f.Recorder != nil {
+		f.Recorder.Event(s, corev1.EventTypeWarning, c.Reason, c.Message)
+	}
 	return f.markStarted(ctx, s, plan, jobName)
 }
 
@@ -294,13 +297,17 @@ func (f *Function) markStarted(ctx context.Context, s *snapv1.Snapshot, p *runPl
 		st.ObservedGeneration = gen
 		st.Job = &snapv1.JobRef{Name: jobName, Attempts: 1}
 		st.Resolved = p.resolved()
-		st.Recorded = &snapv1.RecordedIdentity{UID: p.meta.UID, GID: p.meta.GID, FSGroup: p.meta.FSGroup, Src: p.meta.Src}
+		st.Recorded = p.recorded()
 		st.VolumePolicies = []snapv1.VolumePolicyDecision{p.decision}
 		for _, c := range []string{wellknown.ConditionRepositorySlotAvailable, wellknown.ConditionMoverPermitted} {
 			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: c, Status: metav1.ConditionTrue, Reason: ReasonSlotAcquired, Message: "the mover job " + jobName + " was created", ObservedGeneration: gen})
 		}
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonMoverStarted, Message: "backup in progress (job " + jobName + ")", ObservedGeneration: gen})
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionStalled, Status: metav1.ConditionFalse, Reason: ReasonMoverStarted, ObservedGeneration: gen})
+		// A pinned identity keeps the condition that named its pod.
+		if c := p.inheritCondition(gen); c != nil && (p.workload == nil || !p.workload.Pinned) {
+			meta.SetStatusCondition(&st.Conditions, *c)
+		}
 	})
 	if err != nil || !ended {
 		return err

@@ -132,6 +132,13 @@ func (f *Function) claim(ctx context.Context, s *snapv1.Snapshot, p *runPlan, c 
 		st.Resolved = p.resolved()
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionRepositorySlotAvailable, Status: metav1.ConditionTrue, Reason: ReasonSlotClaimed,
 			Message: "a slot of " + c.Repository + " is held for this run's hooks and staging", ObservedGeneration: gen})
+		// The identity is pinned before the hooks (inheritIdentity).
+		if p.workload != nil && !p.workload.Pinned {
+			st.Recorded = p.recorded()
+			if ic := p.inheritCondition(gen); ic != nil {
+				meta.SetStatusCondition(&st.Conditions, *ic)
+			}
+		}
 	})
 }
 

@@ -120,7 +120,7 @@ func (b Backend) storage(ctx context.Context, create bool, limits throttling.Lim
 			return nil, &Error{Class: ClassInvalidConfig, Err: errors.New("filesystem backend path is empty")}
 		}
 		if create {
-			if err := os.MkdirAll(b.Filesystem.Path, 0o700); err != nil {
+			if err := os.MkdirAll(b.Filesystem.Path, fsDirMode); err != nil {
 				return nil, classify(fmt.Errorf("create repository directory %s: %w", b.Filesystem.Path, err))
 			}
 		} else if _, err := os.Stat(b.Filesystem.Path); errors.Is(err, os.ErrNotExist) {
@@ -128,7 +128,7 @@ func (b Backend) storage(ctx context.Context, create bool, limits throttling.Lim
 		} else if err != nil {
 			return nil, classify(fmt.Errorf("repository directory %s: %w", b.Filesystem.Path, err))
 		}
-		st, err := filesystem.New(ctx, &filesystem.Options{Path: b.Filesystem.Path, Limits: limits}, create)
+		st, err := filesystem.New(ctx, &filesystem.Options{Path: b.Filesystem.Path, FileMode: fsFileMode, DirectoryMode: fsDirMode, Limits: limits}, create)
 		if err != nil {
 			return nil, classify(fmt.Errorf("open filesystem storage %s: %w", b.Filesystem.Path, err))
 		}
@@ -448,3 +448,12 @@ func classify(err error) error {
 	}
 	return &Error{Class: ClassInternal, Err: err}
 }
+
+// A filesystem repository is shared by movers of several users (an
+// inherited identity, a restore's) through its group, so its blobs and
+// directories are the group's too, not kopia's owner-only defaults. The
+// mover's umask (0007) keeps these bits.
+const (
+	fsFileMode = os.FileMode(0o660)
+	fsDirMode  = os.FileMode(0o770)
+)

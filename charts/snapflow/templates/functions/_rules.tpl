@@ -45,7 +45,8 @@ because the functions act on snapflow objects in every namespace. Notes:
   resources: ["namespaces"]
   verbs: ["get"]
 # Mover, bootstrap, pin and hook Jobs; their pods for reports and failure
-# messages.
+# messages, and the workload's for Direct placement and the identity a
+# mover inherits.
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["get", "list", "create", "delete"]
@@ -214,7 +215,8 @@ because the functions act on snapflow objects in every namespace. Notes:
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["get", "create", "delete"]
-# The mover's pod carries its report, read with the work spec it ran.
+# The mover's pod carries its report, read with the work spec it ran; a
+# workload's pods give the identity a mover inherits (workloadSelector).
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list"]
