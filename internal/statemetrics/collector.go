@@ -49,11 +49,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	var snaps snapv1.SnapshotList
 	var pols snapv1.SnapshotPolicyList
+	var scheds snapv1.SnapshotScheduleList
 	var repos snapv1.RepositoryList
 	var crepos snapv1.ClusterRepositoryList
 	var restores snapv1.RestoreList
 	var maints snapv1.MaintenanceList
-	for _, l := range []client.ObjectList{&snaps, &pols, &repos, &crepos, &restores, &maints} {
+	for _, l := range []client.ObjectList{&snaps, &pols, &scheds, &repos, &crepos, &restores, &maints} {
 		// The cache's objects are read, never changed: no copy per scrape.
 		if err := c.reader.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
 			c.log.Error(err, "list for metrics")
@@ -63,7 +64,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			return
 		}
 	}
-	s := State{Snapshots: snaps.Items, Policies: pols.Items, Repositories: repos.Items, ClusterRepositories: crepos.Items,
+	s := State{Snapshots: snaps.Items, Policies: pols.Items, Schedules: scheds.Items, Repositories: repos.Items, ClusterRepositories: crepos.Items,
 		Restores: restores.Items, Maintenances: maints.Items}
 	for _, smp := range Samples(s) {
 		m, err := prometheus.NewConstMetric(c.descs[smp.Desc], prometheus.GaugeValue, smp.Value, smp.Labels...)

@@ -34,7 +34,7 @@ type Options struct {
 // watched are the kinds the gauges derive from: list and watch on them is
 // all the exporter needs.
 func watched() []client.Object {
-	return []client.Object{&snapv1.Snapshot{}, &snapv1.SnapshotPolicy{}, &snapv1.Repository{},
+	return []client.Object{&snapv1.Snapshot{}, &snapv1.SnapshotPolicy{}, &snapv1.SnapshotSchedule{}, &snapv1.Repository{},
 		&snapv1.ClusterRepository{}, &snapv1.Restore{}, &snapv1.Maintenance{}}
 }
 

@@ -11,6 +11,7 @@ package statemetrics
 
 import (
 	"sort"
+	"strconv"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,6 +19,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/coverage"
 	"github.com/snapflow/snapflow/internal/maintenance"
 )
 
@@ -25,6 +27,7 @@ import (
 type State struct {
 	Snapshots           []snapv1.Snapshot
 	Policies            []snapv1.SnapshotPolicy
+	Schedules           []snapv1.SnapshotSchedule
 	Repositories        []snapv1.Repository
 	ClusterRepositories []snapv1.ClusterRepository
 	Restores            []snapv1.Restore
@@ -90,6 +93,10 @@ var (
 		[]string{"namespace", "name"}}
 	DeletionWaiting = &Desc{"snapflow_snapshot_deletion_waiting", "1 for each Snapshot being deleted whose kopia data cannot be deleted yet, by why (RepositoryMissing, RepositoryDegraded, RepositoryNotAllowed).",
 		[]string{"namespace", "name", "reason"}}
+	PolicyInfo = &Desc{"snapflow_policy_info", "1 for each SnapshotPolicy, labelled with whether it is suspended, whether an active schedule fires it and whether a verification tier runs on a schedule, so alerts can skip paused and on-demand policies.",
+		[]string{"namespace", "policy", "suspended", "scheduled", "verification"}}
+	PolicyCreated = &Desc{"snapflow_policy_created_timestamp_seconds", "When the SnapshotPolicy was created (Unix seconds): a policy that never succeeded is stale from then.",
+		[]string{"namespace", "policy"}}
 	SnapshotFailureClass = &Desc{"snapflow_snapshot_failed", "1 for each failed Snapshot, by its failure class.",
 		[]string{"namespace", "name", "policy", "class"}}
 )
@@ -97,7 +104,7 @@ var (
 // Families lists every family, for registration.
 var Families = []*Desc{ResourcePhase, SnapshotLastSuccess, SnapshotConsecutiveFailures, SnapshotSize, SnapshotFiles, SnapshotDuration,
 	PolicyLastSuccess, PolicyLastDuration, PolicyLastSize, PolicyLastFiles, PolicyLastBackupSuccess, SnapshotVerified, SnapshotsLive,
-	WaitingForSlot, DeletionsHeld, RepoSize, RepoSnapshotCount, MaintenanceConfigured, MaintenanceWanted, MaintenanceReclaimed, RestoreDuration, SnapshotFailureClass, DeletionWaiting}
+	WaitingForSlot, DeletionsHeld, RepoSize, RepoSnapshotCount, MaintenanceConfigured, MaintenanceWanted, MaintenanceReclaimed, RestoreDuration, SnapshotFailureClass, DeletionWaiting, PolicyInfo, PolicyCreated}
 
 // Samples derives every series from s.
 func Samples(s State) []Sample {
@@ -194,12 +201,21 @@ func Samples(s State) []Sample {
 			break
 		}
 	}
+	schedules := map[string][]snapv1.SnapshotSchedule{}
+	for _, sch := range s.Schedules {
+		schedules[sch.Namespace] = append(schedules[sch.Namespace], sch)
+	}
 	for _, p := range s.Policies {
 		if t := p.Status.LastSuccessfulSnapshot; t != nil {
 			add(PolicyLastSuccess, ts(t), p.Namespace, p.Name)
 		}
 		if t := p.Status.LastVerified; t != nil {
 			add(SnapshotVerified, ts(t), p.Namespace, p.Name)
+		}
+		scheduled := scheduledBy(schedules[p.Namespace], &p)
+		add(PolicyInfo, 1, p.Namespace, p.Name, strconv.FormatBool(p.Spec.Suspend), strconv.FormatBool(scheduled), strconv.FormatBool(verifies(&p)))
+		if !p.CreationTimestamp.IsZero() {
+			add(PolicyCreated, ts(&p.CreationTimestamp), p.Namespace, p.Name)
 		}
 	}
 
@@ -255,6 +271,31 @@ func Samples(s State) []Sample {
 		}
 	}
 	return out
+}
+
+// scheduledBy says whether an unsuspended schedule of p's namespace names
+// p. A stalled one counts: its policy is meant to run, and the stale alert
+// is what notices that it does not.
+func scheduledBy(schedules []snapv1.SnapshotSchedule, p *snapv1.SnapshotPolicy) bool {
+	for i := range schedules {
+		if schedules[i].Spec.Schedule.Suspend {
+			continue
+		}
+		if _, _, named := coverage.Firing(schedules[i:i+1], p); named {
+			return true
+		}
+	}
+	return false
+}
+
+// verifies says whether a verification tier of p runs on a schedule (a
+// quick tier without one runs only on request).
+func verifies(p *snapv1.SnapshotPolicy) bool {
+	v := p.Spec.Verification
+	if v == nil {
+		return false
+	}
+	return v.Deep != nil || (v.Quick != nil && (v.Quick.Schedule != nil || v.Quick.Cron != ""))
 }
 
 // succeeded: the run ended well (Unchanged found nothing new to store).

@@ -63,8 +63,17 @@ func state() State {
 				s.Finalizers = []string{"test"}
 			}),
 		},
-		Policies: []snapv1.SnapshotPolicy{{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app"},
-			Status: snapv1.SnapshotPolicyStatus{LastSuccessfulSnapshot: ptr.To(metav1.NewTime(t0)), LastVerified: ptr.To(metav1.NewTime(t0.Add(30 * time.Minute)))}}},
+		Policies: []snapv1.SnapshotPolicy{{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app", CreationTimestamp: metav1.NewTime(t0.Add(-48 * time.Hour))},
+			Status: snapv1.SnapshotPolicyStatus{LastSuccessfulSnapshot: ptr.To(metav1.NewTime(t0)), LastVerified: ptr.To(metav1.NewTime(t0.Add(30 * time.Minute)))}},
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "paused"}, Spec: snapv1.SnapshotPolicySpec{Suspend: true,
+				Verification: &snapv1.Verification{Deep: &snapv1.DeepVerification{Schedule: snapv1.CronSpec{Cron: "@weekly"}}}}}},
+		// A stalled schedule still means the policy is meant to run; a
+		// suspended one does not.
+		Schedules: []snapv1.SnapshotSchedule{{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "nightly"},
+			Spec:   snapv1.SnapshotScheduleSpec{PolicyRef: &snapv1.LocalObjectRef{Name: "app"}, Schedule: snapv1.Schedule{Cron: "@daily"}},
+			Status: snapv1.SnapshotScheduleStatus{Conditions: []metav1.Condition{{Type: wellknown.ConditionStalled, Status: metav1.ConditionTrue}}}},
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "paused"},
+				Spec: snapv1.SnapshotScheduleSpec{PolicyRef: &snapv1.LocalObjectRef{Name: "paused"}, Schedule: snapv1.Schedule{Cron: "@daily", Suspend: true}}}},
 		Repositories: []snapv1.Repository{{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "primary"},
 			Status: snapv1.RepositoryStatus{Phase: snapv1.RepositoryReady, StorageStats: &snapv1.StorageStats{TotalSize: ptr.To[int64](1 << 20), SnapshotCount: ptr.To[int64](7)}}}},
 		ClusterRepositories: []snapv1.ClusterRepository{{ObjectMeta: metav1.ObjectMeta{Name: "shared"},
@@ -125,6 +134,9 @@ func TestSamples(t *testing.T) {
 		"kopiur_restore_duration_seconds{apps,back}":                               42,
 		"snapflow_snapshot_failed{apps,newer-fail,app,UploadLimitReached}":         1,
 		"snapflow_snapshot_failed{apps,fail,app,Unknown}":                          1,
+		"snapflow_policy_info{apps,app,false,true,false}":                          1,
+		"snapflow_policy_info{apps,paused,true,false,true}":                        1,
+		"snapflow_policy_created_timestamp_seconds{apps,app}":                      float64(t0.Add(-48 * time.Hour).Unix()),
 	}
 	for k, v := range want {
 		if g, ok := got[k]; !ok || g != v {
