@@ -33,6 +33,12 @@ var unsupportedRepositoryFields = []unsupportedField{
 	unsupportedBackend("gcs", func(b *snapv1.Backend) (any, bool) { return b.GCS, b.GCS != nil }),
 	unsupportedBackend("gdrive", func(b *snapv1.Backend) (any, bool) { return b.GDrive, b.GDrive != nil }),
 	unsupportedBackend("rclone", func(b *snapv1.Backend) (any, bool) { return b.Rclone, b.Rclone != nil }),
+	{"spec.backend.s3.auth.workloadIdentity", func(s *snapv1.RepositorySpec) (any, bool) {
+		if s.Backend.S3 == nil || s.Backend.S3.Auth == nil || s.Backend.S3.Auth.WorkloadIdentity == nil {
+			return nil, false
+		}
+		return s.Backend.S3.Auth.WorkloadIdentity, true
+	}, "snapflow's movers run under their own ServiceAccount without a token, so a cloud identity bound to another ServiceAccount never reaches them and every run would be refused by the bucket; use auth.secretRef with access keys"},
 	{"spec.health.indexBlobWarnThreshold", func(s *snapv1.RepositorySpec) (any, bool) {
 		if s.Health == nil || s.Health.IndexBlobWarnThreshold == nil {
 			return nil, false

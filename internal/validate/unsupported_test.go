@@ -44,6 +44,12 @@ func TestRepositoryUnsupported(t *testing.T) {
 		{name: "rclone backend", cur: func(s *snapv1.RepositorySpec) {
 			s.Backend = snapv1.Backend{Rclone: &snapv1.RcloneBackend{RemotePath: "r:p"}}
 		}, path: "spec.backend.rclone", want: "rclone"},
+		{name: "s3 workload identity", cur: func(s *snapv1.RepositorySpec) {
+			s.Backend = snapv1.Backend{S3: &snapv1.S3Backend{Bucket: "bkt", Auth: &snapv1.ObjectStoreAuth{WorkloadIdentity: &snapv1.WorkloadIdentity{ServiceAccountName: "irsa"}}}}
+		}, path: "spec.backend.s3.auth.workloadIdentity", want: "use auth.secretRef"},
+		{name: "s3 access keys are supported", cur: func(s *snapv1.RepositorySpec) {
+			s.Backend = snapv1.Backend{S3: &snapv1.S3Backend{Bucket: "bkt", Auth: &snapv1.ObjectStoreAuth{SecretRef: &snapv1.SecretRef{Name: "keys"}}}}
+		}},
 		{name: "webDav backend is supported", cur: func(s *snapv1.RepositorySpec) {
 			s.Backend = snapv1.Backend{WebDAV: &snapv1.WebDAVBackend{URL: "https://dav.example.com/r"}}
 		}},
