@@ -139,10 +139,13 @@ func Inherit(m *snapv1.MoverSpec, id *corev1.PodSecurityContext) *snapv1.MoverSp
 		out = m.DeepCopy()
 	}
 	pod := id.DeepCopy()
-	if pod.RunAsUser != nil && *pod.RunAsUser == 0 && pod.RunAsNonRoot == nil {
+	// runAsNonRoot follows the user the mover ends up with, not the
+	// workload's flag: an explicit user over an inherited root is no root.
+	pod.RunAsNonRoot = nil
+	mergePod(pod, out.PodSecurityContext)
+	if pod.RunAsNonRoot == nil && pod.RunAsUser != nil && *pod.RunAsUser == 0 {
 		pod.RunAsNonRoot = ptr(false)
 	}
-	mergePod(pod, out.PodSecurityContext)
 	out.PodSecurityContext = pod
 	c := &corev1.SecurityContext{}
 	if out.SecurityContext != nil {
@@ -180,7 +183,7 @@ func Effective(pod *corev1.PodSecurityContext, c *corev1.SecurityContext) (uid, 
 func identity(pod *corev1.PodSecurityContext, c *corev1.SecurityContext) *corev1.PodSecurityContext {
 	id := &corev1.PodSecurityContext{}
 	if pod != nil {
-		id.RunAsUser, id.RunAsGroup, id.RunAsNonRoot = pod.RunAsUser, pod.RunAsGroup, pod.RunAsNonRoot
+		id.RunAsUser, id.RunAsGroup = pod.RunAsUser, pod.RunAsGroup
 		id.FSGroup, id.SupplementalGroups, id.SELinuxOptions = pod.FSGroup, pod.SupplementalGroups, pod.SELinuxOptions
 	}
 	if c != nil {
@@ -189,9 +192,6 @@ func identity(pod *corev1.PodSecurityContext, c *corev1.SecurityContext) *corev1
 		}
 		if c.RunAsGroup != nil {
 			id.RunAsGroup = c.RunAsGroup
-		}
-		if c.RunAsNonRoot != nil {
-			id.RunAsNonRoot = c.RunAsNonRoot
 		}
 		if c.SELinuxOptions != nil {
 			id.SELinuxOptions = c.SELinuxOptions

@@ -156,3 +156,15 @@ func TestInheritLadder(t *testing.T) {
 		t.Fatalf("a mover inheriting uid 1000 needs no opt-in, got %v", r)
 	}
 }
+
+func TestInheritRunAsNonRootFollowsTheUser(t *testing.T) {
+	// An explicit user over an inherited root is no root, and a
+	// workload's runAsNonRoot: false with a user of its own is not either.
+	if r := Mover(nil, Inherit(&snapv1.MoverSpec{PodSecurityContext: &corev1.PodSecurityContext{RunAsUser: i64(5000)}}, &corev1.PodSecurityContext{RunAsUser: i64(0)}), nil); len(r) != 0 {
+		t.Fatalf("explicit uid 5000 over an inherited root needs the opt-in: %v", r)
+	}
+	f := false
+	if w, _ := FindWorkload(&snapv1.InheritSecurityContextFrom{PvcConsumer: &snapv1.Empty{}}, "data", []corev1.Pod{pod("db-0", time.Hour, func(p *corev1.Pod) { p.Spec.SecurityContext.RunAsNonRoot = &f })}); len(Mover(nil, Inherit(nil, w.Identity), nil)) != 0 {
+		t.Fatal("a workload's runAsNonRoot: false made a uid-999 mover need the opt-in")
+	}
+}
