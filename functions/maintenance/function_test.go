@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -146,10 +147,15 @@ func TestARequestedRunStartsOneJob(t *testing.T) {
 	ctx := context.Background()
 	repo := &snapv1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "primary", UID: "repo-uid"}, Spec: repoSpec(),
 		Status: snapv1.RepositoryStatus{Phase: snapv1.RepositoryReady}}
+	capacity := resource.MustParse("2Gi")
+	content, metadata := int64(100), int64(300)
+	repo.Spec.MoverDefaults = &snapv1.MoverDefaults{Cache: &snapv1.MoverCache{Capacity: &capacity, ContentCacheSizeMb: &content, MetadataCacheSizeMb: &metadata}}
 	asked := now.Add(-time.Minute)
 	m := &snapv1.Maintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "primary", UID: "m-uid", CreationTimestamp: metav1.NewTime(now.Add(-time.Hour)),
 		Annotations: map[string]string{wellknown.AnnotationMaintenanceRunReq: asked.Format(time.RFC3339), wellknown.AnnotationMaintenanceRunMode: "full"}},
 		Spec: snapv1.MaintenanceSpec{Repository: snapv1.RepositoryRef{Name: "primary"}, Schedule: &snapv1.MaintenanceSchedule{Full: &snapv1.CronSpec{Cron: "0 3 * * *"}}}}
+	own := int64(500)
+	m.Spec.Mover = &snapv1.MoverSpec{Cache: &snapv1.MoverCache{ContentCacheSizeMb: &own}}
 	f, c := newFunction(repo, m)
 	for range 3 {
 		if err := f.Reconcile(ctx, "apps", "primary"); err != nil {
@@ -177,6 +183,19 @@ func TestARequestedRunStartsOneJob(t *testing.T) {
 	}
 	if w := spec.Maintenance; w.Mode != "full" || w.Owner != "snapflow@cluster-uid" || !w.Slot.Equal(asked) || w.Takeover || spec.Repository.Create != nil {
 		t.Fatalf("work %+v", w)
+	}
+	// The Maintenance's cache overlays the repository's field by field.
+	if spec.ContentCacheMB != 500 || spec.MetadataCacheMB != 300 {
+		t.Fatalf("cache budgets content %d metadata %d, want the Maintenance's 500 and the repository's 300", spec.ContentCacheMB, spec.MetadataCacheMB)
+	}
+	var cacheVol *corev1.Volume
+	for i, v := range j.Spec.Template.Spec.Volumes {
+		if v.Name == "cache" {
+			cacheVol = &j.Spec.Template.Spec.Volumes[i]
+		}
+	}
+	if cacheVol == nil || cacheVol.EmptyDir == nil || cacheVol.EmptyDir.SizeLimit == nil || cacheVol.EmptyDir.SizeLimit.String() != "2Gi" {
+		t.Fatalf("cache volume %+v, want an emptyDir capped at the repository's 2Gi", cacheVol)
 	}
 	got := get(t, c, "apps", "primary", &snapv1.Maintenance{})
 	if len(got.Status.Runs) != 1 || got.Status.Runs[0].Phase != mover.MaintenanceRunning || got.Status.Runs[0].Job != j.Name {

@@ -56,6 +56,11 @@ func (f *Function) build(ctx context.Context, m *snapv1.Maintenance, repo *snaps
 	}
 	spec := mover.WorkSpec{Operation: mover.OpMaintenance, Target: mover.Target{Kind: "Maintenance", Namespace: m.Namespace, Name: m.Name, UID: string(m.UID)},
 		Repository: work, Maintenance: mw}
+	// Maintenance reads every index: its cache settings matter most. A
+	// Persistent cache belongs to a policy's source, so maintenance gets
+	// its own volume of the same shape.
+	cache := moverjob.EffectiveCache(m.Spec.Mover, repo.Spec.MoverDefaults)
+	moverjob.CacheBudgets(&spec, cache)
 	name := moverjob.Name(trim(m.Name, 36)+"-maint-"+d.Mode, fmt.Sprintf("%s/%s/%d", m.UID, d.Mode, d.Slot.Unix()))
 	t := true
 	ref := metav1.OwnerReference{APIVersion: snapv1.GroupVersion.String(), Kind: "Maintenance", Name: m.Name, UID: m.UID, Controller: &t, BlockOwnerDeletion: &t}
@@ -72,8 +77,8 @@ func (f *Function) build(ctx context.Context, m *snapv1.Maintenance, repo *snaps
 		PasswordSecret: repo.Spec.Encryption.PasswordSecretRef.Name, PasswordKey: repo.Spec.Encryption.PasswordSecretRef.Key,
 		CredentialsSecret: mounts.Credentials, CABundle: mounts.CABundle,
 		RepositoryClaim: mounts.RepoClaim, RepositoryNFS: mounts.RepoNFS, RepositoryHost: mounts.HostPath,
-		RepositoryHostTrusted: mounts.HostTrusted,
-		Mover:                 m.Spec.Mover, Defaults: repo.Spec.MoverDefaults, FailurePolicy: m.Spec.FailurePolicy,
+		RepositoryHostTrusted: mounts.HostTrusted, Cache: cache,
+		Mover: m.Spec.Mover, Defaults: repo.Spec.MoverDefaults, FailurePolicy: m.Spec.FailurePolicy,
 	})
 	if errors.Is(err, privilege.ErrNotPermitted) {
 		return nil, nil, refused(err)

@@ -41,14 +41,7 @@ func (f *Function) build(ctx context.Context, rs *snapv1.Restore, res *resolutio
 	spec := mover.WorkSpec{Operation: mover.OpRestore, Target: mover.Target{Kind: "Restore", Namespace: rs.Namespace, Name: rs.Name, UID: string(rs.UID)},
 		Repository: work, Restore: rw}
 	c := moverjob.EffectiveCache(mv, repo.Spec.MoverDefaults)
-	if c != nil {
-		if c.ContentCacheSizeMb != nil {
-			spec.ContentCacheMB = *c.ContentCacheSizeMb
-		}
-		if c.MetadataCacheSizeMb != nil {
-			spec.MetadataCacheMB = *c.MetadataCacheSizeMb
-		}
-	}
+	moverjob.CacheBudgets(&spec, c)
 	owner := metav1.OwnerReference{APIVersion: snapv1.GroupVersion.String(), Kind: "Restore", Name: rs.Name, UID: rs.UID, Controller: ptr(true), BlockOwnerDeletion: ptr(true)}
 	return runtime.BuildMoverJob(ctx, f.Client, moverjob.Params{
 		Name: name, Namespace: rs.Namespace, Owner: owner,

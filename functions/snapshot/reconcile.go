@@ -645,13 +645,6 @@ func (p *runPlan) workSpec(s *snapv1.Snapshot) mover.WorkSpec {
 			CustomParameters: p.custom,
 		},
 	}
-	if c := p.cache(); c != nil {
-		if c.ContentCacheSizeMb != nil {
-			w.ContentCacheMB = *c.ContentCacheSizeMb
-		}
-		if c.MetadataCacheSizeMb != nil {
-			w.MetadataCacheMB = *c.MetadataCacheSizeMb
-		}
-	}
+	moverjob.CacheBudgets(&w, p.cache())
 	return w
 }

@@ -281,13 +281,54 @@ func render(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {
 // EffectiveCache is the cache settings a run uses: its own mover's, else
 // the repository's moverDefaults.
 func EffectiveCache(m *snapv1.MoverSpec, d *snapv1.MoverDefaults) *snapv1.MoverCache {
-	if m != nil && m.Cache != nil {
-		return m.Cache
-	}
+	var base, over *snapv1.MoverCache
 	if d != nil {
-		return d.Cache
+		base = d.Cache
 	}
-	return nil
+	if m != nil {
+		over = m.Cache
+	}
+	switch {
+	case over == nil:
+		return base
+	case base == nil:
+		return over
+	}
+	// The recipe's settings overlay the repository's field by field: a
+	// policy that only raises the capacity keeps the repository's class.
+	out := base.DeepCopy()
+	if over.Capacity != nil {
+		out.Capacity = over.Capacity
+	}
+	if over.StorageClassName != nil {
+		out.StorageClassName = over.StorageClassName
+	}
+	if over.Mode != "" {
+		out.Mode = over.Mode
+	}
+	if over.ContentCacheSizeMb != nil {
+		out.ContentCacheSizeMb = over.ContentCacheSizeMb
+	}
+	if over.MetadataCacheSizeMb != nil {
+		out.MetadataCacheSizeMb = over.MetadataCacheSizeMb
+	}
+	if over.Ownership != nil {
+		out.Ownership = over.Ownership
+	}
+	return out
+}
+
+// CacheBudgets hands kopia the cache's content and metadata budgets.
+func CacheBudgets(w *mover.WorkSpec, c *snapv1.MoverCache) {
+	if c == nil {
+		return
+	}
+	if c.ContentCacheSizeMb != nil {
+		w.ContentCacheMB = *c.ContentCacheSizeMb
+	}
+	if c.MetadataCacheSizeMb != nil {
+		w.MetadataCacheMB = *c.MetadataCacheSizeMb
+	}
 }
 
 // CacheVolume is where kopia keeps its cache: an emptyDir (capped at the

@@ -8,6 +8,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -255,5 +256,37 @@ func TestMinTTLSecondsAfterFinished(t *testing.T) {
 		if got := *job.Spec.TTLSecondsAfterFinished; got != tt.want {
 			t.Errorf("user TTL %d (set %v), floor %d: TTL %d, want %d", tt.user, tt.set, tt.min, got, tt.want)
 		}
+	}
+}
+
+// A recipe's cache overlays the repository's field by field.
+func TestEffectiveCacheOverlays(t *testing.T) {
+	q := func(v string) *resource.Quantity { r := resource.MustParse(v); return &r }
+	class, fast := "standard", "fast"
+	n := func(v int64) *int64 { return &v }
+	repo := &snapv1.MoverDefaults{Cache: &snapv1.MoverCache{Capacity: q("8Gi"), StorageClassName: &class, ContentCacheSizeMb: n(100)}}
+	tests := []struct {
+		name string
+		m    *snapv1.MoverSpec
+		d    *snapv1.MoverDefaults
+		want snapv1.MoverCache
+	}{
+		{"the repository's alone", nil, repo, *repo.Cache},
+		{"the recipe's alone", &snapv1.MoverSpec{Cache: &snapv1.MoverCache{Mode: snapv1.CachePersistent}}, nil, snapv1.MoverCache{Mode: snapv1.CachePersistent}},
+		{"only the capacity raised", &snapv1.MoverSpec{Cache: &snapv1.MoverCache{Capacity: q("16Gi")}}, repo,
+			snapv1.MoverCache{Capacity: q("16Gi"), StorageClassName: &class, ContentCacheSizeMb: n(100)}},
+		{"class and budget replaced", &snapv1.MoverSpec{Cache: &snapv1.MoverCache{StorageClassName: &fast, MetadataCacheSizeMb: n(50)}}, repo,
+			snapv1.MoverCache{Capacity: q("8Gi"), StorageClassName: &fast, ContentCacheSizeMb: n(100), MetadataCacheSizeMb: n(50)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := EffectiveCache(tt.m, tt.d)
+			if got == nil || !equality.Semantic.DeepEqual(*got, tt.want) {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+	if repo.Cache.Capacity.String() != "8Gi" || repo.Cache.StorageClassName != &class {
+		t.Fatal("the overlay changed the repository's settings")
 	}
 }
