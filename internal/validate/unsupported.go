@@ -39,12 +39,29 @@ var unsupportedRepositoryFields = []unsupportedField{
 		}
 		return s.Backend.S3.Auth.WorkloadIdentity, true
 	}, "snapflow's movers run under their own ServiceAccount without a token, so a cloud identity bound to another ServiceAccount never reaches them and every run would be refused by the bucket; use auth.secretRef with access keys"},
+	{"spec.moverDefaults.cache.ownership", func(s *snapv1.RepositorySpec) (any, bool) {
+		if s.MoverDefaults == nil || s.MoverDefaults.Cache == nil || s.MoverDefaults.Cache.Ownership == nil {
+			return nil, false
+		}
+		return s.MoverDefaults.Cache.Ownership, true
+	}, cacheOwnershipWhy},
 	{"spec.health.indexBlobWarnThreshold", func(s *snapv1.RepositorySpec) (any, bool) {
 		if s.Health == nil || s.Health.IndexBlobWarnThreshold == nil {
 			return nil, false
 		}
 		return *s.Health.IndexBlobWarnThreshold, true
 	}, "snapflow does not count a repository's index blobs yet, so no warning would come"},
+}
+
+// cacheOwnershipWhy is why cache.ownership is refused everywhere it appears.
+const cacheOwnershipWhy = "snapflow does not change the cache volume's owner; a kubelet gives a read-write cache volume to the mover's fsGroup, so set podSecurityContext.fsGroup instead"
+
+// cacheOwnership is the mover's cache.ownership, nil when unset.
+func cacheOwnership(m *snapv1.MoverSpec) *snapv1.CacheOwnership {
+	if m == nil || m.Cache == nil {
+		return nil
+	}
+	return m.Cache.Ownership
 }
 
 // unsupportedBackend refuses a backend the mover cannot open yet: admitted,
@@ -104,6 +121,9 @@ func PolicyUnsupported(prev, cur *snapv1.SnapshotPolicySpec) Result {
 	if cur.Adoption != "" {
 		refuse("spec.adoption", "snapflow does not scan repositories for snapshots it did not take, so there is nothing to adopt", prev != nil && prev.Adoption == cur.Adoption)
 	}
+	if o := cacheOwnership(cur.Mover); o != nil {
+		refuse("spec.mover.cache.ownership", cacheOwnershipWhy, prev != nil && reflect.DeepEqual(cacheOwnership(prev.Mover), o))
+	}
 	// A stored source keeps its warning wherever it moved in the list.
 	stored := func(same func(snapv1.Source) bool) bool {
 		return prev != nil && slices.ContainsFunc(prev.Sources, same)
@@ -126,6 +146,9 @@ func RestoreUnsupported(cur *snapv1.RestoreSpec) Result {
 	var r Result
 	if cur.Target.StreamExec != nil {
 		r.Also(fieldErr("spec.target.streamExec", "not supported by snapflow yet: snapflow restores into PersistentVolumeClaims only; restore into a pvc target and load it from there; remove it"))
+	}
+	if cacheOwnership(cur.Mover) != nil {
+		r.Also(fieldErr("spec.mover.cache.ownership", "not supported by snapflow yet: %s; remove it", cacheOwnershipWhy))
 	}
 	return r
 }

@@ -95,6 +95,16 @@ func TestPolicyUnsupported(t *testing.T) {
 	expect(t, PolicyUnsupported(nfs, stream), "spec.sources[0].stream", "runJob hook")
 	expect(t, RestoreUnsupported(&snapv1.RestoreSpec{Target: snapv1.RestoreTarget{StreamExec: &snapv1.StreamExecTarget{}}}), "spec.target.streamExec", "pvc target")
 	expect(t, RestoreUnsupported(&snapv1.RestoreSpec{Target: snapv1.RestoreTarget{PVCRef: &snapv1.LocalObjectRef{Name: "d"}}}), "", "")
+
+	// cache.ownership changes nothing; the fsGroup does what it asks.
+	owned := &snapv1.MoverSpec{Cache: &snapv1.MoverCache{Ownership: &snapv1.CacheOwnership{RunAsUser: ptr.To[int64](1000)}}}
+	ownedPolicy := &snapv1.SnapshotPolicySpec{Mover: owned}
+	expect(t, PolicyUnsupported(nil, ownedPolicy), "spec.mover.cache.ownership", "podSecurityContext.fsGroup")
+	if r := PolicyUnsupported(ownedPolicy, ownedPolicy); !r.OK() || len(r.Warnings) != 1 {
+		t.Fatalf("a stored cache.ownership: %+v, want one warning and no error", r)
+	}
+	expect(t, RestoreUnsupported(&snapv1.RestoreSpec{Target: snapv1.RestoreTarget{PVCRef: &snapv1.LocalObjectRef{Name: "d"}}, Mover: owned}), "spec.mover.cache.ownership", "remove it")
+	expect(t, RepositoryUnsupported(nil, &snapv1.RepositorySpec{MoverDefaults: &snapv1.MoverDefaults{Cache: owned.Cache}}, false), "spec.moverDefaults.cache.ownership", "fsGroup")
 }
 
 // A preflight check reading a value that may not be observed yet, without
