@@ -72,7 +72,19 @@ func inherit(m *snapv1.MoverSpec, rec *snapv1.RecordedIdentity) *snapv1.MoverSpe
 // layered under them: the one its snapshot recorded, or that of a live pod
 // its workloadSelector matches (read fresh, before the privilege gate). The
 // condition says what was inherited; nil when nothing was asked.
-func (f *Function) moverFor(ctx context.Context, rs *snapv1.Restore, rec *snapv1.RecordedIdentity) (*snapv1.MoverSpec, *metav1.Condition, error) {
+func (f *Function) moverFor(ctx context.Context, rs *snapv1.Restore, rec *snapv1.RecordedIdentity, d *snapv1.MoverDefaults) (*snapv1.MoverSpec, *metav1.Condition, error) {
+	m, c, err := f.inheritedMover(ctx, rs, rec)
+	if c != nil && c.Status == metav1.ConditionTrue {
+		// Say whom the mover runs as in the end: explicit settings may
+		// override what was inherited.
+		pod, sc := privilege.SecurityContexts(d, m)
+		uid, gid := privilege.Effective(pod, sc)
+		c.Message += "; it runs as " + describe(uid, gid, pod.FSGroup)
+	}
+	return m, c, err
+}
+
+func (f *Function) inheritedMover(ctx context.Context, rs *snapv1.Restore, rec *snapv1.RecordedIdentity) (*snapv1.MoverSpec, *metav1.Condition, error) {
 	m := rs.Spec.Mover
 	if m == nil || m.InheritSecurityContextFrom == nil {
 		return m, nil, nil
@@ -84,7 +96,7 @@ func (f *Function) moverFor(ctx context.Context, rs *snapv1.Restore, rec *snapv1
 			c.Message = "the snapshot recorded no mover identity (it predates the record, or was not taken by snapflow); the mover runs with its explicit and default settings"
 			return m, c, nil
 		}
-		c.Message = "the mover runs as the identity the backup recorded (" + describe(rec.UID, rec.GID, rec.FSGroup) + ")"
+		c.Message = "the mover inherits the identity the backup recorded (" + describe(rec.UID, rec.GID, rec.FSGroup) + ")"
 		return inherit(m, rec), c, nil
 	}
 	var pods corev1.PodList
@@ -102,7 +114,7 @@ func (f *Function) moverFor(ctx context.Context, rs *snapv1.Restore, rec *snapv1
 		return m, nil, err
 	}
 	id := w.Identity
-	c.Message = fmt.Sprintf("the mover runs as %s, inherited from container %s of pod %s", describe(id.RunAsUser, id.RunAsGroup, id.FSGroup), w.Container, w.Pod)
+	c.Message = fmt.Sprintf("the mover inherits %s from container %s of pod %s", describe(id.RunAsUser, id.RunAsGroup, id.FSGroup), w.Container, w.Pod)
 	return privilege.Inherit(m, id), c, nil
 }
 

@@ -134,7 +134,7 @@ func (f *Function) start(ctx context.Context, rs *snapv1.Restore, jobName string
 	if repo.Status.Phase != snapv1.RepositoryReady {
 		return f.hold(ctx, rs, ReasonWaitingForRepository, fmt.Sprintf("waiting for %s to be Ready (phase %q)", repo.Key(), repo.Status.Phase))
 	}
-	mv, inherited, err := f.moverFor(ctx, rs, res.recorded)
+	mv, inherited, err := f.moverFor(ctx, rs, res.recorded, repo.Spec.MoverDefaults)
 	if err != nil {
 		return err
 	}

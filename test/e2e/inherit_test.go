@@ -110,7 +110,7 @@ spec:
   mover: {inheritSecurityContextFrom: {snapshot: {}}}
 `), 0, "apply", "-f", "-")
 	rs := waitRestore(t, ns, "back", snapv1.RestoreCompleted)
-	if c := meta.FindStatusCondition(rs.Status.Conditions, wellknown.ConditionSecurityContextInherited); c == nil || c.Status != "True" || !strings.Contains(c.Message, "uid 1000") {
+	if c := meta.FindStatusCondition(rs.Status.Conditions, wellknown.ConditionSecurityContextInherited); c == nil || c.Status != "True" || !strings.Contains(c.Message, "it runs as uid 1000") {
 		t.Fatalf("restore condition %+v, want True naming uid 1000", c)
 	}
 	priv := filepath.Join(env.Functions.Node.PVCDir(ns, "recovered"), "private")
