@@ -427,7 +427,7 @@ func (f *Function) createJob(ctx context.Context, s *snapv1.Snapshot, p *runPlan
 		RepositoryHostTrusted: p.mounts.HostTrusted, PrivilegedAllowed: p.privilegedAllowed,
 		Mover: p.mover, Defaults: p.repo.Spec.MoverDefaults, FailurePolicy: s.Spec.FailurePolicy,
 	}
-	if p.copyMethod == snapv1.CopyDirect {
+	if p.copyMethod == snapv1.CopyDirect && moverjob.Colocates(p.repo.Spec.MoverDefaults) {
 		pl, err := f.directPlacement(ctx, s.Namespace, p.pvc)
 		if err != nil {
 			return err

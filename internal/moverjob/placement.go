@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 )
 
@@ -23,6 +24,14 @@ type Placement struct {
 	// Tolerations are the workload pod's that name a taint of their own
 	// (see DirectPlacement): the node may be tainted for it.
 	Tolerations []corev1.Toleration
+}
+
+// Colocates says whether a Direct mover joins the node of the workload
+// using its source: sourceColocation Auto (the default) does; Disabled
+// leaves the mover to the scheduler, for a driver that attaches one volume
+// on several nodes.
+func Colocates(d *snapv1.MoverDefaults) bool {
+	return d == nil || d.SourceColocation == nil || d.SourceColocation.Mode != "Disabled"
 }
 
 // ErrSourceInUse means the source claim cannot be mounted by the mover

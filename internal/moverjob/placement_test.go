@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 )
 
@@ -94,5 +95,21 @@ func TestPlaceKeepsTheDefaults(t *testing.T) {
 	place(&none, nil)
 	if none.Affinity != nil {
 		t.Fatal("no placement set an affinity")
+	}
+}
+
+func TestColocates(t *testing.T) {
+	for _, tc := range []struct {
+		d    *snapv1.MoverDefaults
+		want bool
+	}{
+		{nil, true},
+		{&snapv1.MoverDefaults{}, true},
+		{&snapv1.MoverDefaults{SourceColocation: &snapv1.SourceColocation{Mode: "Auto"}}, true},
+		{&snapv1.MoverDefaults{SourceColocation: &snapv1.SourceColocation{Mode: "Disabled"}}, false},
+	} {
+		if got := Colocates(tc.d); got != tc.want {
+			t.Errorf("Colocates(%+v) = %v, want %v", tc.d, got, tc.want)
+		}
 	}
 }
