@@ -143,20 +143,7 @@ func TestCancelWaitsForAMoverThatHasReported(t *testing.T) {
 		t.Fatalf("a run whose mover had reported was ended before its Job: %s %+v", got.Status.Phase, got.Status.Failure)
 	}
 
-	// A Job left unmarked past the grace is stopped after all, and so is
-	// a mover that crashed (no report).
-	if !t.Run("unmarked past the grace", func(t *testing.T) {
-		c2, f2, _ := cancelFixture(t, "too late", runningWith, job.DeepCopy(), pod.DeepCopy())
-		f2.Now = func() time.Time { return time.Date(2026, 12, 6, 1, 10, 0, 0, time.UTC) }
-		if err := f2.ReconcileSnapshot(ctx, "app", s1.Name); err != nil {
-			t.Fatal(err)
-		}
-		if err := c2.Get(ctx, client.ObjectKeyFromObject(job), &batchv1.Job{}); !apierrors.IsNotFound(err) {
-			t.Fatalf("the mover's Job was kept past the grace (%v)", err)
-		}
-	}) {
-		return
-	}
+	// A mover that crashed (no report) is stopped as before.
 	pod.Status.ContainerStatuses[0].State.Terminated = &corev1.ContainerStateTerminated{ExitCode: 137, Message: "OOMKilled"}
 	if err := c.Status().Update(ctx, pod); err != nil {
 		t.Fatal(err)

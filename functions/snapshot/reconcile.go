@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -461,9 +460,11 @@ func (f *Function) cancel(ctx context.Context, s *snapv1.Snapshot, why string) e
 			if err != nil {
 				return err
 			}
-			// A Job controller marks a Job within seconds; one that has not
-			// after reportedGrace will not, and the run is stopped after all.
-			if t != nil && (t.ExitCode == 0 || t.ExitCode == mover.ExitReported) && f.now().Sub(t.FinishedAt.Time) < reportedGrace {
+			// No time limit: the mover has written its snapshot, and
+			// stopping it would leave that data untracked. Only a Job
+			// controller that is down leaves the Job unmarked, and then
+			// no Job of the cluster finishes either.
+			if t != nil && (t.ExitCode == 0 || t.ExitCode == mover.ExitReported) {
 				runtime.Log(ctx).Info("cancel waits: the mover has already reported", "snapshot", s.Namespace+"/"+s.Name, "exitCode", t.ExitCode)
 				return nil
 			}
@@ -497,10 +498,6 @@ func (f *Function) cancel(ctx context.Context, s *snapv1.Snapshot, why string) e
 		st.Timing.EndTime = &now
 	})
 }
-
-// reportedGrace is how long a cancel waits for the Job of a mover that has
-// already reported to be marked finished.
-const reportedGrace = 2 * time.Minute
 
 // stopMover deletes the run's mover Job, if the run made it, with its pod
 // (a Job's own default would orphan the pod and leave the mover running).
