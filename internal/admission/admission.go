@@ -108,6 +108,11 @@ func Validate(ctx context.Context, lk validate.Lookup, op Operation, obj, old Ob
 		if prev == nil || prev.Spec.Repository != o.Spec.Repository {
 			r.Merge(validate.MaintenanceReferents(ctx, lk, o))
 		}
+		var was *snapv1.MaintenanceSpec
+		if prev != nil {
+			was = &prev.Spec
+		}
+		r.Merge(validate.MaintenanceUnsupported(was, &o.Spec))
 	case *snapv1.Repository:
 		r = validate.Repository(o, opts)
 		r.Merge(validate.RepositoryPrivilege(ctx, lk, o))

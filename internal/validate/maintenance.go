@@ -49,9 +49,6 @@ func Maintenance(m *snapv1.Maintenance, opts Options) Result {
 		if in := mv.InheritSecurityContextFrom; in != nil && (in.PvcConsumer != nil || in.Snapshot != nil || in.WorkloadSelector != nil) {
 			r.Also(fieldErr("spec.mover.inheritSecurityContextFrom", "is not honoured by maintenance, which reads no volume and writes only to the repository; remove it"))
 		}
-		if cacheOwnership(mv) != nil {
-			r.Also(fieldErr("spec.mover.cache.ownership", "not supported by snapflow yet: %s; remove it", cacheOwnershipWhy))
-		}
 		r.Also(mover(mv, false).ViaField("spec.mover"))
 	}
 	r.Also(failurePolicy(sp.FailurePolicy).ViaField("spec.failurePolicy"))

@@ -42,10 +42,6 @@ func TestMaintenance(t *testing.T) {
 		{"inherited security context", func(m *snapv1.Maintenance) {
 			m.Spec.Mover = &snapv1.MoverSpec{InheritSecurityContextFrom: &snapv1.InheritSecurityContextFrom{PvcConsumer: &snapv1.Empty{}}}
 		}, "spec.mover.inheritSecurityContextFrom", ""},
-		{"cache ownership", func(m *snapv1.Maintenance) {
-			u := int64(1000)
-			m.Spec.Mover = &snapv1.MoverSpec{Cache: &snapv1.MoverCache{Ownership: &snapv1.CacheOwnership{RunAsUser: &u}}}
-		}, "spec.mover.cache.ownership", ""},
 		{"run request not a time", func(m *snapv1.Maintenance) {
 			m.Annotations = map[string]string{wellknown.AnnotationMaintenanceRunReq: "now"}
 		}, "invalid maintenance run annotation", ""},

@@ -152,3 +152,22 @@ func RestoreUnsupported(cur *snapv1.RestoreSpec) Result {
 	}
 	return r
 }
+
+// MaintenanceUnsupported refuses a Maintenance's cache.ownership; prev is
+// the stored spec on an update (nil on create): kept unchanged, it is only
+// warned about, so the object can still be annotated and its finalizers
+// removed.
+func MaintenanceUnsupported(prev, cur *snapv1.MaintenanceSpec) Result {
+	var r Result
+	o := cacheOwnership(cur.Mover)
+	if o == nil {
+		return r
+	}
+	msg := "not supported by snapflow yet: " + cacheOwnershipWhy + "; remove it"
+	if prev != nil && reflect.DeepEqual(cacheOwnership(prev.Mover), o) {
+		r.Warn("spec.mover.cache.ownership: %s (this Maintenance was stored with it, so it is kept, and does nothing)", msg)
+		return r
+	}
+	r.Also(fieldErr("spec.mover.cache.ownership", "%s", msg))
+	return r
+}

@@ -105,6 +105,11 @@ func TestPolicyUnsupported(t *testing.T) {
 	}
 	expect(t, RestoreUnsupported(&snapv1.RestoreSpec{Target: snapv1.RestoreTarget{PVCRef: &snapv1.LocalObjectRef{Name: "d"}}, Mover: owned}), "spec.mover.cache.ownership", "remove it")
 	expect(t, RepositoryUnsupported(nil, &snapv1.RepositorySpec{MoverDefaults: &snapv1.MoverDefaults{Cache: owned.Cache}}, false), "spec.moverDefaults.cache.ownership", "fsGroup")
+	ownedMaint := &snapv1.MaintenanceSpec{Mover: owned}
+	expect(t, MaintenanceUnsupported(nil, ownedMaint), "spec.mover.cache.ownership", "fsGroup")
+	if r := MaintenanceUnsupported(ownedMaint, ownedMaint); !r.OK() || len(r.Warnings) != 1 {
+		t.Fatalf("a stored Maintenance cache.ownership: %+v, want one warning and no error, so its finalizers can come off", r)
+	}
 }
 
 // A preflight check reading a value that may not be observed yet, without
