@@ -318,10 +318,18 @@ func EffectiveCache(m *snapv1.MoverSpec, d *snapv1.MoverDefaults) *snapv1.MoverC
 	return out
 }
 
-// CacheBudgets hands kopia the cache's content and metadata budgets.
+// CacheBudgets hands kopia the cache's content and metadata budgets. A
+// budget left unset on a cache of a given capacity takes 40% of it: kopia's
+// own defaults (5000 MB each) would overflow a smaller volume and get the
+// mover evicted, and waste a larger one.
 func CacheBudgets(w *mover.WorkSpec, c *snapv1.MoverCache) {
 	if c == nil {
 		return
+	}
+	if c.Capacity != nil {
+		if share := c.Capacity.Value() * 2 / 5 >> 20; share > 0 {
+			w.ContentCacheMB, w.MetadataCacheMB = share, share
+		}
 	}
 	if c.ContentCacheSizeMb != nil {
 		w.ContentCacheMB = *c.ContentCacheSizeMb

@@ -290,3 +290,24 @@ func TestEffectiveCacheOverlays(t *testing.T) {
 		t.Fatal("the overlay changed the repository's settings")
 	}
 }
+
+func TestCacheBudgets(t *testing.T) {
+	q := resource.MustParse("10Gi")
+	n := func(v int64) *int64 { return &v }
+	for _, tc := range []struct {
+		name              string
+		c                 *snapv1.MoverCache
+		content, metadata int64
+	}{
+		{"no cache settings: kopia's defaults", nil, 0, 0},
+		{"a capacity alone: 40% each", &snapv1.MoverCache{Capacity: &q}, 4096, 4096},
+		{"explicit budgets win", &snapv1.MoverCache{Capacity: &q, ContentCacheSizeMb: n(100)}, 100, 4096},
+		{"budgets without a capacity", &snapv1.MoverCache{MetadataCacheSizeMb: n(50)}, 0, 50},
+	} {
+		var w mover.WorkSpec
+		CacheBudgets(&w, tc.c)
+		if w.ContentCacheMB != tc.content || w.MetadataCacheMB != tc.metadata {
+			t.Errorf("%s: content %d metadata %d, want %d and %d", tc.name, w.ContentCacheMB, w.MetadataCacheMB, tc.content, tc.metadata)
+		}
+	}
+}
