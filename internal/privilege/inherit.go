@@ -143,7 +143,17 @@ func Inherit(m *snapv1.MoverSpec, id *corev1.PodSecurityContext) *snapv1.MoverSp
 	// workload's flag: an explicit user over an inherited root is no root.
 	pod.RunAsNonRoot = nil
 	mergePod(pod, out.PodSecurityContext)
-	if pod.RunAsNonRoot == nil && pod.RunAsUser != nil && *pod.RunAsUser == 0 {
+	explicitPodUser := out.PodSecurityContext != nil && out.PodSecurityContext.RunAsUser != nil
+	if sc := out.SecurityContext; sc != nil && sc.RunAsUser != nil && !explicitPodUser {
+		// An explicit container user decides; the inherited pod-level one
+		// would only be a root the gate objects to.
+		pod.RunAsUser = nil
+	}
+	final := pod.RunAsUser
+	if sc := out.SecurityContext; sc != nil && sc.RunAsUser != nil {
+		final = sc.RunAsUser
+	}
+	if pod.RunAsNonRoot == nil && final != nil && *final == 0 {
 		pod.RunAsNonRoot = ptr(false)
 	}
 	out.PodSecurityContext = pod

@@ -163,6 +163,9 @@ func TestInheritRunAsNonRootFollowsTheUser(t *testing.T) {
 	if r := Mover(nil, Inherit(&snapv1.MoverSpec{PodSecurityContext: &corev1.PodSecurityContext{RunAsUser: i64(5000)}}, &corev1.PodSecurityContext{RunAsUser: i64(0)}), nil); len(r) != 0 {
 		t.Fatalf("explicit uid 5000 over an inherited root needs the opt-in: %v", r)
 	}
+	if r := Mover(nil, Inherit(&snapv1.MoverSpec{SecurityContext: &corev1.SecurityContext{RunAsUser: i64(5000)}}, &corev1.PodSecurityContext{RunAsUser: i64(0)}), nil); len(r) != 0 {
+		t.Fatalf("an explicit container uid 5000 over an inherited root needs the opt-in: %v", r)
+	}
 	f := false
 	if w, _ := FindWorkload(&snapv1.InheritSecurityContextFrom{PvcConsumer: &snapv1.Empty{}}, "data", []corev1.Pod{pod("db-0", time.Hour, func(p *corev1.Pod) { p.Spec.SecurityContext.RunAsNonRoot = &f })}); len(Mover(nil, Inherit(nil, w.Identity), nil)) != 0 {
 		t.Fatal("a workload's runAsNonRoot: false made a uid-999 mover need the opt-in")
