@@ -75,6 +75,7 @@ var unexercised = func() map[string]string {
 		"kube-source list kopiur.home-operations.com/snapshotschedules", "kube-source list kopiur.home-operations.com/restores",
 		"kube-source list kopiur.home-operations.com/maintenances",
 		"exporter list kopiur.home-operations.com/snapshots", "exporter list kopiur.home-operations.com/snapshotpolicies",
+		"exporter list kopiur.home-operations.com/snapshotschedules",
 		"exporter list kopiur.home-operations.com/repositories", "exporter list kopiur.home-operations.com/clusterrepositories",
 		"exporter list kopiur.home-operations.com/restores", "exporter list kopiur.home-operations.com/maintenances")
 	add("a restore from a ClusterRepository reads the namespace for allowedNamespaces.selector; the suite restores from namespaced repositories and by identity",
