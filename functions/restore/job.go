@@ -79,7 +79,7 @@ func (f *Function) moverFor(ctx context.Context, rs *snapv1.Restore, rec *snapv1
 		// override what was inherited.
 		pod, sc := privilege.SecurityContexts(d, m)
 		uid, gid := privilege.Effective(pod, sc)
-		c.Message += "; it runs as " + describe(uid, gid, pod.FSGroup)
+		c.Message += "; it runs as " + privilege.Describe(uid, gid, pod.FSGroup)
 	}
 	return m, c, err
 }
@@ -96,7 +96,7 @@ func (f *Function) inheritedMover(ctx context.Context, rs *snapv1.Restore, rec *
 			c.Message = "the snapshot recorded no mover identity (it predates the record, or was not taken by snapflow); the mover runs with its explicit and default settings"
 			return m, c, nil
 		}
-		c.Message = "the mover inherits the identity the backup recorded (" + describe(rec.UID, rec.GID, rec.FSGroup) + ")"
+		c.Message = "the mover inherits the identity the backup recorded (" + privilege.Describe(rec.UID, rec.GID, rec.FSGroup) + ")"
 		return inherit(m, rec), c, nil
 	}
 	var pods corev1.PodList
@@ -114,18 +114,8 @@ func (f *Function) inheritedMover(ctx context.Context, rs *snapv1.Restore, rec *
 		return m, nil, err
 	}
 	id := w.Identity
-	c.Message = fmt.Sprintf("the mover inherits %s from container %s of pod %s", describe(id.RunAsUser, id.RunAsGroup, id.FSGroup), w.Container, w.Pod)
+	c.Message = fmt.Sprintf("the mover inherits %s from container %s of pod %s", privilege.Describe(id.RunAsUser, id.RunAsGroup, id.FSGroup), w.Container, w.Pod)
 	return privilege.Inherit(m, id), c, nil
-}
-
-func describe(uid, gid, fsGroup *int64) string {
-	text := func(v *int64) string {
-		if v == nil {
-			return "unset"
-		}
-		return fmt.Sprint(*v)
-	}
-	return "uid " + text(uid) + ", gid " + text(gid) + ", fsGroup " + text(fsGroup)
 }
 
 func ptr[T any](v T) *T { return &v }

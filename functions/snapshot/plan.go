@@ -312,7 +312,7 @@ func (p *runPlan) recorded() *snapv1.RecordedIdentity {
 // when the policy does not ask to inherit).
 func (p *runPlan) inheritCondition(gen int64) *metav1.Condition {
 	c := &metav1.Condition{Type: wellknown.ConditionSecurityContextInherited, ObservedGeneration: gen}
-	as := "uid " + idText(p.meta.UID) + ", gid " + idText(p.meta.GID) + ", groups of fsGroup " + idText(p.meta.FSGroup)
+	as := privilege.Describe(p.meta.UID, p.meta.GID, p.meta.FSGroup)
 	switch {
 	case p.workload != nil && p.workload.Pinned:
 		c.Status, c.Reason = metav1.ConditionTrue, privilege.ReasonInherited
@@ -327,13 +327,6 @@ func (p *runPlan) inheritCondition(gen int64) *metav1.Condition {
 		return nil
 	}
 	return c
-}
-
-func idText(v *int64) string {
-	if v == nil {
-		return "unset"
-	}
-	return fmt.Sprint(*v)
 }
 
 func phaseOr(p corev1.PersistentVolumeClaimPhase) string {

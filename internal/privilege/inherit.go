@@ -188,6 +188,18 @@ func Effective(pod *corev1.PodSecurityContext, c *corev1.SecurityContext) (uid, 
 	return uid, gid
 }
 
+// Describe renders an identity for conditions and events ("unset" for a
+// field the image or the kubelet decides).
+func Describe(uid, gid, fsGroup *int64) string {
+	text := func(v *int64) string {
+		if v == nil {
+			return "unset"
+		}
+		return fmt.Sprint(*v)
+	}
+	return "uid " + text(uid) + ", gid " + text(gid) + ", fsGroup " + text(fsGroup)
+}
+
 // identity folds a container's context over its pod's, keeping only what
 // decides file access.
 func identity(pod *corev1.PodSecurityContext, c *corev1.SecurityContext) *corev1.PodSecurityContext {
