@@ -26,6 +26,9 @@ const (
 	// LabelSnapshot names the Snapshot a mover Job, hook Job, staged PVC or
 	// VolumeSnapshot belongs to.
 	LabelSnapshot = SnapflowPrefix + "snapshot"
+	// LabelVolumeGroup names the VolumeGroupSnapshot the Snapshots of one
+	// firing share, so the one that cuts it can find its siblings.
+	LabelVolumeGroup = SnapflowPrefix + "volume-group"
 	// LabelRepository, LabelRepositoryKind and LabelRepositoryNamespace name
 	// the repository a bootstrap or deletion Job works on.
 	LabelRepository          = SnapflowPrefix + "repository"

@@ -557,6 +557,9 @@ func (f *Function) finalize(ctx context.Context, s *snapv1.Snapshot) error {
 	if err := f.unstage(ctx, s); err != nil {
 		return err
 	}
+	if err := f.releaseGroup(ctx, s); err != nil {
+		return err
+	}
 	if waiting, err := f.afterHooks(ctx, s); err != nil || waiting {
 		return err
 	}

@@ -165,6 +165,9 @@ func Mint(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy, base s
 		for k, v := range m.Labels {
 			labels[k] = v
 		}
+		if ch.Source != nil && ch.Source.Group != nil {
+			labels[wellknown.LabelVolumeGroup] = ch.Source.Group.VolumeGroupSnapshotName
+		}
 		s := &snapv1.Snapshot{
 			ObjectMeta: metav1.ObjectMeta{Name: ch.Name, Namespace: p.Namespace, Labels: labels, Annotations: m.Annotations},
 			Spec: snapv1.SnapshotSpec{PolicyRef: &snapv1.PolicyRef{Name: p.Name}, Source: ch.Source, Repository: ch.Repository,

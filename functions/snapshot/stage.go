@@ -66,6 +66,27 @@ func (f *Function) stage(ctx context.Context, s *snapv1.Snapshot, p *runPlan) (b
 	case snapv1.CopyClone:
 		pvc.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: p.pvc}
 	case snapv1.CopySnapshot:
+		if g := grouped(s, p); g != nil {
+			gm, err := f.memberOf(ctx, s, p, g, &src)
+			switch {
+			case err != nil:
+				return false, err
+			case gm.refused != nil:
+				return false, f.hold(ctx, s, *gm.refused)
+			}
+			staged.VolumeGroupSnapshotName = g.VolumeGroupSnapshotName
+			if gm.waiting != "" {
+				if f.stagingExpired(s, staging) {
+					return false, f.hold(ctx, s, gate{cond: wellknown.ConditionReady, reason: "StagingTimeout", fatal: true, message: gm.waiting + "; gave up after the staging timeout"})
+				}
+				return false, f.setStaging(ctx, s, staged, gm.waiting)
+			}
+			staged.VolumeSnapshotName = gm.snapshot
+			growTo(pvc, gm.restoreSize)
+			group := volumeSnapshotGVK.Group
+			pvc.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VolumeSnapshot", Name: gm.snapshot}
+			break
+		}
 		staged.VolumeSnapshotName = name
 		vs := &unstructured.Unstructured{}
 		vs.SetGroupVersionKind(volumeSnapshotGVK)
@@ -102,11 +123,8 @@ func (f *Function) stage(ctx context.Context, s *snapv1.Snapshot, p *runPlan) (b
 			}
 			return false, f.setStaging(ctx, s, staged, msg)
 		}
-		if size, ok, _ := unstructured.NestedString(vs.Object, "status", "restoreSize"); ok {
-			if q, err := resource.ParseQuantity(size); err == nil && q.Cmp(storageOf(&src)) > 0 {
-				pvc.Spec.Resources.Requests[corev1.ResourceStorage] = q
-			}
-		}
+		size, _, _ := unstructured.NestedString(vs.Object, "status", "restoreSize")
+		growTo(pvc, size)
 		group := volumeSnapshotGVK.Group
 		pvc.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VolumeSnapshot", Name: name}
 	}
@@ -195,6 +213,14 @@ func deleteIfOwned(ctx context.Context, c client.Client, obj client.Object, s *s
 		return fmt.Errorf("delete %s %s: %w", what, obj.GetName(), err)
 	}
 	return nil
+}
+
+// growTo raises the staged PVC's request to a snapshot's restore size: a
+// volume restored from a snapshot cannot be smaller than it.
+func growTo(pvc *corev1.PersistentVolumeClaim, size string) {
+	if q, err := resource.ParseQuantity(size); err == nil && size != "" && q.Cmp(pvc.Spec.Resources.Requests[corev1.ResourceStorage]) > 0 {
+		pvc.Spec.Resources.Requests[corev1.ResourceStorage] = q
+	}
 }
 
 func storageOf(p *corev1.PersistentVolumeClaim) resource.Quantity {

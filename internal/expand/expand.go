@@ -15,6 +15,7 @@ import (
 	"time"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/internal/volumegroup"
 )
 
 // MaxChildren caps one firing; over it nothing is minted.
@@ -58,6 +59,7 @@ func Children(p *snapv1.SnapshotPolicy, base string, selected map[int][]string) 
 		marker bool
 	}
 	var sources []src
+	grouped := map[int32]bool{}
 	for i, s := range p.Spec.Sources {
 		switch {
 		case s.PVC != nil:
@@ -73,12 +75,15 @@ func Children(p *snapv1.SnapshotPolicy, base string, selected map[int][]string) 
 		case s.PVCSelector != nil:
 			names := append([]string(nil), selected[i]...)
 			sort.Strings(names)
+			members := 0
 			for _, n := range names {
 				if contested[n] {
 					continue
 				}
+				members++
 				sources = append(sources, src{ref: &snapv1.SnapshotSource{SourceIndex: int32(i), Target: snapv1.SnapshotTarget{PVC: snapv1.PVCTarget{Name: n}}}, marker: true})
 			}
+			grouped[int32(i)] = members > 1 && Grouped(p)
 		default:
 			return nil, fmt.Errorf("spec.sources[%d]: nfs and stream sources are not supported by snapflow's mover yet", i)
 		}
@@ -101,6 +106,16 @@ func Children(p *snapv1.SnapshotPolicy, base string, selected map[int][]string) 
 	for _, s := range sources {
 		for _, r := range repos {
 			c := Child{Source: s.ref, Repository: r}
+			if s.ref != nil && grouped[s.ref.SourceIndex] {
+				// One consistent group per source, firing and repository.
+				src := *s.ref
+				key := ""
+				if r != nil {
+					key = string(r.Kind) + "/" + r.Namespace + "/" + r.Name
+				}
+				src.Group = &snapv1.SnapshotGroup{Namespace: p.Namespace, VolumeGroupSnapshotName: volumegroup.Name(base, src.SourceIndex, key)}
+				c.Source = &src
+			}
 			c.Name = Name(base, c, s.marker, len(repos) > 1)
 			out = append(out, c)
 		}
@@ -109,6 +124,16 @@ func Children(p *snapv1.SnapshotPolicy, base string, selected map[int][]string) 
 		return out, ErrOverlap{Overlaps: overlaps}
 	}
 	return out, nil
+}
+
+// Grouped says whether the members of p's selector sources share one
+// VolumeGroupSnapshot: groupBy VolumeGroupSnapshot, the schema default.
+// Clone with a group is refused at admission. A Direct policy's members
+// are grouped too, since a volume policy may still decide, per volume at
+// run time, to snapshot them; a member that reads its live volume never
+// touches the group.
+func Grouped(p *snapv1.SnapshotPolicy) bool {
+	return p.Spec.GroupBy != snapv1.GroupByNone && p.Spec.CopyMethod != snapv1.CopyClone
 }
 
 var nonDNS = regexp.MustCompile(`[^a-z0-9-]+`)

@@ -57,6 +57,53 @@ func TestChildren(t *testing.T) {
 		}},
 		{"selector times repos", pol([]snapv1.Source{selSrc}, "r1", "r2"), map[int][]string{0: {"a", "b"}}, 4, nil},
 		{"selector matching nothing", pol([]snapv1.Source{selSrc}, "r"), nil, 0, nil},
+		{"selector: its PVCs share one group (the default groupBy)", pol([]snapv1.Source{selSrc}, "r"), map[int][]string{0: {"a", "b"}}, 2, func(t *testing.T, cs []Child) {
+			g0, g1 := cs[0].Source.Group, cs[1].Source.Group
+			if g0 == nil || g1 == nil || *g0 != *g1 || g0.Namespace != "ns" || g0.VolumeGroupSnapshotName == "" {
+				t.Errorf("groups %+v %+v", g0, g1)
+			}
+		}},
+		{"selector times repos: one group per repository", pol([]snapv1.Source{selSrc}, "r1", "r2"), map[int][]string{0: {"a", "b"}}, 4, func(t *testing.T, cs []Child) {
+			groups := map[string]string{}
+			for _, c := range cs {
+				groups[c.Repository.Name+"/"+c.Source.Target.PVC.Name] = c.Source.Group.VolumeGroupSnapshotName
+			}
+			if groups["r1/a"] != groups["r1/b"] || groups["r2/a"] != groups["r2/b"] || groups["r1/a"] == groups["r2/a"] {
+				t.Errorf("groups %v", groups)
+			}
+		}},
+		{"a selector matching one PVC needs no group", pol([]snapv1.Source{selSrc}, "r"), map[int][]string{0: {"a"}}, 1, func(t *testing.T, cs []Child) {
+			if cs[0].Source.Group != nil {
+				t.Errorf("%+v", cs[0].Source.Group)
+			}
+		}},
+		{"groupBy None: independent snapshots", func() *snapv1.SnapshotPolicy {
+			p := pol([]snapv1.Source{selSrc}, "r")
+			p.Spec.GroupBy = snapv1.GroupByNone
+			return p
+		}(), map[int][]string{0: {"a", "b"}}, 2, func(t *testing.T, cs []Child) {
+			if cs[0].Source.Group != nil || cs[1].Source.Group != nil {
+				t.Error("groupBy None must not group")
+			}
+		}},
+		{"copyMethod Direct: grouped, since a volume policy may snapshot a member", func() *snapv1.SnapshotPolicy {
+			p := pol([]snapv1.Source{selSrc}, "r")
+			p.Spec.CopyMethod = snapv1.CopyDirect
+			return p
+		}(), map[int][]string{0: {"a", "b"}}, 2, func(t *testing.T, cs []Child) {
+			if cs[0].Source.Group == nil {
+				t.Error("a Direct policy's members must still name their group")
+			}
+		}},
+		{"copyMethod Clone (groupBy None is required): no group", func() *snapv1.SnapshotPolicy {
+			p := pol([]snapv1.Source{selSrc}, "r")
+			p.Spec.CopyMethod = snapv1.CopyClone
+			return p
+		}(), map[int][]string{0: {"a", "b"}}, 2, func(t *testing.T, cs []Child) {
+			if cs[0].Source.Group != nil {
+				t.Error("Clone must not group")
+			}
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -82,3 +82,15 @@ func TestSnapshotRunsOnlyItsNamespacesPolicy(t *testing.T) {
 	s.Spec.PolicyRef.Namespace = "billing"
 	expect(t, Snapshot(s, Options{}), "", "")
 }
+
+func TestSnapshotGroupStaysInItsNamespace(t *testing.T) {
+	s := &snapv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "billing"},
+		Spec: snapv1.SnapshotSpec{PolicyRef: &snapv1.PolicyRef{Name: "pg"}, Source: &snapv1.SnapshotSource{
+			Target: snapv1.SnapshotTarget{PVC: snapv1.PVCTarget{Name: "data"}},
+			Group:  &snapv1.SnapshotGroup{Namespace: "payroll", VolumeGroupSnapshotName: "g"}}}}
+	expect(t, Snapshot(s, Options{}), "spec.source.group.namespace", `set it to "billing"`)
+	s.Spec.Source.Group.Namespace = "billing"
+	expect(t, Snapshot(s, Options{}), "", "")
+	s.Spec.Source.Group.Namespace = ""
+	expect(t, Snapshot(s, Options{}), "", "")
+}

@@ -59,6 +59,9 @@ func Snapshot(s *snapv1.Snapshot, opts Options) Result {
 	if known && s.Spec.PolicyRef == nil && (origin == snapv1.OriginManual || origin == snapv1.OriginScheduled) {
 		r.Also(missing("spec.policyRef", "spec.policyRef (a manual or scheduled Snapshot runs a SnapshotPolicy; name it)"))
 	}
+	if src := s.Spec.Source; src != nil && src.Group != nil && src.Group.Namespace != "" && s.Namespace != "" && src.Group.Namespace != s.Namespace {
+		r.Also(fieldErr("spec.source.group.namespace", "names namespace %q, but this Snapshot is in %q: a VolumeGroupSnapshot covers PVCs of its own namespace, and a run stages only from its own. Drop spec.source.group.namespace or set it to %q", src.Group.Namespace, s.Namespace, s.Namespace))
+	}
 	r.Also(repositoryRef(s.Spec.Repository).ViaField("spec.repository"))
 	r.Also(failurePolicy(s.Spec.FailurePolicy).ViaField("spec.failurePolicy"))
 	if len(s.Spec.Description) > MaxDescriptionLen {

@@ -91,6 +91,7 @@ func (n *Node) Run(ctx context.Context) {
 	defer t.Stop()
 	for {
 		n.syncJobs(ctx)
+		n.syncGroups(ctx)
 		n.syncStorage(ctx)
 		select {
 		case <-ctx.Done():

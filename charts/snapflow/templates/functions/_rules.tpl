@@ -78,10 +78,21 @@ because the functions act on snapflow objects in every namespace. Notes:
 - apiGroups: [""]
   resources: ["persistentvolumes"]
   verbs: ["get"]
-# copyMethod Snapshot stages through a VolumeSnapshot.
+# copyMethod Snapshot stages through a VolumeSnapshot; the members of a
+# VolumeGroupSnapshot are listed and read through their bound contents.
 - apiGroups: ["snapshot.storage.k8s.io"]
   resources: ["volumesnapshots"]
-  verbs: ["get", "create", "delete"]
+  verbs: ["get", "list", "create", "delete"]
+- apiGroups: ["snapshot.storage.k8s.io"]
+  resources: ["volumesnapshotcontents"]
+  verbs: ["get"]
+# groupBy VolumeGroupSnapshot: one group per firing, released by its last member.
+- apiGroups: ["groupsnapshot.storage.k8s.io"]
+  resources: ["volumegroupsnapshots"]
+  verbs: ["get", "create", "update", "delete"]
+- apiGroups: ["groupsnapshot.storage.k8s.io"]
+  resources: ["volumegroupsnapshotcontents"]
+  verbs: ["get"]
 # A firing refused over the fan-out cap is recorded on the policy.
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["snapshotpolicies/status"]

@@ -1,0 +1,308 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/volumegroup"
+)
+
+// groupMember is where a grouped child stands: the member VolumeSnapshot
+// to stage from once the group is cut, else why it waits or fails.
+type groupMember struct {
+	vgs, snapshot, restoreSize string
+	waiting                    string
+	refused                    *gate
+}
+
+func groupRefused(format string, a ...any) groupMember {
+	return groupMember{refused: &gate{cond: wellknown.ConditionReady, reason: ReasonInvalidSpec, fatal: true, message: fmt.Sprintf(format, a...)}}
+}
+
+// grouped reports the VolumeGroupSnapshot s shares with its siblings, or
+// nil when s is staged on its own.
+func grouped(s *snapv1.Snapshot, p *runPlan) *snapv1.SnapshotGroup {
+	if p.copyMethod != snapv1.CopySnapshot || s.Spec.Source == nil {
+		return nil
+	}
+	return s.Spec.Source.Group
+}
+
+// groupGVK resolves kind to the version of the group snapshot API this
+// cluster serves; ok is false when it serves none.
+func (f *Function) groupGVK(kind schema.GroupKind) (schema.GroupVersionKind, bool, error) {
+	m, err := f.Client.RESTMapper().RESTMapping(kind)
+	if meta.IsNoMatchError(err) {
+		return schema.GroupVersionKind{}, false, nil
+	}
+	if err != nil {
+		return schema.GroupVersionKind{}, false, err
+	}
+	return m.GroupVersionKind, true, nil
+}
+
+// memberOf finds the member VolumeSnapshot holding src in the group s
+// shares with its siblings, cutting the group when s is the first of them
+// to stage: every member of one firing reads the same instant.
+func (f *Function) memberOf(ctx context.Context, s *snapv1.Snapshot, p *runPlan, g *snapv1.SnapshotGroup, src *corev1.PersistentVolumeClaim) (groupMember, error) {
+	if g.Namespace != "" && g.Namespace != s.Namespace {
+		return groupRefused("spec.source.group.namespace %q is not this Snapshot's namespace %q: a group snapshot covers PVCs of one namespace", g.Namespace, s.Namespace), nil
+	}
+	gvk, served, err := f.groupGVK(volumegroup.KindGroupSnapshot)
+	if err != nil {
+		return groupMember{}, err
+	}
+	if !served {
+		return groupRefused("groupBy: VolumeGroupSnapshot (the default for a pvcSelector matching several PVCs) needs the %s API (CSI external-snapshotter v8.2 or later, with a VolumeGroupSnapshotClass for your driver), which this cluster does not serve; install it, or set groupBy: None to accept independent per-PVC snapshots", volumegroup.Group), nil
+	}
+	vgs := &unstructured.Unstructured{}
+	vgs.SetGroupVersionKind(gvk)
+	err = f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: g.VolumeGroupSnapshotName}, vgs)
+	if apierrors.IsNotFound(err) {
+		if refused, err := f.cutGroup(ctx, s, p, g, gvk); err != nil || refused != nil {
+			return groupMember{refused: refused}, err
+		}
+		err = f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: g.VolumeGroupSnapshotName}, vgs)
+	}
+	if err != nil {
+		return groupMember{}, err
+	}
+	if !groupOf(vgs, s, p) {
+		return groupRefused("VolumeGroupSnapshot %s exists but was not cut by snapflow for this firing of SnapshotPolicy %s, so it is not backed up; delete or rename it and create a new Snapshot", vgs.GetName(), p.policy.Name), nil
+	}
+	if !ownedByUID(vgs, s.UID) {
+		// A member minted after the group was cut holds it from now on.
+		vgs.SetOwnerReferences(append(vgs.GetOwnerReferences(), groupOwner(s)))
+		if err := f.Client.Update(ctx, vgs); err != nil {
+			return groupMember{}, fmt.Errorf("hold VolumeGroupSnapshot %s: %w", vgs.GetName(), err)
+		}
+	}
+	gm := groupMember{vgs: vgs.GetName()}
+	if ready, _, _ := unstructured.NestedBool(vgs.Object, "status", "readyToUse"); !ready {
+		gm.waiting = fmt.Sprintf("waiting for VolumeGroupSnapshot %s, shared by this firing's PVCs, to be ready", vgs.GetName())
+		if e, ok, _ := unstructured.NestedString(vgs.Object, "status", "error", "message"); ok && e != "" {
+			gm.waiting += " (the snapshot controller reports: " + e + ")"
+		}
+		return gm, nil
+	}
+	contentName, _, _ := unstructured.NestedString(vgs.Object, "status", "boundVolumeGroupSnapshotContentName")
+	cgvk, _, err := f.groupGVK(volumegroup.KindGroupContent)
+	if err != nil {
+		return groupMember{}, err
+	}
+	content := &unstructured.Unstructured{}
+	content.SetGroupVersionKind(cgvk)
+	if err := f.Client.Get(ctx, client.ObjectKey{Name: contentName}, content); err != nil {
+		return groupMember{}, fmt.Errorf("read VolumeGroupSnapshotContent %q of group %s: %w", contentName, vgs.GetName(), err)
+	}
+	// The content must point back at the group, as the API asks consumers to check.
+	if ref, _, _ := unstructured.NestedString(content.Object, "spec", "volumeGroupSnapshotRef", "name"); ref != vgs.GetName() {
+		return groupRefused("VolumeGroupSnapshotContent %s is bound to %q, not to VolumeGroupSnapshot %s; not backed up", contentName, ref, vgs.GetName()), nil
+	}
+	handle, err := f.volumeHandle(ctx, src)
+	if err != nil {
+		return groupMember{}, err
+	}
+	members, err := f.groupMembers(ctx, vgs)
+	if err != nil {
+		return groupMember{}, err
+	}
+	m, err := volumegroup.Find(vgs.GetName(), volumegroup.SnapshotHandles(content), handle, members)
+	switch {
+	case errors.Is(err, volumegroup.ErrPending):
+		gm.waiting = "waiting for the snapshot controller: " + err.Error()
+		return gm, nil
+	case err != nil:
+		return groupRefused("PVC %s: %v", src.Name, err), nil
+	case !m.Ready:
+		gm.waiting = fmt.Sprintf("waiting for VolumeSnapshot %s, this PVC's member of group %s, to be ready", m.Name, vgs.GetName())
+		return gm, nil
+	}
+	gm.snapshot, gm.restoreSize = m.Name, m.RestoreSize
+	return gm, nil
+}
+
+// cutGroup creates the group of s's firing, held by every unfinished
+// member minted so far (a later one holds it when it stages), so it
+// outlives the first member's run until the last one has staged. A group
+// cut once is never cut again: a second cut would be a second instant.
+func (f *Function) cutGroup(ctx context.Context, s *snapv1.Snapshot, p *runPlan, g *snapv1.SnapshotGroup, gvk schema.GroupVersionKind) (*gate, error) {
+	var siblings snapv1.SnapshotList
+	if err := f.Client.List(ctx, &siblings, client.InNamespace(s.Namespace), client.MatchingLabels{wellknown.LabelVolumeGroup: g.VolumeGroupSnapshotName}); err != nil {
+		return nil, err
+	}
+	owners := []metav1.OwnerReference{groupOwner(s)}
+	for i := range siblings.Items {
+		sib := &siblings.Items[i]
+		if st := sib.Status.Staged; st != nil && st.VolumeGroupSnapshotName == g.VolumeGroupSnapshotName {
+			g := gate{cond: wellknown.ConditionReady, reason: ReasonInvalidSpec, fatal: true,
+				message: fmt.Sprintf("VolumeGroupSnapshot %s was cut for this firing and deleted before this PVC was staged; cutting it again would back this PVC up from another instant than its siblings, so this run fails. The next firing takes a new group", g.VolumeGroupSnapshotName)}
+			return &g, nil
+		}
+		if sib.UID != s.UID && sib.DeletionTimestamp == nil && !sib.Status.Phase.IsTerminal() {
+			owners = append(owners, groupOwner(sib))
+		}
+	}
+	sel := &metav1.LabelSelector{}
+	if src := p.src.PVCSelector; src != nil && src.LabelSelector != nil {
+		sel = src.LabelSelector
+	}
+	selector, err := runtime.DefaultUnstructuredConverter.ToUnstructured(sel)
+	if err != nil {
+		return nil, err
+	}
+	vgs := &unstructured.Unstructured{}
+	vgs.SetGroupVersionKind(gvk)
+	vgs.SetNamespace(s.Namespace)
+	vgs.SetName(g.VolumeGroupSnapshotName)
+	vgs.SetOwnerReferences(owners)
+	vgs.SetLabels(map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue, wellknown.LabelVolumeGroup: g.VolumeGroupSnapshotName, wellknown.LabelConfig: p.policy.Name})
+	vgs.Object["spec"] = map[string]any{"source": map[string]any{"selector": selector}}
+	if err := f.Client.Create(ctx, vgs); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("create VolumeGroupSnapshot %s: %w", g.VolumeGroupSnapshotName, err)
+	}
+	return nil, nil
+}
+
+// groupOwner makes s an owner of its group that holds it, not controls it:
+// the group is deleted by its last member, or by the garbage collector.
+func groupOwner(s *snapv1.Snapshot) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: snapv1.GroupVersion.String(), Kind: "Snapshot", Name: s.Name, UID: s.UID}
+}
+
+// groupOf says whether vgs is the group snapflow cut for s's firing: its
+// labels name the group and the policy, as cutGroup wrote them.
+func groupOf(vgs *unstructured.Unstructured, s *snapv1.Snapshot, p *runPlan) bool {
+	l := vgs.GetLabels()
+	return l[wellknown.LabelManagedBy] == wellknown.ManagedByValue && l[wellknown.LabelConfig] == p.policy.Name &&
+		s.Spec.Source != nil && s.Spec.Source.Group != nil && l[wellknown.LabelVolumeGroup] == s.Spec.Source.Group.VolumeGroupSnapshotName
+}
+
+// volumeHandle is the CSI handle of the volume bound to pvc.
+func (f *Function) volumeHandle(ctx context.Context, pvc *corev1.PersistentVolumeClaim) (string, error) {
+	if pvc.Spec.VolumeName == "" {
+		return "", nil
+	}
+	var pv corev1.PersistentVolume
+	if err := f.Client.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err != nil {
+		return "", fmt.Errorf("read PersistentVolume %s of PVC %s: %w", pvc.Spec.VolumeName, pvc.Name, err)
+	}
+	if pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID != pvc.UID || pv.Spec.CSI == nil {
+		return "", nil
+	}
+	return pv.Spec.CSI.VolumeHandle, nil
+}
+
+// groupMembers lists the VolumeSnapshots the snapshot controller made for
+// vgs, each with the snapshot handle of a content bound back to it.
+func (f *Function) groupMembers(ctx context.Context, vgs *unstructured.Unstructured) ([]volumegroup.Member, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(volumegroup.SnapshotListGVK)
+	if err := f.Client.List(ctx, list, client.InNamespace(vgs.GetNamespace())); err != nil {
+		return nil, fmt.Errorf("list the VolumeSnapshots of group %s: %w", vgs.GetName(), err)
+	}
+	var out []volumegroup.Member
+	for i := range list.Items {
+		vs := &list.Items[i]
+		if group, _, _ := unstructured.NestedString(vs.Object, "status", "volumeGroupSnapshotName"); group != vgs.GetName() && !ownedByUID(vs, vgs.GetUID()) {
+			continue
+		}
+		bound, _, _ := unstructured.NestedString(vs.Object, "status", "boundVolumeSnapshotContentName")
+		if bound == "" {
+			continue
+		}
+		content := &unstructured.Unstructured{}
+		content.SetGroupVersionKind(volumegroup.SnapshotContentGVK)
+		if err := f.Client.Get(ctx, client.ObjectKey{Name: bound}, content); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("read VolumeSnapshotContent %s: %w", bound, err)
+		}
+		// Bi-directional binding, as the snapshot API asks consumers to check.
+		refName, _, _ := unstructured.NestedString(content.Object, "spec", "volumeSnapshotRef", "name")
+		refNS, _, _ := unstructured.NestedString(content.Object, "spec", "volumeSnapshotRef", "namespace")
+		if refName != vs.GetName() || refNS != vs.GetNamespace() {
+			continue
+		}
+		handle, _, _ := unstructured.NestedString(content.Object, "status", "snapshotHandle")
+		ready, _, _ := unstructured.NestedBool(vs.Object, "status", "readyToUse")
+		size, _, _ := unstructured.NestedString(vs.Object, "status", "restoreSize")
+		out = append(out, volumegroup.Member{Name: vs.GetName(), SnapshotHandle: handle, Ready: ready, RestoreSize: size})
+	}
+	return out, nil
+}
+
+func ownedByUID(obj metav1.Object, uid types.UID) bool {
+	for _, o := range obj.GetOwnerReferences() {
+		if o.UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseGroup drops s from its group's owners once its run is over, and
+// deletes the group when no unfinished member of the firing still needs
+// it, even if s never staged: a group with no owner left is never
+// collected. Only a group snapflow cut for s's firing is touched.
+func (f *Function) releaseGroup(ctx context.Context, s *snapv1.Snapshot) error {
+	if s.Spec.Source == nil || s.Spec.Source.Group == nil {
+		return nil
+	}
+	gvk, served, err := f.groupGVK(volumegroup.KindGroupSnapshot)
+	if err != nil || !served {
+		return err
+	}
+	vgs := &unstructured.Unstructured{}
+	vgs.SetGroupVersionKind(gvk)
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Spec.Source.Group.VolumeGroupSnapshotName}, vgs); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	l := vgs.GetLabels()
+	if l[wellknown.LabelManagedBy] != wellknown.ManagedByValue || l[wellknown.LabelVolumeGroup] != s.Spec.Source.Group.VolumeGroupSnapshotName {
+		return nil
+	}
+	var rest []metav1.OwnerReference
+	for _, o := range vgs.GetOwnerReferences() {
+		if o.UID != s.UID {
+			rest = append(rest, o)
+		}
+	}
+	// Every member of the firing carries the group's label, including one
+	// that has not staged (and so does not hold the group) yet.
+	var siblings snapv1.SnapshotList
+	if err := f.Client.List(ctx, &siblings, client.InNamespace(s.Namespace), client.MatchingLabels{wellknown.LabelVolumeGroup: l[wellknown.LabelVolumeGroup]}); err != nil {
+		return err
+	}
+	needed := false
+	for _, sib := range siblings.Items {
+		needed = needed || (sib.UID != s.UID && sib.DeletionTimestamp == nil && !sib.Status.Phase.IsTerminal())
+	}
+	if needed {
+		if len(rest) == len(vgs.GetOwnerReferences()) {
+			return nil // s never held it
+		}
+		vgs.SetOwnerReferences(rest)
+		// The read's resourceVersion makes two members releasing at once retry, not overwrite.
+		return client.IgnoreNotFound(f.Client.Update(ctx, vgs))
+	}
+	uid := vgs.GetUID()
+	if err := f.Client.Delete(ctx, vgs, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete VolumeGroupSnapshot %s: %w", vgs.GetName(), err)
+	}
+	return nil
+}

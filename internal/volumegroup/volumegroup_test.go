@@ -1,0 +1,95 @@
+package volumegroup
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func TestName(t *testing.T) {
+	long := strings.Repeat("a-very-long-policy-name-", 4) + "20261206120000"
+	cases := []struct {
+		name string
+		base string
+		idx  int32
+		repo string
+	}{
+		{"short", "db-20261206120000", 0, ""},
+		{"clipped", long, 3, "ns/repo"},
+		{"odd characters", "DB_Policy.x-20261206120000", 1, ""},
+	}
+	seen := map[string]bool{}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			n := Name(c.base, c.idx, c.repo)
+			if len(n) > 63 || strings.Trim(n, "-") != n || nonDNS.MatchString(n) {
+				t.Fatalf("Name(%q) = %q is not a valid DNS label", c.base, n)
+			}
+			if seen[n] {
+				t.Fatalf("Name(%q) = %q collides", c.base, n)
+			}
+			seen[n] = true
+			if Name(c.base, c.idx, c.repo) != n {
+				t.Fatal("Name is not deterministic")
+			}
+		})
+	}
+	if Name("b", 0, "r1") == Name("b", 0, "r2") || Name("b", 0, "") == Name("b", 1, "") {
+		t.Fatal("each repository and each source must get its own group")
+	}
+}
+
+func TestSnapshotHandles(t *testing.T) {
+	for _, field := range []string{"volumeSnapshotInfoList", "volumeSnapshotHandlePairList"} {
+		c := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{field: []any{
+			map[string]any{"volumeHandle": "v1", "snapshotHandle": "s1"},
+			map[string]any{"volumeHandle": "v2", "snapshotHandle": "s2"},
+			map[string]any{"volumeHandle": "", "snapshotHandle": "s3"},
+		}}}}
+		got := SnapshotHandles(c)
+		if len(got) != 2 || got["v1"] != "s1" || got["v2"] != "s2" {
+			t.Fatalf("%s: got %v", field, got)
+		}
+	}
+}
+
+func TestFind(t *testing.T) {
+	handles := map[string]string{"vol-a": "snap-a", "vol-b": "snap-b"}
+	members := []Member{{Name: "m-a", SnapshotHandle: "snap-a", Ready: true}, {Name: "m-b", SnapshotHandle: "snap-b"}}
+	cases := []struct {
+		name    string
+		handle  string
+		members []Member
+		want    string
+		pending bool
+		errHas  string
+	}{
+		{name: "member found", handle: "vol-a", members: members, want: "m-a"},
+		{name: "second member", handle: "vol-b", members: members, want: "m-b"},
+		{name: "no csi handle", handle: "", members: members, errHas: "no CSI volume handle"},
+		{name: "volume not in the group", handle: "vol-c", members: members, errHas: "does not cover"},
+		{name: "member not made yet", handle: "vol-b", members: members[:1], pending: true},
+		{name: "two members claim one snapshot", handle: "vol-a", members: append(members, Member{Name: "m-x", SnapshotHandle: "snap-a"}), errHas: "refusing to guess"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m, err := Find("g", handles, c.handle, c.members)
+			switch {
+			case c.want != "":
+				if err != nil || m.Name != c.want {
+					t.Fatalf("got %v, %v; want %s", m, err, c.want)
+				}
+			case c.pending:
+				if !errors.Is(err, ErrPending) {
+					t.Fatalf("got %v; want ErrPending", err)
+				}
+			default:
+				if err == nil || errors.Is(err, ErrPending) || !strings.Contains(err.Error(), c.errHas) {
+					t.Fatalf("got %v; want a final error containing %q", err, c.errHas)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,170 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+)
+
+var vgsGVK = schema.GroupVersionKind{Group: "groupsnapshot.storage.k8s.io", Version: "v1", Kind: "VolumeGroupSnapshot"}
+
+// A selector matching three PVCs, with the default groupBy, is cut as one
+// VolumeGroupSnapshot: the members are backed up one after another (one
+// mover slot; a beforeSnapshot hook holds the later ones until the data
+// has changed), yet every one holds the data of the instant the group was
+// cut, and each restores to it. The group goes once the last member ran.
+func TestSelectorPVCsAreBackedUpFromOneGroupSnapshot(t *testing.T) {
+	const ns = "group-snapshot"
+	ctx := testContext(t)
+	backupNamespace(t, ns, 1, "  concurrency: {maxConcurrentJobs: 1}\n")
+	members := []string{"pg-a", "pg-b", "pg-c"}
+	state := func(pvc string) string { return filepath.Join(env.Functions.Node.PVCDir(ns, pvc), "state.txt") }
+	for _, name := range members {
+		kubectl(t, []byte(fmt.Sprintf(`
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: %s, namespace: %s, labels: {app: pg}}
+spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+`, name, ns)), 0, "apply", "-f", "-")
+		if err := os.MkdirAll(filepath.Dir(state(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(state(name), []byte("txid 1\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first member's hook answers at once; the others wait until the
+	// workload has moved on.
+	release := make(chan struct{})
+	var calls atomic.Int32
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) > 1 {
+			select {
+			case <-release:
+			case <-time.After(2 * time.Minute):
+			}
+		}
+	}))
+	defer hook.Close()
+	// No groupBy: the default is one consistent group. A recipe rule asks
+	// for CSI snapshots (the suite's global baseline reads live volumes).
+	kubectl(t, []byte(`
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: recipe, namespace: `+ns+`}
+data:
+  policies.yaml: |
+    version: v1
+    volumePolicies:
+      - conditions: {}
+        action: {type: snapshot}
+---
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotPolicy
+metadata: {name: pg, namespace: `+ns+`}
+spec:
+  repository: {name: primary}
+  resourcePolicy: {kind: configmap, name: recipe}
+  sources: [{pvcSelector: {labelSelector: {matchLabels: {app: pg}}}}]
+  hooks:
+    beforeSnapshot:
+      - httpRequest: {url: "`+hook.URL+`/freeze"}
+`), 0, "apply", "-f", "-")
+
+	var wg sync.WaitGroup
+	var stdout, stderr string
+	var code int
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		stdout, stderr, code = runSnapflow(t, "snapshot", "now", "--policy", "pg", "-n", ns)
+	}()
+
+	// Once the group is cut, the workload moves on: every later member
+	// must still be backed up from the group, not from the live volume.
+	var group string
+	eventually(t, func() error {
+		snaps := policySnapshots(t, ns, "pg")
+		if len(snaps) != 3 {
+			return fmt.Errorf("%d Snapshots minted", len(snaps))
+		}
+		for _, s := range snaps {
+			g := s.Spec.Source.Group
+			if g == nil || s.Labels[wellknown.LabelVolumeGroup] != g.VolumeGroupSnapshotName || (group != "" && g.VolumeGroupSnapshotName != group) {
+				t.Fatalf("%s: spec.source.group %+v, labels %v: the three members must share one group", s.Name, g, s.Labels)
+			}
+			group = g.VolumeGroupSnapshotName
+		}
+		vgs := &unstructured.Unstructured{}
+		vgs.SetGroupVersionKind(vgsGVK)
+		if err := env.Client.Get(ctx, clientKey(ns, group), vgs); err != nil {
+			return err
+		}
+		if ready, _, _ := unstructured.NestedBool(vgs.Object, "status", "readyToUse"); !ready {
+			return fmt.Errorf("VolumeGroupSnapshot %s not ready yet", group)
+		}
+		if len(vgs.GetOwnerReferences()) == 0 {
+			t.Fatalf("VolumeGroupSnapshot %s has no owner: nothing would ever delete it", group)
+		}
+		return nil
+	})
+	for _, name := range members {
+		if err := os.WriteFile(state(name), []byte("txid 2\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(release)
+	wg.Wait()
+	if calls.Load() < 3 {
+		t.Fatalf("%d hook calls, want one per member", calls.Load())
+	}
+	if code != 0 || !strings.Contains(stderr, "3/3 finished") {
+		t.Fatalf("snapshot now exited %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+
+	snaps := policySnapshots(t, ns, "pg")
+	for _, s := range snaps {
+		done := waitSnapshot(t, ns, s.Name, snapv1.SnapshotSucceeded)
+		if st := done.Status.Staged; st == nil || st.VolumeGroupSnapshotName != group || st.VolumeSnapshotName == "" || st.VolumeSnapshotName == s.Name+"-src" {
+			t.Errorf("%s: status.staged %+v, want the member of group %s", s.Name, done.Status.Staged, group)
+		}
+	}
+	// The last member to finish deletes the group; its members go with it.
+	eventually(t, func() error {
+		vgs := &unstructured.Unstructured{}
+		vgs.SetGroupVersionKind(vgsGVK)
+		if err := env.Client.Get(ctx, clientKey(ns, group), vgs); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("VolumeGroupSnapshot %s still there (%v) after every member finished", group, err)
+		}
+		return nil
+	})
+
+	// Each member restores to the instant of the group.
+	for i, s := range snaps {
+		name := fmt.Sprintf("back-%d", i)
+		target := "restored-" + s.Spec.Source.Target.PVC.Name
+		kubectl(t, restoreOf(ns, name, "{snapshotRef: {name: "+s.Name+"}}", "{pvc: {name: "+target+", capacity: 1Gi}}"), 0, "apply", "-f", "-")
+		waitRestore(t, ns, name, snapv1.RestoreCompleted)
+		got, err := os.ReadFile(state(target))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != "txid 1\n" {
+			t.Errorf("%s restored %q from %s, want the group's instant %q", target, got, s.Name, "txid 1\n")
+		}
+	}
+}
