@@ -121,6 +121,7 @@ func Validate(ctx context.Context, lk validate.Lookup, op Operation, obj, old Ob
 			was = &prev.Spec
 		}
 		r.Merge(validate.RepositoryUnsupported(was, &o.Spec, false))
+		r.Merge(validate.RepositoryOwnNamespace(was, &o.Spec, o.Namespace))
 		if sd := o.Spec.Seed; sd != nil {
 			r.Merge(validate.Tenancy(ctx, lk, o.Namespace, sd.From.Repository).Via("spec.seed.from.repository"))
 		}

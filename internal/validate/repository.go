@@ -100,17 +100,17 @@ func repositorySpec(s *snapv1.RepositorySpec, self, ns string, cluster bool, opt
 	if s.Encryption.PasswordSecretRef.Name == "" {
 		r.Also(missing("spec.encryption.passwordSecretRef.name", "encryption.passwordSecretRef.name (the Secret holding the kopia password)"))
 	}
-	if !cluster && s.Encryption.PasswordSecretRef.Namespace != "" {
-		r.Also(fieldErr("spec.encryption.passwordSecretRef.namespace", "a Repository reads its password from its own namespace; remove namespace (got %q)", s.Encryption.PasswordSecretRef.Namespace))
+	// The mover reads these from a Repository's own namespace, which may
+	// be spelled out; another one would be ignored.
+	foreign := func(v string) bool { return !cluster && v != "" && v != ns }
+	if v := s.Encryption.PasswordSecretRef.Namespace; foreign(v) {
+		r.Also(fieldErr("spec.encryption.passwordSecretRef.namespace", "a Repository reads its password from its own namespace; remove namespace (got %q)", v))
 	}
-	if !cluster {
-		// The mover reads these from the Repository's own namespace.
-		if sf := s.Backend.SFTP; sf != nil && sf.Auth.SecretRef.Namespace != "" {
-			r.Also(fieldErr("spec.backend.sftp.auth.secretRef.namespace", "a Repository reads its backend credentials from its own namespace; remove namespace (got %q)", sf.Auth.SecretRef.Namespace))
-		}
-		if dav := s.Backend.WebDAV; dav != nil && dav.Auth != nil && dav.Auth.SecretRef.Namespace != "" {
-			r.Also(fieldErr("spec.backend.webDav.auth.secretRef.namespace", "a Repository reads its backend credentials from its own namespace; remove namespace (got %q)", dav.Auth.SecretRef.Namespace))
-		}
+	if sf := s.Backend.SFTP; sf != nil && foreign(sf.Auth.SecretRef.Namespace) {
+		r.Also(fieldErr("spec.backend.sftp.auth.secretRef.namespace", "a Repository reads its backend credentials from its own namespace; remove namespace (got %q)", sf.Auth.SecretRef.Namespace))
+	}
+	if dav := s.Backend.WebDAV; dav != nil && dav.Auth != nil && foreign(dav.Auth.SecretRef.Namespace) {
+		r.Also(fieldErr("spec.backend.webDav.auth.secretRef.namespace", "a Repository reads its backend credentials from its own namespace; remove namespace (got %q)", dav.Auth.SecretRef.Namespace))
 	}
 	if dav := s.Backend.WebDAV; dav != nil && dav.Auth != nil && strings.HasPrefix(dav.URL, "http://") {
 		r.Warn("spec.backend.webDav.url: http:// sends the WebDAV password in the clear on every request; use https://")

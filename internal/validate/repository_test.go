@@ -119,6 +119,10 @@ func TestRepositoryRules(t *testing.T) {
 			s.Seed = &snapv1.Seed{From: snapv1.SeedFrom{Backend: &snapv1.Backend{S3: &snapv1.S3Backend{Bucket: "old-backups"}}}}
 		}, "spec.seed.from.backend.s3.auth", "needs credentials"},
 		{"password namespace on a Repository", func(s *snapv1.RepositorySpec) { s.Encryption.PasswordSecretRef.Namespace = "other" }, "spec.encryption.passwordSecretRef.namespace", "its own namespace"},
+		{"its own namespace spelled out (as Kopiur manifests may)", func(s *snapv1.RepositorySpec) {
+			s.Encryption.PasswordSecretRef.Namespace = "billing"
+			s.Backend = snapv1.Backend{SFTP: &snapv1.SFTPBackend{Host: "nas", Path: "/r", Username: "u", Auth: snapv1.SecretAuth{SecretRef: snapv1.SecretRef{Name: "ssh", Namespace: "billing"}}}}
+		}, "", ""},
 		{"throttle of 0", func(s *snapv1.RepositorySpec) {
 			zero := int64(0)
 			s.MoverDefaults = &snapv1.MoverDefaults{Throttle: &snapv1.Throttle{UploadBytesPerSecond: &zero}}

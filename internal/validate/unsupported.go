@@ -171,3 +171,47 @@ func MaintenanceUnsupported(prev, cur *snapv1.MaintenanceSpec) Result {
 	r.Also(fieldErr("spec.mover.cache.ownership", "%s", msg))
 	return r
 }
+
+// foreignRefs are the references a namespaced Repository may point only at
+// its own namespace: the mover reads every one of them from there, so
+// another namespace would be silently ignored (and reading it would let
+// one tenant use another's Secret).
+var foreignRefs = []struct {
+	path string
+	get  func(*snapv1.RepositorySpec) string
+}{
+	{"spec.backend.s3.auth.secretRef.namespace", func(s *snapv1.RepositorySpec) string {
+		if b := s.Backend.S3; b != nil && b.Auth != nil && b.Auth.SecretRef != nil {
+			return b.Auth.SecretRef.Namespace
+		}
+		return ""
+	}},
+	{"spec.backend.s3.tls.caBundleRef.namespace", func(s *snapv1.RepositorySpec) string {
+		if b := s.Backend.S3; b != nil && b.TLS != nil && b.TLS.CABundleRef != nil {
+			return b.TLS.CABundleRef.Namespace
+		}
+		return ""
+	}},
+}
+
+// RepositoryOwnNamespace refuses a namespaced Repository's reference to a
+// Secret or ConfigMap of another namespace; its own namespace, spelled
+// out, is accepted. prev is the stored spec on an update: a value stored
+// before this rule is warned about while it is unchanged, so the object's
+// finalizers can still be written.
+func RepositoryOwnNamespace(prev, cur *snapv1.RepositorySpec, ns string) Result {
+	var r Result
+	for _, f := range foreignRefs {
+		v := f.get(cur)
+		if v == "" || v == ns {
+			continue
+		}
+		msg := fmt.Sprintf("a Repository reads its credentials and CA bundle from its own namespace %q, so %q would be ignored; remove namespace, or use a ClusterRepository to read them from another namespace", ns, v)
+		if prev != nil && f.get(prev) == v {
+			r.Warn("%s: %s (this Repository was stored with it; %q is read)", f.path, msg, ns)
+			continue
+		}
+		r.Also(fieldErr(f.path, "%s", msg))
+	}
+	return r
+}

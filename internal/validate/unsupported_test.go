@@ -122,3 +122,32 @@ func TestUnguardedPreflightWarns(t *testing.T) {
 		t.Fatalf("problems %v, warnings %q", r.Problems(), r.Warnings)
 	}
 }
+
+func TestRepositoryOwnNamespace(t *testing.T) {
+	s3 := func(secretNS, caNS string) *snapv1.RepositorySpec {
+		return &snapv1.RepositorySpec{Backend: snapv1.Backend{S3: &snapv1.S3Backend{Bucket: "b",
+			Auth: &snapv1.ObjectStoreAuth{SecretRef: &snapv1.SecretRef{Name: "keys", Namespace: secretNS}},
+			TLS:  &snapv1.BackendTLS{CABundleRef: &snapv1.ConfigMapKeyRef{Name: "ca", Namespace: caNS}}}}}
+	}
+	for _, tc := range []struct {
+		name       string
+		prev, cur  *snapv1.RepositorySpec
+		path, want string
+		warning    string
+	}{
+		{name: "no namespace", cur: s3("", "")},
+		{name: "its own namespace, spelled out", cur: s3("team-a", "team-a")},
+		{name: "another namespace's keys", cur: s3("team-b", ""), path: "spec.backend.s3.auth.secretRef.namespace", want: `"team-b" would be ignored`},
+		{name: "another namespace's CA bundle", cur: s3("", "kube-system"), path: "spec.backend.s3.tls.caBundleRef.namespace", want: "use a ClusterRepository"},
+		{name: "stored before the rule: warned, kept", prev: s3("team-b", ""), cur: s3("team-b", ""), warning: `"team-a" is read`},
+		{name: "changed to another namespace: refused", prev: s3("team-b", ""), cur: s3("team-c", ""), path: "spec.backend.s3.auth.secretRef.namespace", want: "remove namespace"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := RepositoryOwnNamespace(tc.prev, tc.cur, "team-a")
+			expect(t, r, tc.path, tc.want)
+			if tc.warning != "" && !strings.Contains(strings.Join(r.Warnings, "\n"), tc.warning) {
+				t.Fatalf("warnings %v, want %q", r.Warnings, tc.warning)
+			}
+		})
+	}
+}
