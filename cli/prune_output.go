@@ -71,6 +71,9 @@ func printPrune(w io.Writer, o *pruneOptions, pl prune.Plan, ex *execute.Executi
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if !o.showAll {
+		printHeld(w, pl)
+	}
 	if len(pl.BlockingReasons) > 0 {
 		fmt.Fprintln(w, "Execution blockers:")
 		for _, b := range pl.BlockingReasons {
@@ -103,6 +106,31 @@ func printPrune(w io.Writer, o *pruneOptions, pl prune.Plan, ex *execute.Executi
 	}
 	fmt.Fprintf(w, "%s: %d objects / %s across %d candidates%s; failures: %d\n", verb, objs, humanBytes(bytes), cands, deferred, failed)
 	return nil
+}
+
+// printHeld names, below the table, every hidden candidate that is kept
+// for a reason the user can act on (a broken manifest, a dependency, a
+// protection), so why data stays is never visible only with --show-all;
+// live backups and user volumes are counted.
+func printHeld(w io.Writer, pl prune.Plan) {
+	var held []prune.Candidate
+	live := 0
+	for _, c := range pl.Candidates {
+		switch {
+		case c.Visible():
+		case c.State == prune.StateLive || c.Type == prune.TypeProtectedUserVolume:
+			live++
+		default:
+			held = append(held, c)
+		}
+	}
+	if len(held) == 0 && live == 0 {
+		return
+	}
+	fmt.Fprintf(w, "Kept and not listed above (--show-all lists them): %d live backups or user volumes, %d held:\n", live, len(held))
+	for _, c := range held {
+		fmt.Fprintf(w, "- %s %s %s: %s\n", c.State, c.Type, c.Prefix, oneLine(c.Reason))
+	}
 }
 
 // pruneAge renders the age of createdAt at plan time for the table output.

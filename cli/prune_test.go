@@ -152,9 +152,11 @@ func outputPlan() prune.Plan {
 			{Type: prune.TypeRepositoryStray, State: prune.StateProtected, DeletionConfigurable: true, Prefix: "R", CreatedAt: old, ObjectCount: 1, Bytes: 10},
 			{Type: prune.TypeProtectedUserVolume, State: prune.StateProtected, Prefix: "U", DeferredScan: true},
 			{Type: prune.TypeOrphanRepositoryRoot, State: prune.StateOrphan, Prefix: "H", DeferredScan: true},
+			{Type: prune.TypeBackup, State: prune.StateInvalidManifest, Prefix: "R/app/C/pg/b3", Backup: prune.BackupKey{Namespace: "app", Name: "b3"},
+				CreatedAt: old, Reason: "invalid manifest: unexpected end of JSON input"},
 		},
 	}
-	pl.StateCounts = map[prune.State]int{prune.StateOrphan: 2, prune.StateLive: 1, prune.StateProtected: 2}
+	pl.StateCounts = map[prune.State]int{prune.StateOrphan: 2, prune.StateLive: 1, prune.StateProtected: 2, prune.StateInvalidManifest: 1}
 	return pl
 }
 
@@ -182,7 +184,12 @@ func TestPruneOutput_10_6(t *testing.T) {
 	if strings.Contains(out, "R/app/C/pg/b2") || strings.Contains(out, "protected-user-volume") {
 		t.Errorf("live and user-volume candidates are hidden by default:\n%s", out)
 	}
-	for showAll, want := range map[bool]int{false: 3, true: 5} {
+	// A kept candidate's reason shows without --show-all, below the table.
+	if !strings.Contains(out, "Kept and not listed above (--show-all lists them): 2 live backups or user volumes, 1 held:") ||
+		!strings.Contains(out, "- invalid-manifest backup R/app/C/pg/b3: invalid manifest: unexpected end of JSON input") {
+		t.Errorf("the held candidates' reasons are missing:\n%s", out)
+	}
+	for showAll, want := range map[bool]int{false: 3, true: 6} {
 		buf.Reset()
 		if err := printPrune(&buf, &pruneOptions{output: OutputJSON, command: "plan", showAll: showAll}, pl, nil); err != nil {
 			t.Fatal(err)

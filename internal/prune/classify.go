@@ -25,8 +25,6 @@ type manifestFacts struct {
 	nestedRetain  string
 	deps          []BackupKey
 	identityNames []BackupKey
-	// unreadable: a manifest could not be parsed, so what it names is unknown.
-	unreadable bool
 }
 
 // readManifests reads and validates the directory's manifest and, in volume
@@ -57,7 +55,6 @@ func (p *planner) readManifests(loc backupLoc, es []entry) manifestFacts {
 	if f.main != nil {
 		m, err := p.readManifest(*f.main)
 		f.m = m
-		f.unreadable = f.unreadable || err != nil
 		f.absorb(m, loc.key.Namespace)
 		if f.invalid == nil && err != nil {
 			f.invalid = err
@@ -68,7 +65,6 @@ func (p *planner) readManifests(loc backupLoc, es []entry) manifestFacts {
 	}
 	for _, e := range nested {
 		m, err := p.readManifest(e)
-		f.unreadable = f.unreadable || err != nil
 		f.absorb(m, loc.key.Namespace)
 		if err == nil {
 			err = validateManifest(m, place)
@@ -137,7 +133,7 @@ func (p *planner) evalBackup(loc backupLoc, a *objAgg) Candidate {
 			c.Backup = f.m.Key()
 		}
 	}
-	c.Dependencies, c.depsUnknown = f.deps, f.unreadable
+	c.Dependencies = f.deps
 	c.ContainedBackups = appendKeys([]BackupKey{c.Backup}, f.identityNames...)
 	c.State, c.Reason = p.backupRules(&c, loc, f, a)
 	return c

@@ -217,25 +217,10 @@ func summarize(pl *Plan) {
 // applyDependencies runs the dependency fixed point: every key named as
 // parent or base by a live Backup or by a candidate that is not orphan is
 // kept, and any orphan holding such a key becomes dependency, until nothing
-// changes.
+// changes. A backup whose manifest cannot be read names nothing: it is
+// kept (invalid-manifest), and its siblings are judged on their own, as
+// the spec says, so one truncated file never freezes a whole cluster.
 func applyDependencies(cs []Candidate, liveDeps map[BackupKey]bool, outside []BackupKey) {
-	// A backup whose manifest cannot be read may name any sibling as its
-	// parent or base. Unknown is not "none": its cluster's other
-	// backups stay until the manifest is fixed or removed.
-	unreadable := map[string]string{}
-	for _, c := range cs {
-		if c.Type == TypeBackup && c.depsUnknown && c.ClusterPrefix != "" {
-			unreadable[c.ClusterPrefix] = c.Prefix
-		}
-	}
-	for i := range cs {
-		c := &cs[i]
-		if c.State == StateOrphan && c.Type == TypeBackup {
-			if bad, ok := unreadable[c.ClusterPrefix]; ok {
-				c.State, c.Reason = StateDependency, fmt.Sprintf("the manifest of %s in the same cluster cannot be read, so it may name this backup as its parent or base; fix or remove that manifest first", bad)
-			}
-		}
-	}
 	keep := map[BackupKey]bool{}
 	for k := range liveDeps {
 		keep[k] = true

@@ -443,16 +443,9 @@ func (w *world) expectDeletable(t *testing.T, pl Plan, stage string) int {
 		}
 	}
 	paths := w.livePaths()
-	// An unreadable manifest may name any backup of its cluster as parent.
-	unreadable := map[string]bool{}
-	for _, g := range w.dirs {
-		if g.manifest && !g.parseable {
-			unreadable[g.cluster] = true
-		}
-	}
 	n := 0
 	for _, g := range w.dirs {
-		ok := g.clean && !unreadable[g.cluster] && (opts.Namespace == "" || opts.Namespace == g.ns) && (opts.Prefix == "" || Contains(opts.Prefix, g.cluster)) &&
+		ok := g.clean && (opts.Namespace == "" || opts.Namespace == g.ns) && (opts.Prefix == "" || Contains(opts.Prefix, g.cluster)) &&
 			!names[BackupKey{g.ns, g.name}] && !w.restores[BackupKey{g.ns, g.name}]
 		for _, s := range w.storage {
 			ok = ok && !Overlaps(s, g.cluster)

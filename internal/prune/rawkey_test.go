@@ -96,9 +96,10 @@ func TestReleasedUserPVOnTheRepositoryClassProtectsItsHandle(t *testing.T) {
 	}
 }
 
-// An unreadable manifest may name any backup of its cluster as its parent
-// or base; unknown is not "none", so its siblings stay.
-func TestUnreadableManifestProtectsItsClusterSiblings(t *testing.T) {
+// An unreadable manifest keeps its own backup (invalid-manifest) and names
+// nothing: its cluster's other backups are judged on their own (spec
+// 3.8.2 rule 1, 3.8.4), so one truncated file never freezes the cluster.
+func TestUnreadableManifestKeepsOnlyItsOwnBackup(t *testing.T) {
 	f := newFixture()
 	cluster := R + "/app/" + C
 	f.rawManifest(cluster+"/pg/broken/"+DefaultManifestName, []byte("{"), old)
@@ -108,6 +109,7 @@ func TestUnreadableManifestProtectsItsClusterSiblings(t *testing.T) {
 	f.manifest(R, R+"/app/"+C2+"/pg/other", "Delete", old, nil)
 	f.put(R+"/app/"+C2+"/pg/other/data", 10, old)
 	pl := f.plan(t)
-	wantState(t, mustFind(t, pl, TypeBackup, cluster+"/pg/full"), StateDependency, "cannot be read")
+	wantState(t, mustFind(t, pl, TypeBackup, cluster+"/pg/broken"), StateInvalidManifest, "invalid manifest")
+	wantState(t, mustFind(t, pl, TypeBackup, cluster+"/pg/full"), StateOrphan, "")
 	wantState(t, mustFind(t, pl, TypeBackup, R+"/app/"+C2+"/pg/other"), StateOrphan, "")
 }

@@ -163,9 +163,6 @@ type Candidate struct {
 	// backups.
 	ContainedBackups []BackupKey `json:"-"`
 	Dependencies     []BackupKey `json:"-"`
-	// depsUnknown: a manifest of this backup could not be parsed, so the
-	// parent or base it names is unknown.
-	depsUnknown bool
 }
 
 // Eligible reports whether the candidate is in the deletable state.
