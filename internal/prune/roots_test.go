@@ -285,3 +285,33 @@ func TestHistoricalRootFinalSnapshot_3_5_6(t *testing.T) {
 		})
 	}
 }
+
+// A root that only a Released pre-check PV points to is the repository's
+// own historical root (3.4.2), not storage in use (2.11): it collapses into
+// an orphan repository root instead of staying a protected stray. A Bound
+// pre-check PV, in use by its claim, still protects its root.
+func TestReleasedPreCheckPVIsAnOrphanRoot(t *testing.T) {
+	preCheck, ok := PreCheckPVCName("repo", repoUID)
+	if !ok {
+		t.Fatal("no pre-check name")
+	}
+	for _, phase := range []string{"Released", "Bound"} {
+		t.Run(phase, func(t *testing.T) {
+			f := newFixture()
+			f.in.PVs = append(f.in.PVs, PV{Name: H, StorageClassName: "sc-repo", Phase: phase, ClaimNamespace: "kb-system",
+				ClaimName: preCheck, CSIDriver: CSIDriverS3, VolumeHandle: bkt + "/" + H})
+			f.put(H+"/probe", 10, old)
+			pl := f.plan(t)
+			c := find(pl, TypeOrphanRepositoryRoot, H)
+			if phase == "Released" {
+				if c == nil || c.State != StateOrphan {
+					t.Fatalf("a Released pre-check PV's root must be an orphan repository root:\n%s", dump(pl))
+				}
+				return
+			}
+			if c != nil && c.State == StateOrphan {
+				t.Fatalf("a Bound pre-check PV's root is in use:\n%s", dump(pl))
+			}
+		})
+	}
+}

@@ -92,7 +92,7 @@ func (b *invBuilder) volumes() {
 		}
 	}
 
-	b.storageProtections(pvByName, sc)
+	b.storageProtections(pvByName, sc, repoPVs)
 }
 
 // claimedByRepoPV reports whether a repository PV's claimRef names c.
@@ -197,8 +197,10 @@ func (b *invBuilder) pvcPrefix(c PVC, pvByName map[string]PV, sc *StorageClass, 
 }
 
 // storageProtections records every prefix in use by a PVC on the repo
-// StorageClass other than the Backup PVC.
-func (b *invBuilder) storageProtections(pvByName map[string]PV, sc *StorageClass) {
+// StorageClass other than the Backup PVC. repoPVs are the repository PVs
+// (Backup or pre-check PVC): one no longer Bound is in use by nothing, so
+// its root is a historical repository root (3.4.2), not protected storage.
+func (b *invBuilder) storageProtections(pvByName map[string]PV, sc *StorageClass, repoPVs map[string]bool) {
 	repo := b.inv.Repo
 	for _, c := range b.in.PVCs {
 		if c.StorageClassName != repo.StorageClass || c.Name == repo.BackupPVCName {
@@ -235,9 +237,11 @@ func (b *invBuilder) storageProtections(pvByName map[string]PV, sc *StorageClass
 	}
 	// A PV on the class that is not the Backup PVC's (a user volume, maybe
 	// Released with its claim gone) still holds data at its handle: protect
-	// it whatever the handle's form, and block when it cannot be mapped.
+	// it whatever the handle's form, and block when it cannot be mapped. A
+	// Released pre-check PV is the repository's own, and protects nothing.
 	for _, pv := range b.in.PVs {
-		if pv.StorageClassName != repo.StorageClass || (pv.ClaimName == repo.BackupPVCName && repo.BackupPVCName != "") {
+		if pv.StorageClassName != repo.StorageClass || (pv.ClaimName == repo.BackupPVCName && repo.BackupPVCName != "") ||
+			(repoPVs[pv.Name] && pv.Phase != "Bound") {
 			continue
 		}
 		res := "PersistentVolume/" + pv.Name
