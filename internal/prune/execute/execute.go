@@ -286,8 +286,10 @@ func (e *executor) one(ctx context.Context, c prune.Candidate) Result {
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
-	// Re-list the scope; the listing also stands in for the manifest HEAD,
-	// since it carries the ETag and version identity.
+	// The manifest first (spec 5.11 step 1), then the scope's re-listing.
+	if err := e.manifestUnchanged(ctx, c); err != nil {
+		return fail(err)
+	}
 	objs, err := listScope(ctx, e.cfg.Store, c, e.versioned)
 	if err != nil {
 		return fail(err)
@@ -316,6 +318,12 @@ func (e *executor) one(ctx context.Context, c prune.Candidate) Result {
 		if err := ctx.Err(); err != nil {
 			return fail(err)
 		}
+		// Again right before each delete: a manifest rewritten since the
+		// re-listing stops the backup here, and its manifest stays to
+		// identify what is left.
+		if err := e.manifestUnchanged(ctx, c); err != nil {
+			return fail(err)
+		}
 		deleted, failed, err := e.cfg.Store.DeleteObjects(ctx, b)
 		if err != nil {
 			return fail(err)
@@ -328,6 +336,22 @@ func (e *executor) one(ctx context.Context, c prune.Candidate) Result {
 		}
 	}
 	return r
+}
+
+// manifestUnchanged HEADs a backup's manifest and compares it with the
+// plan (spec 6.5); candidates without a manifest pass.
+func (e *executor) manifestUnchanged(ctx context.Context, c prune.Candidate) error {
+	if c.Type != prune.TypeBackup || c.ManifestKey == "" {
+		return nil
+	}
+	head, err := e.cfg.Store.HeadManifest(ctx, c.ManifestKey)
+	if err != nil {
+		return fmt.Errorf("manifest changed or unreadable, nothing more deleted: %w", err)
+	}
+	if err := prune.CheckManifestHead(c, head); err != nil {
+		return fmt.Errorf("%w; nothing more deleted", err)
+	}
+	return nil
 }
 
 // currentManifest is the version identity of the manifest's current

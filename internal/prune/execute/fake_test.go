@@ -185,6 +185,21 @@ func (m *memStore) ReadManifest(_ context.Context, key, _ string) ([]byte, error
 	return b, nil
 }
 
+func (m *memStore) HeadManifest(_ context.Context, key string) (prune.Object, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls = append(m.calls, "head:"+key)
+	for _, o := range m.objs {
+		if o.Key == key && (!m.versioned || o.IsLatest) && !o.DeleteMarker {
+			if !m.versioned {
+				o.VersionID = ""
+			}
+			return o, nil
+		}
+	}
+	return prune.Object{}, fmt.Errorf("no such key %s", key)
+}
+
 func (m *memStore) BucketVersioning(context.Context) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

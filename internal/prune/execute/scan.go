@@ -25,6 +25,8 @@ type Store interface {
 	WalkAll(ctx context.Context, p string, versions bool, fn func([]prune.Object) error) error
 	// ReadManifest reads one manifest, bounded to prune.MaxManifestSize.
 	ReadManifest(ctx context.Context, key, versionID string) ([]byte, error)
+	// HeadManifest HEADs the current version of a manifest.
+	HeadManifest(ctx context.Context, key string) (prune.Object, error)
 	// BucketVersioning returns the raw GetBucketVersioning status.
 	BucketVersioning(ctx context.Context) (string, error)
 	// DeleteObjects sends one Multi-Object Delete of at most

@@ -114,6 +114,42 @@ func TestVersitygwPrune(t *testing.T) {
 		}
 	})
 
+	// A manifest rewritten after every re-check, at the last moment before
+	// a delete: the HEAD right before the next batch sees it, so the
+	// backup's manifest (and what it now describes) stays.
+	t.Run("manifest rewritten before the last delete", func(t *testing.T) {
+		seed("late", false)
+		st, cl := store("late"), newCluster()
+		cl.in.Repo.Config["bucket"], cl.in.StorageClass.Parameters["bucket"] = "late", "late"
+		cl.in.PVs[0].VolumeHandle = "late/" + R
+		inv := cl.inventory()
+		opts := prune.Options{MinAge: time.Minute, Versioning: prune.VersioningDisabled, VersioningSource: prune.SourceOperatorOverride}
+		pl, err := BuildPlan(ctx, st, PlanInput{Inventory: inv, Options: opts, Now: later})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rewrote := false
+		late := &lateStore{Store: st, before: func(batch []prune.DeleteTarget) {
+			if !rewrote && slices.ContainsFunc(batch, func(d prune.DeleteTarget) bool { return d.Key == b1+"/data" }) {
+				rewrote = true
+				if _, err := raw.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("late"), Key: aws.String(b1 + "/" + prune.DefaultManifestName),
+					Body: strings.NewReader(`{"rewritten":true}`)}); err != nil {
+					t.Error(err)
+				}
+			}
+		}}
+		_, ex, err := Run(ctx, pl, inv, Config{Store: late, Inventory: cl, Concurrency: 1, Now: func() time.Time { return later }})
+		if !rewrote || err == nil || resultFor(ex, b1) == nil || !strings.Contains(resultFor(ex, b1).Error, "manifest changed") {
+			t.Fatalf("rewrote %v, err %v, results %+v", rewrote, err, ex)
+		}
+		if got := versions("late"); !slices.Equal(got, []string{b1 + "/" + prune.DefaultManifestName, U + "/x"}) {
+			t.Fatalf("left %v, want the user volume and the rewritten manifest", got)
+		}
+		if s := st.Stats(); s.ManifestHeads < 2 {
+			t.Fatalf("stats %+v: want a HEAD before the re-listing and before each delete", s)
+		}
+	})
+
 	t.Run("versioned overwrite survives", func(t *testing.T) {
 		seed("vers", true)
 		st, cl := store("vers"), newCluster()
@@ -156,6 +192,17 @@ func TestVersitygwPrune(t *testing.T) {
 			t.Fatalf("left %v", got)
 		}
 	})
+}
+
+// lateStore runs a hook before each delete request is sent.
+type lateStore struct {
+	*s3store.Store
+	before func(batch []prune.DeleteTarget)
+}
+
+func (l *lateStore) DeleteObjects(ctx context.Context, batch []prune.DeleteTarget) ([]prune.DeleteTarget, []prune.DeleteFailure, error) {
+	l.before(batch)
+	return l.Store.DeleteObjects(ctx, batch)
 }
 
 // racingStore runs a hook before each recursive listing.

@@ -248,6 +248,19 @@ func (s *Store) ReadManifest(ctx context.Context, key, versionID string) ([]byte
 	return data, nil
 }
 
+// HeadManifest HEADs the current version of a manifest: the identity the
+// executor compares with the plan right before each delete (spec 5.11,
+// 6.5). GCS reports an object's generation as its VersionId.
+func (s *Store) HeadManifest(ctx context.Context, key string) (prune.Object, error) {
+	out, err := s.cli.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)})
+	s.n.heads.Add(1)
+	if err != nil {
+		return prune.Object{}, fmt.Errorf("head manifest %s: %w", key, err)
+	}
+	return prune.Object{Key: key, Size: aws.ToInt64(out.ContentLength), ETag: aws.ToString(out.ETag),
+		LastModified: aws.ToTime(out.LastModified), VersionID: aws.ToString(out.VersionId), IsLatest: true}, nil
+}
+
 // BucketVersioning returns the raw GetBucketVersioning status ("" when the
 // bucket was never versioned); the planner maps it (prune.ResolveVersioning).
 func (s *Store) BucketVersioning(ctx context.Context) (string, error) {

@@ -62,13 +62,14 @@ type Stats struct {
 	ListPages         int64 `json:"listPages"`
 	VersionListPages  int64 `json:"versionListPages"`
 	ManifestGets      int64 `json:"manifestGets"`
+	ManifestHeads     int64 `json:"manifestHeads"`
 	VersioningQueries int64 `json:"versioningQueries"`
 	DeleteRequests    int64 `json:"deleteRequests"`
 	DeletedObjects    int64 `json:"deletedObjects"`
 }
 
 type counters struct {
-	listPages, versionPages, gets, versioning, deletes, deleted atomic.Int64
+	listPages, versionPages, gets, heads, versioning, deletes, deleted atomic.Int64
 }
 
 // Store is a bucket handle. It is safe for concurrent use.
@@ -149,7 +150,7 @@ func (s *Store) Bucket() string { return s.bucket }
 func (s *Store) Stats() Stats {
 	return Stats{
 		ListPages: s.n.listPages.Load(), VersionListPages: s.n.versionPages.Load(),
-		ManifestGets: s.n.gets.Load(), VersioningQueries: s.n.versioning.Load(),
+		ManifestGets: s.n.gets.Load(), ManifestHeads: s.n.heads.Load(), VersioningQueries: s.n.versioning.Load(),
 		DeleteRequests: s.n.deletes.Load(), DeletedObjects: s.n.deleted.Load(),
 	}
 }
