@@ -4,19 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/expand"
 	"github.com/snapflow/snapflow/internal/volumegroup"
 )
 
@@ -80,6 +81,9 @@ func (f *Function) memberOf(ctx context.Context, s *snapv1.Snapshot, p *runPlan,
 	if err != nil {
 		return groupMember{}, err
 	}
+	if vgs.GetDeletionTimestamp() != nil {
+		return groupRefused("VolumeGroupSnapshot %s is being deleted, so this PVC cannot be staged from it; cutting it again would back this PVC up from another instant than its siblings. The next firing takes a new group", vgs.GetName()), nil
+	}
 	if !groupOf(vgs, s, p) {
 		return groupRefused("VolumeGroupSnapshot %s exists but was not cut by snapflow for this firing of SnapshotPolicy %s, so it is not backed up; delete or rename it and create a new Snapshot", vgs.GetName(), p.policy.Name), nil
 	}
@@ -109,8 +113,11 @@ func (f *Function) memberOf(ctx context.Context, s *snapv1.Snapshot, p *runPlan,
 		return groupMember{}, fmt.Errorf("read VolumeGroupSnapshotContent %q of group %s: %w", contentName, vgs.GetName(), err)
 	}
 	// The content must point back at the group, as the API asks consumers to check.
-	if ref, _, _ := unstructured.NestedString(content.Object, "spec", "volumeGroupSnapshotRef", "name"); ref != vgs.GetName() {
-		return groupRefused("VolumeGroupSnapshotContent %s is bound to %q, not to VolumeGroupSnapshot %s; not backed up", contentName, ref, vgs.GetName()), nil
+	ref, _, _ := unstructured.NestedString(content.Object, "spec", "volumeGroupSnapshotRef", "name")
+	refNS, _, _ := unstructured.NestedString(content.Object, "spec", "volumeGroupSnapshotRef", "namespace")
+	refUID, _, _ := unstructured.NestedString(content.Object, "spec", "volumeGroupSnapshotRef", "uid")
+	if ref != vgs.GetName() || refNS != vgs.GetNamespace() || (refUID != "" && refUID != string(vgs.GetUID())) {
+		return groupRefused("VolumeGroupSnapshotContent %s is bound to %s/%s, not to VolumeGroupSnapshot %s/%s; not backed up", contentName, refNS, ref, vgs.GetNamespace(), vgs.GetName()), nil
 	}
 	handle, err := f.volumeHandle(ctx, src)
 	if err != nil {
@@ -156,14 +163,14 @@ func (f *Function) cutGroup(ctx context.Context, s *snapv1.Snapshot, p *runPlan,
 			owners = append(owners, groupOwner(sib))
 		}
 	}
-	sel := &metav1.LabelSelector{}
-	if src := p.src.PVCSelector; src != nil && src.LabelSelector != nil {
-		sel = src.LabelSelector
-	}
-	selector, err := runtime.DefaultUnstructuredConverter.ToUnstructured(sel)
-	if err != nil {
+	if err := f.labelMembers(ctx, s, p, g); err != nil {
 		return nil, err
 	}
+	// The snapshot controller reads only matchLabels, so the group selects
+	// the label labelMembers put on exactly this firing's volumes, never
+	// the policy's selector (whose matchExpressions it would drop, taking
+	// every PVC of the namespace).
+	selector := map[string]any{"matchLabels": map[string]any{wellknown.LabelVolumeGroup: g.VolumeGroupSnapshotName}}
 	vgs := &unstructured.Unstructured{}
 	vgs.SetGroupVersionKind(gvk)
 	vgs.SetNamespace(s.Namespace)
@@ -175,6 +182,43 @@ func (f *Function) cutGroup(ctx context.Context, s *snapv1.Snapshot, p *runPlan,
 		return nil, fmt.Errorf("create VolumeGroupSnapshot %s: %w", g.VolumeGroupSnapshotName, err)
 	}
 	return nil, nil
+}
+
+// labelMembers labels the PVCs s's source selects now, and that are
+// bound, with the group's name: the same selection the firing was minted
+// from (a PVC selected later, or not bound yet, is left out, and its
+// member fails saying so). An unbound member would make the snapshot
+// controller refuse the whole group.
+func (f *Function) labelMembers(ctx context.Context, s *snapv1.Snapshot, p *runPlan, g *snapv1.SnapshotGroup) error {
+	metas, err := lookup{f.Client}.PVCs(ctx, s.Namespace)
+	if err != nil {
+		return err
+	}
+	selected, err := expand.Match(p.policy, metas)
+	if err != nil {
+		return err
+	}
+	for _, name := range selected[int(s.Spec.Source.SourceIndex)] {
+		var pvc corev1.PersistentVolumeClaim
+		if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, &pvc); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return err
+		}
+		if pvc.Status.Phase != corev1.ClaimBound || pvc.DeletionTimestamp != nil || pvc.Labels[wellknown.LabelVolumeGroup] == g.VolumeGroupSnapshotName {
+			continue
+		}
+		patch := client.MergeFrom(pvc.DeepCopy())
+		if pvc.Labels == nil {
+			pvc.Labels = map[string]string{}
+		}
+		pvc.Labels[wellknown.LabelVolumeGroup] = g.VolumeGroupSnapshotName
+		if err := f.Client.Patch(ctx, &pvc, patch); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("label PVC %s for VolumeGroupSnapshot %s: %w", name, g.VolumeGroupSnapshotName, err)
+		}
+	}
+	return nil
 }
 
 // groupOwner makes s an owner of its group that holds it, not controls it:
@@ -235,7 +279,8 @@ func (f *Function) groupMembers(ctx context.Context, vgs *unstructured.Unstructu
 		// Bi-directional binding, as the snapshot API asks consumers to check.
 		refName, _, _ := unstructured.NestedString(content.Object, "spec", "volumeSnapshotRef", "name")
 		refNS, _, _ := unstructured.NestedString(content.Object, "spec", "volumeSnapshotRef", "namespace")
-		if refName != vs.GetName() || refNS != vs.GetNamespace() {
+		refUID, _, _ := unstructured.NestedString(content.Object, "spec", "volumeSnapshotRef", "uid")
+		if refName != vs.GetName() || refNS != vs.GetNamespace() || (refUID != "" && refUID != string(vs.GetUID())) {
 			continue
 		}
 		handle, _, _ := unstructured.NestedString(content.Object, "status", "snapshotHandle")
@@ -273,7 +318,8 @@ func (f *Function) releaseGroup(ctx context.Context, s *snapv1.Snapshot) error {
 		return client.IgnoreNotFound(err)
 	}
 	l := vgs.GetLabels()
-	if l[wellknown.LabelManagedBy] != wellknown.ManagedByValue || l[wellknown.LabelVolumeGroup] != s.Spec.Source.Group.VolumeGroupSnapshotName {
+	if l[wellknown.LabelManagedBy] != wellknown.ManagedByValue || l[wellknown.LabelVolumeGroup] != s.Spec.Source.Group.VolumeGroupSnapshotName ||
+		s.Spec.PolicyRef == nil || l[wellknown.LabelConfig] != s.Spec.PolicyRef.Name {
 		return nil
 	}
 	var rest []metav1.OwnerReference
@@ -289,12 +335,21 @@ func (f *Function) releaseGroup(ctx context.Context, s *snapv1.Snapshot) error {
 		return err
 	}
 	needed := false
-	for _, sib := range siblings.Items {
-		needed = needed || (sib.UID != s.UID && sib.DeletionTimestamp == nil && !sib.Status.Phase.IsTerminal())
+	for i := range siblings.Items {
+		sib := &siblings.Items[i]
+		if sib.UID == s.UID || sib.DeletionTimestamp != nil || sib.Status.Phase.IsTerminal() {
+			continue
+		}
+		needed = true
+		// Every member that still needs the group holds it, so it is
+		// collected with the last of them even if none stages.
+		if !slices.ContainsFunc(rest, func(o metav1.OwnerReference) bool { return o.UID == sib.UID }) {
+			rest = append(rest, groupOwner(sib))
+		}
 	}
 	if needed {
-		if len(rest) == len(vgs.GetOwnerReferences()) {
-			return nil // s never held it
+		if slices.Equal(rest, vgs.GetOwnerReferences()) {
+			return nil // nothing changes
 		}
 		vgs.SetOwnerReferences(rest)
 		// The read's resourceVersion makes two members releasing at once retry, not overwrite.

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -95,9 +96,16 @@ func TestGroupedRunNeverFallsBackOrBorrowsAGroup(t *testing.T) {
 			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "g1"}, g); err != nil {
 				t.Fatal(err)
 			}
-			sel, _, _ := unstructured.NestedStringMap(g.Object, "spec", "source", "selector", "matchLabels")
-			if !ownedByUID(g, s.UID) || g.GetLabels()[wellknown.LabelVolumeGroup] != "g1" || sel["app"] != "pg" {
-				t.Fatalf("group %v: want it held by s1 and selecting the policy's PVCs", g.Object)
+			// The group selects, by a label the snapshot controller can read,
+			// exactly the PVCs the policy selected and that are bound.
+			sel, _, _ := unstructured.NestedMap(g.Object, "spec", "source", "selector")
+			if !ownedByUID(g, s.UID) || g.GetLabels()[wellknown.LabelVolumeGroup] != "g1" ||
+				len(sel) != 1 || fmt.Sprint(sel["matchLabels"]) != "map["+wellknown.LabelVolumeGroup+":g1]" {
+				t.Fatalf("group %v: want it held by s1 and selecting the firing's label only", g.Object)
+			}
+			var pvc corev1.PersistentVolumeClaim
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "data"}, &pvc); err != nil || pvc.Labels[wellknown.LabelVolumeGroup] != "g1" || pvc.Labels["app"] != "pg" {
+				t.Fatalf("the member PVC's labels %v (%v): want the group's label added", pvc.Labels, err)
 			}
 		})
 	}
@@ -113,7 +121,7 @@ func TestTheLastMemberReleasesTheGroup(t *testing.T) {
 	member := func(name string, phase snapv1.SnapshotPhase) *snapv1.Snapshot {
 		return &snapv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: "uid-" + types.UID(name),
 			Labels: map[string]string{wellknown.LabelVolumeGroup: "g1"}},
-			Spec:   snapv1.SnapshotSpec{Source: &snapv1.SnapshotSource{Group: &snapv1.SnapshotGroup{VolumeGroupSnapshotName: "g1"}}},
+			Spec:   snapv1.SnapshotSpec{PolicyRef: &snapv1.PolicyRef{Name: "pg"}, Source: &snapv1.SnapshotSource{Group: &snapv1.SnapshotGroup{VolumeGroupSnapshotName: "g1"}}},
 			Status: snapv1.SnapshotStatus{Phase: phase}}
 	}
 	a, b, late := member("a", snapv1.SnapshotSucceeded), member("b", snapv1.SnapshotRunning), member("late", snapv1.SnapshotPending)
@@ -121,7 +129,7 @@ func TestTheLastMemberReleasesTheGroup(t *testing.T) {
 	vgs.SetGroupVersionKind(testVGS)
 	vgs.SetNamespace(ns)
 	vgs.SetName("g1")
-	vgs.SetLabels(map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue, wellknown.LabelVolumeGroup: "g1"})
+	vgs.SetLabels(map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue, wellknown.LabelVolumeGroup: "g1", wellknown.LabelConfig: "pg"})
 	vgs.SetOwnerReferences([]metav1.OwnerReference{groupOwner(a), groupOwner(b)})
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithRESTMapper(served).WithObjects(a, b, late, vgs).
 		WithStatusSubresource(&snapv1.Snapshot{}).Build()
@@ -146,12 +154,14 @@ func TestTheLastMemberReleasesTheGroup(t *testing.T) {
 	if err := f.releaseGroup(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	if g := group(); g == nil || ownedByUID(g, a.UID) || !ownedByUID(g, b.UID) {
-		t.Fatalf("after a: group %v, want it held by b only", g)
+	// a lets go; late, which has not staged, is made to hold it, so the
+	// group never has no owner while a member still needs it.
+	if g := group(); g == nil || ownedByUID(g, a.UID) || !ownedByUID(g, b.UID) || !ownedByUID(g, late.UID) {
+		t.Fatalf("after a: group %v, want it held by b and late", g)
 	}
 	finish(b)
-	if group() == nil {
-		t.Fatal("the group went while a member that has not staged yet still needs it")
+	if g := group(); g == nil || ownedByUID(g, b.UID) || !ownedByUID(g, late.UID) {
+		t.Fatalf("the group went, or kept b, while a member that has not staged yet still needs it: %v", g)
 	}
 	finish(late) // the last unfinished member, though it never staged
 	if g := group(); g != nil {

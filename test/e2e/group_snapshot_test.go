@@ -6,12 +6,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -79,7 +81,7 @@ metadata: {name: pg, namespace: `+ns+`}
 spec:
   repository: {name: primary}
   resourcePolicy: {kind: configmap, name: recipe}
-  sources: [{pvcSelector: {labelSelector: {matchLabels: {app: pg}}}}]
+  sources: [{pvcSelector: {labelSelector: {matchExpressions: [{key: app, operator: In, values: [pg]}]}}}]
   hooks:
     beforeSnapshot:
       - httpRequest: {url: "`+hook.URL+`/freeze"}
@@ -129,6 +131,18 @@ spec:
 	}
 	close(release)
 	wg.Wait()
+	// The group covers exactly the firing's volumes: the snapshot
+	// controller reads only matchLabels, so snapflow labels them, and the
+	// policy's matchExpressions never reach it.
+	for _, name := range append([]string{"app-data", "kopia-repo"}, members...) {
+		var pvc corev1.PersistentVolumeClaim
+		if err := env.Client.Get(ctx, clientKey(ns, name), &pvc); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := pvc.Labels[wellknown.LabelVolumeGroup], map[bool]string{true: group}[slices.Contains(members, name)]; got != want {
+			t.Errorf("PVC %s has group label %q, want %q", name, got, want)
+		}
+	}
 	if calls.Load() < 3 {
 		t.Fatalf("%d hook calls, want one per member", calls.Load())
 	}

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -73,18 +73,12 @@ func (n *Node) cutGroup(ctx context.Context, g *unstructured.Unstructured) error
 	if ready, _, _ := unstructured.NestedBool(g.Object, "status", "readyToUse"); ready || g.GetDeletionTimestamp() != nil {
 		return nil
 	}
-	raw, ok, _ := unstructured.NestedMap(g.Object, "spec", "source", "selector")
-	if !ok {
+	if _, ok, _ := unstructured.NestedMap(g.Object, "spec", "source", "selector"); !ok {
 		return nil // pre-provisioned group content is not supported here
 	}
-	var ls metav1.LabelSelector
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &ls); err != nil {
-		return err
-	}
-	sel, err := metav1.LabelSelectorAsSelector(&ls)
-	if err != nil {
-		return n.groupError(ctx, g, "invalid selector: "+err.Error())
-	}
+	// As the snapshot controller does: only matchLabels selects members.
+	ml, _, _ := unstructured.NestedStringMap(g.Object, "spec", "source", "selector", "matchLabels")
+	sel := labels.SelectorFromSet(ml)
 	var pvcs corev1.PersistentVolumeClaimList
 	if err := n.o.Client.List(ctx, &pvcs, client.InNamespace(g.GetNamespace()), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 		return err

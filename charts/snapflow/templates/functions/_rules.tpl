@@ -71,10 +71,11 @@ because the functions act on snapflow objects in every namespace. Notes:
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get", "create", "delete"]
-# Source PVCs (read, selected by pvcSelector), staged PVCs (created, deleted), PVs for volume policies.
+# Source PVCs (read, selected by pvcSelector; a group's members labelled
+# for its VolumeGroupSnapshot), staged PVCs (created, deleted), PVs for volume policies.
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
-  verbs: ["get", "list", "create", "delete"]
+  verbs: ["get", "list", "create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["persistentvolumes"]
   verbs: ["get"]
