@@ -301,6 +301,10 @@ func TestPruneEndToEnd(t *testing.T) {
 	w.create(kb(kubeinv.GVKRestore, w.ns, "restore-1", map[string]any{"spec": map[string]any{
 		"backup": map[string]any{"name": "b-restore", "namespace": w.ns}}}))
 	w.seedBackup("b-late", "Delete", true)
+	// A truncated manifest keeps its own backup and freezes nothing else
+	// of its cluster.
+	w.put(w.backupDir("b-broken")+"/"+prune.DefaultManifestName, "{", true)
+	w.put(w.backupDir("b-broken")+"/data.tar.zst", "data-b-broken", true)
 	w.put(w.O+"/ns/c/data", "unowned", true)
 	w.put(w.U+"/file", "user data", true)
 	hist := w.H + "/gone-ns/" + w.otherDir + "/pg/h1/data"
@@ -324,6 +328,7 @@ func TestPruneEndToEnd(t *testing.T) {
 	want := map[string]string{
 		w.backupDir("b-live"): "backup live", w.backupDir("b-orphan"): "backup orphan", w.backupDir("b-retained"): "backup retained",
 		w.backupDir("b-young"): "backup too-young", w.backupDir("b-restore"): "backup protected", w.backupDir("b-late"): "backup orphan",
+		w.backupDir("b-broken"): "backup invalid-manifest",
 		w.O: "orphan-volume-root orphan", w.U: "protected-user-volume protected", w.H: "orphan-repository-root orphan",
 	}
 	got := p.states()
@@ -337,7 +342,7 @@ func TestPruneEndToEnd(t *testing.T) {
 	}
 	table, _, code := w.prune("plan")
 	if code != 0 || !strings.Contains(table, "Discovered PVC roots: 4 (repository: 2, protected user: 1, unowned: 1, other: 0)") ||
-		strings.Contains(table, "b-live") {
+		strings.Contains(table, "b-live") || !strings.Contains(table, "- invalid-manifest backup "+w.backupDir("b-broken")+": invalid manifest") {
 		t.Fatalf("table (exit %d):\n%s", code, table)
 	}
 	if _, _, code := w.prune("plan", "--fail-on-orphans"); code != 2 {
@@ -365,7 +370,7 @@ func TestPruneEndToEnd(t *testing.T) {
 			t.Errorf("%s survived", gone)
 		}
 	}
-	for _, name := range []string{"b-live", "b-retained", "b-young", "b-restore", "b-late"} {
+	for _, name := range []string{"b-live", "b-retained", "b-young", "b-restore", "b-late", "b-broken"} {
 		for _, f := range []string{"/data.tar.zst", "/" + prune.DefaultManifestName} {
 			if !slices.Contains(left, w.backupDir(name)+f) {
 				t.Errorf("%s%s was deleted", w.backupDir(name), f)
