@@ -167,7 +167,8 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 				Window: f.deleteWindow, Emitter: emitter, Recorder: recorder("snapflow-cleanup")}
 			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
 		case "verify":
-			fn := &verify.Function{Client: c, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA, Recorder: recorder("snapflow-verify")}
+			fn := &verify.Function{Client: c, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,
+				Emitter: emitter, Recorder: recorder("snapflow-verify")}
 			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
 		case "restore":
 			fn := &restore.Function{Client: c, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,

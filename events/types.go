@@ -58,7 +58,26 @@ const (
 	// now (a repository missing, degraded or not allowed, the mass-deletion
 	// breaker): once per hold and reason, data is a DeletionHeldData.
 	DeletionHeld = "dev.snapflow.deletion.held"
+
+	// VerificationFailed reports a verification run that failed: once
+	// per run, data is a VerificationFailedData.
+	VerificationFailed = "dev.snapflow.verification.failed"
 )
+
+// VerificationFailedData is the data of a verification failed event.
+type VerificationFailedData struct {
+	Namespace string `json:"namespace"`
+	Policy    string `json:"policy"`
+	UID       string `json:"uid"`
+	// Tier is quick or deep; Repository is Kind/namespace/name.
+	Tier       string `json:"tier"`
+	Repository string `json:"repository"`
+	// Slot is the schedule slot or request time the run served.
+	Slot            string `json:"slot"`
+	KopiaSnapshotID string `json:"kopiaSnapshotID,omitempty"`
+	Job             string `json:"job,omitempty"`
+	Message         string `json:"message"`
+}
 
 // DeletionHeldData is the data of a deletion held event.
 type DeletionHeldData struct {

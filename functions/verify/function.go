@@ -45,7 +45,9 @@ type Function struct {
 	MoverImage          string
 	MoverServiceAccount string
 	Recorder            record.EventRecorder
-	Now                 func() time.Time
+	// Emitter sends dev.snapflow.verification.failed when a run fails.
+	Emitter runtime.Emitter
+	Now     func() time.Time
 }
 
 func (f *Function) now() time.Time { return runtime.Now(f.Now) }
@@ -233,8 +235,11 @@ func (f *Function) observe(ctx context.Context, p *snapv1.SnapshotPolicy, ref sn
 	default:
 		if c, done := jobwatch.Finished(&j); done {
 			why, err := jobwatch.ApplyReport(ctx, f.Client, &j, p.UID, mover.OpVerify)
-			if err != nil || why == "" {
+			if err != nil {
 				return err
+			}
+			if why == "" {
+				return f.announce(ctx, p, ref, tier, run.Job)
 			}
 			msg = fmt.Sprintf("the verify job %s ended (%s) without a result (%s): %s %s", j.Name, c.Reason, why, c.Message, jobwatch.PodMessage(ctx, f.Client, &j))
 		} else if wedged, why := jobwatch.Wedged(ctx, f.Client, &j, f.now()); wedged {
@@ -273,7 +278,8 @@ func findRun(p *snapv1.SnapshotPolicy, ref snapv1.RepositoryRef, tier string) *s
 
 // record updates (or adds) one run entry and the Verified condition.
 func (f *Function) record(ctx context.Context, p *snapv1.SnapshotPolicy, ref snapv1.RepositoryRef, tier string, mutate func(*snapv1.VerificationRun)) error {
-	return statuspatch.Update(ctx, f.Client, client.ObjectKeyFromObject(p), func() *snapv1.SnapshotPolicy { return &snapv1.SnapshotPolicy{} },
+	var failed *snapv1.VerificationRun
+	err := statuspatch.Update(ctx, f.Client, client.ObjectKeyFromObject(p), func() *snapv1.SnapshotPolicy { return &snapv1.SnapshotPolicy{} },
 		func(live *snapv1.SnapshotPolicy) error {
 			if live.UID != p.UID {
 				return statuspatch.Skip
@@ -285,16 +291,68 @@ func (f *Function) record(ctx context.Context, p *snapv1.SnapshotPolicy, ref sna
 			}
 			before := *r.DeepCopy()
 			mutate(r)
+			failed = nil
 			if r.Phase == phaseFailed && before.Phase != phaseFailed {
 				meta.SetStatusCondition(&live.Status.Conditions, metav1.Condition{Type: wellknown.ConditionVerified, Status: metav1.ConditionFalse,
 					Reason: "VerificationFailed", Message: r.Message, ObservedGeneration: live.Generation})
 				if f.Recorder != nil {
 					f.Recorder.Event(live, corev1.EventTypeWarning, "VerificationFailed", r.Message)
 				}
+				failed = r.DeepCopy()
 			}
 			*p = *live.DeepCopy()
 			return nil
 		})
+	if err != nil || failed == nil {
+		return err
+	}
+	// Sent once the failure is stored; a sink that cannot be reached loses
+	// the event, and the condition, the metrics and the Kubernetes Event
+	// still say it.
+	if err := f.emitFailed(ctx, p, failed); err != nil {
+		runtime.Log(ctx).Error(err, "could not send the verification failed event", "policy", p.Namespace+"/"+p.Name)
+	}
+	return nil
+}
+
+// announce tells of a run the mover reported as failed: the report is
+// applied to status by the mover's reporter, so the function re-reads the
+// run it observed (same Job) and sends the Kubernetes Event and the
+// CloudEvent a failure recorded by the function itself gets.
+func (f *Function) announce(ctx context.Context, p *snapv1.SnapshotPolicy, ref snapv1.RepositoryRef, tier, job string) error {
+	var live snapv1.SnapshotPolicy
+	if err := f.Client.Get(ctx, client.ObjectKeyFromObject(p), &live); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	r := findRun(&live, ref, tier)
+	if live.UID != p.UID || r == nil || r.Job != job || r.Phase != phaseFailed {
+		return nil
+	}
+	if f.Recorder != nil {
+		f.Recorder.Event(&live, corev1.EventTypeWarning, "VerificationFailed", r.Message)
+	}
+	if err := f.emitFailed(ctx, &live, r); err != nil {
+		runtime.Log(ctx).Error(err, "could not send the verification failed event", "policy", p.Namespace+"/"+p.Name)
+	}
+	return nil
+}
+
+// emitFailed sends dev.snapflow.verification.failed for one failed run. Its
+// id names the policy, tier, repository and slot, so a retry is the same
+// event and the next run's failure a new one.
+func (f *Function) emitFailed(ctx context.Context, p *snapv1.SnapshotPolicy, r *snapv1.VerificationRun) error {
+	if f.Emitter == nil {
+		return nil
+	}
+	repo := validate.RepoKey(r.Repository, p.Namespace)
+	slot := r.Slot.UTC().Format(time.RFC3339)
+	data := events.VerificationFailedData{Namespace: p.Namespace, Policy: p.Name, UID: string(p.UID), Tier: r.Tier, Repository: repo,
+		Slot: slot, KopiaSnapshotID: r.KopiaSnapshotID, Job: r.Job, Message: r.Message}
+	e, err := events.New(fmt.Sprintf("%s/verification-failed/%s/%s/%s", p.UID, r.Tier, repo, slot), events.VerificationFailed, p.Namespace+"/"+p.Name, data)
+	if err != nil {
+		return err
+	}
+	return f.Emitter.Emit(ctx, e)
 }
 
 // requestedAt reads the verify-requested annotation.

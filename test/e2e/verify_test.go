@@ -169,4 +169,22 @@ func TestVerificationSuccessExprFailsTheRun(t *testing.T) {
 	if pol.Status.LastVerified != nil {
 		t.Errorf("a failed verification set lastVerified %v", pol.Status.LastVerified)
 	}
+	// The failure is announced once, for a pager or a ticket without Prometheus.
+	eventually(t, func() error {
+		ids := map[string]bool{} // a redelivery carries the same id
+		for _, e := range env.Functions.Emitted.Events() {
+			if e.Type() == events.VerificationFailed && e.Subject() == ns+"/app" {
+				ids[e.ID()] = true
+			}
+		}
+		if len(ids) != 1 {
+			return fmt.Errorf("%d %s events for %s/app, want one: %v", len(ids), events.VerificationFailed, ns, ids)
+		}
+		e, _ := env.Functions.Emitted.Find(events.VerificationFailed, ns+"/app")
+		var d events.VerificationFailedData
+		if err := e.DataAs(&d); err != nil || d.Tier != "quick" || d.Policy != "app" || !strings.Contains(d.Message, "returned false") || d.Slot == "" {
+			return fmt.Errorf("data %+v (%v)", d, err)
+		}
+		return nil
+	})
 }

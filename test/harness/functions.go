@@ -341,7 +341,7 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	restoreFn := &restore.Function{Access: access(restoreCfg), Logs: logs(restoreCfg), Client: restoreClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount, Now: o.Clock,
 		Emitter: f.Emitted, Recorder: recorder("snapflow-restore")}
 	verifyFn := &verify.Function{Client: verifyClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount, Now: o.Clock,
-		Recorder: recorder("snapflow-verify")}
+		Emitter: f.Emitted, Recorder: recorder("snapflow-verify")}
 	maintenanceFn := &maintenance.Function{Client: maintenanceClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount, Now: o.Clock,
 		// Every test's repositories get their default Maintenance, but
 		// on a cron that never fires during a run: the suite drives
