@@ -328,9 +328,9 @@ func TestPruneEndToEnd(t *testing.T) {
 	want := map[string]string{
 		w.backupDir("b-live"): "backup live", w.backupDir("b-orphan"): "backup orphan", w.backupDir("b-retained"): "backup retained",
 		w.backupDir("b-young"): "backup too-young", w.backupDir("b-restore"): "backup protected", w.backupDir("b-late"): "backup orphan",
-		w.backupDir("b-broken"): "backup invalid-manifest",
 		w.O: "orphan-volume-root orphan", w.U: "protected-user-volume protected", w.H: "orphan-repository-root orphan",
 	}
+	want[w.backupDir("b-broken")] = "backup invalid-manifest"
 	got := p.states()
 	for prefix, st := range want {
 		if got[prefix] != st {
