@@ -1,6 +1,7 @@
 package prune
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -260,4 +261,23 @@ func TestFallbackMode_3_12(t *testing.T) {
 			t.Fatalf("err %v", err)
 		}
 	})
+}
+
+// -o json spells minAge as the flag does, and a plan written by an
+// earlier version (nanoseconds) still reads.
+func TestPlanMinAgeJSON(t *testing.T) {
+	b, err := json.Marshal(Plan{MinAge: DefaultMinAge, Repository: "repo"})
+	if err != nil || !strings.Contains(string(b), `"minAge":"168h0m0s"`) || !strings.Contains(string(b), `"repository":"repo"`) {
+		t.Fatalf("%s %v", b, err)
+	}
+	for _, raw := range []string{`{"minAge":"168h0m0s","repository":"repo"}`, `{"minAge":604800000000000,"repository":"repo"}`} {
+		var p Plan
+		if err := json.Unmarshal([]byte(raw), &p); err != nil || p.MinAge != DefaultMinAge || p.Repository != "repo" {
+			t.Fatalf("%s: %+v %v", raw, p.MinAge, err)
+		}
+	}
+	var p Plan
+	if err := json.Unmarshal([]byte(`{"minAge":"7d"}`), &p); err == nil || !strings.Contains(err.Error(), "minAge") {
+		t.Fatalf("a bad duration: %v", err)
+	}
 }

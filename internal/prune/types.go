@@ -1,6 +1,8 @@
 package prune
 
 import (
+	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -259,3 +261,44 @@ func (p Plan) VisibleStateCounts(showAll bool) map[State]int {
 
 // Options returns the options the plan was made with.
 func (p Plan) Options() Options { return p.opts }
+
+// MarshalJSON writes minAge as a Go duration string ("168h0m0s"), as the
+// --min-age flag and a prune request spell it, not as nanoseconds.
+func (p Plan) MarshalJSON() ([]byte, error) {
+	type plain Plan
+	return json.Marshal(struct {
+		plain
+		MinAge string `json:"minAge"`
+	}{plain(p), p.MinAge.String()})
+}
+
+// UnmarshalJSON reads minAge as a duration string, or as nanoseconds as
+// earlier versions wrote it.
+func (p *Plan) UnmarshalJSON(b []byte) error {
+	type plain Plan
+	aux := struct {
+		*plain
+		MinAge json.RawMessage `json:"minAge"`
+	}{plain: (*plain)(p)}
+	if err := json.Unmarshal(b, &aux); err != nil {
+		return err
+	}
+	if len(aux.MinAge) == 0 || string(aux.MinAge) == "null" {
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(aux.MinAge, &s); err == nil {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("plan minAge %q: %w", s, err)
+		}
+		p.MinAge = d
+		return nil
+	}
+	var ns int64
+	if err := json.Unmarshal(aux.MinAge, &ns); err != nil {
+		return fmt.Errorf("plan minAge: want a duration such as \"168h\": %w", err)
+	}
+	p.MinAge = time.Duration(ns)
+	return nil
+}
