@@ -157,7 +157,7 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 				WorkloadExecHooks: f.workloadExecHooks}
 			out = append(out, runtime.Function{Name: n, Handle: fn.Handle, Requests: []string{events.SnapshotRequested}})
 		case "schedule":
-			fn := &schedule.Function{Client: c, Recorder: recorder("snapflow-schedule")}
+			fn := &schedule.Function{Client: c, Emitter: emitter, Recorder: recorder("snapflow-schedule")}
 			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
 		case "retention":
 			fn := &retention.Function{Client: c, Emitter: emitter, Recorder: recorder("snapflow-retention")}

@@ -62,7 +62,27 @@ const (
 	// VerificationFailed reports a verification run that failed: once
 	// per run, data is a VerificationFailedData.
 	VerificationFailed = "dev.snapflow.verification.failed"
+
+	// BackupStale reports a schedule none of whose backups succeeded for
+	// two slots: once per stale spell, data is a BackupStaleData.
+	BackupStale = "dev.snapflow.backup.stale"
 )
+
+// BackupStaleData is the data of a backup stale event.
+type BackupStaleData struct {
+	Namespace string `json:"namespace"`
+	Schedule  string `json:"schedule"`
+	UID       string `json:"uid"`
+	// Policies are the SnapshotPolicies the schedule fires.
+	Policies []string `json:"policies"`
+	// LastSuccess is when its last backup succeeded ("" for never); Since
+	// is that or, for never, when the schedule was made.
+	LastSuccess string `json:"lastSuccess,omitempty"`
+	Since       string `json:"since"`
+	// StaleSince is the slot that made it stale.
+	StaleSince string `json:"staleSince"`
+	Message    string `json:"message"`
+}
 
 // VerificationFailedData is the data of a verification failed event.
 type VerificationFailedData struct {

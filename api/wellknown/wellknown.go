@@ -175,6 +175,9 @@ const (
 	ConditionSecurityContextInherited = "SecurityContextInherited"
 	// ConditionVerified on a SnapshotPolicy tells the last verification's outcome.
 	ConditionVerified = "Verified"
+	// ConditionBackupStale on a SnapshotSchedule is True while no backup of
+	// its has succeeded for schedule.StaleAfter slots.
+	ConditionBackupStale = "BackupStale"
 	// ConditionMaintenanceOwned on a Maintenance is False while another
 	// kopia user owns the repository's maintenance and takeover is Never.
 	ConditionMaintenanceOwned = "MaintenanceOwned"

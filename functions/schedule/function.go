@@ -45,6 +45,8 @@ type Function struct {
 	// Workers bounds how many schedules a tick reconciles at once
 	// (DefaultWorkers when 0).
 	Workers int
+	// Emitter sends dev.snapflow.backup.stale when a schedule goes stale.
+	Emitter runtime.Emitter
 }
 
 func (f *Function) now() time.Time { return runtime.Now(f.Now) }

@@ -15,6 +15,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/conditions"
@@ -91,7 +92,7 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 			}
 		}
 	}
-	return f.history(ctx, &s)
+	return f.history(ctx, &s, r)
 }
 
 // observe keeps the schedule's kstatus current between firings: Ready
@@ -558,7 +559,7 @@ func (f *Function) replaced(ctx context.Context, kids []snapv1.Snapshot) error {
 
 // history updates lastSuccessfulSchedule and consecutiveFailures and prunes
 // Failed runs beyond failedJobsHistoryLimit, newest kept, per repository.
-func (f *Function) history(ctx context.Context, s *snapv1.SnapshotSchedule) error {
+func (f *Function) history(ctx context.Context, s *snapv1.SnapshotSchedule, r *resolved) error {
 	kids, err := f.children(ctx, s)
 	if err != nil {
 		return err
@@ -607,13 +608,86 @@ func (f *Function) history(ctx context.Context, s *snapv1.SnapshotSchedule) erro
 			return err
 		}
 	}
-	return f.writeStatus(ctx, s, func(st *snapv1.SnapshotScheduleStatus, _ int64) {
+	if err := f.writeStatus(ctx, s, func(st *snapv1.SnapshotScheduleStatus, _ int64) {
 		st.ConsecutiveFailures = failures
 		if lastOK != nil {
 			at := metav1.NewTime(endOf(lastOK))
 			st.LastSuccessfulSchedule = &snapv1.ScheduleRef{At: &at, SnapshotRef: &snapv1.LocalObjectRef{Name: lastOK.Name}}
 		}
-	})
+	}); err != nil {
+		return err
+	}
+	var last *time.Time
+	if lastOK != nil {
+		t := endOf(lastOK)
+		last = &t
+	} else if l := s.Status.LastSuccessfulSchedule; l != nil && l.At != nil {
+		last = &l.At.Time
+	}
+	return f.staleness(ctx, s, r, last)
+}
+
+// staleness keeps the BackupStale condition and announces a schedule
+// going stale: StaleAfter slots since its last success (or its creation)
+// without one, while it and a policy it fires are not suspended. The
+// condition is written only when it changes, and the CloudEvent and the
+// Kubernetes Event go out once per stale spell.
+func (f *Function) staleness(ctx context.Context, s *snapv1.SnapshotSchedule, r *resolved, last *time.Time) error {
+	since := s.CreationTimestamp.Time
+	if last != nil {
+		since = *last
+	}
+	var active []string
+	for _, p := range r.policies {
+		if !p.Spec.Suspend {
+			active = append(active, p.Name)
+		}
+	}
+	stale, due, err := kernel.Stale(r.spec, since, f.now())
+	if err != nil {
+		return nil // an invalid cron is reported on Ready
+	}
+	stale = stale && !s.Spec.Schedule.Suspend && len(active) > 0
+	have := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionBackupStale)
+	was := have != nil && have.Status == metav1.ConditionTrue
+	if stale == was && (have != nil || !stale) {
+		return nil // unchanged; a fresh schedule never stale needs no condition
+	}
+	what := "its creation at " + since.UTC().Format(time.RFC3339)
+	if last != nil {
+		what = "its last successful backup at " + since.UTC().Format(time.RFC3339)
+	}
+	reason, msg := "RecentSuccess", fmt.Sprintf("fewer than %d slots have passed since %s", kernel.StaleAfter, what)
+	if stale {
+		reason = "NoRecentSuccess"
+		msg = fmt.Sprintf("no backup of SnapshotPolicy %s has succeeded since %s: %d slots have passed, the last at %s; see the runs' Ready conditions (kubectl get snapshots -l %s=%s)",
+			strings.Join(active, ", "), what, kernel.StaleAfter, due.UTC().Format(time.RFC3339), wellknown.LabelSchedule, s.Name)
+	}
+	if err := f.writeStatus(ctx, s, func(st *snapv1.SnapshotScheduleStatus, gen int64) {
+		setCond(&st.Conditions, wellknown.ConditionBackupStale, stale, reason, msg, gen)
+	}); err != nil || !stale {
+		return err
+	}
+	f.event(s, true, "BackupStale", "%s", msg)
+	if f.Emitter == nil {
+		return nil
+	}
+	data := events.BackupStaleData{Namespace: s.Namespace, Schedule: s.Name, UID: string(s.UID), Policies: active,
+		Since: since.UTC().Format(time.RFC3339), StaleSince: due.UTC().Format(time.RFC3339), Message: msg}
+	if last != nil {
+		data.LastSuccess = data.Since
+	}
+	// The id names the success (or creation) the spell started from: a
+	// retry is the same event, the next spell a new one.
+	e, err := events.New(fmt.Sprintf("%s/stale/%d", s.UID, since.Unix()), events.BackupStale, s.Namespace+"/"+s.Name, data)
+	if err == nil {
+		err = f.Emitter.Emit(ctx, e)
+	}
+	if err != nil {
+		// The condition and the Kubernetes Event still say it.
+		runtime.Log(ctx).Error(err, "could not send the backup stale event", "schedule", s.Namespace+"/"+s.Name)
+	}
+	return nil
 }
 
 func endOf(s *snapv1.Snapshot) time.Time {

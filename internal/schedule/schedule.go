@@ -152,3 +152,24 @@ func Resolve(cron, tz, jitter string, defaults []Defaults, seed, uid string) (Re
 	r.Spec = Spec{Cron: cron, Location: loc, Jitter: jit, Seed: seed, UID: uid}
 	return r, nil
 }
+
+// StaleAfter is how many slots may pass after the last success before a
+// schedule's backups are stale: the first may still be running, the
+// second has had a whole period.
+const StaleAfter = 2
+
+// Stale says whether a schedule's backups are overdue at now: StaleAfter
+// slots have begun since the last success (or since the schedule was
+// made, when none succeeded) without one. due is when it turned (or
+// turns) stale.
+func Stale(s Spec, since, now time.Time) (stale bool, due time.Time, err error) {
+	fs, err := Next(s, since, StaleAfter)
+	if err != nil {
+		return false, time.Time{}, err
+	}
+	if len(fs) < StaleAfter {
+		return false, time.Time{}, nil // the cron stops firing before then
+	}
+	due = fs[StaleAfter-1].At
+	return !now.Before(due), due, nil
+}

@@ -70,3 +70,32 @@ func TestInherit(t *testing.T) {
 		t.Fatalf("no defaults: %s %q", tz, j)
 	}
 }
+
+func TestStale(t *testing.T) {
+	daily := Spec{Cron: "0 3 * * *", Location: time.UTC}
+	success := time.Date(2026, 12, 1, 3, 10, 0, 0, time.UTC)
+	cases := []struct {
+		name  string
+		spec  Spec
+		now   time.Time
+		stale bool
+		due   time.Time
+	}{
+		{"the next slot is still running", daily, time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC), false, time.Date(2026, 12, 3, 3, 0, 0, 0, time.UTC)},
+		{"a whole period missed: stale from the second slot on", daily, time.Date(2026, 12, 3, 3, 0, 0, 0, time.UTC), true, time.Date(2026, 12, 3, 3, 0, 0, 0, time.UTC)},
+		{"long overdue", daily, time.Date(2026, 12, 20, 0, 0, 0, 0, time.UTC), true, time.Date(2026, 12, 3, 3, 0, 0, 0, time.UTC)},
+		{"hourly: two hours", Spec{Cron: "0 * * * *", Location: time.UTC}, time.Date(2026, 12, 1, 5, 0, 0, 0, time.UTC), true, time.Date(2026, 12, 1, 5, 0, 0, 0, time.UTC)},
+		{"a cron that fires once more only is never stale", Spec{Cron: "0 3 2 12 * 2026", Location: time.UTC}, time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC), false, time.Time{}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			stale, due, err := Stale(c.spec, success, c.now)
+			if err != nil && !strings.Contains(c.name, "once more") {
+				t.Fatal(err)
+			}
+			if stale != c.stale || !due.Equal(c.due) {
+				t.Fatalf("stale %v due %v; want %v %v", stale, due, c.stale, c.due)
+			}
+		})
+	}
+}

@@ -14,6 +14,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
@@ -353,4 +354,59 @@ func writeRandom(t *testing.T, path string, n int) {
 	if err := os.WriteFile(path, buf, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A schedule none of whose backups succeeds goes BackupStale once two of
+// its slots have passed, says so on its condition and in one
+// dev.snapflow.backup.stale CloudEvent, and a later tick sends no second.
+func TestAScheduleWithoutSuccessGoesStale(t *testing.T) {
+	const ns = "schedule-stale"
+	backupNamespace(t, ns, 1, "")
+	// Its source is gone: every run waits, none succeeds.
+	kubectl(t, []byte(`
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotPolicy
+metadata: {name: lost, namespace: `+ns+`}
+spec:
+  repository: {name: primary}
+  copyMethod: Direct
+  sources: [{pvc: {name: not-there}}]
+`), 0, "apply", "-f", "-")
+	hourlySchedule(t, ns, "hourly", "lost")
+	t.Cleanup(func() { clock.Set(time.Time{}) })
+	s := pinned(t, ns, "hourly", "stale-1")
+	if c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionBackupStale); c != nil && c.Status == metav1.ConditionTrue {
+		t.Fatalf("stale before any slot passed: %+v", c)
+	}
+	clock.Set(s.CreationTimestamp.Add(2*time.Hour + 5*time.Minute))
+	staleIDs := func() map[string]bool {
+		ids := map[string]bool{}
+		for _, e := range env.Functions.Emitted.Events() {
+			if e.Type() == events.BackupStale && e.Subject() == ns+"/hourly" {
+				ids[e.ID()] = true
+			}
+		}
+		return ids
+	}
+	eventually(t, func() error {
+		tick(t, "stale-2")
+		c := meta.FindStatusCondition(getSchedule(t, ns, "hourly").Status.Conditions, wellknown.ConditionBackupStale)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != "NoRecentSuccess" || !strings.Contains(c.Message, "SnapshotPolicy lost") {
+			return fmt.Errorf("BackupStale %+v", c)
+		}
+		if n := len(staleIDs()); n != 1 {
+			return fmt.Errorf("%d %s events", n, events.BackupStale)
+		}
+		return nil
+	})
+	tick(t, "stale-3")
+	if n := len(staleIDs()); n != 1 {
+		t.Fatalf("a later tick announced the same stale spell again: %d events", n)
+	}
+	e, _ := env.Functions.Emitted.Find(events.BackupStale, ns+"/hourly")
+	var d events.BackupStaleData
+	if err := e.DataAs(&d); err != nil || d.Schedule != "hourly" || d.LastSuccess != "" || len(d.Policies) != 1 || d.Policies[0] != "lost" {
+		t.Fatalf("data %+v (%v)", d, err)
+	}
+	clock.Set(time.Time{})
 }
