@@ -29,6 +29,12 @@ const (
 	// LabelVolumeGroup names the VolumeGroupSnapshot the Snapshots of one
 	// firing share, so the one that cuts it can find its siblings.
 	LabelVolumeGroup = SnapflowPrefix + "volume-group"
+	// MemberPrefix + a group's name is the label key that marks the PVCs
+	// of that group: one key per group, so groups cut at once over the
+	// same PVCs (two repositories, two policies) never take each
+	// other's members. Its value is MemberValue.
+	MemberPrefix = "vgs.snapflow.dev/"
+	MemberValue  = "member"
 	// LabelRepository, LabelRepositoryKind and LabelRepositoryNamespace name
 	// the repository a bootstrap or deletion Job works on.
 	LabelRepository          = SnapflowPrefix + "repository"

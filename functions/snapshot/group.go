@@ -69,11 +69,18 @@ func (f *Function) memberOf(ctx context.Context, s *snapv1.Snapshot, p *runPlan,
 	if !served {
 		return groupRefused("groupBy: VolumeGroupSnapshot (the default for a pvcSelector matching several PVCs) needs the %s API (CSI external-snapshotter v8.2 or later, with a VolumeGroupSnapshotClass for your driver), which this cluster does not serve; install it, or set groupBy: None to accept independent per-PVC snapshots", volumegroup.Group), nil
 	}
+	handle, driver, err := f.csiVolume(ctx, src)
+	if err != nil {
+		return groupMember{}, err
+	}
+	if driver == "" {
+		return groupRefused("PVC %s is not a CSI volume bound to a PersistentVolume, so it cannot be part of a VolumeGroupSnapshot; set groupBy: None", src.Name), nil
+	}
 	vgs := &unstructured.Unstructured{}
 	vgs.SetGroupVersionKind(gvk)
 	err = f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: g.VolumeGroupSnapshotName}, vgs)
 	if apierrors.IsNotFound(err) {
-		if refused, err := f.cutGroup(ctx, s, p, g, gvk); err != nil || refused != nil {
+		if refused, err := f.cutGroup(ctx, s, p, g, gvk, driver); err != nil || refused != nil {
 			return groupMember{refused: refused}, err
 		}
 		err = f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: g.VolumeGroupSnapshotName}, vgs)
@@ -119,10 +126,6 @@ func (f *Function) memberOf(ctx context.Context, s *snapv1.Snapshot, p *runPlan,
 	if ref != vgs.GetName() || refNS != vgs.GetNamespace() || (refUID != "" && refUID != string(vgs.GetUID())) {
 		return groupRefused("VolumeGroupSnapshotContent %s is bound to %s/%s, not to VolumeGroupSnapshot %s/%s; not backed up", contentName, refNS, ref, vgs.GetNamespace(), vgs.GetName()), nil
 	}
-	handle, err := f.volumeHandle(ctx, src)
-	if err != nil {
-		return groupMember{}, err
-	}
 	members, err := f.groupMembers(ctx, vgs)
 	if err != nil {
 		return groupMember{}, err
@@ -146,7 +149,7 @@ func (f *Function) memberOf(ctx context.Context, s *snapv1.Snapshot, p *runPlan,
 // member minted so far (a later one holds it when it stages), so it
 // outlives the first member's run until the last one has staged. A group
 // cut once is never cut again: a second cut would be a second instant.
-func (f *Function) cutGroup(ctx context.Context, s *snapv1.Snapshot, p *runPlan, g *snapv1.SnapshotGroup, gvk schema.GroupVersionKind) (*gate, error) {
+func (f *Function) cutGroup(ctx context.Context, s *snapv1.Snapshot, p *runPlan, g *snapv1.SnapshotGroup, gvk schema.GroupVersionKind, driver string) (*gate, error) {
 	var siblings snapv1.SnapshotList
 	if err := f.Client.List(ctx, &siblings, client.InNamespace(s.Namespace), client.MatchingLabels{wellknown.LabelVolumeGroup: g.VolumeGroupSnapshotName}); err != nil {
 		return nil, err
@@ -154,6 +157,9 @@ func (f *Function) cutGroup(ctx context.Context, s *snapv1.Snapshot, p *runPlan,
 	owners := []metav1.OwnerReference{groupOwner(s)}
 	for i := range siblings.Items {
 		sib := &siblings.Items[i]
+		if !sameGroup(sib, g.VolumeGroupSnapshotName, p.policy.Name) {
+			continue
+		}
 		if st := sib.Status.Staged; st != nil && st.VolumeGroupSnapshotName == g.VolumeGroupSnapshotName {
 			g := gate{cond: wellknown.ConditionReady, reason: ReasonInvalidSpec, fatal: true,
 				message: fmt.Sprintf("VolumeGroupSnapshot %s was cut for this firing and deleted before this PVC was staged; cutting it again would back this PVC up from another instant than its siblings, so this run fails. The next firing takes a new group", g.VolumeGroupSnapshotName)}
@@ -163,14 +169,14 @@ func (f *Function) cutGroup(ctx context.Context, s *snapv1.Snapshot, p *runPlan,
 			owners = append(owners, groupOwner(sib))
 		}
 	}
-	if err := f.labelMembers(ctx, s, p, g); err != nil {
-		return nil, err
+	if refused, err := f.labelMembers(ctx, s, p, g, driver); err != nil || refused != nil {
+		return refused, err
 	}
 	// The snapshot controller reads only matchLabels, so the group selects
 	// the label labelMembers put on exactly this firing's volumes, never
 	// the policy's selector (whose matchExpressions it would drop, taking
 	// every PVC of the namespace).
-	selector := map[string]any{"matchLabels": map[string]any{wellknown.LabelVolumeGroup: g.VolumeGroupSnapshotName}}
+	selector := map[string]any{"matchLabels": map[string]any{wellknown.MemberPrefix + g.VolumeGroupSnapshotName: wellknown.MemberValue}}
 	vgs := &unstructured.Unstructured{}
 	vgs.SetGroupVersionKind(gvk)
 	vgs.SetNamespace(s.Namespace)
@@ -184,41 +190,90 @@ func (f *Function) cutGroup(ctx context.Context, s *snapv1.Snapshot, p *runPlan,
 	return nil, nil
 }
 
-// labelMembers labels the PVCs s's source selects now, and that are
-// bound, with the group's name: the same selection the firing was minted
-// from (a PVC selected later, or not bound yet, is left out, and its
-// member fails saying so). An unbound member would make the snapshot
-// controller refuse the whole group.
-func (f *Function) labelMembers(ctx context.Context, s *snapv1.Snapshot, p *runPlan, g *snapv1.SnapshotGroup) error {
+// labelMembers marks the PVCs the group is cut over (volumegroup.Members:
+// the source's selection the firing minted members for, bound, CSI
+// volumes of driver) with the group's own label key, so two groups cut at
+// once over the same PVCs never take each other's members. A PVC left out
+// fails its own member, saying why. A patch the cluster refuses (a policy
+// engine, a missing grant) fails the run with the reason.
+func (f *Function) labelMembers(ctx context.Context, s *snapv1.Snapshot, p *runPlan, g *snapv1.SnapshotGroup, driver string) (*gate, error) {
 	metas, err := lookup{f.Client}.PVCs(ctx, s.Namespace)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	selected, err := expand.Match(p.policy, metas)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for _, name := range selected[int(s.Spec.Source.SourceIndex)] {
-		var pvc corev1.PersistentVolumeClaim
-		if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, &pvc); err != nil {
+	contested := map[string]bool{}
+	for _, o := range expand.Overlaps(p.policy, selected) {
+		contested[o.PVC] = true
+	}
+	names := selected[int(s.Spec.Source.SourceIndex)]
+	pvcs := map[string]*corev1.PersistentVolumeClaim{}
+	volumes := map[string]volumegroup.Volume{}
+	for _, name := range names {
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, pvc); err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
 			}
-			return err
+			return nil, err
 		}
-		if pvc.Status.Phase != corev1.ClaimBound || pvc.DeletionTimestamp != nil || pvc.Labels[wellknown.LabelVolumeGroup] == g.VolumeGroupSnapshotName {
+		v := volumegroup.Volume{Bound: pvc.Status.Phase == corev1.ClaimBound && pvc.DeletionTimestamp == nil}
+		if v.Bound {
+			if _, v.Driver, err = f.csiVolume(ctx, pvc); err != nil {
+				return nil, err
+			}
+		}
+		pvcs[name], volumes[name] = pvc, v
+	}
+	key := wellknown.MemberPrefix + g.VolumeGroupSnapshotName
+	for _, name := range volumegroup.Members(names, contested, volumes, driver) {
+		pvc := pvcs[name]
+		if pvc.Labels[key] == wellknown.MemberValue {
 			continue
 		}
 		patch := client.MergeFrom(pvc.DeepCopy())
 		if pvc.Labels == nil {
 			pvc.Labels = map[string]string{}
 		}
-		pvc.Labels[wellknown.LabelVolumeGroup] = g.VolumeGroupSnapshotName
-		if err := f.Client.Patch(ctx, &pvc, patch); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("label PVC %s for VolumeGroupSnapshot %s: %w", name, g.VolumeGroupSnapshotName, err)
+		pvc.Labels[key] = wellknown.MemberValue
+		err := f.Client.Patch(ctx, pvc, patch)
+		switch {
+		case err == nil, apierrors.IsNotFound(err):
+		case apierrors.IsForbidden(err), apierrors.IsInvalid(err):
+			return &gate{cond: wellknown.ConditionReady, reason: ReasonInvalidSpec, fatal: true,
+				message: fmt.Sprintf("the cluster refused the label %s on PVC %s, which marks it as a member of VolumeGroupSnapshot %s: %v; allow it, or set groupBy: None", key, name, g.VolumeGroupSnapshotName, err)}, nil
+		default:
+			return nil, fmt.Errorf("label PVC %s for VolumeGroupSnapshot %s: %w", name, g.VolumeGroupSnapshotName, err)
+		}
+	}
+	return nil, nil
+}
+
+// unlabelMembers takes a released group's label off its PVCs.
+func (f *Function) unlabelMembers(ctx context.Context, ns, group string) error {
+	key := wellknown.MemberPrefix + group
+	var list corev1.PersistentVolumeClaimList
+	if err := f.Client.List(ctx, &list, client.InNamespace(ns), client.HasLabels{key}); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		pvc := &list.Items[i]
+		patch := client.MergeFrom(pvc.DeepCopy())
+		delete(pvc.Labels, key)
+		if err := f.Client.Patch(ctx, pvc, patch); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("take the label of VolumeGroupSnapshot %s off PVC %s: %w", group, pvc.Name, err)
 		}
 	}
 	return nil
+}
+
+// sameGroup says whether sib is a member of group g of policy.
+func sameGroup(sib *snapv1.Snapshot, g, policy string) bool {
+	return sib.Spec.Source != nil && sib.Spec.Source.Group != nil && sib.Spec.Source.Group.VolumeGroupSnapshotName == g &&
+		sib.Spec.PolicyRef != nil && sib.Spec.PolicyRef.Name == policy
 }
 
 // groupOwner makes s an owner of its group that holds it, not controls it:
@@ -235,19 +290,23 @@ func groupOf(vgs *unstructured.Unstructured, s *snapv1.Snapshot, p *runPlan) boo
 		s.Spec.Source != nil && s.Spec.Source.Group != nil && l[wellknown.LabelVolumeGroup] == s.Spec.Source.Group.VolumeGroupSnapshotName
 }
 
-// volumeHandle is the CSI handle of the volume bound to pvc.
-func (f *Function) volumeHandle(ctx context.Context, pvc *corev1.PersistentVolumeClaim) (string, error) {
+// csiVolume is the CSI handle and driver of the volume bound to pvc
+// ("" for both when it is not a CSI volume bound to it).
+func (f *Function) csiVolume(ctx context.Context, pvc *corev1.PersistentVolumeClaim) (handle, driver string, err error) {
 	if pvc.Spec.VolumeName == "" {
-		return "", nil
+		return "", "", nil
 	}
 	var pv corev1.PersistentVolume
 	if err := f.Client.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err != nil {
-		return "", fmt.Errorf("read PersistentVolume %s of PVC %s: %w", pvc.Spec.VolumeName, pvc.Name, err)
+		if apierrors.IsNotFound(err) {
+			return "", "", nil
+		}
+		return "", "", fmt.Errorf("read PersistentVolume %s of PVC %s: %w", pvc.Spec.VolumeName, pvc.Name, err)
 	}
 	if pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID != pvc.UID || pv.Spec.CSI == nil {
-		return "", nil
+		return "", "", nil
 	}
-	return pv.Spec.CSI.VolumeHandle, nil
+	return pv.Spec.CSI.VolumeHandle, pv.Spec.CSI.Driver, nil
 }
 
 // groupMembers lists the VolumeSnapshots the snapshot controller made for
@@ -337,7 +396,7 @@ func (f *Function) releaseGroup(ctx context.Context, s *snapv1.Snapshot) error {
 	needed := false
 	for i := range siblings.Items {
 		sib := &siblings.Items[i]
-		if sib.UID == s.UID || sib.DeletionTimestamp != nil || sib.Status.Phase.IsTerminal() {
+		if sib.UID == s.UID || sib.DeletionTimestamp != nil || sib.Status.Phase.IsTerminal() || !sameGroup(sib, s.Spec.Source.Group.VolumeGroupSnapshotName, s.Spec.PolicyRef.Name) {
 			continue
 		}
 		needed = true
@@ -354,6 +413,9 @@ func (f *Function) releaseGroup(ctx context.Context, s *snapv1.Snapshot) error {
 		vgs.SetOwnerReferences(rest)
 		// The read's resourceVersion makes two members releasing at once retry, not overwrite.
 		return client.IgnoreNotFound(f.Client.Update(ctx, vgs))
+	}
+	if err := f.unlabelMembers(ctx, s.Namespace, vgs.GetName()); err != nil {
+		return err
 	}
 	uid := vgs.GetUID()
 	if err := f.Client.Delete(ctx, vgs, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {

@@ -25,8 +25,11 @@ var testVGS = schema.GroupVersionKind{Group: "groupsnapshot.storage.k8s.io", Ver
 // groupFixture is one grouped member of a selector firing: a Snapshot
 // pinned to PVC data and to group g1.
 func groupFixture(ns string) []client.Object {
-	objs := oneRunFixture(ns, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data", Labels: map[string]string{"app": "pg"}},
+	objs := oneRunFixture(ns, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data", UID: "uid-data", Labels: map[string]string{"app": "pg"}},
 		Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-data"}, Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}})
+	objs = append(objs, &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-data"}, Spec: corev1.PersistentVolumeSpec{
+		ClaimRef:               &corev1.ObjectReference{Namespace: ns, Name: "data", UID: "uid-data"},
+		PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "ebs.csi.aws.com", VolumeHandle: "vol-1"}}}})
 	for _, o := range objs {
 		switch o := o.(type) {
 		case *snapv1.SnapshotPolicy:
@@ -100,11 +103,11 @@ func TestGroupedRunNeverFallsBackOrBorrowsAGroup(t *testing.T) {
 			// exactly the PVCs the policy selected and that are bound.
 			sel, _, _ := unstructured.NestedMap(g.Object, "spec", "source", "selector")
 			if !ownedByUID(g, s.UID) || g.GetLabels()[wellknown.LabelVolumeGroup] != "g1" ||
-				len(sel) != 1 || fmt.Sprint(sel["matchLabels"]) != "map["+wellknown.LabelVolumeGroup+":g1]" {
+				len(sel) != 1 || fmt.Sprint(sel["matchLabels"]) != "map["+wellknown.MemberPrefix+"g1:member]" {
 				t.Fatalf("group %v: want it held by s1 and selecting the firing's label only", g.Object)
 			}
 			var pvc corev1.PersistentVolumeClaim
-			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "data"}, &pvc); err != nil || pvc.Labels[wellknown.LabelVolumeGroup] != "g1" || pvc.Labels["app"] != "pg" {
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "data"}, &pvc); err != nil || pvc.Labels[wellknown.MemberPrefix+"g1"] != wellknown.MemberValue || pvc.Labels["app"] != "pg" {
 				t.Fatalf("the member PVC's labels %v (%v): want the group's label added", pvc.Labels, err)
 			}
 		})

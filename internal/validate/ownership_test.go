@@ -2,6 +2,7 @@ package validate
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,4 +94,6 @@ func TestSnapshotGroupStaysInItsNamespace(t *testing.T) {
 	expect(t, Snapshot(s, Options{}), "", "")
 	s.Spec.Source.Group.Namespace = ""
 	expect(t, Snapshot(s, Options{}), "", "")
+	s.Spec.Source.Group.VolumeGroupSnapshotName = strings.Repeat("g", 64)
+	expect(t, Snapshot(s, Options{}), "spec.source.group.volumeGroupSnapshotName", "not a valid name")
 }

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"knative.dev/pkg/apis"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
@@ -58,6 +59,11 @@ func Snapshot(s *snapv1.Snapshot, opts Options) Result {
 	}
 	if known && s.Spec.PolicyRef == nil && (origin == snapv1.OriginManual || origin == snapv1.OriginScheduled) {
 		r.Also(missing("spec.policyRef", "spec.policyRef (a manual or scheduled Snapshot runs a SnapshotPolicy; name it)"))
+	}
+	if src := s.Spec.Source; src != nil && src.Group != nil {
+		if errs := validation.IsDNS1123Label(src.Group.VolumeGroupSnapshotName); len(errs) > 0 {
+			r.Also(fieldErr("spec.source.group.volumeGroupSnapshotName", "%q is not a valid name for a VolumeGroupSnapshot, whose name is also its members' label key: %s", src.Group.VolumeGroupSnapshotName, strings.Join(errs, "; ")))
+		}
 	}
 	if src := s.Spec.Source; src != nil && src.Group != nil && src.Group.Namespace != "" && s.Namespace != "" && src.Group.Namespace != s.Namespace {
 		r.Also(fieldErr("spec.source.group.namespace", "names namespace %q, but this Snapshot is in %q: a VolumeGroupSnapshot covers PVCs of its own namespace, and a run stages only from its own. Drop spec.source.group.namespace or set it to %q", src.Group.Namespace, s.Namespace, s.Namespace))

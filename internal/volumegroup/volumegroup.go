@@ -45,6 +45,30 @@ func Name(base string, sourceIndex int32, repoKey string) string {
 	return stem + suffix
 }
 
+// Members picks the PVCs a group is cut over: those of selected (the
+// source's selection) that the firing minted a member for (not contested
+// by another source), that are bound, and whose volume is a CSI volume of
+// driver, the driver of the member that cuts the group. The snapshot
+// controller refuses a whole group over an unbound or foreign volume, so
+// such a PVC is left out and its own member fails saying why.
+func Members(selected []string, contested map[string]bool, volumes map[string]Volume, driver string) []string {
+	var out []string
+	for _, name := range selected {
+		v, ok := volumes[name]
+		if contested[name] || !ok || !v.Bound || v.Driver == "" || v.Driver != driver {
+			continue
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+// Volume is what Members needs to know of one PVC.
+type Volume struct {
+	Bound  bool
+	Driver string // the CSI driver of its PV ("" when not CSI)
+}
+
 // SnapshotHandles maps each volume handle of a cut group to the handle of
 // its snapshot, from a VolumeGroupSnapshotContent's status. v1beta2 and v1
 // call the list volumeSnapshotInfoList, v1beta1 volumeSnapshotHandlePairList.
@@ -90,7 +114,7 @@ func Find(group string, handles map[string]string, volumeHandle string, members 
 	}
 	want, ok := handles[volumeHandle]
 	if !ok {
-		return Member{}, fmt.Errorf("VolumeGroupSnapshot %s does not cover this PVC's volume: the PVC was not selected when the group was cut (its labels changed, or it was created or bound later); the next firing includes it", group)
+		return Member{}, fmt.Errorf("VolumeGroupSnapshot %s does not cover this PVC's volume: the PVC was not a bound CSI volume of the group's driver, selected by the policy, when the group was cut (its labels changed, it was created or bound later, or its driver differs: group only volumes of one CSI driver, or set groupBy: None)", group)
 	}
 	var found []Member
 	for _, m := range members {

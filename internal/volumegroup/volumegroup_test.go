@@ -93,3 +93,17 @@ func TestFind(t *testing.T) {
 		})
 	}
 }
+
+func TestMembers(t *testing.T) {
+	vols := map[string]Volume{
+		"a": {Bound: true, Driver: "ebs"}, "b": {Bound: true, Driver: "ebs"}, "pending": {Bound: false, Driver: ""},
+		"nfs": {Bound: true}, "other": {Bound: true, Driver: "efs"}, "contested": {Bound: true, Driver: "ebs"},
+	}
+	got := Members([]string{"a", "b", "pending", "nfs", "other", "contested", "gone"}, map[string]bool{"contested": true}, vols, "ebs")
+	if strings.Join(got, ",") != "a,b" {
+		t.Fatalf("members %v, want a,b", got)
+	}
+	if got := Members([]string{"nfs"}, nil, vols, ""); len(got) != 0 {
+		t.Fatalf("a non-CSI cutter groups nothing: %v", got)
+	}
+}

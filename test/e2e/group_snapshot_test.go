@@ -124,6 +124,25 @@ spec:
 		}
 		return nil
 	})
+	// The group covers exactly the firing's volumes: the snapshot
+	// controller reads only matchLabels, so snapflow marks them with the
+	// group's own key, and the policy's matchExpressions never reach it.
+	memberLabels := func() map[string]string {
+		out := map[string]string{}
+		for _, name := range append([]string{"app-data", "kopia-repo"}, members...) {
+			var pvc corev1.PersistentVolumeClaim
+			if err := env.Client.Get(ctx, clientKey(ns, name), &pvc); err != nil {
+				t.Fatal(err)
+			}
+			out[name] = pvc.Labels[wellknown.MemberPrefix+group]
+		}
+		return out
+	}
+	for name, v := range memberLabels() {
+		if want := map[bool]string{true: wellknown.MemberValue}[slices.Contains(members, name)]; v != want {
+			t.Errorf("PVC %s has member label %q, want %q", name, v, want)
+		}
+	}
 	for _, name := range members {
 		if err := os.WriteFile(state(name), []byte("txid 2\n"), 0o644); err != nil {
 			t.Fatal(err)
@@ -131,18 +150,6 @@ spec:
 	}
 	close(release)
 	wg.Wait()
-	// The group covers exactly the firing's volumes: the snapshot
-	// controller reads only matchLabels, so snapflow labels them, and the
-	// policy's matchExpressions never reach it.
-	for _, name := range append([]string{"app-data", "kopia-repo"}, members...) {
-		var pvc corev1.PersistentVolumeClaim
-		if err := env.Client.Get(ctx, clientKey(ns, name), &pvc); err != nil {
-			t.Fatal(err)
-		}
-		if got, want := pvc.Labels[wellknown.LabelVolumeGroup], map[bool]string{true: group}[slices.Contains(members, name)]; got != want {
-			t.Errorf("PVC %s has group label %q, want %q", name, got, want)
-		}
-	}
 	if calls.Load() < 3 {
 		t.Fatalf("%d hook calls, want one per member", calls.Load())
 	}
@@ -166,6 +173,12 @@ spec:
 		}
 		return nil
 	})
+
+	for name, v := range memberLabels() {
+		if v != "" {
+			t.Errorf("PVC %s still carries the released group's label", name)
+		}
+	}
 
 	// Each member restores to the instant of the group.
 	for i, s := range snaps {
