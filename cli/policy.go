@@ -35,15 +35,17 @@ func newPolicyCmd(kube *kubeFlags) *cobra.Command {
 }
 
 func newPolicyCheckCmd(kube *kubeFlags) *cobra.Command {
-	var policies, global, pvFile, pvcFile, volumeFrom, output string
+	var policies, global, pvFile, pvcFile, podVolumeFile, volumeFrom, output string
 	cmd := &cobra.Command{
-		Use:   "check --policies FILE [--global FILE] [--pv FILE --pvc FILE | --volume-from NAMESPACE/PVC]",
+		Use:   "check --policies FILE [--global FILE] [--pv FILE --pvc FILE --pod-volume FILE | --volume-from NAMESPACE/PVC]",
 		Short: "Validate volume policies, show the merged list and what a volume would get",
 		Long: `Validates a recipe's volume policies and, optionally, the global baseline
 (Velero ResourcePolicies v1 documents, as files or as ConfigMap manifests),
 prints the effective list (recipe rules first, then the global ones) and,
-for a given volume, the action and the rule that matched. Use it to test a
-baseline before rolling it out.
+for a given volume, the action and the rule that matched. The volume is a
+PV and its PVC, an unbound PVC, or a pod's volume (--pod-volume, one entry
+of a pod's spec.volumes, e.g. {name: cache, emptyDir: {}}), matched as
+Velero matches each. Use it to test a baseline before rolling it out.
 
 Exits 1 when a document is invalid, 2 when an input cannot be read or
 the flags do not fit together.`,
@@ -78,7 +80,7 @@ the flags do not fit together.`,
 				res.Rules = []volumepolicy.Rule{}
 			}
 			res.Merged = volumepolicy.MergeDocuments(recipe, base)
-			vol, name, err := loadVolume(cmd, kube, pvFile, pvcFile, volumeFrom)
+			vol, name, err := loadVolume(cmd, kube, pvFile, pvcFile, podVolumeFile, volumeFrom)
 			if err != nil {
 				return usage(err)
 			}
@@ -99,6 +101,7 @@ the flags do not fit together.`,
 	f.StringVar(&global, "global", "", "the global baseline's document or ConfigMap manifest")
 	f.StringVar(&pvFile, "pv", "", "a PersistentVolume manifest to evaluate")
 	f.StringVar(&pvcFile, "pvc", "", "a PersistentVolumeClaim manifest to evaluate")
+	f.StringVar(&podVolumeFile, "pod-volume", "", "a pod volume (one entry of a pod's spec.volumes) to evaluate, alone or with the --pvc and --pv it names")
 	f.StringVar(&volumeFrom, "volume-from", "", "evaluate a PVC (and its bound PV) read from the cluster, as NAMESPACE/NAME")
 	f.StringVarP(&output, "output", "o", OutputTable, "output format: table, json or yaml")
 	return cmd
@@ -141,11 +144,11 @@ func loadPolicyFile(path, flag string) (*volumepolicy.Document, []string, error)
 	return doc, warnings, nil
 }
 
-func loadVolume(cmd *cobra.Command, kube *kubeFlags, pvFile, pvcFile, from string) (volumepolicy.Volume, string, error) {
+func loadVolume(cmd *cobra.Command, kube *kubeFlags, pvFile, pvcFile, podVolumeFile, from string) (volumepolicy.Volume, string, error) {
 	var v volumepolicy.Volume
 	if from != "" {
-		if pvFile != "" || pvcFile != "" {
-			return v, "", errors.New("use --volume-from or --pv/--pvc, not both")
+		if pvFile != "" || pvcFile != "" || podVolumeFile != "" {
+			return v, "", errors.New("use --volume-from or --pv/--pvc/--pod-volume, not both")
 		}
 		ns, name, ok := strings.Cut(from, "/")
 		if !ok || ns == "" || name == "" {
@@ -185,6 +188,20 @@ func loadVolume(cmd *cobra.Command, kube *kubeFlags, pvFile, pvcFile, from strin
 		}
 		v.PV = &pv
 		names = append(names, "pv "+pv.Name)
+	}
+	if podVolumeFile != "" {
+		var vol corev1.Volume
+		if err := readStrict(podVolumeFile, &vol); err != nil {
+			return v, "", fmt.Errorf("--pod-volume: %w", err)
+		}
+		if vol.Name == "" {
+			return v, "", fmt.Errorf("--pod-volume %s: the volume has no name; give one entry of a pod's spec.volumes, e.g. {name: cache, emptyDir: {}}", podVolumeFile)
+		}
+		if c := vol.PersistentVolumeClaim; c != nil && (v.PVC == nil || v.PVC.Name != c.ClaimName) {
+			return v, "", fmt.Errorf("--pod-volume %s names PVC %q: give that PVC with --pvc (and its PV with --pv), as a backup reads them", podVolumeFile, c.ClaimName)
+		}
+		v.PodVolume = &vol
+		names = append(names, "pod volume "+vol.Name)
 	}
 	return v, strings.Join(names, ", "), nil
 }

@@ -73,6 +73,26 @@ spec: {accessModes: [ReadWriteOnce]}
 		t.Fatalf("json = %+v", res)
 	}
 
+	// A baseline that skips emptyDirs, the design's motivating example,
+	// checked against a pod's volume.
+	skipEmpty := write(t, dir, "skip-empty.yaml", "version: v1\nvolumePolicies:\n  - conditions: {volumeTypes: [emptyDir]}\n    action: {type: skip}\n  - conditions: {}\n    action: {type: fs-backup}\n")
+	cache := write(t, dir, "cache.yaml", "name: cache\nemptyDir: {sizeLimit: 1Gi}\n")
+	out, errOut, code = run(t, "policy", "check", "--global", skipEmpty, "--pod-volume", cache)
+	if code != 0 || !strings.Contains(out, "Volume: pod volume cache") || !strings.Contains(out, "action: skip") {
+		t.Fatalf("pod emptyDir: exit %d %s\n%s", code, errOut, out)
+	}
+	claimVol := write(t, dir, "claim-vol.yaml", "name: data\npersistentVolumeClaim: {claimName: db}\n")
+	if out, errOut, code := run(t, "policy", "check", "--global", skipEmpty, "--pod-volume", claimVol, "--pvc", gold, "--pv", pv); code != 0 || !strings.Contains(out, "action: fs-backup") {
+		t.Fatalf("a pod volume of a PVC: exit %d %s\n%s", code, errOut, out)
+	}
+	if _, errOut, code := run(t, "policy", "check", "--global", skipEmpty, "--pod-volume", claimVol); code != ExitUsage || !strings.Contains(errOut, `names PVC "db": give that PVC with --pvc`) {
+		t.Fatalf("a pod volume of a PVC without the PVC: exit %d %q", code, errOut)
+	}
+	typo := write(t, dir, "typo.yaml", "name: cache\nemptyDirr: {}\n")
+	if _, errOut, code := run(t, "policy", "check", "--global", skipEmpty, "--pod-volume", typo); code != ExitUsage || !strings.Contains(errOut, "--pod-volume") {
+		t.Fatalf("a misspelt pod volume: exit %d %q", code, errOut)
+	}
+
 	bad := write(t, dir, "bad.yaml", "version: v1\nvolumePolicies:\n  - conditions: {capacity: 5Gi}\n    action: {type: skip}\n")
 	_, errOut, code = run(t, "policy", "check", "--global", bad)
 	if code != 1 || !strings.Contains(errOut, "--global "+bad+" is invalid: volumePolicies[0].conditions.capacity") {

@@ -8,11 +8,13 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// Volume is what a policy is matched against: a bound PVC's PV and the PVC,
-// or only the PVC while it is unbound.
+// Volume is what a policy is matched against, as in Velero: a bound PVC's
+// PV and the PVC, only the PVC while it is unbound, or a pod's volume
+// (with its PVC and PV when it names one).
 type Volume struct {
-	PV  *corev1.PersistentVolume
-	PVC *corev1.PersistentVolumeClaim
+	PV        *corev1.PersistentVolume
+	PVC       *corev1.PersistentVolumeClaim
+	PodVolume *corev1.Volume
 }
 
 // facts are the properties conditions look at.
@@ -39,6 +41,15 @@ func factsOf(v Volume) facts {
 		f.csi = pv.Spec.CSI
 		f.volumeType = pvType(pv.Spec.PersistentVolumeSource)
 	}
+	if pod := v.PodVolume; pod != nil && v.PV == nil {
+		// An inline pod volume has no capacity or storage class, so a
+		// storageClass or bounded capacity condition never matches it.
+		f.nfs = pod.NFS
+		if c := pod.CSI; c != nil {
+			f.csi = &corev1.CSIPersistentVolumeSource{Driver: c.Driver, VolumeAttributes: c.VolumeAttributes}
+		}
+		f.volumeType = podVolumeType(pod.VolumeSource)
+	}
 	if pvc := v.PVC; pvc != nil {
 		f.hasPVC = true
 		f.pvcLabels = pvc.Labels
@@ -51,6 +62,72 @@ func factsOf(v Volume) facts {
 		}
 	}
 	return f
+}
+
+// podVolumeType names an inline pod volume's source as Velero's
+// volumeTypes condition spells it.
+func podVolumeType(s corev1.VolumeSource) string {
+	switch {
+	case s.EmptyDir != nil:
+		return "emptyDir"
+	case s.ConfigMap != nil:
+		return "configMap"
+	case s.Secret != nil:
+		return "secret"
+	case s.Projected != nil:
+		return "projected"
+	case s.DownwardAPI != nil:
+		return "downwardAPI"
+	case s.Ephemeral != nil:
+		return "ephemeral"
+	case s.Image != nil:
+		return "image"
+	case s.GitRepo != nil:
+		return "gitRepo"
+	case s.Flocker != nil:
+		return "flocker"
+	case s.CSI != nil:
+		return "csi"
+	case s.NFS != nil:
+		return "nfs"
+	case s.HostPath != nil:
+		return "hostPath"
+	case s.AWSElasticBlockStore != nil:
+		return "awsElasticBlockStore"
+	case s.AzureDisk != nil:
+		return "azureDisk"
+	case s.AzureFile != nil:
+		return "azureFile"
+	case s.GCEPersistentDisk != nil:
+		return "gcePersistentDisk"
+	case s.CephFS != nil:
+		return "cephfs"
+	case s.Cinder != nil:
+		return "cinder"
+	case s.FC != nil:
+		return "fc"
+	case s.FlexVolume != nil:
+		return "flexVolume"
+	case s.Glusterfs != nil:
+		return "glusterfs"
+	case s.ISCSI != nil:
+		return "iscsi"
+	case s.PhotonPersistentDisk != nil:
+		return "photonPersistentDisk"
+	case s.PortworxVolume != nil:
+		return "portworxVolume"
+	case s.Quobyte != nil:
+		return "quobyte"
+	case s.RBD != nil:
+		return "rbd"
+	case s.ScaleIO != nil:
+		return "scaleIO"
+	case s.StorageOS != nil:
+		return "storageOS"
+	case s.VsphereVolume != nil:
+		return "vsphereVolume"
+	}
+	return ""
 }
 
 func pvType(s corev1.PersistentVolumeSource) string {

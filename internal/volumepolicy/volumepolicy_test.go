@@ -35,6 +35,10 @@ func pvc(mutate func(*corev1.PersistentVolumeClaim)) *corev1.PersistentVolumeCla
 	return c
 }
 
+func podVol(src corev1.VolumeSource) *corev1.Volume {
+	return &corev1.Volume{Name: "v", VolumeSource: src}
+}
+
 func nfsPV(server, path string) *corev1.PersistentVolume {
 	return pv(func(p *corev1.PersistentVolume) {
 		p.Spec.PersistentVolumeSource = corev1.PersistentVolumeSource{NFS: &corev1.NFSVolumeSource{Server: server, Path: path}}
@@ -98,6 +102,21 @@ func TestConditions(t *testing.T) {
 		})}, true},
 		{"all conditions AND", `{storageClass: [gp2], pvcLabels: {env: prod}, capacity: "1Gi,"}`, Volume{PV: pv(nil), PVC: pvc(nil)}, true},
 		{"one failing condition fails the rule", `{storageClass: [gp2], pvcLabels: {env: dev}}`, Volume{PV: pv(nil), PVC: pvc(nil)}, false},
+		// Pod volumes, as Velero types them: inline sources by their own
+		// name, with no capacity or storage class; a PVC's by its PV.
+		{"pod emptyDir by type", `{volumeTypes: [emptyDir]}`, Volume{PodVolume: podVol(corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}})}, true},
+		{"pod emptyDir exact case", `{volumeTypes: [emptydir]}`, Volume{PodVolume: podVol(corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}})}, false},
+		{"pod configMap by type", `{volumeTypes: [configMap, secret]}`, Volume{PodVolume: podVol(corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "s"}})}, true},
+		{"pod projected is not secret", `{volumeTypes: [secret]}`, Volume{PodVolume: podVol(corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{}})}, false},
+		{"pod inline nfs", `{nfs: {server: nas}}`, Volume{PodVolume: podVol(corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: "nas", Path: "/x"}})}, true},
+		{"pod inline nfs is typed nfs", `{volumeTypes: [nfs]}`, Volume{PodVolume: podVol(corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: "nas", Path: "/x"}})}, true},
+		{"pod inline csi with attributes", `{csi: {driver: secrets-store.csi.k8s.io, volumeAttributes: {provider: vault}}}`, Volume{PodVolume: podVol(corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{
+			Driver: "secrets-store.csi.k8s.io", VolumeAttributes: map[string]string{"provider": "vault"}}})}, true},
+		{"pod volume has no storage class", `{storageClass: [gp2]}`, Volume{PodVolume: podVol(corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}})}, false},
+		{"pod volume has no capacity", `{capacity: "1Gi,"}`, Volume{PodVolume: podVol(corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}})}, false},
+		{"pod volume never matches pvcVolumeMode", `{pvcVolumeMode: Filesystem}`, Volume{PodVolume: podVol(corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}})}, false},
+		{"pod volume of a PVC is typed by its PV", `{volumeTypes: [csi], storageClass: [gp2]}`, Volume{PV: pv(nil), PVC: pvc(nil),
+			PodVolume: podVol(corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}})}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
