@@ -248,7 +248,7 @@ func runPrune(cmd *cobra.Command, o *pruneOptions) error {
 	detected := ""
 	if prune.NeedsVersioningQuery(o.versioningMode) {
 		if detected, err = store.BucketVersioning(ctx); err != nil {
-			return err
+			return settings.Explain(err)
 		}
 	}
 	if opts.Versioning, opts.VersioningSource, err = prune.ResolveVersioning(o.versioningMode, detected); err != nil {
@@ -256,7 +256,7 @@ func runPrune(cmd *cobra.Command, o *pruneOptions) error {
 	}
 	pl, err := execute.BuildPlan(ctx, &progressStore{Store: store, p: prog}, execute.PlanInput{Inventory: inv, Options: opts, Now: time.Now()})
 	if err != nil {
-		return err
+		return settings.Explain(err)
 	}
 	prog.done()
 	if o.debug {

@@ -65,7 +65,7 @@ func (f *Function) run(ctx context.Context, src *kubeinv.Source, repo *kubeinv.R
 	detected := ""
 	if engine.NeedsVersioningQuery(mode) {
 		if detected, err = st.BucketVersioning(ctx); err != nil {
-			return out, err
+			return out, settings.Explain(err)
 		}
 	}
 	if opts.Versioning, opts.VersioningSource, err = engine.ResolveVersioning(mode, detected); err != nil {
@@ -77,7 +77,7 @@ func (f *Function) run(ctx context.Context, src *kubeinv.Source, repo *kubeinv.R
 		if seg := firstSegment(opts.Prefix); seg != "" && top.absent(seg) {
 			return out, fmt.Errorf("%w: %s", errPrefixAbsent, seg)
 		}
-		return out, err
+		return out, settings.Explain(err)
 	}
 	out.plan, out.final = pl, pl
 	switch p.mode {

@@ -435,7 +435,17 @@ func TestPruneDebugNeverPrintsSecrets(t *testing.T) {
 			t.Errorf("stderr misses %q", want)
 		}
 	}
+	// The refusal names the endpoint and the credentials, and where each
+	// came from, not the SDK's chain alone.
+	if !strings.Contains(errOut, "refused the credentials from Secret ") || !strings.Contains(errOut, "(from credential Secret ") {
+		t.Errorf("the refusal does not say whose credentials and endpoint:\n%s", errOut)
+	}
 	if t.Failed() {
 		t.Log(errOut)
+	}
+	// An endpoint nothing listens on says so, and that it came from the flag.
+	_, errOut, code = w.prune("plan", "--endpoint", "http://127.0.0.1:1")
+	if code != 1 || !strings.Contains(errOut, "cannot reach S3 endpoint http://127.0.0.1:1 (from --endpoint)") {
+		t.Fatalf("a wrong endpoint: exit %d\n%s", code, errOut)
 	}
 }

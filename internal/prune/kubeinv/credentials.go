@@ -2,11 +2,14 @@ package kubeinv
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/aws/smithy-go"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,6 +56,8 @@ type S3Settings struct {
 	CredentialSource string
 	CredentialRef    string
 	CredentialKeys   []string
+	// EndpointSource says where Endpoint came from, for error messages.
+	EndpointSource string
 
 	accessKey, secretKey, sessionToken string
 }
@@ -151,6 +156,15 @@ func (s *Source) ResolveS3(ctx context.Context, repo *Repo, flags S3Flags) (S3Se
 		out.CredentialSource = SourceDefaultChain
 	}
 	out.Endpoint = first(flags.Endpoint, secretEndpoint, strings.TrimSpace(repo.Config["endpoint"]))
+	switch out.Endpoint {
+	case "":
+	case flags.Endpoint:
+		out.EndpointSource = "--endpoint"
+	case secretEndpoint:
+		out.EndpointSource = "credential Secret " + out.CredentialRef
+	default:
+		out.EndpointSource = "BackupRepo " + repo.Name + " spec.config.endpoint"
+	}
 	if err := s3store.ValidateEndpoint(out.Endpoint); err != nil {
 		return out, err
 	}
@@ -179,4 +193,47 @@ func first(vs ...string) string {
 func truthy(v string) bool {
 	b, err := strconv.ParseBool(strings.TrimSpace(v))
 	return err == nil && b
+}
+
+// Explain turns an S3 error into one that says what went wrong and where
+// the endpoint and the credentials came from, as a Repository's errors
+// do, instead of the SDK's chain (which says "https response error" even
+// for an http endpoint). An error it does not recognise is returned as is.
+func (s S3Settings) Explain(err error) error {
+	if err == nil {
+		return nil
+	}
+	endpoint := s3store.RedactEndpoint(s.Endpoint)
+	if endpoint == "" {
+		endpoint = "<sdk-default>"
+	}
+	where := "S3 endpoint " + endpoint
+	if s.EndpointSource != "" {
+		where += " (from " + s.EndpointSource + ")"
+	}
+	creds := s.CredentialSource
+	if s.CredentialRef != "" {
+		creds = "Secret " + s.CredentialRef + " (" + s.CredentialSource + ")"
+	}
+	code := ""
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) {
+		code = apiErr.ErrorCode()
+	}
+	msg := strings.ToLower(err.Error())
+	var opErr *net.OpError
+	var dnsErr *net.DNSError
+	switch {
+	case code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || code == "AccessDenied" || code == "Forbidden" || code == "InvalidToken" || code == "ExpiredToken":
+		return fmt.Errorf("%s refused the credentials from %s (%s) for bucket %s: check the access key and secret key there, and that they may list and delete in the bucket: %w", where, creds, code, s.Bucket, err)
+	case code == "NoSuchBucket":
+		return fmt.Errorf("bucket %s does not exist at %s: check the BackupRepo's spec.config.bucket or --bucket: %w", s.Bucket, where, err)
+	case strings.Contains(msg, "http response to https client"):
+		return fmt.Errorf("%s speaks plain HTTP: write the endpoint with http:// : %w", where, err)
+	case strings.Contains(msg, "x509:") || strings.Contains(msg, "tls:"):
+		return fmt.Errorf("%s failed TLS verification: pass its CA with --ca-file, or check the endpoint's scheme: %w", where, err)
+	case errors.As(err, &dnsErr) || errors.As(err, &opErr) || strings.Contains(msg, "connection refused") || strings.Contains(msg, "no such host") || strings.Contains(msg, "i/o timeout"):
+		return fmt.Errorf("cannot reach %s: check the endpoint, and that this machine can connect to it: %w", where, err)
+	}
+	return err
 }
