@@ -1,7 +1,9 @@
 package volumepolicy
 
 import (
+	"reflect"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -64,116 +66,24 @@ func factsOf(v Volume) facts {
 	return f
 }
 
-// podVolumeType names an inline pod volume's source as Velero's
-// volumeTypes condition spells it.
-func podVolumeType(s corev1.VolumeSource) string {
-	switch {
-	case s.EmptyDir != nil:
-		return "emptyDir"
-	case s.ConfigMap != nil:
-		return "configMap"
-	case s.Secret != nil:
-		return "secret"
-	case s.Projected != nil:
-		return "projected"
-	case s.DownwardAPI != nil:
-		return "downwardAPI"
-	case s.Ephemeral != nil:
-		return "ephemeral"
-	case s.Image != nil:
-		return "image"
-	case s.GitRepo != nil:
-		return "gitRepo"
-	case s.Flocker != nil:
-		return "flocker"
-	case s.CSI != nil:
-		return "csi"
-	case s.NFS != nil:
-		return "nfs"
-	case s.HostPath != nil:
-		return "hostPath"
-	case s.AWSElasticBlockStore != nil:
-		return "awsElasticBlockStore"
-	case s.AzureDisk != nil:
-		return "azureDisk"
-	case s.AzureFile != nil:
-		return "azureFile"
-	case s.GCEPersistentDisk != nil:
-		return "gcePersistentDisk"
-	case s.CephFS != nil:
-		return "cephfs"
-	case s.Cinder != nil:
-		return "cinder"
-	case s.FC != nil:
-		return "fc"
-	case s.FlexVolume != nil:
-		return "flexVolume"
-	case s.Glusterfs != nil:
-		return "glusterfs"
-	case s.ISCSI != nil:
-		return "iscsi"
-	case s.PhotonPersistentDisk != nil:
-		return "photonPersistentDisk"
-	case s.PortworxVolume != nil:
-		return "portworxVolume"
-	case s.Quobyte != nil:
-		return "quobyte"
-	case s.RBD != nil:
-		return "rbd"
-	case s.ScaleIO != nil:
-		return "scaleIO"
-	case s.StorageOS != nil:
-		return "storageOS"
-	case s.VsphereVolume != nil:
-		return "vsphereVolume"
-	}
-	return ""
-}
+// podVolumeType names an inline pod volume's source, and pvType a PV's,
+// as Velero's volumeTypes condition spells them: the JSON name of the one
+// source field that is set (storageos is spelt storageOS there).
+func podVolumeType(s corev1.VolumeSource) string { return sourceType(s) }
 
-func pvType(s corev1.PersistentVolumeSource) string {
-	switch {
-	case s.CSI != nil:
-		return "csi"
-	case s.NFS != nil:
-		return "nfs"
-	case s.HostPath != nil:
-		return "hostPath"
-	case s.Local != nil:
-		return "local"
-	case s.AWSElasticBlockStore != nil:
-		return "awsElasticBlockStore"
-	case s.AzureDisk != nil:
-		return "azureDisk"
-	case s.AzureFile != nil:
-		return "azureFile"
-	case s.GCEPersistentDisk != nil:
-		return "gcePersistentDisk"
-	case s.CephFS != nil:
-		return "cephfs"
-	case s.Cinder != nil:
-		return "cinder"
-	case s.FC != nil:
-		return "fc"
-	case s.FlexVolume != nil:
-		return "flexVolume"
-	case s.Glusterfs != nil:
-		return "glusterfs"
-	case s.ISCSI != nil:
-		return "iscsi"
-	case s.PhotonPersistentDisk != nil:
-		return "photonPersistentDisk"
-	case s.PortworxVolume != nil:
-		return "portworxVolume"
-	case s.Quobyte != nil:
-		return "quobyte"
-	case s.RBD != nil:
-		return "rbd"
-	case s.ScaleIO != nil:
-		return "scaleIO"
-	case s.StorageOS != nil:
-		return "storageOS"
-	case s.VsphereVolume != nil:
-		return "vsphereVolume"
+func pvType(s corev1.PersistentVolumeSource) string { return sourceType(s) }
+
+func sourceType(src any) string {
+	v := reflect.ValueOf(src)
+	for i := 0; i < v.NumField(); i++ {
+		if f := v.Field(i); f.Kind() != reflect.Pointer || f.IsNil() {
+			continue
+		}
+		name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+		if name == "storageos" {
+			return "storageOS"
+		}
+		return name
 	}
 	return ""
 }

@@ -85,6 +85,12 @@ func TestConditions(t *testing.T) {
 		{"volumeTypes hostPath", `{volumeTypes: [hostPath]}`, Volume{PV: pv(func(p *corev1.PersistentVolume) {
 			p.Spec.PersistentVolumeSource = corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/d"}}
 		})}, true},
+		{"volumeTypes storageOS as Velero spells it", `{volumeTypes: [storageOS]}`, Volume{PV: pv(func(p *corev1.PersistentVolume) {
+			p.Spec.PersistentVolumeSource = corev1.PersistentVolumeSource{StorageOS: &corev1.StorageOSPersistentVolumeSource{VolumeName: "v"}}
+		})}, true},
+		{"volumeTypes local", `{volumeTypes: [local]}`, Volume{PV: pv(func(p *corev1.PersistentVolume) {
+			p.Spec.PersistentVolumeSource = corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: "/mnt"}}
+		})}, true},
 		{"pvcLabels subset", `{pvcLabels: {env: prod}}`, Volume{PV: pv(nil), PVC: pvc(nil)}, true},
 		{"pvcLabels mismatch", `{pvcLabels: {env: dev}}`, Volume{PV: pv(nil), PVC: pvc(nil)}, false},
 		{"pvcLabels on an unlabelled PVC", `{pvcLabels: {env: prod}}`, Volume{PVC: pvc(func(c *corev1.PersistentVolumeClaim) { c.Labels = nil })}, false},
