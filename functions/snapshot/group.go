@@ -21,18 +21,6 @@ import (
 	"github.com/snapflow/snapflow/internal/volumegroup"
 )
 
-// groupMember is where a grouped child stands: the member VolumeSnapshot
-// to stage from once the group is cut, else why it waits or fails.
-type groupMember struct {
-	vgs, snapshot, restoreSize string
-	waiting                    string
-	refused                    *gate
-}
-
-func groupRefused(format string, a ...any) groupMember {
-	return groupMember{refused: &gate{cond: wellknown.ConditionReady, reason: ReasonInvalidSpec, fatal: true, message: fmt.Sprintf(format, a...)}}
-}
-
 // grouped reports the VolumeGroupSnapshot s shares with its siblings, or
 // nil when s is staged on its own.
 func grouped(s *snapv1.Snapshot, p *runPlan) *snapv1.SnapshotGroup {
@@ -58,50 +46,50 @@ func (f *Function) groupGVK(kind schema.GroupKind) (schema.GroupVersionKind, boo
 // memberOf finds the member VolumeSnapshot holding src in the group s
 // shares with its siblings, cutting the group when s is the first of them
 // to stage: every member of one firing reads the same instant.
-func (f *Function) memberOf(ctx context.Context, s *snapv1.Snapshot, p *runPlan, g *snapv1.SnapshotGroup, src *corev1.PersistentVolumeClaim) (groupMember, error) {
+func (f *Function) memberOf(ctx context.Context, s *snapv1.Snapshot, p *runPlan, g *snapv1.SnapshotGroup, src *corev1.PersistentVolumeClaim) (snapshotFrom, error) {
 	if g.Namespace != "" && g.Namespace != s.Namespace {
-		return groupRefused("spec.source.group.namespace %q is not this Snapshot's namespace %q: a group snapshot covers PVCs of one namespace", g.Namespace, s.Namespace), nil
+		return refusedFrom("spec.source.group.namespace %q is not this Snapshot's namespace %q: a group snapshot covers PVCs of one namespace", g.Namespace, s.Namespace), nil
 	}
 	gvk, served, err := f.groupGVK(volumegroup.KindGroupSnapshot)
 	if err != nil {
-		return groupMember{}, err
+		return snapshotFrom{}, err
 	}
 	if !served {
-		return groupRefused("groupBy: VolumeGroupSnapshot (the default for a pvcSelector matching several PVCs) needs the %s API (CSI external-snapshotter v8.2 or later, with a VolumeGroupSnapshotClass for your driver), which this cluster does not serve; install it, or set groupBy: None to accept independent per-PVC snapshots", volumegroup.Group), nil
+		return refusedFrom("groupBy: VolumeGroupSnapshot (the default for a pvcSelector matching several PVCs) needs the %s API (CSI external-snapshotter v8.2 or later, with a VolumeGroupSnapshotClass for your driver), which this cluster does not serve; install it, or set groupBy: None to accept independent per-PVC snapshots", volumegroup.Group), nil
 	}
 	handle, driver, err := f.csiVolume(ctx, src)
 	if err != nil {
-		return groupMember{}, err
+		return snapshotFrom{}, err
 	}
 	if driver == "" {
-		return groupRefused("PVC %s is not a CSI volume bound to a PersistentVolume, so it cannot be part of a VolumeGroupSnapshot; set groupBy: None", src.Name), nil
+		return refusedFrom("PVC %s is not a CSI volume bound to a PersistentVolume, so it cannot be part of a VolumeGroupSnapshot; set groupBy: None", src.Name), nil
 	}
 	vgs := &unstructured.Unstructured{}
 	vgs.SetGroupVersionKind(gvk)
 	err = f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: g.VolumeGroupSnapshotName}, vgs)
 	if apierrors.IsNotFound(err) {
 		if refused, err := f.cutGroup(ctx, s, p, g, gvk, driver); err != nil || refused != nil {
-			return groupMember{refused: refused}, err
+			return snapshotFrom{refused: refused}, err
 		}
 		err = f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: g.VolumeGroupSnapshotName}, vgs)
 	}
 	if err != nil {
-		return groupMember{}, err
+		return snapshotFrom{}, err
 	}
 	if vgs.GetDeletionTimestamp() != nil {
-		return groupRefused("VolumeGroupSnapshot %s is being deleted, so this PVC cannot be staged from it; cutting it again would back this PVC up from another instant than its siblings. The next firing takes a new group", vgs.GetName()), nil
+		return refusedFrom("VolumeGroupSnapshot %s is being deleted, so this PVC cannot be staged from it; cutting it again would back this PVC up from another instant than its siblings. The next firing takes a new group", vgs.GetName()), nil
 	}
-	if !groupOf(vgs, s, p) {
-		return groupRefused("VolumeGroupSnapshot %s exists but was not cut by snapflow for this firing of SnapshotPolicy %s, so it is not backed up; delete or rename it and create a new Snapshot", vgs.GetName(), p.policy.Name), nil
+	if !groupOf(vgs, s, p.policy.Name) {
+		return refusedFrom("VolumeGroupSnapshot %s exists but was not cut by snapflow for this firing of SnapshotPolicy %s, so it is not backed up; delete or rename it and create a new Snapshot", vgs.GetName(), p.policy.Name), nil
 	}
 	if !ownedByUID(vgs, s.UID) {
 		// A member minted after the group was cut holds it from now on.
 		vgs.SetOwnerReferences(append(vgs.GetOwnerReferences(), groupOwner(s)))
 		if err := f.Client.Update(ctx, vgs); err != nil {
-			return groupMember{}, fmt.Errorf("hold VolumeGroupSnapshot %s: %w", vgs.GetName(), err)
+			return snapshotFrom{}, fmt.Errorf("hold VolumeGroupSnapshot %s: %w", vgs.GetName(), err)
 		}
 	}
-	gm := groupMember{vgs: vgs.GetName()}
+	var gm snapshotFrom
 	if ready, _, _ := unstructured.NestedBool(vgs.Object, "status", "readyToUse"); !ready {
 		gm.waiting = fmt.Sprintf("waiting for VolumeGroupSnapshot %s, shared by this firing's PVCs, to be ready", vgs.GetName())
 		if e, ok, _ := unstructured.NestedString(vgs.Object, "status", "error", "message"); ok && e != "" {
@@ -112,23 +100,20 @@ func (f *Function) memberOf(ctx context.Context, s *snapv1.Snapshot, p *runPlan,
 	contentName, _, _ := unstructured.NestedString(vgs.Object, "status", "boundVolumeGroupSnapshotContentName")
 	cgvk, _, err := f.groupGVK(volumegroup.KindGroupContent)
 	if err != nil {
-		return groupMember{}, err
+		return snapshotFrom{}, err
 	}
 	content := &unstructured.Unstructured{}
 	content.SetGroupVersionKind(cgvk)
 	if err := f.Client.Get(ctx, client.ObjectKey{Name: contentName}, content); err != nil {
-		return groupMember{}, fmt.Errorf("read VolumeGroupSnapshotContent %q of group %s: %w", contentName, vgs.GetName(), err)
+		return snapshotFrom{}, fmt.Errorf("read VolumeGroupSnapshotContent %q of group %s: %w", contentName, vgs.GetName(), err)
 	}
 	// The content must point back at the group, as the API asks consumers to check.
-	ref, _, _ := unstructured.NestedString(content.Object, "spec", "volumeGroupSnapshotRef", "name")
-	refNS, _, _ := unstructured.NestedString(content.Object, "spec", "volumeGroupSnapshotRef", "namespace")
-	refUID, _, _ := unstructured.NestedString(content.Object, "spec", "volumeGroupSnapshotRef", "uid")
-	if ref != vgs.GetName() || refNS != vgs.GetNamespace() || (refUID != "" && refUID != string(vgs.GetUID())) {
-		return groupRefused("VolumeGroupSnapshotContent %s is bound to %s/%s, not to VolumeGroupSnapshot %s/%s; not backed up", contentName, refNS, ref, vgs.GetNamespace(), vgs.GetName()), nil
+	if !refersTo(content, "volumeGroupSnapshotRef", vgs) {
+		return refusedFrom("VolumeGroupSnapshotContent %s is not bound to VolumeGroupSnapshot %s/%s; not backed up", contentName, vgs.GetNamespace(), vgs.GetName()), nil
 	}
 	members, err := f.groupMembers(ctx, vgs)
 	if err != nil {
-		return groupMember{}, err
+		return snapshotFrom{}, err
 	}
 	m, err := volumegroup.Find(vgs.GetName(), volumegroup.SnapshotHandles(content), handle, members)
 	switch {
@@ -136,7 +121,7 @@ func (f *Function) memberOf(ctx context.Context, s *snapv1.Snapshot, p *runPlan,
 		gm.waiting = "waiting for the snapshot controller: " + err.Error()
 		return gm, nil
 	case err != nil:
-		return groupRefused("PVC %s: %v", src.Name, err), nil
+		return refusedFrom("PVC %s: %v", src.Name, err), nil
 	case !m.Ready:
 		gm.waiting = fmt.Sprintf("waiting for VolumeSnapshot %s, this PVC's member of group %s, to be ready", m.Name, vgs.GetName())
 		return gm, nil
@@ -150,22 +135,19 @@ func (f *Function) memberOf(ctx context.Context, s *snapv1.Snapshot, p *runPlan,
 // outlives the first member's run until the last one has staged. A group
 // cut once is never cut again: a second cut would be a second instant.
 func (f *Function) cutGroup(ctx context.Context, s *snapv1.Snapshot, p *runPlan, g *snapv1.SnapshotGroup, gvk schema.GroupVersionKind, driver string) (*gate, error) {
-	var siblings snapv1.SnapshotList
-	if err := f.Client.List(ctx, &siblings, client.InNamespace(s.Namespace), client.MatchingLabels{wellknown.LabelVolumeGroup: g.VolumeGroupSnapshotName}); err != nil {
+	siblings, err := f.siblings(ctx, s, g.VolumeGroupSnapshotName, p.policy.Name)
+	if err != nil {
 		return nil, err
 	}
 	owners := []metav1.OwnerReference{groupOwner(s)}
-	for i := range siblings.Items {
-		sib := &siblings.Items[i]
-		if !sameGroup(sib, g.VolumeGroupSnapshotName, p.policy.Name) {
-			continue
-		}
+	for i := range siblings {
+		sib := &siblings[i]
 		if st := sib.Status.Staged; st != nil && st.VolumeGroupSnapshotName == g.VolumeGroupSnapshotName {
 			g := gate{cond: wellknown.ConditionReady, reason: ReasonInvalidSpec, fatal: true,
 				message: fmt.Sprintf("VolumeGroupSnapshot %s was cut for this firing and deleted before this PVC was staged; cutting it again would back this PVC up from another instant than its siblings, so this run fails. The next firing takes a new group", g.VolumeGroupSnapshotName)}
 			return &g, nil
 		}
-		if sib.UID != s.UID && sib.DeletionTimestamp == nil && !sib.Status.Phase.IsTerminal() {
+		if needsGroup(sib, s) {
 			owners = append(owners, groupOwner(sib))
 		}
 	}
@@ -197,9 +179,15 @@ func (f *Function) cutGroup(ctx context.Context, s *snapv1.Snapshot, p *runPlan,
 // fails its own member, saying why. A patch the cluster refuses (a policy
 // engine, a missing grant) fails the run with the reason.
 func (f *Function) labelMembers(ctx context.Context, s *snapv1.Snapshot, p *runPlan, g *snapv1.SnapshotGroup, driver string) (*gate, error) {
-	metas, err := lookup{f.Client}.PVCs(ctx, s.Namespace)
-	if err != nil {
+	// One list serves the selection and each member's phase and volume.
+	var list corev1.PersistentVolumeClaimList
+	if err := f.Client.List(ctx, &list, client.InNamespace(s.Namespace)); err != nil {
 		return nil, err
+	}
+	metas := make([]metav1.ObjectMeta, len(list.Items))
+	byName := map[string]*corev1.PersistentVolumeClaim{}
+	for i := range list.Items {
+		metas[i], byName[list.Items[i].Name] = list.Items[i].ObjectMeta, &list.Items[i]
 	}
 	selected, err := expand.Match(p.policy, metas)
 	if err != nil {
@@ -210,27 +198,20 @@ func (f *Function) labelMembers(ctx context.Context, s *snapv1.Snapshot, p *runP
 		contested[o.PVC] = true
 	}
 	names := selected[int(s.Spec.Source.SourceIndex)]
-	pvcs := map[string]*corev1.PersistentVolumeClaim{}
 	volumes := map[string]volumegroup.Volume{}
 	for _, name := range names {
-		pvc := &corev1.PersistentVolumeClaim{}
-		if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, pvc); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			return nil, err
-		}
+		pvc := byName[name]
 		v := volumegroup.Volume{Bound: pvc.Status.Phase == corev1.ClaimBound && pvc.DeletionTimestamp == nil}
 		if v.Bound {
 			if _, v.Driver, err = f.csiVolume(ctx, pvc); err != nil {
 				return nil, err
 			}
 		}
-		pvcs[name], volumes[name] = pvc, v
+		volumes[name] = v
 	}
 	key := wellknown.MemberPrefix + g.VolumeGroupSnapshotName
 	for _, name := range volumegroup.Members(names, contested, volumes, driver) {
-		pvc := pvcs[name]
+		pvc := byName[name]
 		if pvc.Labels[key] == wellknown.MemberValue {
 			continue
 		}
@@ -270,10 +251,24 @@ func (f *Function) unlabelMembers(ctx context.Context, ns, group string) error {
 	return nil
 }
 
-// sameGroup says whether sib is a member of group g of policy.
-func sameGroup(sib *snapv1.Snapshot, g, policy string) bool {
-	return sib.Spec.Source != nil && sib.Spec.Source.Group != nil && sib.Spec.Source.Group.VolumeGroupSnapshotName == g &&
-		sib.Spec.PolicyRef != nil && sib.Spec.PolicyRef.Name == policy
+// siblings lists the members of group g of policy in s's namespace (s
+// among them): the Snapshots the fan-out labelled for the group whose spec
+// names it too.
+func (f *Function) siblings(ctx context.Context, s *snapv1.Snapshot, g, policy string) ([]snapv1.Snapshot, error) {
+	var list snapv1.SnapshotList
+	if err := f.Client.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{wellknown.LabelVolumeGroup: g}); err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(list.Items, func(sib snapv1.Snapshot) bool {
+		return sib.Spec.Source == nil || sib.Spec.Source.Group == nil || sib.Spec.Source.Group.VolumeGroupSnapshotName != g ||
+			sib.Spec.PolicyRef == nil || sib.Spec.PolicyRef.Name != policy
+	}), nil
+}
+
+// needsGroup says whether sibling sib, other than s, still needs the
+// group: its run has not ended and it is not being deleted.
+func needsGroup(sib, s *snapv1.Snapshot) bool {
+	return sib.UID != s.UID && sib.DeletionTimestamp == nil && !sib.Status.Phase.IsTerminal()
 }
 
 // groupOwner makes s an owner of its group that holds it, not controls it:
@@ -282,11 +277,11 @@ func groupOwner(s *snapv1.Snapshot) metav1.OwnerReference {
 	return metav1.OwnerReference{APIVersion: snapv1.GroupVersion.String(), Kind: "Snapshot", Name: s.Name, UID: s.UID}
 }
 
-// groupOf says whether vgs is the group snapflow cut for s's firing: its
-// labels name the group and the policy, as cutGroup wrote them.
-func groupOf(vgs *unstructured.Unstructured, s *snapv1.Snapshot, p *runPlan) bool {
+// groupOf says whether vgs is the group snapflow cut for s's firing of
+// policy: its labels name the group and the policy, as cutGroup wrote them.
+func groupOf(vgs *unstructured.Unstructured, s *snapv1.Snapshot, policy string) bool {
 	l := vgs.GetLabels()
-	return l[wellknown.LabelManagedBy] == wellknown.ManagedByValue && l[wellknown.LabelConfig] == p.policy.Name &&
+	return l[wellknown.LabelManagedBy] == wellknown.ManagedByValue && l[wellknown.LabelConfig] == policy &&
 		s.Spec.Source != nil && s.Spec.Source.Group != nil && l[wellknown.LabelVolumeGroup] == s.Spec.Source.Group.VolumeGroupSnapshotName
 }
 
@@ -336,10 +331,7 @@ func (f *Function) groupMembers(ctx context.Context, vgs *unstructured.Unstructu
 			return nil, fmt.Errorf("read VolumeSnapshotContent %s: %w", bound, err)
 		}
 		// Bi-directional binding, as the snapshot API asks consumers to check.
-		refName, _, _ := unstructured.NestedString(content.Object, "spec", "volumeSnapshotRef", "name")
-		refNS, _, _ := unstructured.NestedString(content.Object, "spec", "volumeSnapshotRef", "namespace")
-		refUID, _, _ := unstructured.NestedString(content.Object, "spec", "volumeSnapshotRef", "uid")
-		if refName != vs.GetName() || refNS != vs.GetNamespace() || (refUID != "" && refUID != string(vs.GetUID())) {
+		if !refersTo(content, "volumeSnapshotRef", vs) {
 			continue
 		}
 		handle, _, _ := unstructured.NestedString(content.Object, "status", "snapshotHandle")
@@ -348,6 +340,13 @@ func (f *Function) groupMembers(ctx context.Context, vgs *unstructured.Unstructu
 		out = append(out, volumegroup.Member{Name: vs.GetName(), SnapshotHandle: handle, Ready: ready, RestoreSize: size})
 	}
 	return out, nil
+}
+
+// refersTo says whether content's spec.<field> (an object reference)
+// names obj: name and namespace, and its uid when the reference has one.
+func refersTo(content *unstructured.Unstructured, field string, obj metav1.Object) bool {
+	ref, _, _ := unstructured.NestedStringMap(content.Object, "spec", field)
+	return ref["name"] == obj.GetName() && ref["namespace"] == obj.GetNamespace() && (ref["uid"] == "" || ref["uid"] == string(obj.GetUID()))
 }
 
 func ownedByUID(obj metav1.Object, uid types.UID) bool {
@@ -376,9 +375,7 @@ func (f *Function) releaseGroup(ctx context.Context, s *snapv1.Snapshot) error {
 	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Spec.Source.Group.VolumeGroupSnapshotName}, vgs); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	l := vgs.GetLabels()
-	if l[wellknown.LabelManagedBy] != wellknown.ManagedByValue || l[wellknown.LabelVolumeGroup] != s.Spec.Source.Group.VolumeGroupSnapshotName ||
-		s.Spec.PolicyRef == nil || l[wellknown.LabelConfig] != s.Spec.PolicyRef.Name {
+	if s.Spec.PolicyRef == nil || !groupOf(vgs, s, s.Spec.PolicyRef.Name) {
 		return nil
 	}
 	var rest []metav1.OwnerReference
@@ -387,16 +384,16 @@ func (f *Function) releaseGroup(ctx context.Context, s *snapv1.Snapshot) error {
 			rest = append(rest, o)
 		}
 	}
-	// Every member of the firing carries the group's label, including one
-	// that has not staged (and so does not hold the group) yet.
-	var siblings snapv1.SnapshotList
-	if err := f.Client.List(ctx, &siblings, client.InNamespace(s.Namespace), client.MatchingLabels{wellknown.LabelVolumeGroup: l[wellknown.LabelVolumeGroup]}); err != nil {
+	// Every member of the firing is a sibling, including one that has not
+	// staged (and so does not hold the group) yet.
+	siblings, err := f.siblings(ctx, s, s.Spec.Source.Group.VolumeGroupSnapshotName, s.Spec.PolicyRef.Name)
+	if err != nil {
 		return err
 	}
 	needed := false
-	for i := range siblings.Items {
-		sib := &siblings.Items[i]
-		if sib.UID == s.UID || sib.DeletionTimestamp != nil || sib.Status.Phase.IsTerminal() || !sameGroup(sib, s.Spec.Source.Group.VolumeGroupSnapshotName, s.Spec.PolicyRef.Name) {
+	for i := range siblings {
+		sib := &siblings[i]
+		if !needsGroup(sib, s) {
 			continue
 		}
 		needed = true

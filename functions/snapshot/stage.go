@@ -66,67 +66,29 @@ func (f *Function) stage(ctx context.Context, s *snapv1.Snapshot, p *runPlan) (b
 	case snapv1.CopyClone:
 		pvc.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: p.pvc}
 	case snapv1.CopySnapshot:
+		var from snapshotFrom
+		var err error
 		if g := grouped(s, p); g != nil {
-			gm, err := f.memberOf(ctx, s, p, g, &src)
-			switch {
-			case err != nil:
-				return false, err
-			case gm.refused != nil:
-				return false, f.hold(ctx, s, *gm.refused)
-			}
 			staged.VolumeGroupSnapshotName = g.VolumeGroupSnapshotName
-			if gm.waiting != "" {
-				if f.stagingExpired(s, staging) {
-					return false, f.hold(ctx, s, gate{cond: wellknown.ConditionReady, reason: "StagingTimeout", fatal: true, message: gm.waiting + "; gave up after the staging timeout"})
-				}
-				return false, f.setStaging(ctx, s, staged, gm.waiting)
-			}
-			staged.VolumeSnapshotName = gm.snapshot
-			growTo(pvc, gm.restoreSize)
-			group := volumeSnapshotGVK.Group
-			pvc.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VolumeSnapshot", Name: gm.snapshot}
-			break
+			from, err = f.memberOf(ctx, s, p, g, &src)
+		} else {
+			from, err = f.ownSnapshot(ctx, s, p, name)
 		}
-		staged.VolumeSnapshotName = name
-		vs := &unstructured.Unstructured{}
-		vs.SetGroupVersionKind(volumeSnapshotGVK)
-		vs.SetNamespace(s.Namespace)
-		vs.SetName(name)
-		vs.SetOwnerReferences([]metav1.OwnerReference{ownerRef(s)})
-		vs.SetLabels(map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue, wellknown.LabelSnapshot: s.Name})
-		spec := map[string]any{"source": map[string]any{"persistentVolumeClaimName": p.pvc}}
-		if c := p.snapshotClass; c != nil {
-			spec["volumeSnapshotClassName"] = *c
-		}
-		vs.Object["spec"] = spec
-		if err := f.Client.Create(ctx, vs); err != nil && !apierrors.IsAlreadyExists(err) {
-			if meta.IsNoMatchError(err) {
-				return false, f.hold(ctx, s, gate{cond: wellknown.ConditionReady, reason: ReasonInvalidSpec, fatal: true,
-					message: "copyMethod Snapshot needs the snapshot.storage.k8s.io API (CSI external-snapshotter), which this cluster does not serve; install it or use copyMethod Clone or Direct"})
-			}
-			return false, fmt.Errorf("create VolumeSnapshot %s: %w", name, err)
-		}
-		if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, vs); err != nil {
+		staged.VolumeSnapshotName = from.snapshot
+		switch {
+		case err != nil:
 			return false, err
-		}
-		if !runtime.Owned(vs, s) {
-			return false, f.hold(ctx, s, foreignStaged("VolumeSnapshot", name))
-		}
-		ready, _, _ := unstructured.NestedBool(vs.Object, "status", "readyToUse")
-		if !ready {
-			msg := fmt.Sprintf("waiting for VolumeSnapshot %s of PVC %s to be ready", name, p.pvc)
-			if e, ok, _ := unstructured.NestedString(vs.Object, "status", "error", "message"); ok && e != "" {
-				msg += " (the driver reports: " + e + ")"
-			}
+		case from.refused != nil:
+			return false, f.hold(ctx, s, *from.refused)
+		case from.waiting != "":
 			if f.stagingExpired(s, staging) {
-				return false, f.hold(ctx, s, gate{cond: wellknown.ConditionReady, reason: "StagingTimeout", fatal: true, message: msg + "; gave up after the staging timeout"})
+				return false, f.hold(ctx, s, gate{cond: wellknown.ConditionReady, reason: "StagingTimeout", fatal: true, message: from.waiting + "; gave up after the staging timeout"})
 			}
-			return false, f.setStaging(ctx, s, staged, msg)
+			return false, f.setStaging(ctx, s, staged, from.waiting)
 		}
-		size, _, _ := unstructured.NestedString(vs.Object, "status", "restoreSize")
-		growTo(pvc, size)
+		growTo(pvc, from.restoreSize)
 		group := volumeSnapshotGVK.Group
-		pvc.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VolumeSnapshot", Name: name}
+		pvc.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VolumeSnapshot", Name: from.snapshot}
 	}
 	if err := f.Client.Create(ctx, pvc); apierrors.IsAlreadyExists(err) {
 		// Back up only a copy this run made, never a PVC someone put under its name.
@@ -144,6 +106,57 @@ func (f *Function) stage(ctx context.Context, s *snapv1.Snapshot, p *runPlan) (b
 	// The staged PVC may bind only when the mover pod is scheduled
 	// (WaitForFirstConsumer), so the mover starts now.
 	return true, f.setStaging(ctx, s, staged, "")
+}
+
+// snapshotFrom is the VolumeSnapshot a run stages from: its name and
+// restore size once ready, else why it waits or is refused.
+type snapshotFrom struct {
+	snapshot, restoreSize string
+	waiting               string
+	refused               *gate
+}
+
+func refusedFrom(format string, a ...any) snapshotFrom {
+	return snapshotFrom{refused: &gate{cond: wellknown.ConditionReady, reason: ReasonInvalidSpec, fatal: true, message: fmt.Sprintf(format, a...)}}
+}
+
+// ownSnapshot creates (or finds) the run's own VolumeSnapshot of its PVC,
+// named name, and reports it ready or why it waits.
+func (f *Function) ownSnapshot(ctx context.Context, s *snapv1.Snapshot, p *runPlan, name string) (snapshotFrom, error) {
+	from := snapshotFrom{snapshot: name}
+	vs := &unstructured.Unstructured{}
+	vs.SetGroupVersionKind(volumeSnapshotGVK)
+	vs.SetNamespace(s.Namespace)
+	vs.SetName(name)
+	vs.SetOwnerReferences([]metav1.OwnerReference{ownerRef(s)})
+	vs.SetLabels(map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue, wellknown.LabelSnapshot: s.Name})
+	spec := map[string]any{"source": map[string]any{"persistentVolumeClaimName": p.pvc}}
+	if c := p.snapshotClass; c != nil {
+		spec["volumeSnapshotClassName"] = *c
+	}
+	vs.Object["spec"] = spec
+	if err := f.Client.Create(ctx, vs); err != nil && !apierrors.IsAlreadyExists(err) {
+		if meta.IsNoMatchError(err) {
+			return refusedFrom("copyMethod Snapshot needs the snapshot.storage.k8s.io API (CSI external-snapshotter), which this cluster does not serve; install it or use copyMethod Clone or Direct"), nil
+		}
+		return from, fmt.Errorf("create VolumeSnapshot %s: %w", name, err)
+	}
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, vs); err != nil {
+		return from, err
+	}
+	if !runtime.Owned(vs, s) {
+		g := foreignStaged("VolumeSnapshot", name)
+		return snapshotFrom{refused: &g}, nil
+	}
+	if ready, _, _ := unstructured.NestedBool(vs.Object, "status", "readyToUse"); !ready {
+		from.waiting = fmt.Sprintf("waiting for VolumeSnapshot %s of PVC %s to be ready", name, p.pvc)
+		if e, ok, _ := unstructured.NestedString(vs.Object, "status", "error", "message"); ok && e != "" {
+			from.waiting += " (the driver reports: " + e + ")"
+		}
+		return from, nil
+	}
+	from.restoreSize, _, _ = unstructured.NestedString(vs.Object, "status", "restoreSize")
+	return from, nil
 }
 
 func (f *Function) stagingExpired(s *snapv1.Snapshot, st *snapv1.Staging) bool {
