@@ -15,7 +15,6 @@ import (
 	"time"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
-	"github.com/snapflow/snapflow/internal/volumegroup"
 )
 
 // MaxChildren caps one firing; over it nothing is minted.
@@ -113,7 +112,7 @@ func Children(p *snapv1.SnapshotPolicy, base string, selected map[int][]string) 
 				if r != nil {
 					key = string(r.Kind) + "/" + r.Namespace + "/" + r.Name
 				}
-				src.Group = &snapv1.SnapshotGroup{Namespace: p.Namespace, VolumeGroupSnapshotName: volumegroup.Name(base, src.SourceIndex, key)}
+				src.Group = &snapv1.SnapshotGroup{Namespace: p.Namespace, VolumeGroupSnapshotName: GroupName(base, src.SourceIndex, key)}
 				c.Source = &src
 			}
 			c.Name = Name(base, c, s.marker, len(repos) > 1)
@@ -149,11 +148,6 @@ func slug(s string, max int) string {
 // Name is base[-pvc-<slug>-<h8>][-repo-<slug>-<h8>], at most 63 characters.
 // Each hash covers the full unclipped tuple, so clipping never collides.
 func Name(base string, c Child, pvcMarker, repoMarker bool) string {
-	tag := func(parts ...string) string {
-		h := fnv.New32a()
-		h.Write([]byte(strings.Join(parts, "\x00")))
-		return fmt.Sprintf("%08x", h.Sum32())
-	}
 	var suffix string
 	if pvcMarker && c.Source != nil {
 		pvc := c.Source.Target.PVC.Name
@@ -164,4 +158,21 @@ func Name(base string, c Child, pvcMarker, repoMarker bool) string {
 		suffix += "-repo-" + slug(r.Name, 10) + "-" + tag(base, string(r.Kind), r.Namespace, r.Name)
 	}
 	return slug(base, 63-len(suffix)) + suffix
+}
+
+// GroupName is the VolumeGroupSnapshot of one firing (base), one selector
+// source and one repository (repoKey, "" for a single-repository policy):
+// each repository's children read their own group, as the guide says.
+// It is base-<...>-vgs<source>-<h8>, at most 63 characters, and the hash
+// covers the full tuple, so clipping base never collides.
+func GroupName(base string, sourceIndex int32, repoKey string) string {
+	suffix := fmt.Sprintf("-vgs%d-%s", sourceIndex, tag(base, fmt.Sprint(sourceIndex), repoKey))
+	return slug(base, 63-len(suffix)) + suffix
+}
+
+// tag is the hash that keeps a clipped name unique: fnv-32a of parts.
+func tag(parts ...string) string {
+	h := fnv.New32a()
+	h.Write([]byte(strings.Join(parts, "\x00")))
+	return fmt.Sprintf("%08x", h.Sum32())
 }

@@ -160,3 +160,36 @@ func TestCapAndLongNames(t *testing.T) {
 		t.Fatal("an nfs source must be refused until the mover supports it")
 	}
 }
+
+func TestGroupName(t *testing.T) {
+	long := strings.Repeat("a-very-long-policy-name-", 4) + "20261206120000"
+	cases := []struct {
+		name string
+		base string
+		idx  int32
+		repo string
+	}{
+		{"short", "db-20261206120000", 0, ""},
+		{"clipped", long, 3, "ns/repo"},
+		{"odd characters", "DB_Policy.x-20261206120000", 1, ""},
+	}
+	seen := map[string]bool{}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			n := GroupName(c.base, c.idx, c.repo)
+			if len(n) > 63 || strings.Trim(n, "-") != n || nonDNS.MatchString(n) {
+				t.Fatalf("GroupName(%q) = %q is not a valid DNS label", c.base, n)
+			}
+			if seen[n] {
+				t.Fatalf("GroupName(%q) = %q collides", c.base, n)
+			}
+			seen[n] = true
+			if GroupName(c.base, c.idx, c.repo) != n {
+				t.Fatal("GroupName is not deterministic")
+			}
+		})
+	}
+	if GroupName("b", 0, "r1") == GroupName("b", 0, "r2") || GroupName("b", 0, "") == GroupName("b", 1, "") {
+		t.Fatal("each repository and each source must get its own group")
+	}
+}

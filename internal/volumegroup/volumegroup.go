@@ -1,15 +1,13 @@
 // Package volumegroup decides how the Snapshots of one firing share a CSI
-// VolumeGroupSnapshot: the group's name, and which member VolumeSnapshot of
-// a cut group holds a given volume. It reads objects handed to it and owns
-// no client, so the same rules serve the snapshot function and its tests.
+// VolumeGroupSnapshot (named by expand.GroupName): which volumes a group is
+// cut over, and which member VolumeSnapshot of a cut group holds a given
+// volume. It reads objects handed to it and owns no client, so the same
+// rules serve the snapshot function and its tests.
 package volumegroup
 
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"regexp"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -27,23 +25,6 @@ var (
 	SnapshotContentGVK = schema.GroupVersionKind{Group: "snapshot.storage.k8s.io", Version: "v1", Kind: "VolumeSnapshotContent"}
 	SnapshotListGVK    = schema.GroupVersionKind{Group: "snapshot.storage.k8s.io", Version: "v1", Kind: "VolumeSnapshotList"}
 )
-
-var nonDNS = regexp.MustCompile(`[^a-z0-9-]+`)
-
-// Name is the VolumeGroupSnapshot of one firing (base), one selector
-// source and one repository (repoKey, "" for a single-repository policy):
-// each repository's children read their own group, as the guide says.
-// The hash covers the full tuple, so clipping base never collides.
-func Name(base string, sourceIndex int32, repoKey string) string {
-	h := fnv.New32a()
-	h.Write([]byte(strings.Join([]string{base, fmt.Sprint(sourceIndex), repoKey}, "\x00")))
-	suffix := fmt.Sprintf("-vgs%d-%08x", sourceIndex, h.Sum32())
-	stem := strings.Trim(nonDNS.ReplaceAllString(strings.ToLower(base), "-"), "-")
-	if max := 63 - len(suffix); len(stem) > max {
-		stem = strings.TrimRight(stem[:max], "-")
-	}
-	return stem + suffix
-}
 
 // Members picks the PVCs a group is cut over: those of selected (the
 // source's selection) that the firing minted a member for (not contested

@@ -8,39 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-func TestName(t *testing.T) {
-	long := strings.Repeat("a-very-long-policy-name-", 4) + "20261206120000"
-	cases := []struct {
-		name string
-		base string
-		idx  int32
-		repo string
-	}{
-		{"short", "db-20261206120000", 0, ""},
-		{"clipped", long, 3, "ns/repo"},
-		{"odd characters", "DB_Policy.x-20261206120000", 1, ""},
-	}
-	seen := map[string]bool{}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			n := Name(c.base, c.idx, c.repo)
-			if len(n) > 63 || strings.Trim(n, "-") != n || nonDNS.MatchString(n) {
-				t.Fatalf("Name(%q) = %q is not a valid DNS label", c.base, n)
-			}
-			if seen[n] {
-				t.Fatalf("Name(%q) = %q collides", c.base, n)
-			}
-			seen[n] = true
-			if Name(c.base, c.idx, c.repo) != n {
-				t.Fatal("Name is not deterministic")
-			}
-		})
-	}
-	if Name("b", 0, "r1") == Name("b", 0, "r2") || Name("b", 0, "") == Name("b", 1, "") {
-		t.Fatal("each repository and each source must get its own group")
-	}
-}
-
 func TestSnapshotHandles(t *testing.T) {
 	for _, field := range []string{"volumeSnapshotInfoList", "volumeSnapshotHandlePairList"} {
 		c := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{field: []any{
