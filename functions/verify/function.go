@@ -295,9 +295,6 @@ func (f *Function) record(ctx context.Context, p *snapv1.SnapshotPolicy, ref sna
 			if r.Phase == phaseFailed && before.Phase != phaseFailed {
 				meta.SetStatusCondition(&live.Status.Conditions, metav1.Condition{Type: wellknown.ConditionVerified, Status: metav1.ConditionFalse,
 					Reason: "VerificationFailed", Message: r.Message, ObservedGeneration: live.Generation})
-				if f.Recorder != nil {
-					f.Recorder.Event(live, corev1.EventTypeWarning, "VerificationFailed", r.Message)
-				}
 				failed = r.DeepCopy()
 			}
 			*p = *live.DeepCopy()
@@ -306,12 +303,7 @@ func (f *Function) record(ctx context.Context, p *snapv1.SnapshotPolicy, ref sna
 	if err != nil || failed == nil {
 		return err
 	}
-	// Sent once the failure is stored; a sink that cannot be reached loses
-	// the event, and the condition, the metrics and the Kubernetes Event
-	// still say it.
-	if err := f.emitFailed(ctx, p, failed); err != nil {
-		runtime.Log(ctx).Error(err, "could not send the verification failed event", "policy", p.Namespace+"/"+p.Name)
-	}
+	f.tellFailed(ctx, p, failed)
 	return nil
 }
 
@@ -328,13 +320,21 @@ func (f *Function) announce(ctx context.Context, p *snapv1.SnapshotPolicy, ref s
 	if live.UID != p.UID || r == nil || r.Job != job || r.Phase != phaseFailed {
 		return nil
 	}
+	f.tellFailed(ctx, &live, r)
+	return nil
+}
+
+// tellFailed records the Warning Event and sends the CloudEvent of a
+// failed run, once its failure is stored (not on a status write's retry).
+// A sink that cannot be reached loses the CloudEvent; the condition, the
+// metrics and the Kubernetes Event still say it.
+func (f *Function) tellFailed(ctx context.Context, p *snapv1.SnapshotPolicy, r *snapv1.VerificationRun) {
 	if f.Recorder != nil {
-		f.Recorder.Event(&live, corev1.EventTypeWarning, "VerificationFailed", r.Message)
+		f.Recorder.Event(p, corev1.EventTypeWarning, "VerificationFailed", r.Message)
 	}
-	if err := f.emitFailed(ctx, &live, r); err != nil {
+	if err := f.emitFailed(ctx, p, r); err != nil {
 		runtime.Log(ctx).Error(err, "could not send the verification failed event", "policy", p.Namespace+"/"+p.Name)
 	}
-	return nil
 }
 
 // emitFailed sends dev.snapflow.verification.failed for one failed run. Its
