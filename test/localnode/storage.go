@@ -14,12 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 )
-
-var volumeSnapshotList = schema.GroupVersionKind{Group: "snapshot.storage.k8s.io", Version: "v1", Kind: "VolumeSnapshotList"}
 
 func (n *Node) snapshotDir(ns, name string) string {
 	return filepath.Join(n.o.Root, "snapshots", ns, name)
@@ -28,8 +25,7 @@ func (n *Node) snapshotDir(ns, name string) string {
 // syncStorage plays the CSI driver: it cuts VolumeSnapshots, provisions
 // PVCs (empty, from a snapshot, or cloned) and frees deleted volumes.
 func (n *Node) syncStorage(ctx context.Context) {
-	snaps := &unstructured.UnstructuredList{}
-	snaps.SetGroupVersionKind(volumeSnapshotList)
+	snaps := list(volumeSnapshotGVK)
 	if err := n.o.Client.List(ctx, snaps); err == nil {
 		for i := range snaps.Items {
 			if err := n.cutSnapshot(ctx, &snaps.Items[i]); err != nil && ctx.Err() == nil {
