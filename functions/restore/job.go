@@ -2,14 +2,12 @@ package restore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
@@ -99,13 +97,8 @@ func (f *Function) inheritedMover(ctx context.Context, rs *snapv1.Restore, rec *
 		c.Message = "the mover inherits the identity the backup recorded (" + privilege.Describe(rec.UID, rec.GID, rec.FSGroup) + ")"
 		return inherit(m, rec), c, nil
 	}
-	var pods corev1.PodList
-	if err := f.Client.List(ctx, &pods, client.InNamespace(rs.Namespace)); err != nil {
-		return nil, nil, fmt.Errorf("list the pods of namespace %s to find the workload whose security context the mover inherits: %w", rs.Namespace, err)
-	}
-	w, err := privilege.FindWorkload(m.InheritSecurityContextFrom, "", pods.Items)
-	var ni *privilege.NotInherited
-	if errors.As(err, &ni) {
+	w, ni, err := runtime.Workload(ctx, f.Client, rs.Namespace, m.InheritSecurityContextFrom, "")
+	if ni != nil {
 		c.Status, c.Reason = metav1.ConditionFalse, ni.Reason
 		c.Message = ni.Message + "; the mover runs with its explicit and default settings"
 		return m, c, nil

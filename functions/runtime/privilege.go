@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/internal/moverjob"
 	"github.com/snapflow/snapflow/internal/privilege"
@@ -47,4 +48,22 @@ func BuildMoverJob(ctx context.Context, c client.Client, p moverjob.Params) (*ba
 	}
 	p.PrivilegedAllowed = true
 	return moverjob.Build(p)
+}
+
+// Workload finds, in namespace ns, the workload whose identity a mover
+// inherits (privilege.FindWorkload over the pods read fresh from the API
+// server). None to inherit from is not an error: it comes back as a
+// *privilege.NotInherited saying why, and the mover keeps its explicit and
+// default settings.
+func Workload(ctx context.Context, c client.Client, ns string, from *snapv1.InheritSecurityContextFrom, claim string) (*privilege.Workload, *privilege.NotInherited, error) {
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+		return nil, nil, fmt.Errorf("list the pods of namespace %s to find the workload whose security context the mover inherits: %w", ns, err)
+	}
+	w, err := privilege.FindWorkload(from, claim, pods.Items)
+	var ni *privilege.NotInherited
+	if errors.As(err, &ni) {
+		return nil, ni, nil
+	}
+	return w, nil, err
 }

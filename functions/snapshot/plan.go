@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -17,6 +16,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
+	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/internal/identity"
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/kopia"
@@ -282,15 +282,9 @@ func (f *Function) inheritIdentity(ctx context.Context, s *snapv1.Snapshot, p *r
 		p.mover = privilege.Inherit(p.mover, privilege.ForBackup(id))
 		return nil
 	}
-	var pods corev1.PodList
-	if err := f.Client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
-		return fmt.Errorf("list the pods of namespace %s to find the workload whose security context the mover inherits: %w", ns, err)
-	}
-	w, err := privilege.FindWorkload(p.mover.InheritSecurityContextFrom, p.pvc, pods.Items)
-	if errors.As(err, &p.notInherited) {
-		return nil
-	}
-	if err != nil || w == nil {
+	w, ni, err := runtime.Workload(ctx, f.Client, ns, p.mover.InheritSecurityContextFrom, p.pvc)
+	if err != nil || ni != nil || w == nil {
+		p.notInherited = ni
 		return err
 	}
 	w.FSGroup = w.Identity.FSGroup
