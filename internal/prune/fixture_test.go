@@ -71,6 +71,15 @@ func (f *fixture) put(key string, size int64, t time.Time) *Object {
 	return &f.objs[len(f.objs)-1]
 }
 
+func (f *fixture) has(key string) bool {
+	for _, o := range f.objs {
+		if o.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
 // manifestDoc is the backup manifest document for dir and policy, as a
 // mutable document: a valid Backup of repo in namespace app, named after
 // dir, with status.path pointing at dir.

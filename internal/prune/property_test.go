@@ -2,6 +2,7 @@ package prune
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -32,6 +33,9 @@ type world struct {
 	restores  map[BackupKey]bool
 	mapping   map[string]string
 	seq       int
+	// blocker is the execution blocker the generator planted ("" for
+	// none), and blockerNS the namespace it sits in.
+	blocker, blockerNS string
 }
 
 var uidPool = []string{uuidA, uuidB, "cccccccc-cccc-4ccc-8ccc-cccccccccccc"}
@@ -101,6 +105,7 @@ func generate(seed uint64) *world {
 	}
 	w.liveAndRestores()
 	w.storageAndOptions()
+	w.plantBlocker()
 	if f.versioned {
 		for i := range f.objs {
 			f.objs[i].VersionID, f.objs[i].IsLatest = fmt.Sprintf("v%d", i), true
@@ -128,7 +133,8 @@ func (w *world) fillRoot(root, ns string, current bool) {
 	for range w.rng.IntN(2) + 1 {
 		uid := uidPool[w.rng.IntN(len(uidPool))]
 		cd := JoinKey(root, ns, "db-"+uid)
-		if w.chance(15) {
+		// The pool can draw one cluster twice; a bucket holds a key once.
+		if w.chance(15) && !f.has(cd+"/unexpected.bin") {
 			f.put(cd+"/unexpected.bin", 2, w.age())
 		}
 		for _, comp := range []string{"pg", "redis"}[:w.rng.IntN(2)+1] {
@@ -277,6 +283,51 @@ func (w *world) liveAndRestores() {
 		if phase != "Completed" {
 			w.restores[k] = true
 		}
+	}
+}
+
+// plantBlocker sometimes adds one state the inventory must turn into an
+// execution blocker (spec 4.2), inside or outside the --namespace the run is
+// scoped to: blockers are never scoped, since a root cannot be attributed
+// safely while any ownership fact is unknown.
+func (w *world) plantBlocker() {
+	if !w.chance(15) {
+		return
+	}
+	f := w.f
+	if w.chance(50) {
+		f.opts.Namespace = "app"
+	}
+	w.blockerNS = []string{"app", "web"}[w.rng.IntN(2)]
+	switch w.rng.IntN(3) {
+	case 0:
+		w.blocker = "incomplete spec.backup reference"
+		f.in.Restores = append(f.in.Restores, Restore{Namespace: w.blockerNS, Name: "half", Phase: "Running", BackupNamespace: w.blockerNS})
+	case 1:
+		w.blocker = "is not bound (no spec.volumeName)"
+		f.in.PVCs = append(f.in.PVCs, PVC{Namespace: w.blockerNS, Name: "unbound", UID: w.uuid(), StorageClassName: "sc-repo", Phase: "Bound"})
+	case 2:
+		w.blocker = "is not a CSI volume of driver"
+		f.in.PVCs = append(f.in.PVCs, PVC{Namespace: w.blockerNS, Name: "foreign", UID: w.uuid(), StorageClassName: "sc-repo", VolumeName: "pv-foreign", Phase: "Bound"})
+		f.in.PVs = append(f.in.PVs, PV{Name: "pv-foreign", StorageClassName: "sc-repo", Phase: "Bound", ClaimNamespace: w.blockerNS, ClaimName: "foreign", CSIDriver: "other.csi.example", VolumeHandle: "h"})
+	}
+}
+
+// checkBlocked asserts a planted blocker reached the plan and stops every
+// path to a write, while the plan itself is still made (spec 4.1).
+func (w *world) checkBlocked(t *testing.T, inv Inventory, pl Plan, stage string) {
+	t.Helper()
+	if !pl.Blocked() {
+		t.Fatalf("%s: blocker %q in namespace %s (run scoped to %q) did not block: inventory blockers %v", stage, w.blocker, w.blockerNS, w.f.opts.Namespace, inv.Blockers)
+	}
+	if !strings.Contains(strings.Join(pl.BlockingReasons, "\n"), w.blocker) {
+		t.Fatalf("%s: blocking reasons %v do not name the planted %q", stage, pl.BlockingReasons, w.blocker)
+	}
+	if _, err := FinalSnapshot(pl, inv, w.f.listing(), now); !errors.Is(err, ErrExecutionBlocked) {
+		t.Fatalf("%s: final snapshot of a blocked plan: got %v, want ErrExecutionBlocked", stage, err)
+	}
+	if err := GlobalGuards(pl); !errors.Is(err, ErrExecutionBlocked) && (err == nil || !strings.Contains(err.Error(), "purge")) {
+		t.Fatalf("%s: guards of a blocked plan: got %v, want ErrExecutionBlocked", stage, err)
 	}
 }
 
@@ -482,16 +533,16 @@ func deletedObjects(pl Plan) (objs []Object, pending []string) {
 // retained, young, depended on or protected is ever deleted, and clean
 // orphans are deletable.
 func TestPlannerProperties(t *testing.T) {
-	iterations := 3000
+	iterations := 10000
 	if testing.Short() {
-		iterations = 300
+		iterations = 1000
 	}
-	expected, orphans := 0, 0
+	expected, orphans, blocked := 0, 0, map[string]int{}
 	for seed := range uint64(iterations) {
 		w := generate(seed)
 		inv := w.f.inv()
-		if len(inv.Blockers) > 0 {
-			t.Fatalf("seed %d: generator produced blockers %v", seed, inv.Blockers)
+		if len(inv.Blockers) > 0 && w.blocker == "" {
+			t.Fatalf("seed %d: generator produced unplanned blockers %v", seed, inv.Blockers)
 		}
 		pl, err := NewPlan(inv, w.f.listing(), w.f.opts, now)
 		if err != nil {
@@ -500,6 +551,15 @@ func TestPlannerProperties(t *testing.T) {
 		stage := fmt.Sprintf("seed %d plan", seed)
 		objs, pending := deletedObjects(pl)
 		w.checkSafety(t, objs, pending, stage)
+		if w.blocker != "" {
+			w.checkBlocked(t, inv, pl, stage)
+			scope := "inside"
+			if w.f.opts.Namespace != "" && w.f.opts.Namespace != w.blockerNS {
+				scope = "outside"
+			}
+			blocked[scope]++
+			continue
+		}
 		expected += w.expectDeletable(t, pl, stage)
 		fin, err := FinalSnapshot(pl, inv, w.f.listing(), now)
 		if err != nil {
@@ -523,5 +583,8 @@ func TestPlannerProperties(t *testing.T) {
 	if expected < iterations/2 {
 		t.Fatalf("only %d clean orphans were checked over %d layouts: generator too weak", expected, iterations)
 	}
-	t.Logf("%d layouts, %d clean orphans confirmed deletable, %d orphan candidates checked", iterations, expected, orphans)
+	if blocked["inside"] < iterations/50 || blocked["outside"] < iterations/200 {
+		t.Fatalf("blocked layouts inside/outside --namespace: %d/%d over %d layouts: generator too weak", blocked["inside"], blocked["outside"], iterations)
+	}
+	t.Logf("%d layouts, %d clean orphans confirmed deletable, %d orphan candidates checked, %d blocked layouts (%d by a blocker outside --namespace)", iterations, expected, orphans, blocked["inside"]+blocked["outside"], blocked["outside"])
 }
