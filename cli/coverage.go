@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -9,15 +8,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/internal/coverage"
-	"github.com/snapflow/snapflow/internal/policysource"
-	"github.com/snapflow/snapflow/internal/volumepolicy"
 )
 
 // coverageReport is what `snapflow coverage -o json|yaml` prints.
@@ -50,11 +43,14 @@ not listed.`,
   snapflow coverage -A --global-volume-policies snapflow-system/global-volume-policies --fail-unprotected`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, _, ok := coverage.SplitConfigMap(global); global != "" && !ok {
+				return fmt.Errorf("--global-volume-policies %q: want NAMESPACE/NAME of the ConfigMap, e.g. snapflow-system/global-volume-policies", global)
+			}
 			c, ns, err := kube.lister(output, namespace, all)
 			if err != nil {
 				return err
 			}
-			in, warnings, err := readCoverage(cmd.Context(), c, ns, global)
+			in, warnings, err := coverage.Read(cmd.Context(), c, ns, global)
 			if err != nil {
 				return err
 			}
@@ -84,81 +80,6 @@ not listed.`,
 	f.StringVar(&global, "global-volume-policies", "", "the global volume-policy ConfigMap as NAMESPACE/NAME (the chart's globalVolumePolicies.name in its namespace), so its skip rules count as exclusions")
 	f.BoolVar(&failUnprotected, "fail-unprotected", false, "exit 3 when any PVC is unprotected or failing (for CI and cron checks)")
 	return cmd
-}
-
-// readCoverage lists what the verdicts need, in ns ("" for all). A
-// resourcePolicy ConfigMap that cannot be read is a warning: its PVCs are
-// judged without it.
-func readCoverage(ctx context.Context, c client.Client, ns, global string) (coverage.Input, []string, error) {
-	var in coverage.Input
-	var warnings []string
-	var pvcs corev1.PersistentVolumeClaimList
-	var pols snapv1.SnapshotPolicyList
-	var scheds snapv1.SnapshotScheduleList
-	for _, l := range []client.ObjectList{&pvcs, &pols, &scheds} {
-		if err := c.List(ctx, l, client.InNamespace(ns)); err != nil {
-			return in, nil, fmt.Errorf("list %T: %w", l, err)
-		}
-	}
-	in.PVCs, in.Policies, in.Schedules = pvcs.Items, pols.Items, scheds.Items
-	// Namespace annotations: one namespace, or all of them.
-	if ns != "" {
-		var n corev1.Namespace
-		if err := c.Get(ctx, client.ObjectKey{Name: ns}, &n); err == nil {
-			in.Namespaces = []corev1.Namespace{n}
-		} else if !apierrors.IsNotFound(err) {
-			warnings = append(warnings, fmt.Sprintf("namespace %s: %v (its %s annotation is not considered)", ns, err, "snapflow.dev/backup-not-required"))
-		}
-	} else {
-		var nl corev1.NamespaceList
-		if err := c.List(ctx, &nl); err != nil {
-			warnings = append(warnings, fmt.Sprintf("list namespaces: %v (their annotations are not considered)", err))
-		}
-		in.Namespaces = nl.Items
-	}
-	// Volume policies look at the bound volume: one listing, not a read
-	// per claim.
-	in.PVs = map[string]*corev1.PersistentVolume{}
-	var pvs corev1.PersistentVolumeList
-	if err := c.List(ctx, &pvs); err != nil {
-		warnings = append(warnings, fmt.Sprintf("list PersistentVolumes: %v (volume-policy rules on volumes are judged from the claims alone)", err))
-	}
-	for i := range pvs.Items {
-		in.PVs[pvs.Items[i].Name] = &pvs.Items[i]
-	}
-	in.Recipes, in.RecipeErrors = map[string]*volumepolicy.Document{}, map[string]string{}
-	for _, p := range pols.Items {
-		if p.Spec.ResourcePolicy == nil {
-			continue
-		}
-		key := p.Namespace + "/" + p.Spec.ResourcePolicy.Name
-		if _, done := in.Recipes[key]; done {
-			continue
-		}
-		doc, _, err := policysource.Read(ctx, c, p.Namespace, p.Spec.ResourcePolicy.Name, "resourcePolicy")
-		switch {
-		case apierrors.IsForbidden(err):
-			// Unknown, not broken: the user may not read it.
-			warnings = append(warnings, fmt.Sprintf("SnapshotPolicy %s/%s spec.resourcePolicy: %v (its skip rules are not considered)", p.Namespace, p.Name, err))
-		case err != nil:
-			// Every run of the policy fails on it, as the snapshot function reads it.
-			in.RecipeErrors[key] = err.Error()
-		default:
-			in.Recipes[key] = doc
-		}
-	}
-	if global != "" {
-		gns, gname, ok := strings.Cut(global, "/")
-		if !ok || gns == "" || gname == "" {
-			return in, nil, fmt.Errorf("--global-volume-policies %q: want NAMESPACE/NAME of the ConfigMap", global)
-		}
-		doc, _, err := policysource.Read(ctx, c, gns, gname, "global backup volume policies")
-		if err != nil {
-			return in, nil, fmt.Errorf("--global-volume-policies: %w", err)
-		}
-		in.Global, in.GlobalName = doc, global
-	}
-	return in, warnings, nil
 }
 
 func printCoverage(w io.Writer, vs []coverage.Verdict, all bool, now time.Time) {

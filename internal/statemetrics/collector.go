@@ -10,25 +10,36 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/internal/coverage"
 )
 
 // Collector serves Samples at each scrape, listing the objects from a
 // reader (an informer cache, so a scrape costs the API server nothing).
 type Collector struct {
-	reader client.Reader
-	log    logr.Logger
-	descs  map[*Desc]*prometheus.Desc
-	errors prometheus.Counter
+	reader   client.Reader
+	coverage CoverageFunc
+	log      logr.Logger
+	descs    map[*Desc]*prometheus.Desc
+	errors   prometheus.Counter
 }
 
 // NewCollector collects from r.
 func NewCollector(r client.Reader, log logr.Logger) *Collector {
 	c := &Collector{reader: r, log: log, descs: map[*Desc]*prometheus.Desc{},
 		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "snapflow_exporter_list_errors_total",
-			Help: "Scrapes that failed because a kind could not be listed from the watch cache."})}
+			Help: "Scrapes that failed because a kind could not be listed from the watch cache, or coverage could not be judged."})}
 	for _, d := range Families {
 		c.descs[d] = prometheus.NewDesc(d.Name, d.Help, d.Labels, nil)
 	}
+	return c
+}
+
+// CoverageFunc judges every PVC of the cluster.
+type CoverageFunc func(context.Context) ([]coverage.Verdict, error)
+
+// WithCoverage makes the collector serve snapflow_pvc_protected from f.
+func (c *Collector) WithCoverage(f CoverageFunc) *Collector {
+	c.coverage = f
 	return c
 }
 
@@ -66,6 +77,19 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	s := State{Snapshots: snaps.Items, Policies: pols.Items, Schedules: scheds.Items, Repositories: repos.Items, ClusterRepositories: crepos.Items,
 		Restores: restores.Items, Maintenances: maints.Items}
+	if c.coverage != nil {
+		// Unknown coverage fails the scrape too: no series would read as
+		// no unprotected PVC.
+		v, err := c.coverage(ctx)
+		if err != nil {
+			c.log.Error(err, "judge coverage for metrics")
+			c.errors.Inc()
+			c.errors.Collect(ch)
+			ch <- prometheus.NewInvalidMetric(c.descs[PVCProtected], fmt.Errorf("coverage: %w", err))
+			return
+		}
+		s.Coverage = v
+	}
 	for _, smp := range Samples(s) {
 		m, err := prometheus.NewConstMetric(c.descs[smp.Desc], prometheus.GaugeValue, smp.Value, smp.Labels...)
 		if err != nil {

@@ -12,12 +12,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/internal/coverage"
 )
 
 // Options configure Serve.
@@ -29,13 +31,24 @@ type Options struct {
 	Log  logr.Logger
 	// Listening, when set, is told the address once the server listens.
 	Listening func(addr string)
+	// Coverage serves snapflow_pvc_protected: it also watches PVCs, PVs
+	// and namespaces, and reads the resourcePolicy ConfigMaps the
+	// policies name at each scrape (not cached: ConfigMaps are many).
+	Coverage bool
+	// GlobalVolumePolicies is the global volume-policy ConfigMap as
+	// NAMESPACE/NAME, whose skip rules count as exclusions ("" for none).
+	GlobalVolumePolicies string
 }
 
 // watched are the kinds the gauges derive from: list and watch on them is
 // all the exporter needs.
-func watched() []client.Object {
-	return []client.Object{&snapv1.Snapshot{}, &snapv1.SnapshotPolicy{}, &snapv1.SnapshotSchedule{}, &snapv1.Repository{},
+func watched(o Options) []client.Object {
+	objs := []client.Object{&snapv1.Snapshot{}, &snapv1.SnapshotPolicy{}, &snapv1.SnapshotSchedule{}, &snapv1.Repository{},
 		&snapv1.ClusterRepository{}, &snapv1.Restore{}, &snapv1.Maintenance{}}
+	if o.Coverage {
+		objs = append(objs, &corev1.PersistentVolumeClaim{}, &corev1.PersistentVolume{}, &corev1.Namespace{})
+	}
+	return objs
 }
 
 // Serve watches the kinds through a cache and serves their gauges until
@@ -48,7 +61,26 @@ func Serve(ctx context.Context, o Options) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.MustRegister(NewCollector(ca, o.Log.WithName("collector")))
+	col := NewCollector(ca, o.Log.WithName("collector"))
+	if o.Coverage {
+		// The watched kinds come from the cache; ConfigMaps are read live.
+		cl, err := client.New(o.Config, client.Options{Scheme: o.Scheme, Cache: &client.CacheOptions{Reader: ca, DisableFor: []client.Object{&corev1.ConfigMap{}}}})
+		if err != nil {
+			return fmt.Errorf("client: %w", err)
+		}
+		log := o.Log.WithName("coverage")
+		col.WithCoverage(func(ctx context.Context) ([]coverage.Verdict, error) {
+			in, warnings, err := coverage.Read(ctx, cl, "", o.GlobalVolumePolicies)
+			for _, w := range warnings {
+				log.V(1).Info("coverage judged with less", "warning", w)
+			}
+			if err != nil {
+				return nil, err
+			}
+			return coverage.Verdicts(in), nil
+		})
+	}
+	reg.MustRegister(col)
 	ready := make(chan struct{})
 	mux := http.NewServeMux()
 	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
@@ -83,7 +115,7 @@ func Serve(ctx context.Context, o Options) error {
 	}
 	// Informers start on first use: make one per kind before the cache
 	// starts, so the first scrape finds every kind synced.
-	for _, obj := range watched() {
+	for _, obj := range watched(o) {
 		if _, err := ca.GetInformer(ctx, obj); err != nil {
 			_ = srv.Close()
 			return fmt.Errorf("watch %T: %w", obj, err)

@@ -32,6 +32,9 @@ type State struct {
 	ClusterRepositories []snapv1.ClusterRepository
 	Restores            []snapv1.Restore
 	Maintenances        []snapv1.Maintenance
+	// Coverage is every PVC's verdict; nil when the exporter does not
+	// judge coverage.
+	Coverage []coverage.Verdict
 }
 
 // Desc describes one metric family.
@@ -99,12 +102,15 @@ var (
 		[]string{"namespace", "policy"}}
 	SnapshotFailureClass = &Desc{"snapflow_snapshot_failed", "1 for each failed Snapshot, by its failure class.",
 		[]string{"namespace", "name", "policy", "class"}}
+
+	PVCProtected = &Desc{"snapflow_pvc_protected", "1 for each PVC, labelled with its coverage state as snapflow coverage shows it: Protected, Excluded, Failing, Unscheduled, Suspended or Unprotected.",
+		[]string{"namespace", "persistentvolumeclaim", "state"}}
 )
 
 // Families lists every family, for registration.
 var Families = []*Desc{ResourcePhase, SnapshotLastSuccess, SnapshotConsecutiveFailures, SnapshotSize, SnapshotFiles, SnapshotDuration,
 	PolicyLastSuccess, PolicyLastDuration, PolicyLastSize, PolicyLastFiles, PolicyLastBackupSuccess, SnapshotVerified, SnapshotsLive,
-	WaitingForSlot, DeletionsHeld, RepoSize, RepoSnapshotCount, MaintenanceConfigured, MaintenanceWanted, MaintenanceReclaimed, RestoreDuration, SnapshotFailureClass, DeletionWaiting, PolicyInfo, PolicyCreated}
+	WaitingForSlot, DeletionsHeld, RepoSize, RepoSnapshotCount, MaintenanceConfigured, MaintenanceWanted, MaintenanceReclaimed, RestoreDuration, SnapshotFailureClass, DeletionWaiting, PolicyInfo, PolicyCreated, PVCProtected}
 
 // Samples derives every series from s.
 func Samples(s State) []Sample {
@@ -269,6 +275,9 @@ func Samples(s State) []Sample {
 		if d, ok := duration(r.Status.Timing); ok && (r.Status.Phase == snapv1.RestoreCompleted || r.Status.Phase == snapv1.RestoreFailed) {
 			add(RestoreDuration, d, r.Namespace, r.Name)
 		}
+	}
+	for _, v := range s.Coverage {
+		add(PVCProtected, 1, v.Namespace, v.PVC, string(v.State))
 	}
 	return out
 }

@@ -20,6 +20,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/coverage"
 	"github.com/snapflow/snapflow/internal/scheme"
 )
 
@@ -252,5 +253,31 @@ func TestAFailedListFailsTheScrape(t *testing.T) {
 	reg.MustRegister(NewCollector(c, logr.Discard()))
 	if _, err := reg.Gather(); err != nil {
 		t.Fatalf("gather with every kind listed: %v", err)
+	}
+}
+
+// Coverage verdicts become one series per PVC, and coverage that cannot be
+// judged fails the scrape: no series would read as nothing unprotected.
+func TestCoverageSeries(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
+	verdicts := []coverage.Verdict{
+		{Namespace: "apps", PVC: "db", State: coverage.Protected},
+		{Namespace: "apps", PVC: "forgotten", State: coverage.Unprotected},
+	}
+	col := NewCollector(c, logr.Discard()).WithCoverage(func(context.Context) ([]coverage.Verdict, error) { return verdicts, nil })
+	if err := testutil.CollectAndCompare(col, strings.NewReader(fmt.Sprintf(`
+# HELP %[1]s %[2]s
+# TYPE %[1]s gauge
+%[1]s{namespace="apps",persistentvolumeclaim="db",state="Protected"} 1
+%[1]s{namespace="apps",persistentvolumeclaim="forgotten",state="Unprotected"} 1
+`, PVCProtected.Name, PVCProtected.Help)), PVCProtected.Name); err != nil {
+		t.Error(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewCollector(c, logr.Discard()).WithCoverage(func(context.Context) ([]coverage.Verdict, error) {
+		return nil, errors.New("configmaps: forbidden")
+	}))
+	if _, err := reg.Gather(); err == nil || !strings.Contains(err.Error(), "configmaps: forbidden") {
+		t.Fatalf("gather: %v, want the coverage error", err)
 	}
 }

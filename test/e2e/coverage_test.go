@@ -174,4 +174,58 @@ spec:
 	if _, _, code := runSnapflow(t, "coverage", "-n", lab, "--fail-unprotected"); code != 0 {
 		t.Errorf("--fail-unprotected on a namespace with nothing unprotected: exit %d", code)
 	}
+
+	// The exporter serves the same verdicts as snapflow_pvc_protected,
+	// reading the policy's resourcePolicy ConfigMap with its own rights,
+	// and follows the objects: annotating the forgotten volume excludes it.
+	series := func(pvcNS, pvc string, state coverage.State) string {
+		return fmt.Sprintf(`snapflow_pvc_protected{namespace=%q,persistentvolumeclaim=%q,state=%q}`, pvcNS, pvc, state)
+	}
+	wantSeries := map[string]bool{series(lab, "notebook", coverage.Excluded): true}
+	for pvc, w := range want {
+		wantSeries[series(ns, pvc, w.state)] = true
+	}
+	eventually(t, func() error {
+		m, err := scrape()
+		if err != nil {
+			return err
+		}
+		return seriesOf(m, ns, lab, wantSeries)
+	})
+	kubectl(t, nil, 0, "-n", ns, "annotate", "pvc", "forgotten", "snapflow.dev/backup-not-required=scratch data")
+	delete(wantSeries, series(ns, "forgotten", coverage.Unprotected))
+	wantSeries[series(ns, "forgotten", coverage.Excluded)] = true
+	eventually(t, func() error {
+		m, err := scrape()
+		if err != nil {
+			return err
+		}
+		return seriesOf(m, ns, lab, wantSeries)
+	})
+}
+
+// seriesOf checks that the snapflow_pvc_protected series of namespaces a
+// and b are exactly want, each with the value 1.
+func seriesOf(m map[string]float64, a, b string, want map[string]bool) error {
+	got := map[string]bool{}
+	for k, v := range m {
+		if !strings.HasPrefix(k, "snapflow_pvc_protected{") || (!strings.Contains(k, fmt.Sprintf("namespace=%q", a)) && !strings.Contains(k, fmt.Sprintf("namespace=%q", b))) {
+			continue
+		}
+		if v != 1 {
+			return fmt.Errorf("%s = %v, want 1", k, v)
+		}
+		got[k] = true
+	}
+	for k := range want {
+		if !got[k] {
+			return fmt.Errorf("missing %s; have %v", k, got)
+		}
+	}
+	for k := range got {
+		if !want[k] {
+			return fmt.Errorf("unexpected %s", k)
+		}
+	}
+	return nil
 }

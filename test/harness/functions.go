@@ -391,8 +391,12 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
+		global := ""
+		if o.GlobalVolumePoliciesConfigMap != "" {
+			global = WebhookNamespace + "/" + o.GlobalVolumePoliciesConfigMap
+		}
 		if err := statemetrics.Serve(ctx, statemetrics.Options{Config: exporterCfg, Scheme: cp.Scheme, Addr: "127.0.0.1:0",
-			Log: log.WithName("exporter"), Listening: func(a string) { exporterAddr <- a }}); err != nil {
+			Log: log.WithName("exporter"), Listening: func(a string) { exporterAddr <- a }, Coverage: true, GlobalVolumePolicies: global}); err != nil {
 			log.Error(err, "exporter stopped")
 		}
 	}()
