@@ -1,0 +1,275 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/snapflow/snapflow/internal/statemetrics"
+	"github.com/snapflow/snapflow/test/harness"
+)
+
+// promqlSelector is one series selector of a query: a metric name and the
+// label names its matchers use.
+type promqlSelector struct {
+	metric string
+	labels []string
+}
+
+var (
+	promqlClauses = map[string]bool{"by": true, "without": true, "on": true, "ignoring": true, "group_left": true, "group_right": true}
+	promqlWords   = map[string]bool{"and": true, "or": true, "unless": true, "bool": true, "offset": true, "inf": true, "nan": true, "atan2": true,
+		// Aggregations, which may put a by or without clause before their "(".
+		"sum": true, "min": true, "max": true, "avg": true, "group": true, "stddev": true, "stdvar": true, "count": true,
+		"count_values": true, "bottomk": true, "topk": true, "quantile": true, "limitk": true, "limit_ratio": true}
+	promqlLabel = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)`)
+)
+
+// promqlSelectors finds the series selectors of a PromQL expression: every
+// identifier that is not a function, an aggregation, a keyword or a label
+// list of a by/on clause, with the labels of its matchers. Enough PromQL
+// for checking names; promtool checks the syntax.
+func promqlSelectors(expr string) ([]promqlSelector, error) {
+	var out []promqlSelector
+	s := []rune(expr)
+	skipTo := func(i int, open, close rune) (int, error) {
+		depth := 0
+		for j := i; j < len(s); j++ {
+			switch s[j] {
+			case '"', '\'', '`':
+				q := s[j]
+				for j++; j < len(s) && s[j] != q; j++ {
+					if s[j] == '\\' {
+						j++
+					}
+				}
+			case open:
+				depth++
+			case close:
+				depth--
+				if depth == 0 {
+					return j + 1, nil
+				}
+			}
+		}
+		return 0, fmt.Errorf("unbalanced %c in %q", open, expr)
+	}
+	next := func(i int) int {
+		for i < len(s) && (s[i] == ' ' || s[i] == '\n' || s[i] == '\t') {
+			i++
+		}
+		return i
+	}
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\'' || c == '`':
+			j := i + 1
+			for j < len(s) && s[j] != c {
+				if s[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			i = j + 1
+		case c == '[':
+			end, err := skipTo(i, '[', ']')
+			if err != nil {
+				return nil, err
+			}
+			i = end
+		case c == '{':
+			// A selector without a name ({__name__=...}) is not used here.
+			return nil, fmt.Errorf("a nameless selector in %q", expr)
+		case c >= '0' && c <= '9' || c == '.':
+			for i < len(s) && (s[i] == '.' || s[i] == '_' || s[i] >= '0' && s[i] <= '9' || s[i] >= 'a' && s[i] <= 'z' || s[i] >= 'A' && s[i] <= 'Z') {
+				i++
+			}
+		case c == '_' || c == ':' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
+			j := i
+			for j < len(s) && (s[j] == '_' || s[j] == ':' || s[j] >= 'a' && s[j] <= 'z' || s[j] >= 'A' && s[j] <= 'Z' || s[j] >= '0' && s[j] <= '9') {
+				j++
+			}
+			word := string(s[i:j])
+			k := next(j)
+			switch {
+			case promqlClauses[word]:
+				i = k
+				if k < len(s) && s[k] == '(' {
+					end, err := skipTo(k, '(', ')')
+					if err != nil {
+						return nil, err
+					}
+					i = end
+				}
+			case promqlWords[word]:
+				i = j
+			case k < len(s) && s[k] == '(':
+				i = k + 1 // a function or an aggregation
+			default:
+				sel := promqlSelector{metric: word}
+				i = j
+				if k < len(s) && s[k] == '{' {
+					end, err := skipTo(k, '{', '}')
+					if err != nil {
+						return nil, err
+					}
+					for _, m := range promqlLabel.FindAllStringSubmatch(string(s[k+1:end-1]), -1) {
+						sel.labels = append(sel.labels, m[1])
+					}
+					i = end
+				}
+				out = append(out, sel)
+			}
+		default:
+			i++
+		}
+	}
+	return out, nil
+}
+
+// servedMetrics are the series a query may name: the exporter's families
+// with their labels, the processes' metrics docs/metrics.md catalogues (and
+// a histogram's _bucket, _sum and _count), and what the chart README says
+// comes from elsewhere (kube-state-metrics' Job series, Prometheus' up).
+func servedMetrics(t *testing.T) (map[string][]string, map[string]bool) {
+	t.Helper()
+	labels := map[string][]string{}
+	for _, d := range statemetrics.Families {
+		labels[d.Name] = d.Labels
+	}
+	names := map[string]bool{"up": true, "kube_job_failed": true, "kube_job_labels": true, "controller_runtime_webhook_requests_total": true}
+	for n := range labels {
+		names[n] = true
+	}
+	doc := readFile(t, repoPath(t, "docs", "metrics.md"))
+	for _, m := range regexp.MustCompile("`((?:snapflow|kopiur)_[a-z0-9_]+)").FindAllStringSubmatch(string(doc), -1) {
+		names[m[1]] = true
+	}
+	return labels, names
+}
+
+// checkServed reports every selector of expr naming a series nothing
+// serves, or a label an exporter family does not have.
+func checkServed(expr string, labels map[string][]string, names map[string]bool) []string {
+	sels, err := promqlSelectors(expr)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var problems []string
+	for _, sel := range sels {
+		base := sel.metric
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if b, ok := strings.CutSuffix(sel.metric, suffix); ok && names[b] {
+				base = b
+			}
+		}
+		if !names[base] {
+			problems = append(problems, fmt.Sprintf("%s: nothing serves %s", expr, sel.metric))
+			continue
+		}
+		if known, ok := labels[base]; ok {
+			for _, l := range sel.labels {
+				if !slices.Contains(known, l) {
+					problems = append(problems, fmt.Sprintf("%s: %s has no label %s (it has %v)", expr, base, l, known))
+				}
+			}
+		}
+	}
+	return problems
+}
+
+func TestPromQLSelectors(t *testing.T) {
+	sels, err := promqlSelectors(`count(kube_job_failed{condition="true"} * on (namespace, job_name) group_left () kube_job_labels{label_x="a,b}"} == 1) or vector(0) + time() - max by (ns) (a_b:c[5m] offset 1h) and histogram_quantile(0.9, rate(x_bucket{le=~"1"}[1m]))`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range sels {
+		got = append(got, s.metric+fmt.Sprint(s.labels))
+	}
+	want := []string{"kube_job_failed[condition]", "kube_job_labels[label_x]", "a_b:c[]", "x_bucket[le]"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+// The dashboard's queries are valid PromQL (promtool check rules) and name
+// only series snapflow or the components the chart README names serve,
+// with labels the exporter's families have.
+func TestDashboardQueriesUseServedMetrics(t *testing.T) {
+	promtool := harness.RequireTool(t, "promtool")
+	var dash struct {
+		Panels []struct {
+			ID      int    `json:"id"`
+			Type    string `json:"type"`
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+		Templating struct {
+			List []struct {
+				Name       string `json:"name"`
+				Definition string `json:"definition"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(readFile(t, repoPath(t, "charts", "snapflow", "dashboards", "snapflow.json")), &dash); err != nil {
+		t.Fatal(err)
+	}
+	labels, names := servedMetrics(t)
+	// Grafana's variables, as an "All" selection expands them.
+	vars := strings.NewReplacer(`"$namespace"`, `".*"`, "$__rate_interval", "5m")
+	var rules []map[string]any
+	ids := map[int]bool{}
+	for _, p := range dash.Panels {
+		if ids[p.ID] {
+			t.Errorf("panel id %d is used twice", p.ID)
+		}
+		ids[p.ID] = true
+		if p.Type != "row" && len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for i, tg := range p.Targets {
+			expr := vars.Replace(tg.Expr)
+			if strings.Contains(expr, "$") {
+				t.Errorf("panel %q: an unknown variable in %s", p.Title, tg.Expr)
+			}
+			for _, pr := range checkServed(expr, labels, names) {
+				t.Errorf("panel %q: %s", p.Title, pr)
+			}
+			rules = append(rules, map[string]any{"record": fmt.Sprintf("dashboard:panel_%d_%d", p.ID, i), "expr": expr})
+		}
+	}
+	for _, v := range dash.Templating.List {
+		if m := regexp.MustCompile(`^label_values\((\w+), *(\w+)\)$`).FindStringSubmatch(v.Definition); m != nil {
+			if !slices.Contains(labels[m[1]], m[2]) {
+				t.Errorf("variable %s: %s has no label %s", v.Name, m[1], m[2])
+			}
+		} else if v.Definition != "" {
+			t.Errorf("variable %s: unchecked query %q", v.Name, v.Definition)
+		}
+	}
+	sort.Slice(rules, func(i, j int) bool { return rules[i]["record"].(string) < rules[j]["record"].(string) })
+	b, err := yaml.Marshal(map[string]any{"groups": []any{map[string]any{"name": "dashboard", "rules": rules}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "dashboard-rules.yaml")
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.CommandContext(testContext(t), promtool, "check", "rules", file).CombinedOutput(); err != nil {
+		t.Fatalf("promtool check rules over the dashboard's queries: %v\n%s", err, out)
+	}
+}
