@@ -46,6 +46,7 @@ type functionFlags struct {
 	sinkTokenFile                              string
 	globalPolicies                             string
 	deleteWindow                               time.Duration
+	coverageEvery, coverageGrace               time.Duration
 	hookDeny, hookAllow                        []string
 	workloadExecHooks                          bool
 	progress                                   bool
@@ -76,6 +77,8 @@ func (f *functionFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.maintQuick, "default-maintenance-quick", maintkernel.KopiaCadence.Quick, "maintenance: cron of the quick runs of a repository's default Maintenance, when its spec.maintenance.schedule names none (H: a minute stable per repository)")
 	fl.StringVar(&f.maintFull, "default-maintenance-full", maintkernel.KopiaCadence.Full, "maintenance: cron of the full runs (garbage collection) of a repository's default Maintenance, when its spec.maintenance.schedule names none")
 	fl.StringVar(&f.globalPolicies, "global-backup-volume-policies-configmap", "", "ConfigMap in --namespace holding the global backup volume policies (checked at startup, re-read for every run)")
+	fl.DurationVar(&f.coverageEvery, "coverage-every", schedule.DefaultCoverageEvery, "schedule: how often a tick or resync judges every PVC's coverage, to send dev.snapflow.coverage.unprotected (0: never)")
+	fl.DurationVar(&f.coverageGrace, "coverage-grace", schedule.DefaultCoverageGrace, "schedule: how long a PVC is unprotected before dev.snapflow.coverage.unprotected tells it")
 }
 
 // defaultListenAddr binds all interfaces only where a platform asked for a
@@ -157,7 +160,19 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 				WorkloadExecHooks: f.workloadExecHooks}
 			out = append(out, runtime.Function{Name: n, Handle: fn.Handle, Requests: []string{events.SnapshotRequested}})
 		case "schedule":
-			fn := &schedule.Function{Client: c, Emitter: emitter, Recorder: recorder("snapflow-schedule")}
+			if f.coverageGrace <= 0 {
+				return nil, fmt.Errorf("--coverage-grace %s: want a positive duration, e.g. 1h", f.coverageGrace)
+			}
+			every := f.coverageEvery
+			if every <= 0 {
+				every = -1 // off
+			}
+			global := ""
+			if f.globalPolicies != "" {
+				global = f.namespace + "/" + f.globalPolicies
+			}
+			fn := &schedule.Function{Client: c, Emitter: emitter, Recorder: recorder("snapflow-schedule"),
+				Namespace: f.namespace, GlobalVolumePolicies: global, CoverageEvery: every, CoverageGrace: f.coverageGrace}
 			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
 		case "retention":
 			fn := &retention.Function{Client: c, Emitter: emitter, Recorder: recorder("snapflow-retention")}

@@ -66,7 +66,24 @@ const (
 	// BackupStale reports a schedule none of whose backups succeeded for
 	// two slots: once per stale spell, data is a BackupStaleData.
 	BackupStale = "dev.snapflow.backup.stale"
+
+	// CoverageUnprotected reports a PVC nothing backs up and nothing
+	// excludes, once it has been so for the grace period: once per spell,
+	// data is a CoverageUnprotectedData.
+	CoverageUnprotected = "dev.snapflow.coverage.unprotected"
 )
+
+// CoverageUnprotectedData is the data of a coverage unprotected event.
+type CoverageUnprotectedData struct {
+	Namespace string `json:"namespace"`
+	PVC       string `json:"pvc"`
+	UID       string `json:"uid"`
+	// Since is when a pass first found it Unprotected.
+	Since string `json:"since"`
+	// Reason is the coverage verdict's reason; Message says how to act.
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
 
 // BackupStaleData is the data of a backup stale event.
 type BackupStaleData struct {

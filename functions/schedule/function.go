@@ -4,7 +4,9 @@
 // tick mints nothing), honours suspend, runOnCreate, startingDeadlineSeconds
 // and concurrencyPolicy, pins the next slot in status, and keeps the
 // failed history bounded. State lives in status only, so any replica and
-// any restart computes the same thing.
+// any restart computes the same thing. On ticks it also judges every PVC's
+// coverage and tells the unprotected ones (coverage.go), remembering what
+// it told in one ConfigMap of its own namespace.
 package schedule
 
 import (
@@ -45,8 +47,19 @@ type Function struct {
 	// Workers bounds how many schedules a tick reconciles at once
 	// (DefaultWorkers when 0).
 	Workers int
-	// Emitter sends dev.snapflow.backup.stale when a schedule goes stale.
+	// Emitter sends dev.snapflow.backup.stale when a schedule goes stale,
+	// and dev.snapflow.coverage.unprotected.
 	Emitter runtime.Emitter
+	// Namespace is the functions' own, where CoverageRecord is kept; empty
+	// turns coverage passes off.
+	Namespace string
+	// GlobalVolumePolicies names the global volume-policy ConfigMap as
+	// NAMESPACE/NAME, whose skip rules exclude the PVCs no policy covers.
+	GlobalVolumePolicies string
+	// CoverageEvery is how often a tick or resync judges every PVC
+	// (DefaultCoverageEvery when 0; negative: never), CoverageGrace how long
+	// a PVC is Unprotected before it is told (DefaultCoverageGrace when 0).
+	CoverageEvery, CoverageGrace time.Duration
 }
 
 func (f *Function) now() time.Time { return runtime.Now(f.Now) }
@@ -79,7 +92,9 @@ func (f *Function) Handle(ctx context.Context, e event.Event) error {
 			}
 			due = append(due, client.ObjectKeyFromObject(s))
 		}
-		return f.reconcileAll(ctx, due)
+		// A schedule's failure does not hold back the coverage pass, nor
+		// the other way round.
+		return errors.Join(f.reconcileAll(ctx, due), f.coveragePass(ctx))
 	case events.IsAPIServer(e.Type()):
 		ref, obj, err := events.DecodeAPIServer(e)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
@@ -68,7 +69,9 @@ type Input struct {
 type Verdict struct {
 	Namespace string `json:"namespace"`
 	PVC       string `json:"pvc"`
-	State     State  `json:"state"`
+	// UID tells a PVC from a later one of the same name.
+	UID   types.UID `json:"uid,omitempty"`
+	State State     `json:"state"`
 	// Policies are the policies that back it up (Protected) or cover it.
 	Policies    []string     `json:"policies,omitempty"`
 	LastSuccess *metav1.Time `json:"lastSuccess,omitempty"`
@@ -133,7 +136,7 @@ func Verdicts(in Input) []Verdict {
 }
 
 func (in Input) decide(c *corev1.PersistentVolumeClaim, policies []*snapv1.SnapshotPolicy, nsAnn map[string]string, overlapped map[string]bool) Verdict {
-	v := Verdict{Namespace: c.Namespace, PVC: c.Name, State: Unprotected}
+	v := Verdict{Namespace: c.Namespace, PVC: c.Name, UID: c.UID, State: Unprotected}
 	vol := volumepolicy.Volume{PVC: c}
 	if c.Spec.VolumeName != "" {
 		vol.PV = in.PVs[c.Spec.VolumeName]

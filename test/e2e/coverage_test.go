@@ -6,8 +6,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/internal/coverage"
 )
 
@@ -192,6 +194,57 @@ spec:
 		}
 		return seriesOf(m, ns, lab, wantSeries)
 	})
+	// The schedule function tells the unprotected volume once it has been
+	// so for the grace (1h), once: a pass opens the spell, one after the
+	// grace tells it, later passes do not. The clock moves past the pass
+	// interval each time, so each resync runs a pass.
+	t.Cleanup(func() { clock.Set(time.Time{}) })
+	start := time.Now()
+	told := func() []string {
+		var ids []string
+		for _, e := range env.Functions.Emitted.Events() {
+			if e.Type() == events.CoverageUnprotected && e.Subject() == ns+"/forgotten" {
+				ids = append(ids, e.ID())
+			}
+		}
+		return ids
+	}
+	pass := func(at time.Time) {
+		t.Helper()
+		clock.Set(at)
+		resync(t, "schedule")
+	}
+	pass(start.Add(10 * time.Minute))
+	if ids := told(); len(ids) != 0 {
+		t.Fatalf("told before the grace: %v", ids)
+	}
+	pass(start.Add(90 * time.Minute))
+	eventually(t, func() error {
+		if ids := told(); len(ids) != 1 {
+			return fmt.Errorf("%d coverage.unprotected events for %s/forgotten, want 1: %v", len(ids), ns, ids)
+		}
+		return nil
+	})
+	e, _ := env.Functions.Emitted.Find(events.CoverageUnprotected, ns+"/forgotten")
+	var data events.CoverageUnprotectedData
+	if err := json.Unmarshal(e.Data(), &data); err != nil || data.Reason != "no SnapshotPolicy covers it" || !strings.Contains(data.Message, "snapflow coverage -n "+ns) {
+		t.Errorf("event data %+v (%v)", data, err)
+	}
+	for _, other := range []string{lab + "/notebook", ns + "/scratch", ns + "/db", ns + "/paused"} {
+		if _, ok := env.Functions.Emitted.Find(events.CoverageUnprotected, other); ok {
+			t.Errorf("%s is not unprotected, yet it was told", other)
+		}
+	}
+	pass(start.Add(100 * time.Minute))
+	pass(start.Add(110 * time.Minute))
+	if ids := told(); len(ids) != 1 {
+		t.Errorf("later passes told the same spell again: %v", ids)
+	}
+	if out := kubectl(t, nil, 0, "-n", ns, "get", "events", "--field-selector", "involvedObject.name=forgotten,reason=Unprotected", "-o", "name"); len(strings.Fields(out.Stdout)) == 0 {
+		t.Errorf("no Unprotected Event on the PVC")
+	}
+	clock.Set(time.Time{})
+
 	kubectl(t, nil, 0, "-n", ns, "annotate", "pvc", "forgotten", "snapflow.dev/backup-not-required=scratch data")
 	delete(wantSeries, series(ns, "forgotten", coverage.Unprotected))
 	wantSeries[series(ns, "forgotten", coverage.Excluded)] = true

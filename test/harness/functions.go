@@ -337,7 +337,13 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	cleanupFn := &cleanup.Function{Client: cleanupClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount, Window: o.DeleteWindow,
 		Emitter: f.Emitted, Recorder: recorder("snapflow-cleanup")}
 	retentionFn := &retention.Function{Client: retentionClient, Emitter: f.Emitted, Recorder: recorder("snapflow-retention")}
-	scheduleFn := &schedule.Function{Client: scheduleClient, Now: o.Clock, Emitter: f.Emitted, Recorder: recorder("snapflow-schedule")}
+	// The global baseline as the functions name it: NAMESPACE/NAME.
+	global := ""
+	if o.GlobalVolumePoliciesConfigMap != "" {
+		global = WebhookNamespace + "/" + o.GlobalVolumePoliciesConfigMap
+	}
+	scheduleFn := &schedule.Function{Client: scheduleClient, Now: o.Clock, Emitter: f.Emitted, Recorder: recorder("snapflow-schedule"),
+		Namespace: WebhookNamespace, GlobalVolumePolicies: global}
 	restoreFn := &restore.Function{Access: access(restoreCfg), Logs: logs(restoreCfg), Client: restoreClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount, Now: o.Clock,
 		Emitter: f.Emitted, Recorder: recorder("snapflow-restore")}
 	verifyFn := &verify.Function{Client: verifyClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount, Now: o.Clock,
@@ -391,10 +397,6 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
-		global := ""
-		if o.GlobalVolumePoliciesConfigMap != "" {
-			global = WebhookNamespace + "/" + o.GlobalVolumePoliciesConfigMap
-		}
 		if err := statemetrics.Serve(ctx, statemetrics.Options{Config: exporterCfg, Scheme: cp.Scheme, Addr: "127.0.0.1:0",
 			Log: log.WithName("exporter"), Listening: func(a string) { exporterAddr <- a }, Coverage: true, GlobalVolumePolicies: global}); err != nil {
 			log.Error(err, "exporter stopped")

@@ -174,8 +174,12 @@ snapshot cleanup retention schedule restore verify maintenance prune
 {{- if and (eq .name "snapshot") $v.functions.maxConcurrentJobs }}
 - --max-concurrent-jobs={{ $v.functions.maxConcurrentJobs }}
 {{- end }}
-{{- if and (eq .name "snapshot") $v.globalVolumePolicies.name }}
+{{- if and (has .name (list "snapshot" "schedule")) $v.globalVolumePolicies.name }}
 - --global-backup-volume-policies-configmap={{ $v.globalVolumePolicies.name }}
+{{- end }}
+{{- if eq .name "schedule" }}
+- --coverage-every={{ $v.functions.schedule.coverage.every }}
+- --coverage-grace={{ $v.functions.schedule.coverage.grace }}
 {{- end }}
 {{- if eq .name "snapshot" }}
 {{- range $v.functions.snapshot.hookDenyCIDRs }}

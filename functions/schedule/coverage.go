@@ -1,0 +1,133 @@
+package schedule
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/events"
+	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/internal/coverage"
+)
+
+const (
+	// CoverageRecord is the ConfigMap, in the functions' namespace, that
+	// remembers the open unprotected spells between passes: a PVC is not
+	// snapflow's to annotate, and the functions keep nothing in memory.
+	CoverageRecord = "snapflow-coverage"
+	coverageKey    = "tracked.json"
+
+	// DefaultCoverageEvery is how often a pass judges every PVC.
+	DefaultCoverageEvery = 5 * time.Minute
+	// DefaultCoverageGrace is how long a PVC stays Unprotected before it
+	// is told, as SnapflowPVCUnprotected waits.
+	DefaultCoverageGrace = time.Hour
+
+	// ReasonUnprotected is the Kubernetes Event on an unprotected PVC.
+	ReasonUnprotected = "Unprotected"
+)
+
+// coveragePass judges every PVC at most once per CoverageEvery and tells
+// each PVC that has been Unprotected for CoverageGrace, once per spell, as
+// a dev.snapflow.coverage.unprotected CloudEvent and a Warning Event on
+// the PVC. Passes run on ticks and resyncs; the record in CoverageRecord
+// decides whether one is due, so replicas and restarts agree.
+func (f *Function) coveragePass(ctx context.Context) error {
+	if f.Namespace == "" || f.CoverageEvery < 0 {
+		return nil
+	}
+	every, grace := f.CoverageEvery, f.CoverageGrace
+	if every == 0 {
+		every = DefaultCoverageEvery
+	}
+	if grace == 0 {
+		grace = DefaultCoverageGrace
+	}
+	now := f.now()
+	log := runtime.Log(ctx).WithValues("record", f.Namespace+"/"+CoverageRecord)
+	var cm corev1.ConfigMap
+	err := f.Client.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: CoverageRecord}, &cm)
+	exists := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("read the coverage record %s/%s: %w", f.Namespace, CoverageRecord, err)
+	}
+	var prev coverage.Tracked
+	if raw := cm.Data[coverageKey]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &prev); err != nil {
+			// Starting afresh only delays the next announcements by the grace.
+			log.Info("the coverage record is unreadable; starting it afresh", "error", err.Error())
+			prev = coverage.Tracked{}
+		}
+	}
+	if !prev.Due(now, every) {
+		return nil
+	}
+	in, warnings, err := coverage.Read(ctx, f.Client, "", f.GlobalVolumePolicies)
+	if err != nil {
+		return fmt.Errorf("judge coverage: %w", err)
+	}
+	for _, w := range warnings {
+		log.V(1).Info("coverage judged with less", "warning", w)
+	}
+	next, due := coverage.Track(prev, coverage.Verdicts(in), now, grace)
+	for _, sp := range due {
+		if err := f.tellUnprotected(ctx, sp, grace); err != nil {
+			// Not marked: the next pass tells it again, under the same id.
+			log.Error(err, "could not send the coverage unprotected event", "pvc", sp.Namespace+"/"+sp.PVC)
+			continue
+		}
+		sp.Announced = true
+		next.Spells[sp.UID] = sp
+	}
+	raw, err := json.Marshal(next)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		cm = corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.Namespace, Name: CoverageRecord,
+			Labels: map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue}}}
+	}
+	if cm.Data == nil {
+		cm.Data = map[string]string{}
+	}
+	cm.Data[coverageKey] = string(raw)
+	if exists {
+		// The read's resourceVersion makes a concurrent pass's write fail
+		// here instead of being overwritten; the event is retried.
+		err = f.Client.Update(ctx, &cm)
+	} else {
+		err = f.Client.Create(ctx, &cm)
+	}
+	if err != nil {
+		return fmt.Errorf("write the coverage record %s/%s: %w", f.Namespace, CoverageRecord, err)
+	}
+	return nil
+}
+
+// tellUnprotected sends one spell's CloudEvent, then its Kubernetes Event.
+func (f *Function) tellUnprotected(ctx context.Context, sp coverage.Spell, grace time.Duration) error {
+	msg := fmt.Sprintf("PVC %s/%s has not been backed up since %s (%s, for %s or more): cover it with a SnapshotPolicy that a SnapshotSchedule fires, or mark it %s (on the PVC or its namespace) or skip it in a volume policy; snapflow coverage -n %s shows every PVC's state",
+		sp.Namespace, sp.PVC, sp.Since.UTC().Format(time.RFC3339), sp.Reason, grace, wellknown.AnnotationBackupNotRequired, sp.Namespace)
+	if f.Emitter != nil {
+		data := events.CoverageUnprotectedData{Namespace: sp.Namespace, PVC: sp.PVC, UID: string(sp.UID),
+			Since: sp.Since.UTC().Format(time.RFC3339), Reason: sp.Reason, Message: msg}
+		// The id names the spell: a retry is the same event, the next
+		// spell of the PVC a new one.
+		e, err := events.New(fmt.Sprintf("%s/unprotected/%d", sp.UID, sp.Since.Unix()), events.CoverageUnprotected, sp.Namespace+"/"+sp.PVC, data)
+		if err != nil {
+			return err
+		}
+		if err := f.Emitter.Emit(ctx, e); err != nil {
+			return err
+		}
+	}
+	f.event(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: sp.Namespace, Name: sp.PVC, UID: sp.UID}}, true, ReasonUnprotected, "%s", msg)
+	return nil
+}
