@@ -150,6 +150,18 @@ type HookStamps struct {
 	PreCompletedAt *metav1.Time `json:"preCompletedAt,omitempty"`
 	// +optional
 	PostCompletedAt *metav1.Time `json:"postCompletedAt,omitempty"`
+	// QuiescedFor is how long the workload was quiesced: from the end of
+	// the beforeSnapshot hooks to the end of the afterSnapshot hooks, which
+	// run as soon as a point-in-time copy exists (copyMethod Snapshot),
+	// else when the run ends (a snapflow extension).
+	// +optional
+	QuiescedFor *metav1.Duration `json:"quiescedFor,omitempty"`
+	// GroupMember names the Snapshot whose hooks quiesced the workload for
+	// the VolumeGroupSnapshot this run shares: the hooks run once per
+	// group, in the member that cuts it, so this run ran none (a snapflow
+	// extension).
+	// +optional
+	GroupMember string `json:"groupMember,omitempty"`
 	// Results records each hook as it finishes, so none runs twice
 	// (a snapflow extension).
 	// +optional

@@ -1014,6 +1014,11 @@ func (in *HookStamps) DeepCopyInto(out *HookStamps) {
 		in, out := &in.PostCompletedAt, &out.PostCompletedAt
 		*out = (*in).DeepCopy()
 	}
+	if in.QuiescedFor != nil {
+		in, out := &in.QuiescedFor, &out.QuiescedFor
+		*out = new(metav1.Duration)
+		**out = **in
+	}
 	if in.Results != nil {
 		in, out := &in.Results, &out.Results
 		*out = make([]HookResult, len(*in))

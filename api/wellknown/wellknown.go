@@ -35,6 +35,9 @@ const (
 	// other's members. Its value is MemberValue.
 	MemberPrefix = "vgs.snapflow.dev/"
 	MemberValue  = "member"
+	// AnnotationCutBy on a VolumeGroupSnapshot names the Snapshot that cut
+	// it, whose hooks quiesced the workload for every member.
+	AnnotationCutBy = SnapflowPrefix + "cut-by"
 	// LabelRepository, LabelRepositoryKind and LabelRepositoryNamespace name
 	// the repository a bootstrap or deletion Job works on.
 	LabelRepository          = SnapflowPrefix + "repository"

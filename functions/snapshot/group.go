@@ -165,6 +165,7 @@ func (f *Function) cutGroup(ctx context.Context, s *snapv1.Snapshot, p *runPlan,
 	vgs.SetName(g.VolumeGroupSnapshotName)
 	vgs.SetOwnerReferences(owners)
 	vgs.SetLabels(map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue, wellknown.LabelVolumeGroup: g.VolumeGroupSnapshotName, wellknown.LabelConfig: p.policy.Name})
+	vgs.SetAnnotations(map[string]string{wellknown.AnnotationCutBy: s.Name})
 	vgs.Object["spec"] = map[string]any{"source": map[string]any{"selector": selector}}
 	if err := f.Client.Create(ctx, vgs); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("create VolumeGroupSnapshot %s: %w", g.VolumeGroupSnapshotName, err)
@@ -419,4 +420,28 @@ func (f *Function) releaseGroup(ctx context.Context, s *snapv1.Snapshot) error {
 		return fmt.Errorf("delete VolumeGroupSnapshot %s: %w", vgs.GetName(), err)
 	}
 	return nil
+}
+
+// groupCut reports the Snapshot that cut the group s shares, when the
+// group exists, is this firing's and is not going away: s then runs no
+// hooks of its own, since the instant every member reads has been taken.
+// The name is "" for a group that does not say who cut it.
+func (f *Function) groupCut(ctx context.Context, s *snapv1.Snapshot, p *runPlan, g *snapv1.SnapshotGroup) (cutBy string, cut bool, err error) {
+	gvk, served, err := f.groupGVK(volumegroup.KindGroupSnapshot)
+	if err != nil || !served {
+		return "", false, err
+	}
+	vgs := &unstructured.Unstructured{}
+	vgs.SetGroupVersionKind(gvk)
+	err = f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: g.VolumeGroupSnapshotName}, vgs)
+	if apierrors.IsNotFound(err) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	if vgs.GetDeletionTimestamp() != nil || !groupOf(vgs, s, p.policy.Name) {
+		return "", false, nil // staging refuses it, saying why
+	}
+	return vgs.GetAnnotations()[wellknown.AnnotationCutBy], true, nil
 }

@@ -48,6 +48,9 @@ const (
 	ReasonIdentityCollision = "IdentityCollision"
 	// ReasonRunningHooks: a beforeSnapshot hook (a runJob) is still running.
 	ReasonRunningHooks = "RunningHooks"
+	// ReasonGroupHooks: a member of a cut VolumeGroupSnapshot runs no hooks;
+	// they ran once, in the member that cut it.
+	ReasonGroupHooks = "HooksRanForGroup"
 	// ReasonGlobalSectionsIgnored: the global volume policies carry
 	// sections other than volumePolicies, which never apply.
 	ReasonGlobalSectionsIgnored = "GlobalVolumePolicySectionsIgnored"
@@ -175,35 +178,21 @@ func (f *Function) start(ctx context.Context, s *snapv1.Snapshot) error {
 			return f.hold(ctx, s, gate{cond: wellknown.ConditionRepositorySlotAvailable, reason: ReasonWaitingForSlot, message: msg})
 		}
 	}
-	if hooks := plan.policy.Spec.Hooks; hooks != nil && len(hooks.BeforeSnapshot) > 0 && (s.Status.Hooks == nil || s.Status.Hooks.PreCompletedAt == nil) {
-		out, err := f.runHooks(ctx, s, plan.policy, ListBefore, hooks.BeforeSnapshot)
-		switch {
-		case err != nil:
-			return err
-		case out.failed != "":
-			// An aborted backup never creates its mover Job.
-			return f.failRun(ctx, s, reasonHookFailed, "a beforeSnapshot hook failed, so the backup was aborted: "+out.failed, "")
-		case out.pending != "":
-			return f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
-				if st.Phase == "" {
-					st.Phase = snapv1.SnapshotPending
-				}
-				meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonRunningHooks, Message: out.pending, ObservedGeneration: gen})
-			})
-		}
-		now := metav1.NewTime(f.now())
-		if err := f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, _ int64) {
-			if st.Hooks == nil {
-				st.Hooks = &snapv1.HookStamps{}
-			}
-			st.Hooks.PreCompletedAt = &now
-		}); err != nil {
-			return err
-		}
+	if frozen, err := f.beforeHooks(ctx, s, plan); err != nil || !frozen {
+		return err
 	}
 	ready, err := f.stage(ctx, s, plan)
 	if err != nil || !ready {
 		return err
+	}
+	if plan.copyMethod == snapv1.CopySnapshot {
+		// The VolumeSnapshot this run reads is ready: the instant is taken,
+		// so the workload is thawed now rather than after the upload. A
+		// Clone is provisioned only when the mover is scheduled, and Direct
+		// reads the live volume: those thaw when the run ends.
+		if waiting, err := f.afterHooks(ctx, s, true); err != nil || waiting {
+			return err
+		}
 	}
 	// A cancel or another outcome may have landed while this delivery ran
 	// the hooks and staged: no mover starts for a run that has ended.
@@ -260,11 +249,6 @@ func (f *Function) hold(ctx context.Context, s *snapv1.Snapshot, g gate) error {
 			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: g.reason, Message: g.message, ObservedGeneration: gen})
 		}
 	})
-}
-
-// hooksStarted says whether beforeSnapshot hooks ran or are running.
-func hooksStarted(st *snapv1.SnapshotStatus) bool {
-	return st.Hooks != nil && (st.Hooks.PreCompletedAt != nil || len(st.Hooks.Results) > 0)
 }
 
 // pending marks a run that has not started yet: Pending, with its origin.
@@ -509,38 +493,6 @@ func (f *Function) stopMover(ctx context.Context, s *snapv1.Snapshot) error {
 	return nil
 }
 
-// afterHooks runs the afterSnapshot hooks of a finished run once, whether
-// it succeeded or failed, provided the run got as far as its hooks (a run
-// refused before that has nothing to resume). It reports waiting while a
-// runJob hook is still running.
-func (f *Function) afterHooks(ctx context.Context, s *snapv1.Snapshot) (bool, error) {
-	if s.Status.Hooks != nil && s.Status.Hooks.PostCompletedAt != nil {
-		return false, nil
-	}
-	reached := s.Status.Job != nil || hooksStarted(&s.Status)
-	if !reached || s.Spec.PolicyRef == nil {
-		return false, nil
-	}
-	pol, err := f.policyOf(ctx, s)
-	if err != nil || pol == nil || pol.Spec.Hooks == nil || len(pol.Spec.Hooks.AfterSnapshot) == 0 {
-		return false, err
-	}
-	out, err := f.runHooks(ctx, s, pol, ListAfter, pol.Spec.Hooks.AfterSnapshot)
-	if err != nil || out.pending != "" {
-		return out.pending != "", err
-	}
-	if out.failed != "" && f.Recorder != nil {
-		f.Recorder.Event(s, corev1.EventTypeWarning, reasonHookFailed, "afterSnapshot hook failed: "+out.failed)
-	}
-	now := metav1.NewTime(f.now())
-	return false, f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, _ int64) {
-		if st.Hooks == nil {
-			st.Hooks = &snapv1.HookStamps{}
-		}
-		st.Hooks.PostCompletedAt = &now
-	})
-}
-
 // finalized says whether the function already published a terminal run.
 // Finished reports whether a run has ended and been finalized: its
 // afterSnapshot hooks ran and its outcome is published.
@@ -560,7 +512,7 @@ func (f *Function) finalize(ctx context.Context, s *snapv1.Snapshot) error {
 	if err := f.releaseGroup(ctx, s); err != nil {
 		return err
 	}
-	if waiting, err := f.afterHooks(ctx, s); err != nil || waiting {
+	if waiting, err := f.afterHooks(ctx, s, false); err != nil || waiting {
 		return err
 	}
 	if s.Status.Job != nil {

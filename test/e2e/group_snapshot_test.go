@@ -20,15 +20,18 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/test/harness"
 )
 
 var vgsGVK = schema.GroupVersionKind{Group: "groupsnapshot.storage.k8s.io", Version: "v1", Kind: "VolumeGroupSnapshot"}
 
 // A selector matching three PVCs, with the default groupBy, is cut as one
-// VolumeGroupSnapshot: the members are backed up one after another (one
-// mover slot; a beforeSnapshot hook holds the later ones until the data
-// has changed), yet every one holds the data of the instant the group was
-// cut, and each restores to it. The group goes once the last member ran.
+// VolumeGroupSnapshot: the hooks quiesce the workload once, in the member
+// that cuts the group, and resume it as soon as the group is ready, before
+// any upload. The members are backed up one after another (one mover
+// slot), and the data changes while the thaw hook runs, yet every member
+// holds the data of the instant the group was cut, and each restores to
+// it. The group goes once the last member ran.
 func TestSelectorPVCsAreBackedUpFromOneGroupSnapshot(t *testing.T) {
 	const ns = "group-snapshot"
 	ctx := testContext(t)
@@ -49,12 +52,18 @@ spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
 			t.Fatal(err)
 		}
 	}
-	// The first member's hook answers at once; the others wait until the
-	// workload has moved on.
-	release := make(chan struct{})
-	var calls atomic.Int32
+	// The freeze answers at once; the thaw holds until the workload has
+	// moved on, which it does while no upload has started.
+	release, thawing := make(chan struct{}), make(chan struct{}, 1)
+	var freezes, thaws atomic.Int32
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if calls.Add(1) > 1 {
+		switch r.URL.Path {
+		case "/freeze":
+			freezes.Add(1)
+		case "/thaw":
+			if thaws.Add(1) == 1 {
+				thawing <- struct{}{}
+			}
 			select {
 			case <-release:
 			case <-time.After(2 * time.Minute):
@@ -85,6 +94,8 @@ spec:
   hooks:
     beforeSnapshot:
       - httpRequest: {url: "`+hook.URL+`/freeze"}
+    afterSnapshot:
+      - httpRequest: {url: "`+hook.URL+`/thaw"}
 `), 0, "apply", "-f", "-")
 
 	var wg sync.WaitGroup
@@ -143,6 +154,25 @@ spec:
 			t.Errorf("PVC %s has member label %q, want %q", name, v, want)
 		}
 	}
+	// The member that cut the group thaws the workload before its upload.
+	select {
+	case <-thawing:
+	case <-time.After(harness.Timeout(3 * time.Minute)):
+		t.Fatal("the workload was never thawed after the group was cut")
+	}
+	vgs := &unstructured.Unstructured{}
+	vgs.SetGroupVersionKind(vgsGVK)
+	if err := env.Client.Get(ctx, clientKey(ns, group), vgs); err != nil {
+		t.Fatal(err)
+	}
+	cutter := vgs.GetAnnotations()[wellknown.AnnotationCutBy]
+	var cut snapv1.Snapshot
+	if err := env.Client.Get(ctx, clientKey(ns, cutter), &cut); err != nil {
+		t.Fatalf("the group names %q as its cutter: %v", cutter, err)
+	}
+	if cut.Status.Job != nil {
+		t.Errorf("the thaw of %s ran after its mover Job %s was made; it should run before the upload", cutter, cut.Status.Job.Name)
+	}
 	for _, name := range members {
 		if err := os.WriteFile(state(name), []byte("txid 2\n"), 0o644); err != nil {
 			t.Fatal(err)
@@ -150,8 +180,8 @@ spec:
 	}
 	close(release)
 	wg.Wait()
-	if calls.Load() < 3 {
-		t.Fatalf("%d hook calls, want one per member", calls.Load())
+	if freezes.Load() != 1 || thaws.Load() != 1 {
+		t.Fatalf("%d freezes and %d thaws, want one each for the group", freezes.Load(), thaws.Load())
 	}
 	if code != 0 || !strings.Contains(stderr, "3/3 finished") {
 		t.Fatalf("snapshot now exited %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
@@ -162,6 +192,15 @@ spec:
 		done := waitSnapshot(t, ns, s.Name, snapv1.SnapshotSucceeded)
 		if st := done.Status.Staged; st == nil || st.VolumeGroupSnapshotName != group || st.VolumeSnapshotName == "" || st.VolumeSnapshotName == s.Name+"-src" {
 			t.Errorf("%s: status.staged %+v, want the member of group %s", s.Name, done.Status.Staged, group)
+		}
+		h := done.Status.Hooks
+		switch {
+		case h == nil || h.PostCompletedAt == nil:
+			t.Errorf("%s: status.hooks %+v, want the hooks settled", s.Name, h)
+		case s.Name == cutter && (h.QuiescedFor == nil || h.QuiescedFor.Duration <= 0 || len(h.Results) != 2 || h.GroupMember != ""):
+			t.Errorf("%s cut the group: status.hooks %+v, want both hooks' results and how long the workload was quiesced", s.Name, h)
+		case s.Name != cutter && (h.GroupMember != cutter || len(h.Results) != 0 || h.QuiescedFor != nil):
+			t.Errorf("%s: status.hooks %+v, want no hooks of its own and groupMember %s", s.Name, h, cutter)
 		}
 	}
 	// The last member to finish deletes the group; its members go with it.
