@@ -50,7 +50,7 @@ not listed.`,
 			if err != nil {
 				return err
 			}
-			in, warnings, err := coverage.Read(cmd.Context(), c, ns, global)
+			in, warnings, err := coverage.Read(cmd.Context(), c, ns, global, coverage.ReadOptions{})
 			if err != nil {
 				return err
 			}

@@ -2,7 +2,6 @@ package schedule
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -38,10 +37,14 @@ const (
 // each PVC that has been Unprotected for CoverageGrace, once per spell, as
 // a dev.snapflow.coverage.unprotected CloudEvent and a Warning Event on
 // the PVC. Passes run on ticks and resyncs; the record in CoverageRecord
-// decides whether one is due, so replicas and restarts agree.
-func (f *Function) coveragePass(ctx context.Context) error {
+// decides whether one is due, and a pass claims it (a write under the
+// read's resourceVersion) before it judges or tells anything, so two
+// replicas or two overlapping events never run one pass twice. A pass
+// that fails only logs: the tick's schedules are not retried for it, and
+// the next pass comes after CoverageEvery.
+func (f *Function) coveragePass(ctx context.Context) {
 	if f.Namespace == "" || f.CoverageEvery < 0 {
-		return nil
+		return
 	}
 	every, grace := f.CoverageEvery, f.CoverageGrace
 	if every == 0 {
@@ -52,29 +55,29 @@ func (f *Function) coveragePass(ctx context.Context) error {
 	}
 	now := f.now()
 	log := runtime.Log(ctx).WithValues("record", f.Namespace+"/"+CoverageRecord)
-	var cm corev1.ConfigMap
-	err := f.Client.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: CoverageRecord}, &cm)
-	exists := err == nil
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("read the coverage record %s/%s: %w", f.Namespace, CoverageRecord, err)
-	}
-	var prev coverage.Tracked
-	if raw := cm.Data[coverageKey]; raw != "" {
-		if err := json.Unmarshal([]byte(raw), &prev); err != nil {
-			// Starting afresh only delays the next announcements by the grace.
-			log.Info("the coverage record is unreadable; starting it afresh", "error", err.Error())
-			prev = coverage.Tracked{}
-		}
+	cm, prev, err := f.readRecord(ctx)
+	if err != nil {
+		log.Error(err, "coverage pass skipped")
+		return
 	}
 	if !prev.Due(now, every) {
-		return nil
+		return
 	}
-	in, warnings, err := coverage.Read(ctx, f.Client, "", f.GlobalVolumePolicies)
+	claimed := prev
+	claimed.LastPass = now
+	if err := f.writeRecord(ctx, cm, claimed); apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+		return // another pass claimed it
+	} else if err != nil {
+		log.Error(err, "coverage pass skipped")
+		return
+	}
+	// Whether a PVC is Unprotected never depends on a policy's
+	// resourcePolicy, so those are not read. A partial read is no read:
+	// it would show excluded PVCs as unprotected.
+	in, _, err := coverage.Read(ctx, f.Client, "", f.GlobalVolumePolicies, coverage.ReadOptions{Strict: true, SkipRecipes: true})
 	if err != nil {
-		return fmt.Errorf("judge coverage: %w", err)
-	}
-	for _, w := range warnings {
-		log.V(1).Info("coverage judged with less", "warning", w)
+		log.Error(err, "coverage pass failed; the next one comes after the pass interval", "every", every.String())
+		return
 	}
 	next, due := coverage.Track(prev, coverage.Verdicts(in), now, grace)
 	for _, sp := range due {
@@ -86,24 +89,48 @@ func (f *Function) coveragePass(ctx context.Context) error {
 		sp.Announced = true
 		next.Spells[sp.UID] = sp
 	}
-	raw, err := json.Marshal(next)
+	if err := f.writeRecord(ctx, cm, next); err != nil {
+		// The told spells are told again by a later pass, under their ids.
+		log.Error(err, "could not record the coverage pass")
+	}
+}
+
+// readRecord reads CoverageRecord; an absent one is an empty record and
+// an unreadable one a fresh start (a later pass then tells the open
+// spells again, under new ids).
+func (f *Function) readRecord(ctx context.Context) (*corev1.ConfigMap, coverage.Tracked, error) {
+	cm := &corev1.ConfigMap{}
+	err := f.Client.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: CoverageRecord}, cm)
+	if apierrors.IsNotFound(err) {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.Namespace, Name: CoverageRecord,
+			Labels: map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue}}}, coverage.Tracked{}, nil
+	}
+	if err != nil {
+		return nil, coverage.Tracked{}, fmt.Errorf("read the coverage record %s/%s: %w", f.Namespace, CoverageRecord, err)
+	}
+	tr, err := coverage.DecodeTracked([]byte(cm.Data[coverageKey]))
+	if cm.Data[coverageKey] != "" && err != nil {
+		runtime.Log(ctx).Info("the coverage record is unreadable; starting it afresh", "error", err.Error())
+	}
+	return cm, tr, nil
+}
+
+// writeRecord stores t in cm, creating it the first time; cm keeps the
+// resourceVersion it was read or last written with, so a write after
+// another pass's fails with a conflict.
+func (f *Function) writeRecord(ctx context.Context, cm *corev1.ConfigMap, t coverage.Tracked) error {
+	raw, err := t.Encode()
 	if err != nil {
 		return err
-	}
-	if !exists {
-		cm = corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.Namespace, Name: CoverageRecord,
-			Labels: map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue}}}
 	}
 	if cm.Data == nil {
 		cm.Data = map[string]string{}
 	}
 	cm.Data[coverageKey] = string(raw)
-	if exists {
-		// The read's resourceVersion makes a concurrent pass's write fail
-		// here instead of being overwritten; the event is retried.
-		err = f.Client.Update(ctx, &cm)
+	if cm.ResourceVersion == "" {
+		err = f.Client.Create(ctx, cm)
 	} else {
-		err = f.Client.Create(ctx, &cm)
+		err = f.Client.Update(ctx, cm)
 	}
 	if err != nil {
 		return fmt.Errorf("write the coverage record %s/%s: %w", f.Namespace, CoverageRecord, err)
@@ -113,7 +140,7 @@ func (f *Function) coveragePass(ctx context.Context) error {
 
 // tellUnprotected sends one spell's CloudEvent, then its Kubernetes Event.
 func (f *Function) tellUnprotected(ctx context.Context, sp coverage.Spell, grace time.Duration) error {
-	msg := fmt.Sprintf("PVC %s/%s has not been backed up since %s (%s, for %s or more): cover it with a SnapshotPolicy that a SnapshotSchedule fires, or mark it %s (on the PVC or its namespace) or skip it in a volume policy; snapflow coverage -n %s shows every PVC's state",
+	msg := fmt.Sprintf("PVC %s/%s has been unprotected since %s (%s, for %s or more): cover it with a SnapshotPolicy that a SnapshotSchedule fires, or mark it %s (on the PVC or its namespace) or skip it in a volume policy; snapflow coverage -n %s shows every PVC's state",
 		sp.Namespace, sp.PVC, sp.Since.UTC().Format(time.RFC3339), sp.Reason, grace, wellknown.AnnotationBackupNotRequired, sp.Namespace)
 	if f.Emitter != nil {
 		data := events.CoverageUnprotectedData{Namespace: sp.Namespace, PVC: sp.PVC, UID: string(sp.UID),

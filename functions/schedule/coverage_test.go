@@ -10,10 +10,12 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/internal/coverage"
@@ -50,9 +52,7 @@ func TestAnUnprotectedPVCIsToldOncePerSpell(t *testing.T) {
 	pass := func(at time.Time) {
 		t.Helper()
 		now = at
-		if err := f.coveragePass(ctx); err != nil {
-			t.Fatal(err)
-		}
+		f.coveragePass(ctx)
 	}
 	pass(t0)
 	if len(told()) != 0 {
@@ -113,15 +113,13 @@ func TestAnUnprotectedPVCIsToldOncePerSpell(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "snapflow-system", Name: CoverageRecord}, &cm); err != nil {
 		t.Fatal(err)
 	}
-	var tr coverage.Tracked
-	if err := json.Unmarshal([]byte(cm.Data[coverageKey]), &tr); err != nil || len(tr.Spells) != 1 || !tr.Spells["uid-forgotten"].Announced {
+	tr, err := coverage.DecodeTracked([]byte(cm.Data[coverageKey]))
+	if err != nil || len(tr.Spells) != 1 || !tr.Spells["uid-forgotten"].Announced {
 		t.Fatalf("record %+v (%v)", tr, err)
 	}
 	// Without a namespace, or with passes turned off, nothing is judged.
 	for _, off := range []*Function{{Client: c, Emitter: &out}, {Client: c, Emitter: &out, Namespace: "x", CoverageEvery: -1}} {
-		if err := off.coveragePass(ctx); err != nil {
-			t.Fatal(err)
-		}
+		off.coveragePass(ctx)
 	}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "x", Name: CoverageRecord}, &cm); err == nil {
 		t.Fatal("a disabled pass wrote a record")
@@ -131,4 +129,49 @@ func TestAnUnprotectedPVCIsToldOncePerSpell(t *testing.T) {
 func itoa(n int64) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+// A pass whose claim loses to another pass (a replica, an overlapping
+// event) judges and tells nothing; a failed read tells nothing and still
+// waits the pass interval; neither fails the tick.
+func TestACoveragePassTellsOnlyAfterItsClaim(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	rec, err := coverage.Tracked{LastPass: t0.Add(-10 * time.Minute), Spells: map[k8stypes.UID]coverage.Spell{
+		"uid-forgotten": {Namespace: "apps", PVC: "forgotten", UID: "uid-forgotten", Since: t0.Add(-2 * time.Hour)}}}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := []client.Object{
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "forgotten", UID: "uid-forgotten"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "snapflow-system", Name: CoverageRecord}, Data: map[string]string{coverageKey: string(rec)}},
+	}
+	lose := interceptor.Funcs{Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+		return apierrors.NewConflict(corev1.Resource("configmaps"), obj.GetName(), errors.New("another pass wrote first"))
+	}}
+	var out emitted
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).WithInterceptorFuncs(lose).Build()
+	f := &Function{Client: c, Now: func() time.Time { return t0 }, Emitter: &out, Namespace: "snapflow-system"}
+	f.coveragePass(ctx)
+	if len(out) != 0 {
+		t.Fatalf("a pass that lost its claim told %d events", len(out))
+	}
+	// A global ConfigMap that cannot be read: the pass is claimed, tells
+	// nothing, and the next comes after the interval.
+	c = fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).Build()
+	f = &Function{Client: c, Now: func() time.Time { return t0 }, Emitter: &out, Namespace: "snapflow-system", GlobalVolumePolicies: "snapflow-system/missing"}
+	f.coveragePass(ctx)
+	if len(out) != 0 {
+		t.Fatalf("a pass that could not judge told %d events", len(out))
+	}
+	f.GlobalVolumePolicies = ""
+	f.coveragePass(ctx) // not due yet
+	if len(out) != 0 {
+		t.Fatalf("a pass ran again within the interval: %d events", len(out))
+	}
+	f.Now = func() time.Time { return t0.Add(DefaultCoverageEvery) }
+	f.coveragePass(ctx)
+	if len(out) != 1 || out[0].Type() != events.CoverageUnprotected {
+		t.Fatalf("told %d events after the interval, want the open spell", len(out))
+	}
 }

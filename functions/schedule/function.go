@@ -92,9 +92,11 @@ func (f *Function) Handle(ctx context.Context, e event.Event) error {
 			}
 			due = append(due, client.ObjectKeyFromObject(s))
 		}
-		// A schedule's failure does not hold back the coverage pass, nor
-		// the other way round.
-		return errors.Join(f.reconcileAll(ctx, due), f.coveragePass(ctx))
+		err := f.reconcileAll(ctx, due)
+		// After the schedules, and whatever they did: a coverage pass only
+		// logs its failures, so it never makes the tick retry.
+		f.coveragePass(ctx)
+		return err
 	case events.IsAPIServer(e.Type()):
 		ref, obj, err := events.DecodeAPIServer(e)
 		if err != nil {

@@ -2,7 +2,9 @@ package coverage
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,20 +17,48 @@ import (
 	"github.com/snapflow/snapflow/internal/volumepolicy"
 )
 
+// ReadOptions tune Read for a process that acts on the verdicts.
+type ReadOptions struct {
+	// Strict makes an error of what the CLI only warns about (a namespace
+	// or volume list that failed, a ConfigMap read that failed for a
+	// passing reason): a process that alerts or announces must not do so
+	// from a partial read, which would show excluded PVCs as unprotected.
+	Strict bool
+	// SkipRecipes leaves the policies' resourcePolicy ConfigMaps unread:
+	// they decide how a covered PVC is backed up, never whether a PVC is
+	// Unprotected, which is all the schedule function tells.
+	SkipRecipes bool
+	// List applies to every list (client.UnsafeDisableDeepCopy for a
+	// cache whose objects are only read).
+	List []client.ListOption
+}
+
 // Read lists what the verdicts need, in ns ("" for all), through c: the
-// CLI's client, or the exporter's watch cache. global names the global
-// volume-policy ConfigMap as NAMESPACE/NAME ("" for none); it must be
-// readable. A resourcePolicy ConfigMap the reader may not read is a
-// warning (its PVCs are judged without its skip rules); one that is
-// missing or invalid makes its policy Failing, as every run of it fails.
-func Read(ctx context.Context, c client.Reader, ns, global string) (Input, []string, error) {
+// CLI's client, the exporter's watch cache or the schedule function's
+// client. global names the global volume-policy ConfigMap as
+// NAMESPACE/NAME ("" for none); it must be readable. A resourcePolicy
+// ConfigMap that is missing or invalid makes its policy Failing, as every
+// run of it fails; one the reader may not read is a warning (its PVCs are
+// judged without its skip rules), as is, unless o.Strict, one whose read
+// failed for another reason.
+func Read(ctx context.Context, c client.Reader, ns, global string, o ReadOptions) (Input, []string, error) {
 	var in Input
 	var warnings []string
+	soft := func(format string, args ...any) error {
+		if o.Strict {
+			return fmt.Errorf(format, args...)
+		}
+		warnings = append(warnings, fmt.Sprintf(format, args...))
+		return nil
+	}
+	list := func(l client.ObjectList, opts ...client.ListOption) error {
+		return c.List(ctx, l, append(append([]client.ListOption(nil), o.List...), opts...)...)
+	}
 	var pvcs corev1.PersistentVolumeClaimList
 	var pols snapv1.SnapshotPolicyList
 	var scheds snapv1.SnapshotScheduleList
 	for _, l := range []client.ObjectList{&pvcs, &pols, &scheds} {
-		if err := c.List(ctx, l, client.InNamespace(ns)); err != nil {
+		if err := list(l, client.InNamespace(ns)); err != nil {
 			return in, nil, fmt.Errorf("list %T: %w", l, err)
 		}
 	}
@@ -39,12 +69,16 @@ func Read(ctx context.Context, c client.Reader, ns, global string) (Input, []str
 		if err := c.Get(ctx, client.ObjectKey{Name: ns}, &n); err == nil {
 			in.Namespaces = []corev1.Namespace{n}
 		} else if !apierrors.IsNotFound(err) {
-			warnings = append(warnings, fmt.Sprintf("namespace %s: %v (its %s annotation is not considered)", ns, err, wellknown.AnnotationBackupNotRequired))
+			if err := soft("namespace %s: %v (its %s annotation is not considered)", ns, err, wellknown.AnnotationBackupNotRequired); err != nil {
+				return in, nil, err
+			}
 		}
 	} else {
 		var nl corev1.NamespaceList
-		if err := c.List(ctx, &nl); err != nil {
-			warnings = append(warnings, fmt.Sprintf("list namespaces: %v (their annotations are not considered)", err))
+		if err := list(&nl); err != nil {
+			if err := soft("list namespaces: %v (their annotations are not considered)", err); err != nil {
+				return in, nil, err
+			}
 		}
 		in.Namespaces = nl.Items
 	}
@@ -52,31 +86,40 @@ func Read(ctx context.Context, c client.Reader, ns, global string) (Input, []str
 	// per claim.
 	in.PVs = map[string]*corev1.PersistentVolume{}
 	var pvs corev1.PersistentVolumeList
-	if err := c.List(ctx, &pvs); err != nil {
-		warnings = append(warnings, fmt.Sprintf("list PersistentVolumes: %v (volume-policy rules on volumes are judged from the claims alone)", err))
+	if err := list(&pvs); err != nil {
+		if err := soft("list PersistentVolumes: %v (volume-policy rules on volumes are judged from the claims alone)", err); err != nil {
+			return in, nil, err
+		}
 	}
 	for i := range pvs.Items {
 		in.PVs[pvs.Items[i].Name] = &pvs.Items[i]
 	}
 	in.Recipes, in.RecipeErrors = map[string]*volumepolicy.Document{}, map[string]string{}
+	seen := map[string]bool{}
 	for _, p := range pols.Items {
-		if p.Spec.ResourcePolicy == nil {
+		if p.Spec.ResourcePolicy == nil || o.SkipRecipes {
 			continue
 		}
 		key := p.Namespace + "/" + p.Spec.ResourcePolicy.Name
-		if _, done := in.Recipes[key]; done {
+		if seen[key] {
 			continue
 		}
+		seen[key] = true
 		doc, _, err := policysource.Read(ctx, c, p.Namespace, p.Spec.ResourcePolicy.Name, "resourcePolicy")
 		switch {
-		case apierrors.IsForbidden(err):
-			// Unknown, not broken: the user may not read it.
-			warnings = append(warnings, fmt.Sprintf("SnapshotPolicy %s/%s spec.resourcePolicy: %v (its skip rules are not considered)", p.Namespace, p.Name, err))
-		case err != nil:
-			// Every run of the policy fails on it, as the snapshot function reads it.
-			in.RecipeErrors[key] = err.Error()
-		default:
+		case err == nil:
 			in.Recipes[key] = doc
+		case apierrors.IsForbidden(err):
+			// Unknown, not broken: the reader may not read it.
+			warnings = append(warnings, fmt.Sprintf("SnapshotPolicy %s/%s spec.resourcePolicy: %v (its skip rules are not considered)", p.Namespace, p.Name, err))
+		case passing(err):
+			if err := soft("SnapshotPolicy %s/%s spec.resourcePolicy: %v (its skip rules are not considered)", p.Namespace, p.Name, err); err != nil {
+				return in, nil, err
+			}
+		default:
+			// Missing or invalid: every run of the policy fails on it, as
+			// the snapshot function reads it.
+			in.RecipeErrors[key] = err.Error()
 		}
 	}
 	if global != "" {
@@ -91,6 +134,15 @@ func Read(ctx context.Context, c client.Reader, ns, global string) (Input, []str
 		in.Global, in.GlobalName = doc, global
 	}
 	return in, warnings, nil
+}
+
+// passing says whether a ConfigMap read failed for a reason that says
+// nothing about the ConfigMap: the API server or the network, not a
+// missing object (policysource reports that in words) or a bad document.
+func passing(err error) bool {
+	var status apierrors.APIStatus
+	var netErr net.Error
+	return errors.As(err, &status) || errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
 // SplitConfigMap splits a ConfigMap named as NAMESPACE/NAME.

@@ -2,6 +2,7 @@ package coverage
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,23 +75,60 @@ func TestTrack(t *testing.T) {
 	}
 }
 
+// The record stays under its byte budget however long the names, and new
+// spells take the room in turn by namespace.
 func TestTrackIsBounded(t *testing.T) {
 	t0 := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	long := strings.Repeat("x", 200)
 	var vs []Verdict
-	for i := range MaxSpells + 10 {
-		vs = append(vs, Verdict{Namespace: "apps", PVC: fmt.Sprintf("p%05d", i), UID: types.UID(fmt.Sprintf("u%05d", i)), State: Unprotected})
+	for i := range 5000 {
+		vs = append(vs, Verdict{Namespace: "flood", PVC: fmt.Sprintf("%s-%05d", long, i), UID: types.UID(fmt.Sprintf("f%05d", i)), State: Unprotected})
 	}
+	vs = append(vs, Verdict{Namespace: "zeta", PVC: "one", UID: "z1", State: Unprotected})
 	tr, _ := Track(Tracked{}, vs, t0, time.Hour)
-	if len(tr.Spells) != MaxSpells {
-		t.Fatalf("%d spells remembered, want %d", len(tr.Spells), MaxSpells)
+	b, err := tr.Encode()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, ok := tr.Spells["u00000"]; !ok {
-		t.Fatal("the first PVCs in order should be remembered")
+	if len(b) > MaxRecordBytes || len(tr.Spells) >= 5001 {
+		t.Fatalf("record of %d bytes, %d spells: over the %d-byte budget", len(b), len(tr.Spells), MaxRecordBytes)
 	}
-	tr2, _ := Track(tr, vs, t0.Add(time.Minute), time.Hour)
+	if _, ok := tr.Spells["z1"]; !ok {
+		t.Fatal("a flooded namespace crowded out another namespace's first PVC")
+	}
+	// The same spells are remembered from pass to pass, and the
+	// budget still holds.
+	tr2, due := Track(tr, vs, t0.Add(2*time.Hour), time.Hour)
 	for uid, sp := range tr.Spells {
 		if !tr2.Spells[uid].Since.Equal(sp.Since) {
 			t.Fatalf("%s lost its spell between passes", uid)
+		}
+	}
+	if len(due) != MaxToldPerPass {
+		t.Fatalf("%d spells due in one pass, want the cap %d", len(due), MaxToldPerPass)
+	}
+}
+
+func TestRecordRoundTrip(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	in := Tracked{LastPass: t0, Spells: map[types.UID]Spell{
+		"u1": {Namespace: "apps", PVC: "a", UID: "u1", Since: t0.Add(-time.Hour), Announced: true},
+		"u2": {Namespace: "web", PVC: "b", UID: "u2", Since: t0},
+	}}
+	b, err := in.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := DecodeTracked(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out.LastPass.Equal(in.LastPass) || len(out.Spells) != 2 || out.Spells["u1"] != in.Spells["u1"] || out.Spells["u2"] != in.Spells["u2"] {
+		t.Fatalf("round trip: %+v, want %+v\n%s", out, in, b)
+	}
+	for _, bad := range []string{`{`, `{"spells":[["u1","apps"]]}`, `{"spells":[["u1","apps","a","x",0]]}`} {
+		if _, err := DecodeTracked([]byte(bad)); err == nil {
+			t.Errorf("%s decoded", bad)
 		}
 	}
 }

@@ -78,17 +78,18 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	s := State{Snapshots: snaps.Items, Policies: pols.Items, Schedules: scheds.Items, Repositories: repos.Items, ClusterRepositories: crepos.Items,
 		Restores: restores.Items, Maintenances: maints.Items}
 	if c.coverage != nil {
-		// Unknown coverage fails the scrape too: no series would read as
-		// no unprotected PVC.
-		v, err := c.coverage(ctx)
-		if err != nil {
+		// Coverage that cannot be judged drops only its own series, and
+		// says so: failing the scrape would make every other series stale
+		// and restart every alert's wait.
+		known := 1.0
+		if v, err := c.coverage(ctx); err != nil {
 			c.log.Error(err, "judge coverage for metrics")
 			c.errors.Inc()
-			c.errors.Collect(ch)
-			ch <- prometheus.NewInvalidMetric(c.descs[PVCProtected], fmt.Errorf("coverage: %w", err))
-			return
+			known = 0
+		} else {
+			s.Coverage = v
 		}
-		s.Coverage = v
+		s.CoverageKnown = &known
 	}
 	for _, smp := range Samples(s) {
 		m, err := prometheus.NewConstMetric(c.descs[smp.Desc], prometheus.GaugeValue, smp.Value, smp.Labels...)

@@ -70,7 +70,7 @@ func Serve(ctx context.Context, o Options) error {
 		}
 		log := o.Log.WithName("coverage")
 		col.WithCoverage(func(ctx context.Context) ([]coverage.Verdict, error) {
-			in, warnings, err := coverage.Read(ctx, cl, "", o.GlobalVolumePolicies)
+			in, warnings, err := coverage.Read(ctx, cl, "", o.GlobalVolumePolicies, coverage.ReadOptions{Strict: true, List: []client.ListOption{client.UnsafeDisableDeepCopy}})
 			for _, w := range warnings {
 				log.V(1).Info("coverage judged with less", "warning", w)
 			}

@@ -33,8 +33,10 @@ type State struct {
 	Restores            []snapv1.Restore
 	Maintenances        []snapv1.Maintenance
 	// Coverage is every PVC's verdict; nil when the exporter does not
-	// judge coverage.
-	Coverage []coverage.Verdict
+	// judge coverage. CoverageKnown is 1 when it judged it, 0 when it
+	// could not, nil when it does not judge it.
+	Coverage      []coverage.Verdict
+	CoverageKnown *float64
 }
 
 // Desc describes one metric family.
@@ -103,6 +105,8 @@ var (
 	SnapshotFailureClass = &Desc{"snapflow_snapshot_failed", "1 for each failed Snapshot, by its failure class.",
 		[]string{"namespace", "name", "policy", "class"}}
 
+	CoverageKnown = &Desc{"snapflow_coverage_known", "1 when the exporter judged every PVC's coverage at this scrape, 0 when it could not (its log says why, and snapflow_pvc_protected is absent until it can).",
+		nil}
 	PVCProtected = &Desc{"snapflow_pvc_protected", "1 for each PVC, labelled with its coverage state as snapflow coverage shows it: Protected, Excluded, Failing, Unscheduled, Suspended or Unprotected.",
 		[]string{"namespace", "persistentvolumeclaim", "state"}}
 )
@@ -110,7 +114,7 @@ var (
 // Families lists every family, for registration.
 var Families = []*Desc{ResourcePhase, SnapshotLastSuccess, SnapshotConsecutiveFailures, SnapshotSize, SnapshotFiles, SnapshotDuration,
 	PolicyLastSuccess, PolicyLastDuration, PolicyLastSize, PolicyLastFiles, PolicyLastBackupSuccess, SnapshotVerified, SnapshotsLive,
-	WaitingForSlot, DeletionsHeld, RepoSize, RepoSnapshotCount, MaintenanceConfigured, MaintenanceWanted, MaintenanceReclaimed, RestoreDuration, SnapshotFailureClass, DeletionWaiting, PolicyInfo, PolicyCreated, PVCProtected}
+	WaitingForSlot, DeletionsHeld, RepoSize, RepoSnapshotCount, MaintenanceConfigured, MaintenanceWanted, MaintenanceReclaimed, RestoreDuration, SnapshotFailureClass, DeletionWaiting, PolicyInfo, PolicyCreated, PVCProtected, CoverageKnown}
 
 // Samples derives every series from s.
 func Samples(s State) []Sample {
@@ -278,6 +282,9 @@ func Samples(s State) []Sample {
 	}
 	for _, v := range s.Coverage {
 		add(PVCProtected, 1, v.Namespace, v.PVC, string(v.State))
+	}
+	if s.CoverageKnown != nil {
+		add(CoverageKnown, *s.CoverageKnown)
 	}
 	return out
 }

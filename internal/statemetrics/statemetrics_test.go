@@ -256,8 +256,9 @@ func TestAFailedListFailsTheScrape(t *testing.T) {
 	}
 }
 
-// Coverage verdicts become one series per PVC, and coverage that cannot be
-// judged fails the scrape: no series would read as nothing unprotected.
+// Coverage verdicts become one series per PVC; coverage that cannot be
+// judged drops them and says so in snapflow_coverage_known, keeping the
+// rest of the scrape.
 func TestCoverageSeries(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
 	verdicts := []coverage.Verdict{
@@ -273,11 +274,23 @@ func TestCoverageSeries(t *testing.T) {
 `, PVCProtected.Name, PVCProtected.Help)), PVCProtected.Name); err != nil {
 		t.Error(err)
 	}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewCollector(c, logr.Discard()).WithCoverage(func(context.Context) ([]coverage.Verdict, error) {
+	// Coverage that cannot be judged drops its own series only, and says so.
+	col = NewCollector(c, logr.Discard()).WithCoverage(func(context.Context) ([]coverage.Verdict, error) {
 		return nil, errors.New("configmaps: forbidden")
-	}))
-	if _, err := reg.Gather(); err == nil || !strings.Contains(err.Error(), "configmaps: forbidden") {
-		t.Fatalf("gather: %v, want the coverage error", err)
+	})
+	if n := testutil.CollectAndCount(col, PVCProtected.Name); n != 0 {
+		t.Errorf("%d coverage series while coverage is unknown", n)
+	}
+	if err := testutil.CollectAndCompare(col, strings.NewReader(fmt.Sprintf(`
+# HELP %[1]s %[2]s
+# TYPE %[1]s gauge
+%[1]s 0
+`, CoverageKnown.Name, CoverageKnown.Help)), CoverageKnown.Name); err != nil {
+		t.Error(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(col)
+	if _, err := reg.Gather(); err != nil {
+		t.Fatalf("gather while coverage is unknown: %v; the other series must still be served", err)
 	}
 }

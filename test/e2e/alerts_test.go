@@ -56,14 +56,14 @@ func TestAlertRules(t *testing.T) {
 	// The unit tests compare labels; annotations are templates promtool
 	// check rules has already parsed, so they are left out here.
 	var alerts []string
-	labels, names := servedMetrics(t)
+	sv := servedMetrics(t)
 	for _, g := range groups.([]any) {
 		for _, r := range g.(map[string]any)["rules"].([]any) {
 			rule := r.(map[string]any)
 			delete(rule, "annotations")
 			alerts = append(alerts, rule["alert"].(string))
 			// A rule over a series nothing serves never fires.
-			for _, pr := range checkServed(rule["expr"].(string), labels, names) {
+			for _, pr := range checkServed(rule["expr"].(string), sv) {
 				t.Errorf("alert %s: %s", rule["alert"], pr)
 			}
 		}

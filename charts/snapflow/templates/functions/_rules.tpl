@@ -183,18 +183,15 @@ because the functions act on snapflow objects in every namespace. Notes:
   resources: ["repositories", "clusterrepositories"]
   verbs: ["get"]
 # pvcSelector sources expand to one Snapshot per PVC; coverage passes
-# judge every PVC (its volume, its namespace's annotation, the policies'
-# resourcePolicy ConfigMaps) to tell the unprotected ones. Its record is
-# written through the schedule-coverage Role in the release namespace.
+# judge every PVC (its volume, its namespace's annotation) to tell the
+# unprotected ones. Their record and the global volume policies are read
+# through the schedule-coverage Role in the release namespace.
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
   verbs: ["list"]
 - apiGroups: [""]
   resources: ["persistentvolumes", "namespaces"]
   verbs: ["list"]
-- apiGroups: [""]
-  resources: ["configmaps"]
-  verbs: ["get"]
 # Replace reads whether a starting run's mover Job exists yet (the
 # snapshot function deletes the Job of a run it is asked to cancel).
 - apiGroups: ["batch"]
