@@ -49,6 +49,7 @@ type pruneWorld struct {
 	// pvcName is the repo's Backup PVC name; KubeBlocks makes it unique per
 	// repo, and a shared name would make each world block the others.
 	pvcName string
+	repoUID string
 }
 
 func randomUUID(t *testing.T) string {
@@ -85,7 +86,6 @@ func newPruneWorld(t *testing.T, versioned bool, sessionToken string) *pruneWorl
 			t.Fatal(err)
 		}
 	}
-	c := env.Client
 	w.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.ns}})
 	secret := map[string]string{"accessKeyId": w.accessKey, "secretAccessKey": w.secretKey, "endpoint": env.S3.URL, "region": env.S3.Region}
 	if sessionToken != "" {
@@ -101,23 +101,8 @@ func newPruneWorld(t *testing.T, versioned bool, sessionToken string) *pruneWorl
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: harness.WebhookNamespace, Name: chartRelease + "-prune"}}})
 	w.create(&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: w.sc}, Provisioner: prune.CSIDriverS3,
 		Parameters: map[string]string{"bucket": w.bucket}})
-	for _, pv := range []struct {
-		name  string
-		phase corev1.PersistentVolumePhase
-	}{{w.R, corev1.VolumeBound}, {w.H, corev1.VolumeReleased}} {
-		obj := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pv.name}, Spec: corev1.PersistentVolumeSpec{
-			StorageClassName: w.sc, Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
-			ClaimRef:                      &corev1.ObjectReference{Namespace: w.ns, Name: w.pvcName},
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: prune.CSIDriverS3, VolumeHandle: w.bucket + "/" + pv.name}},
-		}}
-		w.create(obj)
-		obj.Status.Phase = pv.phase
-		if err := c.Status().Update(w.ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w.volume(w.R, w.ns, w.pvcName, corev1.VolumeBound)
+	w.volume(w.H, w.ns, w.pvcName, corev1.VolumeReleased)
 	pvc := func(name, sc, volume string, labels map[string]string) *corev1.PersistentVolumeClaim {
 		p := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name, Labels: labels},
 			Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &sc, VolumeName: volume,
@@ -132,9 +117,28 @@ func newPruneWorld(t *testing.T, versioned bool, sessionToken string) *pruneWorl
 	repo := kb(kubeinv.GVKBackupRepo, "", w.repo, map[string]any{"spec": map[string]any{
 		"storageProviderRef": "s3", "pvReclaimPolicy": "Retain", "config": map[string]any{"bucket": w.bucket}}})
 	w.create(repo)
+	w.repoUID = string(repo.GetUID())
 	w.setStatus(repo, map[string]any{"generatedStorageClassName": w.sc, "backupPVCName": w.pvcName,
 		"generatedCSIDriverSecret": map[string]any{"namespace": w.ns, "name": pruneSecret}})
 	return w
+}
+
+// volume creates a PV of the repository's StorageClass whose prefix is
+// its own name, claimed by claimNS/claimName, in phase.
+func (w *pruneWorld) volume(name, claimNS, claimName string, phase corev1.PersistentVolumePhase) {
+	w.t.Helper()
+	obj := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PersistentVolumeSpec{
+		StorageClassName: w.sc, Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+		AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+		ClaimRef:                      &corev1.ObjectReference{Namespace: claimNS, Name: claimName},
+		PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+		PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: prune.CSIDriverS3, VolumeHandle: w.bucket + "/" + name}},
+	}}
+	w.create(obj)
+	obj.Status.Phase = phase
+	if err := env.Client.Status().Update(w.ctx, obj); err != nil {
+		w.t.Fatal(err)
+	}
 }
 
 // create creates obj and deletes it after the test, so no other test sees
@@ -309,6 +313,16 @@ func TestPruneEndToEnd(t *testing.T) {
 	w.put(w.U+"/file", "user data", true)
 	hist := w.H + "/gone-ns/" + w.otherDir + "/pg/h1/data"
 	w.put(hist, "historical", true)
+	// KubeBlocks' pre-check PVC of the repo, gone: its Released volume is a
+	// historical root of the repository, not a protection.
+	preCheck, ok := prune.PreCheckPVCName(w.repo, w.repoUID)
+	if !ok {
+		t.Fatalf("no pre-check PVC name for repo UID %q", w.repoUID)
+	}
+	P := "pvc-" + randomUUID(t)
+	w.volume(P, "kb-system", preCheck, corev1.VolumeReleased)
+	probe := P + "/probe"
+	w.put(probe, "pre-check probe", true)
 	w.put("unrelated/x", "not a pvc root", true)
 
 	out, errOut, code := w.prune("plan", "-o", "json", "--show-all", "--debug")
@@ -322,13 +336,14 @@ func TestPruneEndToEnd(t *testing.T) {
 		}
 	}
 	p := parsePrunePlan(t, out)
-	if rc := p.Plan.VolumeRootCounts; rc.Total != 4 || rc.Repository != 2 || rc.ProtectedUser != 1 || rc.Unowned != 1 || len(p.Plan.BlockingReasons) != 0 {
+	if rc := p.Plan.VolumeRootCounts; rc.Total != 5 || rc.Repository != 3 || rc.ProtectedUser != 1 || rc.Unowned != 1 || len(p.Plan.BlockingReasons) != 0 {
 		t.Fatalf("roots %+v, blockers %v", rc, p.Plan.BlockingReasons)
 	}
 	want := map[string]string{
 		w.backupDir("b-live"): "backup live", w.backupDir("b-orphan"): "backup orphan", w.backupDir("b-retained"): "backup retained",
 		w.backupDir("b-young"): "backup too-young", w.backupDir("b-restore"): "backup protected", w.backupDir("b-late"): "backup orphan",
 		w.O: "orphan-volume-root orphan", w.U: "protected-user-volume protected", w.H: "orphan-repository-root orphan",
+		P: "orphan-repository-root orphan",
 	}
 	want[w.backupDir("b-broken")] = "backup invalid-manifest"
 	got := p.states()
@@ -341,7 +356,7 @@ func TestPruneEndToEnd(t *testing.T) {
 		t.Fatalf("plan:\n%s", out)
 	}
 	table, _, code := w.prune("plan")
-	if code != 0 || !strings.Contains(table, "Discovered PVC roots: 4 (repository: 2, protected user: 1, unowned: 1, other: 0)") ||
+	if code != 0 || !strings.Contains(table, "Discovered PVC roots: 5 (repository: 3, protected user: 1, unowned: 1, other: 0)") ||
 		strings.Contains(table, "b-live") || !strings.Contains(table, "- invalid-manifest backup "+w.backupDir("b-broken")+": invalid manifest") {
 		t.Fatalf("table (exit %d):\n%s", code, table)
 	}
@@ -356,7 +371,7 @@ func TestPruneEndToEnd(t *testing.T) {
 	}
 	before := w.keys()
 	dry, _, code := w.prune("prune")
-	if code != 0 || !strings.Contains(dry, "Mode: dry-run") || !strings.Contains(dry, "Would delete: 3 objects") || !slices.Equal(w.keys(), before) {
+	if code != 0 || !strings.Contains(dry, "Mode: dry-run") || !strings.Contains(dry, "Would delete: 3 objects") || !strings.Contains(dry, "plus 2 deferred roots") || !slices.Equal(w.keys(), before) {
 		t.Fatalf("dry run (exit %d):\n%s", code, dry)
 	}
 	out, errOut, code = w.prune("prune", "--dry-run=false", "--confirm", "DELETE", "-o", "json")
@@ -365,7 +380,7 @@ func TestPruneEndToEnd(t *testing.T) {
 	}
 	w.assertNoSecrets(out, errOut)
 	left := w.keys()
-	for _, gone := range []string{w.backupDir("b-orphan") + "/data.tar.zst", w.backupDir("b-orphan") + "/" + prune.DefaultManifestName, w.O + "/ns/c/data", hist} {
+	for _, gone := range []string{w.backupDir("b-orphan") + "/data.tar.zst", w.backupDir("b-orphan") + "/" + prune.DefaultManifestName, w.O + "/ns/c/data", hist, probe} {
 		if slices.Contains(left, gone) {
 			t.Errorf("%s survived", gone)
 		}
@@ -382,7 +397,7 @@ func TestPruneEndToEnd(t *testing.T) {
 			t.Errorf("%s was deleted", keep)
 		}
 	}
-	if res := parsePrunePlan(t, out).Execution; res == nil || res.DryRun || len(res.Results) != 3 {
+	if res := parsePrunePlan(t, out).Execution; res == nil || res.DryRun || len(res.Results) != 4 {
 		t.Fatalf("execution %+v", res)
 	}
 }
