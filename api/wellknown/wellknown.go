@@ -38,6 +38,11 @@ const (
 	// AnnotationCutBy on a VolumeGroupSnapshot names the Snapshot that cut
 	// it, whose hooks quiesced the workload for every member.
 	AnnotationCutBy = SnapflowPrefix + "cut-by"
+	// AnnotationVolumeGroupSnapshotClass on a SnapshotPolicy names the
+	// VolumeGroupSnapshotClass its groups are cut with (the API's
+	// volumeSnapshotClassName names a VolumeSnapshotClass); unset, the
+	// driver's default class.
+	AnnotationVolumeGroupSnapshotClass = SnapflowPrefix + "volume-group-snapshot-class"
 	// LabelRepository, LabelRepositoryKind and LabelRepositoryNamespace name
 	// the repository a bootstrap or deletion Job works on.
 	LabelRepository          = SnapflowPrefix + "repository"

@@ -166,7 +166,11 @@ func (f *Function) cutGroup(ctx context.Context, s *snapv1.Snapshot, p *runPlan,
 	vgs.SetOwnerReferences(owners)
 	vgs.SetLabels(map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue, wellknown.LabelVolumeGroup: g.VolumeGroupSnapshotName, wellknown.LabelConfig: p.policy.Name})
 	vgs.SetAnnotations(map[string]string{wellknown.AnnotationCutBy: s.Name})
-	vgs.Object["spec"] = map[string]any{"source": map[string]any{"selector": selector}}
+	spec := map[string]any{"source": map[string]any{"selector": selector}}
+	if class := p.policy.Annotations[wellknown.AnnotationVolumeGroupSnapshotClass]; class != "" {
+		spec["volumeGroupSnapshotClassName"] = class
+	}
+	vgs.Object["spec"] = spec
 	if err := f.Client.Create(ctx, vgs); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("create VolumeGroupSnapshot %s: %w", g.VolumeGroupSnapshotName, err)
 	}

@@ -97,3 +97,23 @@ func TestSnapshotGroupStaysInItsNamespace(t *testing.T) {
 	s.Spec.Source.Group.VolumeGroupSnapshotName = strings.Repeat("g", 64)
 	expect(t, Snapshot(s, Options{}), "spec.source.group.volumeGroupSnapshotName", "not a valid name")
 }
+
+// The group class annotation names a class, and only on a policy that cuts
+// groups.
+func TestVolumeGroupSnapshotClassAnnotation(t *testing.T) {
+	path := "metadata.annotations[" + wellknown.AnnotationVolumeGroupSnapshotClass + "]"
+	p := basePolicy()
+	p.Spec.Sources = []snapv1.Source{{PVCSelector: &snapv1.PVCSelector{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "pg"}}}}}
+	p.Annotations = map[string]string{wellknown.AnnotationVolumeGroupSnapshotClass: "csi-group.example.com"}
+	expect(t, SnapshotPolicy(p, Options{}), "", "")
+	p.Annotations[wellknown.AnnotationVolumeGroupSnapshotClass] = "Not_A_Class"
+	expect(t, SnapshotPolicy(p, Options{}), path, "is not a VolumeGroupSnapshotClass name")
+	p.Annotations[wellknown.AnnotationVolumeGroupSnapshotClass] = "csi-group"
+	p.Spec.GroupBy = snapv1.GroupByNone
+	expect(t, SnapshotPolicy(p, Options{}), path, "cuts no group")
+	p.Spec.GroupBy = ""
+	p.Spec.Sources = []snapv1.Source{{PVC: &snapv1.LocalObjectRef{Name: "data"}}}
+	if r := SnapshotPolicy(p, Options{}); !r.OK() || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "no source of this policy is a pvcSelector") {
+		t.Fatalf("a policy without a selector: %v %v", r.Problems(), r.Warnings)
+	}
+}

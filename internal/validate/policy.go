@@ -7,9 +7,11 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"knative.dev/pkg/apis"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/internal/egress"
 	"github.com/snapflow/snapflow/internal/expr"
 	"github.com/snapflow/snapflow/internal/identity"
@@ -35,6 +37,17 @@ func SnapshotPolicy(p *snapv1.SnapshotPolicy, opts Options) Result {
 		}
 	}
 	r.Also(extraArgs(s))
+	if class, ok := p.Annotations[wellknown.AnnotationVolumeGroupSnapshotClass]; ok {
+		path := "metadata.annotations[" + wellknown.AnnotationVolumeGroupSnapshotClass + "]"
+		switch {
+		case len(validation.IsDNS1123Subdomain(class)) > 0:
+			r.Also(fieldErr(path, "%q is not a VolumeGroupSnapshotClass name (a DNS subdomain: lower-case letters, digits, '-' and '.'); name the class your CSI driver's groups are cut with (kubectl get volumegroupsnapshotclasses), or remove the annotation for the driver's default", class))
+		case s.GroupBy == snapv1.GroupByNone || s.CopyMethod == snapv1.CopyClone:
+			r.Also(fieldErr(path, "names the class of a VolumeGroupSnapshot, but this policy cuts no group (groupBy: None, or copyMethod: Clone); remove the annotation, or group with groupBy: VolumeGroupSnapshot and copyMethod Snapshot or Direct"))
+		case !hasSelector(p):
+			r.Warn("%s names a VolumeGroupSnapshotClass, but no source of this policy is a pvcSelector, and only a selector's PVCs are cut as a group", path)
+		}
+	}
 	if s.Retention != nil && retentionKeepsNothing(s.Retention) {
 		r.Also(fieldErr("spec.retention", "keeps no snapshots: every keep* bucket is unset or 0, so GFS retention would prune every Snapshot immediately (data loss). Set at least one bucket (e.g. keepLatest: 1), or omit spec.retention entirely to disable pruning"))
 	}

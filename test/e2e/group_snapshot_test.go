@@ -86,7 +86,7 @@ data:
 ---
 apiVersion: kopiur.home-operations.com/v1alpha1
 kind: SnapshotPolicy
-metadata: {name: pg, namespace: `+ns+`}
+metadata: {name: pg, namespace: `+ns+`, annotations: {snapflow.dev/volume-group-snapshot-class: csi-group}}
 spec:
   repository: {name: primary}
   resourcePolicy: {kind: configmap, name: recipe}
@@ -164,6 +164,9 @@ spec:
 	vgs.SetGroupVersionKind(vgsGVK)
 	if err := env.Client.Get(ctx, clientKey(ns, group), vgs); err != nil {
 		t.Fatal(err)
+	}
+	if class, _, _ := unstructured.NestedString(vgs.Object, "spec", "volumeGroupSnapshotClassName"); class != "csi-group" {
+		t.Errorf("the group is cut with class %q, want the policy's csi-group", class)
 	}
 	cutter := vgs.GetAnnotations()[wellknown.AnnotationCutBy]
 	var cut snapv1.Snapshot

@@ -132,6 +132,10 @@ func (n *Node) cutGroup(ctx context.Context, g *unstructured.Unstructured) error
 		"source":                 map[string]any{"volumeHandles": volumeHandles},
 		"volumeGroupSnapshotRef": map[string]any{"name": g.GetName(), "namespace": g.GetNamespace(), "uid": string(g.GetUID())},
 	}
+	// The class the group names is the content's, as the controller binds it.
+	if class, ok, _ := unstructured.NestedString(g.Object, "spec", "volumeGroupSnapshotClassName"); ok && class != "" {
+		content.Object["spec"].(map[string]any)["volumeGroupSnapshotClassName"] = class
+	}
 	if err := n.createWithStatus(ctx, content, map[string]any{"readyToUse": true, "volumeGroupSnapshotHandle": groupHandle, "volumeSnapshotInfoList": infos}); err != nil {
 		return err
 	}
