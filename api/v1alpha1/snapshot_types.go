@@ -152,8 +152,8 @@ type HookStamps struct {
 	PostCompletedAt *metav1.Time `json:"postCompletedAt,omitempty"`
 	// QuiescedFor is how long the workload was quiesced: from the end of
 	// the beforeSnapshot hooks to the end of the afterSnapshot hooks, which
-	// run as soon as a point-in-time copy exists (copyMethod Snapshot),
-	// else when the run ends (a snapflow extension).
+	// run as soon as the copy the run reads exists (copyMethod Snapshot or
+	// Clone), else when the run ends (a snapflow extension).
 	// +optional
 	QuiescedFor *metav1.Duration `json:"quiescedFor,omitempty"`
 	// GroupMember names the Snapshot whose hooks quiesced the workload for

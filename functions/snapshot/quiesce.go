@@ -7,14 +7,18 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/functions/runtime"
 )
 
 // The workload is quiesced by the beforeSnapshot hooks and resumed by the
 // afterSnapshot hooks: for a VolumeGroupSnapshot once, by the member that
-// cuts it; as soon as the VolumeSnapshot a run reads is ready (copyMethod
-// Snapshot), else when the run ends.
+// cuts it; as soon as the copy the run reads exists (copyMethod Snapshot:
+// its VolumeSnapshot is ready; Clone: its cloned PVC is bound), else when
+// the run ends (Direct reads the live volume).
 
 // beforeHooks runs the beforeSnapshot hooks once and reports whether the
 // run may go on to staging (false while a hook runs, or once it failed).
@@ -124,4 +128,25 @@ func (f *Function) groupHooks(ctx context.Context, s *snapv1.Snapshot, plan *run
 		f.Recorder.Eventf(s, corev1.EventTypeNormal, ReasonGroupHooks, "hooks not run: VolumeGroupSnapshot %s is cut, and its hooks ran once for every member, in %s", g.VolumeGroupSnapshotName, by)
 	}
 	return nil
+}
+
+// thawCloned resumes the workload of a running Clone run once its cloned
+// PVC is bound: the clone is provisioned only when the mover pod is
+// scheduled (WaitForFirstConsumer), so it is taken after the mover Job is
+// made, and from then on the workload need not stay quiesced for the
+// upload.
+func (f *Function) thawCloned(ctx context.Context, s *snapv1.Snapshot) error {
+	st := s.Status.Staged
+	if st == nil || st.CopyMethod != snapv1.CopyClone || st.PVCName == "" || (s.Status.Hooks != nil && s.Status.Hooks.PostCompletedAt != nil) {
+		return nil
+	}
+	var pvc corev1.PersistentVolumeClaim
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: st.PVCName}, &pvc); err != nil {
+		return client.IgnoreNotFound(err) // the run's end resumes it
+	}
+	if pvc.Status.Phase != corev1.ClaimBound || !runtime.Owned(&pvc, s) {
+		return nil
+	}
+	_, err := f.afterHooks(ctx, s, true)
+	return err
 }

@@ -79,6 +79,9 @@ func (f *Function) ReconcileSnapshot(ctx context.Context, ns, name string) error
 		return f.cancel(ctx, &s, why)
 	}
 	if s.Status.Job != nil && s.Status.Job.Name != "" {
+		if err := f.thawCloned(ctx, &s); err != nil {
+			return err
+		}
 		return f.observeJob(ctx, &s)
 	}
 	if pol, err := f.policyOf(ctx, &s); err != nil {
