@@ -43,6 +43,18 @@ func (f *Function) groupGVK(kind schema.GroupKind) (schema.GroupVersionKind, boo
 	return m.GroupVersionKind, true, nil
 }
 
+func groupAPIMissing() string {
+	return fmt.Sprintf("groupBy: VolumeGroupSnapshot (the default for a pvcSelector matching several PVCs) needs the %s API (CSI external-snapshotter v8.2 or later, with a VolumeGroupSnapshotClass for your driver), which this cluster does not serve; install it, or set groupBy: None to accept independent per-PVC snapshots", volumegroup.Group)
+}
+
+func groupBeingDeleted(name string) string {
+	return fmt.Sprintf("VolumeGroupSnapshot %s is being deleted, so this PVC cannot be staged from it; cutting it again would back this PVC up from another instant than its siblings. The next firing takes a new group", name)
+}
+
+func groupForeign(name, policy string) string {
+	return fmt.Sprintf("VolumeGroupSnapshot %s exists but was not cut by snapflow for this firing of SnapshotPolicy %s, so it is not backed up; delete or rename it and create a new Snapshot", name, policy)
+}
+
 // memberOf finds the member VolumeSnapshot holding src in the group s
 // shares with its siblings, cutting the group when s is the first of them
 // to stage: every member of one firing reads the same instant.
@@ -55,7 +67,7 @@ func (f *Function) memberOf(ctx context.Context, s *snapv1.Snapshot, p *runPlan,
 		return snapshotFrom{}, err
 	}
 	if !served {
-		return refusedFrom("groupBy: VolumeGroupSnapshot (the default for a pvcSelector matching several PVCs) needs the %s API (CSI external-snapshotter v8.2 or later, with a VolumeGroupSnapshotClass for your driver), which this cluster does not serve; install it, or set groupBy: None to accept independent per-PVC snapshots", volumegroup.Group), nil
+		return refusedFrom("%s", groupAPIMissing()), nil
 	}
 	handle, driver, err := f.csiVolume(ctx, src)
 	if err != nil {
@@ -77,10 +89,10 @@ func (f *Function) memberOf(ctx context.Context, s *snapv1.Snapshot, p *runPlan,
 		return snapshotFrom{}, err
 	}
 	if vgs.GetDeletionTimestamp() != nil {
-		return refusedFrom("VolumeGroupSnapshot %s is being deleted, so this PVC cannot be staged from it; cutting it again would back this PVC up from another instant than its siblings. The next firing takes a new group", vgs.GetName()), nil
+		return refusedFrom("%s", groupBeingDeleted(vgs.GetName())), nil
 	}
 	if !groupOf(vgs, s, p.policy.Name) {
-		return refusedFrom("VolumeGroupSnapshot %s exists but was not cut by snapflow for this firing of SnapshotPolicy %s, so it is not backed up; delete or rename it and create a new Snapshot", vgs.GetName(), p.policy.Name), nil
+		return refusedFrom("%s", groupForeign(vgs.GetName(), p.policy.Name)), nil
 	}
 	if !ownedByUID(vgs, s.UID) {
 		// A member minted after the group was cut holds it from now on.
@@ -135,6 +147,13 @@ func (f *Function) memberOf(ctx context.Context, s *snapv1.Snapshot, p *runPlan,
 // outlives the first member's run until the last one has staged. A group
 // cut once is never cut again: a second cut would be a second instant.
 func (f *Function) cutGroup(ctx context.Context, s *snapv1.Snapshot, p *runPlan, g *snapv1.SnapshotGroup, gvk schema.GroupVersionKind, driver string) (*gate, error) {
+	if h := s.Status.Hooks; h != nil && h.GroupMember != "" {
+		// This run skipped its hooks for a group that is gone: a new cut now
+		// would be an instant no freeze covered.
+		g := gate{cond: wellknown.ConditionReady, reason: ReasonInvalidSpec, fatal: true,
+			message: fmt.Sprintf("VolumeGroupSnapshot %s, cut by Snapshot %s under its hooks, is gone before this PVC was staged; cutting it again would take an instant no hook quiesced, so this run fails. The next firing takes a new group", g.VolumeGroupSnapshotName, h.GroupMember)}
+		return &g, nil
+	}
 	siblings, err := f.siblings(ctx, s, g.VolumeGroupSnapshotName, p.policy.Name)
 	if err != nil {
 		return nil, err
@@ -426,26 +445,55 @@ func (f *Function) releaseGroup(ctx context.Context, s *snapv1.Snapshot) error {
 	return nil
 }
 
-// groupCut reports the Snapshot that cut the group s shares, when the
-// group exists, is this firing's and is not going away: s then runs no
-// hooks of its own, since the instant every member reads has been taken.
-// The name is "" for a group that does not say who cut it.
-func (f *Function) groupCut(ctx context.Context, s *snapv1.Snapshot, p *runPlan, g *snapv1.SnapshotGroup) (cutBy string, cut bool, err error) {
+// groupCut reports, before any hook runs, the member whose hooks quiesced
+// the workload for the group s shares, when the group is cut: "" when it
+// is not cut yet or its cutter cannot be trusted, and then s runs its own
+// hooks. A cutter is trusted only when it is a sibling (same policy, same
+// group) that ran its hooks itself and made the group while they held the
+// workload quiesced; the annotation alone could be written by anyone who
+// may create the group. A group s
+// would refuse to stage from is refused here, before the freeze.
+func (f *Function) groupCut(ctx context.Context, s *snapv1.Snapshot, p *runPlan, g *snapv1.SnapshotGroup) (cutBy string, refused *gate, err error) {
 	gvk, served, err := f.groupGVK(volumegroup.KindGroupSnapshot)
-	if err != nil || !served {
-		return "", false, err
+	if err != nil {
+		return "", nil, err
+	}
+	if !served {
+		return "", refusedFrom("%s", groupAPIMissing()).refused, nil
 	}
 	vgs := &unstructured.Unstructured{}
 	vgs.SetGroupVersionKind(gvk)
 	err = f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: g.VolumeGroupSnapshotName}, vgs)
 	if apierrors.IsNotFound(err) {
-		return "", false, nil
+		return "", nil, nil
 	}
 	if err != nil {
-		return "", false, err
+		return "", nil, err
 	}
-	if vgs.GetDeletionTimestamp() != nil || !groupOf(vgs, s, p.policy.Name) {
-		return "", false, nil // staging refuses it, saying why
+	if vgs.GetDeletionTimestamp() != nil {
+		return "", refusedFrom("%s", groupBeingDeleted(vgs.GetName())).refused, nil
 	}
-	return vgs.GetAnnotations()[wellknown.AnnotationCutBy], true, nil
+	if !groupOf(vgs, s, p.policy.Name) {
+		return "", refusedFrom("%s", groupForeign(vgs.GetName(), p.policy.Name)).refused, nil
+	}
+	name := vgs.GetAnnotations()[wellknown.AnnotationCutBy]
+	if name == "" || name == s.Name {
+		return name, nil, nil
+	}
+	var cutter snapv1.Snapshot
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, &cutter); err != nil {
+		return "", nil, client.IgnoreNotFound(err)
+	}
+	// The group must have been made while the cutter held the workload
+	// quiesced: after its beforeSnapshot hooks, before its afterSnapshot
+	// ones. (A cutter that finished no longer holds the group.)
+	h, made := cutter.Status.Hooks, vgs.GetCreationTimestamp()
+	trusted := cutter.Spec.PolicyRef != nil && s.Spec.PolicyRef != nil && cutter.Spec.PolicyRef.Name == s.Spec.PolicyRef.Name &&
+		cutter.Spec.Source != nil && cutter.Spec.Source.Group != nil && cutter.Spec.Source.Group.VolumeGroupSnapshotName == g.VolumeGroupSnapshotName &&
+		h != nil && h.PreCompletedAt != nil && h.GroupMember == "" && !made.Before(h.PreCompletedAt) &&
+		(h.PostCompletedAt == nil || !h.PostCompletedAt.Before(&made))
+	if !trusted {
+		return "", nil, nil
+	}
+	return name, nil, nil
 }

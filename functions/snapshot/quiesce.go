@@ -23,10 +23,10 @@ import (
 // beforeHooks runs the beforeSnapshot hooks once and reports whether the
 // run may go on to staging (false while a hook runs, or once it failed).
 func (f *Function) beforeHooks(ctx context.Context, s *snapv1.Snapshot, plan *runPlan) (bool, error) {
-	if err := f.groupHooks(ctx, s, plan); err != nil {
+	if goOn, err := f.groupHooks(ctx, s, plan); err != nil || !goOn {
 		return false, err
 	}
-	if hooks := plan.policy.Spec.Hooks; hooks != nil && len(hooks.BeforeSnapshot) > 0 && (s.Status.Hooks == nil || s.Status.Hooks.PreCompletedAt == nil) {
+	if hooks := plan.policy.Spec.Hooks; hooks != nil && len(hooks.BeforeSnapshot) > 0 && (s.Status.Hooks == nil || (s.Status.Hooks.PreCompletedAt == nil && s.Status.Hooks.GroupMember == "")) {
 		out, err := f.runHooks(ctx, s, plan.policy, ListBefore, hooks.BeforeSnapshot)
 		switch {
 		case err != nil:
@@ -91,57 +91,82 @@ func (f *Function) afterHooks(ctx context.Context, s *snapv1.Snapshot, staged bo
 		}
 		st.Hooks.PostCompletedAt = &now
 		if pre := st.Hooks.PreCompletedAt; pre != nil && len(pol.Spec.Hooks.BeforeSnapshot) > 0 {
-			st.Hooks.QuiescedFor = &metav1.Duration{Duration: now.Sub(pre.Time)}
+			// Until the last afterSnapshot hook ended; unknown when one failed,
+			// as the workload may still be quiesced.
+			end, failed := now.Time, false
+			for _, r := range st.Hooks.Results {
+				if r.List == ListAfter && !r.Running {
+					end, failed = r.At.Time, failed || !r.Succeeded
+				}
+			}
+			if !failed {
+				st.Hooks.QuiescedFor = &metav1.Duration{Duration: end.Sub(pre.Time)}
+			}
 		}
 	})
 }
 
 // groupHooks lets a member of a VolumeGroupSnapshot that is already cut
 // skip its hooks: they ran once, in the member that cut the group, before
-// the instant every member reads. Running them again would quiesce the
-// workload for nothing. A member that started its hooks finishes them.
-func (f *Function) groupHooks(ctx context.Context, s *snapv1.Snapshot, plan *runPlan) error {
+// the instant every member reads, and running them again would quiesce the
+// workload for nothing. Only a cut the group's recorded cutter proves is
+// trusted (groupCut); otherwise the member runs its own hooks, the safe
+// side. A group this member would refuse is refused before any hook runs,
+// so a refused run never quiesces the workload. A member that started its
+// hooks finishes them.
+func (f *Function) groupHooks(ctx context.Context, s *snapv1.Snapshot, plan *runPlan) (bool, error) {
 	hooks := plan.policy.Spec.Hooks
 	g := grouped(s, plan)
 	if g == nil || hooks == nil || len(hooks.BeforeSnapshot)+len(hooks.AfterSnapshot) == 0 || hooksStarted(&s.Status) ||
 		(s.Status.Hooks != nil && s.Status.Hooks.PostCompletedAt != nil) {
-		return nil
+		return true, nil
 	}
-	cutBy, cut, err := f.groupCut(ctx, s, plan, g)
-	if err != nil || !cut || cutBy == s.Name {
-		return err
+	cutBy, refused, err := f.groupCut(ctx, s, plan, g)
+	switch {
+	case err != nil:
+		return false, err
+	case refused != nil:
+		return false, f.hold(ctx, s, *refused)
+	case cutBy == "" || cutBy == s.Name:
+		return true, nil
 	}
 	now := metav1.NewTime(f.now())
 	if err := f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, _ int64) {
 		if st.Hooks == nil {
 			st.Hooks = &snapv1.HookStamps{}
 		}
-		st.Hooks.PreCompletedAt, st.Hooks.PostCompletedAt, st.Hooks.GroupMember = &now, &now, cutBy
+		// No PreCompletedAt: this run quiesced nothing.
+		st.Hooks.PostCompletedAt, st.Hooks.GroupMember = &now, cutBy
 	}); err != nil {
-		return err
-	}
-	by := "the member that cut it"
-	if cutBy != "" {
-		by = "Snapshot " + cutBy
+		return false, err
 	}
 	if f.Recorder != nil {
-		f.Recorder.Eventf(s, corev1.EventTypeNormal, ReasonGroupHooks, "hooks not run: VolumeGroupSnapshot %s is cut, and its hooks ran once for every member, in %s", g.VolumeGroupSnapshotName, by)
+		f.Recorder.Eventf(s, corev1.EventTypeNormal, ReasonGroupHooks, "hooks not run: VolumeGroupSnapshot %s is cut, and its hooks ran once for every member, in Snapshot %s", g.VolumeGroupSnapshotName, cutBy)
 	}
-	return nil
+	return true, nil
+}
+
+// quiesced says whether this run's beforeSnapshot hooks may have quiesced
+// the workload and its afterSnapshot hooks have not resumed it yet.
+func quiesced(st *snapv1.SnapshotStatus) bool {
+	return hooksStarted(st) && (st.Hooks == nil || st.Hooks.PostCompletedAt == nil)
 }
 
 // thawCloned resumes the workload of a running Clone run once its cloned
 // PVC is bound: the clone is provisioned only when the mover pod is
 // scheduled (WaitForFirstConsumer), so it is taken after the mover Job is
 // made, and from then on the workload need not stay quiesced for the
-// upload.
+// upload. It is checked on the run's next event (its mover Job's, a
+// progress line, a resync), as PVC events do not reach the function.
 func (f *Function) thawCloned(ctx context.Context, s *snapv1.Snapshot) error {
 	st := s.Status.Staged
-	if st == nil || st.CopyMethod != snapv1.CopyClone || st.PVCName == "" || (s.Status.Hooks != nil && s.Status.Hooks.PostCompletedAt != nil) {
+	if st == nil || st.CopyMethod != snapv1.CopyClone || !quiesced(&s.Status) {
 		return nil
 	}
+	// The run's own copy, by the name the run gives it (status, which movers
+	// can write, only says there is one), and only while the run owns it.
 	var pvc corev1.PersistentVolumeClaim
-	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: st.PVCName}, &pvc); err != nil {
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: stagedName(s)}, &pvc); err != nil {
 		return client.IgnoreNotFound(err) // the run's end resumes it
 	}
 	if pvc.Status.Phase != corev1.ClaimBound || !runtime.Owned(&pvc, s) {

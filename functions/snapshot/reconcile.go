@@ -80,7 +80,8 @@ func (f *Function) ReconcileSnapshot(ctx context.Context, ns, name string) error
 	}
 	if s.Status.Job != nil && s.Status.Job.Name != "" {
 		if err := f.thawCloned(ctx, &s); err != nil {
-			return err
+			// Observing the mover matters more; the next event thaws.
+			runtime.Log(ctx).Error(err, "could not resume the workload of a cloned run yet", "snapshot", s.Namespace+"/"+s.Name)
 		}
 		return f.observeJob(ctx, &s)
 	}
@@ -188,15 +189,6 @@ func (f *Function) start(ctx context.Context, s *snapv1.Snapshot) error {
 	if err != nil || !ready {
 		return err
 	}
-	if plan.copyMethod == snapv1.CopySnapshot {
-		// The VolumeSnapshot this run reads is ready: the instant is taken,
-		// so the workload is thawed now rather than after the upload. A
-		// Clone is provisioned only when the mover is scheduled, and Direct
-		// reads the live volume: those thaw when the run ends.
-		if waiting, err := f.afterHooks(ctx, s, true); err != nil || waiting {
-			return err
-		}
-	}
 	// A cancel or another outcome may have landed while this delivery ran
 	// the hooks and staged: no mover starts for a run that has ended.
 	var live snapv1.Snapshot
@@ -235,7 +227,7 @@ type gate struct {
 // hold records why a run waits (Pending) or fails validation (Failed).
 func (f *Function) hold(ctx context.Context, s *snapv1.Snapshot, g gate) error {
 	return f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
-		frozen := hooksStarted(st)
+		frozen := quiesced(st)
 		pending(st, s)
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: g.cond, Status: metav1.ConditionFalse, Reason: g.reason, Message: g.message, ObservedGeneration: gen})
 		if c := meta.FindStatusCondition(st.Conditions, wellknown.ConditionRepositorySlotAvailable); c != nil && c.Reason == ReasonSlotClaimed && !frozen {

@@ -39,7 +39,7 @@ func Starting(s *snapv1.Snapshot) (since time.Time, ok bool) {
 	if c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionRepositorySlotAvailable); c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonSlotClaimed {
 		return c.LastTransitionTime.Time, true
 	}
-	if hooksStarted(&s.Status) {
+	if quiesced(&s.Status) {
 		return s.CreationTimestamp.Time, true
 	}
 	return time.Time{}, false

@@ -86,6 +86,11 @@ func (f *Function) stage(ctx context.Context, s *snapv1.Snapshot, p *runPlan) (b
 			}
 			return false, f.setStaging(ctx, s, staged, from.waiting)
 		}
+		// The instant is taken: resume the workload now, before anything
+		// that may fail (the staged PVC's creation) can keep it quiesced.
+		if waiting, err := f.afterHooks(ctx, s, true); err != nil || waiting {
+			return false, err
+		}
 		growTo(pvc, from.restoreSize)
 		group := volumeSnapshotGVK.Group
 		pvc.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VolumeSnapshot", Name: from.snapshot}

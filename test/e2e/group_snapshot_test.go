@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
@@ -56,11 +58,19 @@ spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
 	// moved on, which it does while no upload has started.
 	release, thawing := make(chan struct{}), make(chan struct{}, 1)
 	var freezes, thaws atomic.Int32
+	var cutBeforeThaw atomic.Bool
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/freeze":
 			freezes.Add(1)
 		case "/thaw":
+			// The workload is resumed only once the group's instant is taken.
+			groups := &unstructured.UnstructuredList{}
+			groups.SetGroupVersionKind(vgsGVK.GroupVersion().WithKind("VolumeGroupSnapshotList"))
+			if err := env.Client.List(context.Background(), groups, client.InNamespace(ns)); err == nil && len(groups.Items) == 1 {
+				ready, _, _ := unstructured.NestedBool(groups.Items[0].Object, "status", "readyToUse")
+				cutBeforeThaw.Store(ready)
+			}
 			if thaws.Add(1) == 1 {
 				thawing <- struct{}{}
 			}
@@ -185,6 +195,9 @@ spec:
 	wg.Wait()
 	if freezes.Load() != 1 || thaws.Load() != 1 {
 		t.Fatalf("%d freezes and %d thaws, want one each for the group", freezes.Load(), thaws.Load())
+	}
+	if !cutBeforeThaw.Load() {
+		t.Error("the workload was resumed before the group was ready")
 	}
 	if code != 0 || !strings.Contains(stderr, "3/3 finished") {
 		t.Fatalf("snapshot now exited %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
