@@ -6,7 +6,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
@@ -19,7 +18,7 @@ import (
 // cuts it; as soon as the copy the run reads exists (copyMethod Snapshot:
 // its VolumeSnapshot is ready; Clone: its cloned PVC is bound), else when
 // the run ends (Direct reads the live volume).
-
+//
 // beforeHooks runs the beforeSnapshot hooks once and reports whether the
 // run may go on to staging (false while a hook runs, or once it failed).
 func (f *Function) beforeHooks(ctx context.Context, s *snapv1.Snapshot, plan *runPlan) (bool, error) {
