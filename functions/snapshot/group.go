@@ -47,12 +47,17 @@ func groupAPIMissing() string {
 	return fmt.Sprintf("groupBy: VolumeGroupSnapshot (the default for a pvcSelector matching several PVCs) needs the %s API (CSI external-snapshotter v8.2 or later, with a VolumeGroupSnapshotClass for your driver), which this cluster does not serve; install it, or set groupBy: None to accept independent per-PVC snapshots", volumegroup.Group)
 }
 
-func groupBeingDeleted(name string) string {
-	return fmt.Sprintf("VolumeGroupSnapshot %s is being deleted, so this PVC cannot be staged from it; cutting it again would back this PVC up from another instant than its siblings. The next firing takes a new group", name)
-}
-
-func groupForeign(name, policy string) string {
-	return fmt.Sprintf("VolumeGroupSnapshot %s exists but was not cut by snapflow for this firing of SnapshotPolicy %s, so it is not backed up; delete or rename it and create a new Snapshot", name, policy)
+// unusable says why s cannot stage from the existing group vgs of its
+// firing of policy (nil when it can): one being deleted, or one snapflow
+// did not cut for this firing. Staging and the hooks check it alike.
+func unusable(vgs *unstructured.Unstructured, s *snapv1.Snapshot, policy string) *gate {
+	switch {
+	case vgs.GetDeletionTimestamp() != nil:
+		return refusedFrom("VolumeGroupSnapshot %s is being deleted, so this PVC cannot be staged from it; cutting it again would back this PVC up from another instant than its siblings. The next firing takes a new group", vgs.GetName()).refused
+	case !groupOf(vgs, s, policy):
+		return refusedFrom("VolumeGroupSnapshot %s exists but was not cut by snapflow for this firing of SnapshotPolicy %s, so it is not backed up; delete or rename it and create a new Snapshot", vgs.GetName(), policy).refused
+	}
+	return nil
 }
 
 // memberOf finds the member VolumeSnapshot holding src in the group s
@@ -88,11 +93,8 @@ func (f *Function) memberOf(ctx context.Context, s *snapv1.Snapshot, p *runPlan,
 	if err != nil {
 		return snapshotFrom{}, err
 	}
-	if vgs.GetDeletionTimestamp() != nil {
-		return refusedFrom("%s", groupBeingDeleted(vgs.GetName())), nil
-	}
-	if !groupOf(vgs, s, p.policy.Name) {
-		return refusedFrom("%s", groupForeign(vgs.GetName(), p.policy.Name)), nil
+	if refused := unusable(vgs, s, p.policy.Name); refused != nil {
+		return snapshotFrom{refused: refused}, nil
 	}
 	if !ownedByUID(vgs, s.UID) {
 		// A member minted after the group was cut holds it from now on.
@@ -470,11 +472,8 @@ func (f *Function) groupCut(ctx context.Context, s *snapv1.Snapshot, p *runPlan,
 	if err != nil {
 		return "", nil, err
 	}
-	if vgs.GetDeletionTimestamp() != nil {
-		return "", refusedFrom("%s", groupBeingDeleted(vgs.GetName())).refused, nil
-	}
-	if !groupOf(vgs, s, p.policy.Name) {
-		return "", refusedFrom("%s", groupForeign(vgs.GetName(), p.policy.Name)).refused, nil
+	if refused := unusable(vgs, s, p.policy.Name); refused != nil {
+		return "", refused, nil
 	}
 	name := vgs.GetAnnotations()[wellknown.AnnotationCutBy]
 	if name == "" || name == s.Name {

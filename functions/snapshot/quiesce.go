@@ -62,9 +62,10 @@ func hooksStarted(st *snapv1.SnapshotStatus) bool {
 // afterHooks runs the afterSnapshot hooks once, as soon as the run's
 // VolumeSnapshot is ready or else when the run ends, whether it succeeded
 // or failed, provided the run got as far as its hooks (a run refused
-// before that has nothing to resume; staged says it did). It reports
+// before that has nothing to resume; staged says it did). pol is the
+// run's policy when the caller has it, else nil and it is read. It reports
 // waiting while a runJob hook is still running.
-func (f *Function) afterHooks(ctx context.Context, s *snapv1.Snapshot, staged bool) (bool, error) {
+func (f *Function) afterHooks(ctx context.Context, s *snapv1.Snapshot, pol *snapv1.SnapshotPolicy, staged bool) (bool, error) {
 	if s.Status.Hooks != nil && s.Status.Hooks.PostCompletedAt != nil {
 		return false, nil
 	}
@@ -72,9 +73,14 @@ func (f *Function) afterHooks(ctx context.Context, s *snapv1.Snapshot, staged bo
 	if !reached || s.Spec.PolicyRef == nil {
 		return false, nil
 	}
-	pol, err := f.policyOf(ctx, s)
-	if err != nil || pol == nil || pol.Spec.Hooks == nil || len(pol.Spec.Hooks.AfterSnapshot) == 0 {
-		return false, err
+	if pol == nil {
+		var err error
+		if pol, err = f.policyOf(ctx, s); err != nil || pol == nil {
+			return false, err
+		}
+	}
+	if pol.Spec.Hooks == nil || len(pol.Spec.Hooks.AfterSnapshot) == 0 {
+		return false, nil
 	}
 	out, err := f.runHooks(ctx, s, pol, ListAfter, pol.Spec.Hooks.AfterSnapshot)
 	if err != nil || out.pending != "" {
@@ -171,6 +177,6 @@ func (f *Function) thawCloned(ctx context.Context, s *snapv1.Snapshot) error {
 	if pvc.Status.Phase != corev1.ClaimBound || !runtime.Owned(&pvc, s) {
 		return nil
 	}
-	_, err := f.afterHooks(ctx, s, true)
+	_, err := f.afterHooks(ctx, s, nil, true)
 	return err
 }

@@ -507,7 +507,7 @@ func (f *Function) finalize(ctx context.Context, s *snapv1.Snapshot) error {
 	if err := f.releaseGroup(ctx, s); err != nil {
 		return err
 	}
-	if waiting, err := f.afterHooks(ctx, s, false); err != nil || waiting {
+	if waiting, err := f.afterHooks(ctx, s, nil, false); err != nil || waiting {
 		return err
 	}
 	if s.Status.Job != nil {

@@ -88,7 +88,7 @@ func (f *Function) stage(ctx context.Context, s *snapv1.Snapshot, p *runPlan) (b
 		}
 		// The instant is taken: resume the workload now, before anything
 		// that may fail (the staged PVC's creation) can keep it quiesced.
-		if waiting, err := f.afterHooks(ctx, s, true); err != nil || waiting {
+		if waiting, err := f.afterHooks(ctx, s, p.policy, true); err != nil || waiting {
 			return false, err
 		}
 		growTo(pvc, from.restoreSize)
