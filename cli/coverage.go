@@ -43,8 +43,8 @@ not listed.`,
   snapflow coverage -A --global-volume-policies snapflow-system/global-volume-policies --fail-unprotected`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if _, _, ok := coverage.SplitConfigMap(global); global != "" && !ok {
-				return fmt.Errorf("--global-volume-policies %q: want NAMESPACE/NAME of the ConfigMap, e.g. snapflow-system/global-volume-policies", global)
+			if err := globalPoliciesFlag(global); err != nil {
+				return err
 			}
 			c, ns, err := kube.lister(output, namespace, all)
 			if err != nil {
@@ -80,6 +80,15 @@ not listed.`,
 	f.StringVar(&global, "global-volume-policies", "", "the global volume-policy ConfigMap as NAMESPACE/NAME (the chart's globalVolumePolicies.name in its namespace), so its skip rules count as exclusions")
 	f.BoolVar(&failUnprotected, "fail-unprotected", false, "exit 3 when any PVC is unprotected or failing (for CI and cron checks)")
 	return cmd
+}
+
+// globalPoliciesFlag checks --global-volume-policies, which the coverage
+// command and the exporter take alike.
+func globalPoliciesFlag(global string) error {
+	if _, _, ok := coverage.SplitConfigMap(global); global != "" && !ok {
+		return fmt.Errorf("--global-volume-policies %q: want NAMESPACE/NAME of the ConfigMap, e.g. snapflow-system/global-volume-policies", global)
+	}
+	return nil
 }
 
 func printCoverage(w io.Writer, vs []coverage.Verdict, all bool, now time.Time) {

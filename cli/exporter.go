@@ -1,13 +1,10 @@
 package cli
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/snapflow/snapflow/internal/coverage"
 	"github.com/snapflow/snapflow/internal/scheme"
 	"github.com/snapflow/snapflow/internal/statemetrics"
 )
@@ -34,8 +31,8 @@ on ConfigMaps.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := zap.New(zap.UseDevMode(devLogs)).WithName("exporter")
 			ctrl.SetLogger(log)
-			if _, _, ok := coverage.SplitConfigMap(global); global != "" && !ok {
-				return fmt.Errorf("--global-volume-policies %q: want NAMESPACE/NAME of the ConfigMap, e.g. snapflow-system/global-volume-policies", global)
+			if err := globalPoliciesFlag(global); err != nil {
+				return err
 			}
 			cfg, err := kube.restConfig()
 			if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -74,7 +75,7 @@ func TestAnUnprotectedPVCIsToldOncePerSpell(t *testing.T) {
 	}
 	pass(t0.Add(70 * time.Minute))
 	since := t0
-	want := "uid-forgotten/unprotected/" + itoa(since.Unix())
+	want := "uid-forgotten/unprotected/" + strconv.FormatInt(since.Unix(), 10)
 	if ids := told(); len(ids) != 1 || ids[0] != want {
 		t.Fatalf("told %v, want [%s]", ids, want)
 	}
@@ -124,11 +125,6 @@ func TestAnUnprotectedPVCIsToldOncePerSpell(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "x", Name: CoverageRecord}, &cm); err == nil {
 		t.Fatal("a disabled pass wrote a record")
 	}
-}
-
-func itoa(n int64) string {
-	b, _ := json.Marshal(n)
-	return string(b)
 }
 
 // A pass whose claim loses to another pass (a replica, an overlapping
