@@ -212,6 +212,20 @@ func exercise(t *testing.T, backend kopia.Backend) {
 
 func ptr[T any](v T) *T { return &v }
 
+// newFilesystemRepo creates a repository in a temporary directory, closed
+// when the test ends.
+func newFilesystemRepo(t *testing.T) *kopia.Repo {
+	t.Helper()
+	ctx := context.Background()
+	b := kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: filepath.Join(t.TempDir(), "repo")}}
+	r, err := kopia.Open(ctx, kopia.OpenOptions{Backend: b, Password: "pw", Create: &kopia.CreateOptions{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(ctx) })
+	return r
+}
+
 func TestFilesystemRepository(t *testing.T) {
 	exercise(t, kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: filepath.Join(t.TempDir(), "repo")}})
 }
@@ -322,12 +336,7 @@ func keysStayOffTheCache(t *testing.T, backend kopia.Backend, secret string) {
 // much and no snapshot is saved; a run without the limit then completes.
 func TestUploadLimitAbortsTheSnapshot(t *testing.T) {
 	ctx := context.Background()
-	b := kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: filepath.Join(t.TempDir(), "repo")}}
-	r, err := kopia.Open(ctx, kopia.OpenOptions{Backend: b, Password: "pw", Create: &kopia.CreateOptions{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(ctx)
+	r := newFilesystemRepo(t)
 	data := t.TempDir()
 	for i := range 4 {
 		buf := make([]byte, 1<<20) // incompressible, so each file writes its size
@@ -338,7 +347,7 @@ func TestUploadLimitAbortsTheSnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err = r.Snapshot(ctx, kopia.SnapshotRequest{Dir: data, Source: src, Policy: kopia.Policy{UploadLimitMB: 1}})
+	_, err := r.Snapshot(ctx, kopia.SnapshotRequest{Dir: data, Source: src, Policy: kopia.Policy{UploadLimitMB: 1}})
 	if kopia.ClassOf(err) != kopia.ClassUploadLimit {
 		t.Fatalf("4 MB under a 1 MB limit: class %s (%v)", kopia.ClassOf(err), err)
 	}
@@ -355,12 +364,7 @@ func TestUploadLimitAbortsTheSnapshot(t *testing.T) {
 // and the parsed policy carries each option.
 func TestExtraArgsReachTheUploader(t *testing.T) {
 	ctx := context.Background()
-	b := kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: filepath.Join(t.TempDir(), "repo")}}
-	r, err := kopia.Open(ctx, kopia.OpenOptions{Backend: b, Password: "pw", Create: &kopia.CreateOptions{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(ctx)
+	r := newFilesystemRepo(t)
 	data := t.TempDir()
 	for i := range 5 {
 		if err := os.WriteFile(filepath.Join(data, fmt.Sprintf("f%d", i)), []byte(strings.Repeat("x", 100+i)), 0o644); err != nil {

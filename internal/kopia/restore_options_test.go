@@ -17,12 +17,7 @@ import (
 // and checks the effect, not the mapping.
 func TestRestoreOptionsReachTheFilesystem(t *testing.T) {
 	ctx := context.Background()
-	b := kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: filepath.Join(t.TempDir(), "repo")}}
-	r, err := kopia.Open(ctx, kopia.OpenOptions{Backend: b, Password: "pw", Create: &kopia.CreateOptions{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(ctx)
+	r := newFilesystemRepo(t)
 	data := t.TempDir()
 	write := func(rel, content string, mode os.FileMode) {
 		t.Helper()

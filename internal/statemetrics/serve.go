@@ -40,8 +40,8 @@ type Options struct {
 	GlobalVolumePolicies string
 }
 
-// watched are the kinds the gauges derive from: list and watch on them is
-// all the exporter needs.
+// watched are the kinds the gauges derive from, read through the watch
+// cache (with coverage, the exporter also gets ConfigMaps, live).
 func watched(o Options) []client.Object {
 	objs := []client.Object{&snapv1.Snapshot{}, &snapv1.SnapshotPolicy{}, &snapv1.SnapshotSchedule{}, &snapv1.Repository{},
 		&snapv1.ClusterRepository{}, &snapv1.Restore{}, &snapv1.Maintenance{}}
