@@ -197,6 +197,24 @@ const (
 	ConditionMaintenanceOwned = "MaintenanceOwned"
 )
 
+// Reasons a Snapshot waits at a gate before its mover may start: Pending,
+// with Ready (or MoverPermitted) False for one of them. The exporter serves
+// kopiur_snapshot_gated from them, so they are wire values.
+const (
+	ReasonWaitingForRepository = "WaitingForRepository"
+	ReasonRepositorySuspended  = "RepositorySuspended"
+	// ReasonRepositoryReclaiming: a maintenance run without kopia's safety
+	// margins is deleting content a backup could reuse.
+	ReasonRepositoryReclaiming = "RepositoryReclaiming"
+	// ReasonPrivilegedMoverNotPermitted: the privilege gate refuses the
+	// mover the run would need.
+	ReasonPrivilegedMoverNotPermitted = "PrivilegedMoverNotPermitted"
+)
+
+// ReasonDeletionInProgress is the DeletionHeld=False reason of a Snapshot
+// whose kopia snapshot a deletion batch is deleting.
+const ReasonDeletionInProgress = "Deleting"
+
 // Reserved kopia tag prefix: user tags may not start with it.
 const ReservedTagPrefix = "kopiur"
 

@@ -2,19 +2,23 @@ package cleanup
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/deletion"
 	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/scheme"
@@ -103,3 +107,50 @@ func TestReleaseFinishedNeedsACleanExit(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// A Snapshot a batch was to delete but that is released with its data
+// kept (here by the skip annotation) says so before its finalizer goes:
+// the exporter counts a deletion's outcome from the last state it sees.
+func TestAKeptReleaseAfterABatchSaysSo(t *testing.T) {
+	ctx := context.Background()
+	now := metav1.NewTime(time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC))
+	s := &snapv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "a", UID: "ua", DeletionTimestamp: &now,
+		Finalizers: []string{wellknown.FinalizerSnapshotCleanup}},
+		Status: snapv1.SnapshotStatus{Conditions: []metav1.Condition{{Type: wellknown.ConditionDeletionHeld, Status: metav1.ConditionFalse,
+			Reason: wellknown.ReasonDeletionInProgress, LastTransitionTime: now}}}}
+	var seen []string
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(s).WithStatusSubresource(s).WithInterceptorFuncs(interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if sn, ok := obj.(*snapv1.Snapshot); ok {
+				if cd := meta.FindStatusCondition(sn.Status.Conditions, wellknown.ConditionDeletionHeld); cd != nil {
+					seen = append(seen, "status:"+cd.Reason)
+				}
+			}
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			seen = append(seen, "update")
+			return c.Update(ctx, obj, opts...)
+		},
+	}).Build()
+	f := &Function{Client: c}
+	if err := f.release(ctx, s, deletion.ReasonSkipAnnotation, "kept"); err != nil {
+		t.Fatal(err)
+	}
+	if want := "status:" + deletion.ReasonSkipAnnotation + " update"; strings.Join(seen, " ") != want {
+		t.Fatalf("writes %v, want %s", seen, want)
+	}
+	// A release whose data the batch deleted writes no status first.
+	seen = nil
+	s2 := s.DeepCopy()
+	s2.Name, s2.UID, s2.ResourceVersion = "b", "ub", ""
+	if err := c.Create(ctx, s2); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.release(ctx, s2, deletion.ReasonDeleted, "deleted"); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(seen, " ") != "update" {
+		t.Fatalf("writes %v, want only the finalizer's update", seen)
+	}
+}

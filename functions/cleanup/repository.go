@@ -312,6 +312,16 @@ func (f *Function) facts(ctx context.Context, s *snapv1.Snapshot, repo *repoStat
 
 // release removes the finalizer, with an event saying what happened to the data.
 func (f *Function) release(ctx context.Context, s *snapv1.Snapshot, reason, msg string) error {
+	if c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionDeletionHeld); reason != deletion.ReasonDeleted && c != nil && c.Reason == wellknown.ReasonDeletionInProgress {
+		// A batch was to delete this data and now it is kept: say so
+		// first, as the exporter reads a deletion's outcome from the
+		// Snapshot's last state.
+		if err := f.patchSnapshot(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionDeletionHeld, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: gen})
+		}); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+	}
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var live snapv1.Snapshot
 		if err := f.Client.Get(ctx, client.ObjectKeyFromObject(s), &live); err != nil {
@@ -679,7 +689,7 @@ func (f *Function) noteBatch(ctx context.Context, s *snapv1.Snapshot, job string
 			st.Cleanup.Batch = job
 			st.Cleanup.Attempts++
 		}
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionDeletionHeld, Status: metav1.ConditionFalse, Reason: "Deleting",
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionDeletionHeld, Status: metav1.ConditionFalse, Reason: wellknown.ReasonDeletionInProgress,
 			Message: "kopia snapshot " + s.Status.Snapshot.KopiaSnapshotID + " is being deleted by batch job " + job, ObservedGeneration: gen})
 	})
 }

@@ -30,7 +30,7 @@ import (
 
 // Reasons on the Snapshot's conditions.
 const (
-	ReasonWaitingForRepository = "WaitingForRepository"
+	ReasonWaitingForRepository = wellknown.ReasonWaitingForRepository
 	ReasonWaitingForSlot       = "WaitingForSlot"
 	ReasonSlotAcquired         = "SlotAcquired"
 	ReasonInvalidSpec          = "FailedValidation"
@@ -39,7 +39,7 @@ const (
 	ReasonMoverPodWedged       = "MoverPodWedged"
 	// ReasonMoverCannotStart: a repository's bootstrap pod waits on something to fix.
 	ReasonMoverCannotStart = "MoverCannotStart"
-	ReasonNotPermitted     = "PrivilegedMoverNotPermitted"
+	ReasonNotPermitted     = wellknown.ReasonPrivilegedMoverNotPermitted
 	ReasonSourceNotFound   = "SourceNotFound"
 	ReasonSourceNotBound   = "SourceNotBound"
 	// ReasonSourceInUse: copyMethod Direct on a ReadWriteOncePod claim a
@@ -54,9 +54,7 @@ const (
 	// ReasonGlobalSectionsIgnored: the global volume policies carry
 	// sections other than volumePolicies, which never apply.
 	ReasonGlobalSectionsIgnored = "GlobalVolumePolicySectionsIgnored"
-	// ReasonRepositoryReclaiming: a maintenance run without kopia's safety
-	// margins is deleting content a backup could reuse.
-	ReasonRepositoryReclaiming = "RepositoryReclaiming"
+	ReasonRepositoryReclaiming  = wellknown.ReasonRepositoryReclaiming
 )
 
 // ReconcileSnapshot moves one Snapshot forward by at most one step per call

@@ -8,12 +8,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/internal/validate"
 )
 
 // ReasonRepositorySuspended: the run's repository has spec.suspend set;
 // it waits until the repository is resumed.
-const ReasonRepositorySuspended = "RepositorySuspended"
+const ReasonRepositorySuspended = wellknown.ReasonRepositorySuspended
 
 // PolicyRepositories reads the repositories p writes to once and says
 // which do not exist (as Kind/name) and which are suspended (as

@@ -86,7 +86,7 @@ func classify(s *snapv1.Snapshot) run {
 		// The breaker holds with True, the other reasons wait with False;
 		// only "Deleting" is a deletion under way.
 		c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionDeletionHeld)
-		return run{held: c != nil && c.Reason != "Deleting"}
+		return run{held: c != nil && c.Reason != wellknown.ReasonDeletionInProgress}
 	}
 	if s.Status.Phase.IsTerminal() {
 		return run{}

@@ -81,6 +81,10 @@ func Serve(ctx context.Context, o Options) error {
 		})
 	}
 	reg.MustRegister(col)
+	counts := NewCounts()
+	if err := counts.Register(reg); err != nil {
+		return fmt.Errorf("register counters: %w", err)
+	}
 	ready := make(chan struct{})
 	mux := http.NewServeMux()
 	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
@@ -116,9 +120,16 @@ func Serve(ctx context.Context, o Options) error {
 	// Informers start on first use: make one per kind before the cache
 	// starts, so the first scrape finds every kind synced.
 	for _, obj := range watched(o) {
-		if _, err := ca.GetInformer(ctx, obj); err != nil {
+		inf, err := ca.GetInformer(ctx, obj)
+		if err != nil {
 			_ = srv.Close()
 			return fmt.Errorf("watch %T: %w", obj, err)
+		}
+		if _, ok := obj.(*snapv1.Snapshot); ok {
+			if _, err := inf.AddEventHandler(counts.Handler()); err != nil {
+				_ = srv.Close()
+				return fmt.Errorf("count Snapshot changes: %w", err)
+			}
 		}
 	}
 	go func() { errc <- ca.Start(ctx) }()

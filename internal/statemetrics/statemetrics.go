@@ -10,6 +10,7 @@
 package statemetrics
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -20,6 +21,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/internal/coverage"
+	"github.com/snapflow/snapflow/internal/deletion"
 	"github.com/snapflow/snapflow/internal/maintenance"
 )
 
@@ -105,6 +107,13 @@ var (
 	SnapshotFailureClass = &Desc{"snapflow_snapshot_failed", "1 for each failed Snapshot, by its failure class.",
 		[]string{"namespace", "name", "policy", "class"}}
 
+	RepositoryBreakerOpen = &Desc{"kopiur_repository_breaker_open", "1 for each repository its health probe found Degraded: runs that need it wait until a probe finds it reachable again.",
+		[]string{"repository_kind", "namespace", "repository"}}
+	SnapshotGated = &Desc{"kopiur_snapshot_gated", "1 for each Pending Snapshot held at a gate before its mover starts, by gate (WaitingForRepository, RepositorySuspended, RepositoryReclaiming, PrivilegedMoverNotPermitted).",
+		[]string{"namespace", "name", "gate"}}
+	DeletionsPendingExternal = &Desc{"kopiur_snapshot_deletions_pending_external", "Snapshots deleted from outside snapflow whose kopia snapshot is not deleted yet (what the mass-deletion breaker counts), by repository.",
+		[]string{"repo_kind", "repo_name"}}
+
 	CoverageKnown = &Desc{"snapflow_coverage_known", "1 when the exporter judged every PVC's coverage at this scrape, 0 when it could not (its log says why, and snapflow_pvc_protected is absent until it can).",
 		nil}
 	PVCProtected = &Desc{"snapflow_pvc_protected", "1 for each PVC, labelled with its coverage state as snapflow coverage shows it: Protected, Excluded, Failing, Unscheduled, Suspended or Unprotected.",
@@ -114,7 +123,7 @@ var (
 // Families lists every family, for registration.
 var Families = []*Desc{ResourcePhase, SnapshotLastSuccess, SnapshotConsecutiveFailures, SnapshotSize, SnapshotFiles, SnapshotDuration,
 	PolicyLastSuccess, PolicyLastDuration, PolicyLastSize, PolicyLastFiles, PolicyLastBackupSuccess, SnapshotVerified, SnapshotsLive,
-	WaitingForSlot, DeletionsHeld, RepoSize, RepoSnapshotCount, MaintenanceConfigured, MaintenanceWanted, MaintenanceReclaimed, RestoreDuration, SnapshotFailureClass, DeletionWaiting, PolicyInfo, PolicyCreated, PVCProtected, CoverageKnown}
+	WaitingForSlot, DeletionsHeld, RepoSize, RepoSnapshotCount, MaintenanceConfigured, MaintenanceWanted, MaintenanceReclaimed, RestoreDuration, SnapshotFailureClass, DeletionWaiting, PolicyInfo, PolicyCreated, RepositoryBreakerOpen, SnapshotGated, DeletionsPendingExternal, PVCProtected, CoverageKnown}
 
 // Samples derives every series from s.
 func Samples(s State) []Sample {
@@ -128,6 +137,7 @@ func Samples(s State) []Sample {
 	runs := map[policyKey][]snapv1.Snapshot{}
 	live := map[string]int{}
 	held := map[[2]string]int{}
+	external := map[[2]string]int{}
 	for _, sn := range s.Snapshots {
 		pol := policyOf(sn)
 		live[sn.Namespace]++
@@ -166,6 +176,12 @@ func Samples(s State) []Sample {
 				add(DeletionWaiting, 1, sn.Namespace, sn.Name, c.Reason)
 			}
 		}
+		if g := gate(sn); g != "" {
+			add(SnapshotGated, 1, sn.Namespace, sn.Name, g)
+		}
+		if pendingExternal(sn) && repoName != "" {
+			external[[2]string{repoKind, repoName}]++
+		}
 		if pol != "" && finished(sn) {
 			k := policyKey{sn.Namespace, pol}
 			runs[k] = append(runs[k], sn)
@@ -176,6 +192,9 @@ func Samples(s State) []Sample {
 	}
 	for k, n := range held {
 		add(DeletionsHeld, float64(n), k[0], k[1])
+	}
+	for k, n := range external {
+		add(DeletionsPendingExternal, float64(n), k[0], k[1])
 	}
 	for k, list := range runs {
 		// Newest end first.
@@ -247,6 +266,9 @@ func Samples(s State) []Sample {
 		if st.Phase != "" {
 			add(ResourcePhase, 1, string(kind), ns, name, string(st.Phase))
 		}
+		if st.Phase == snapv1.RepositoryDegraded {
+			add(RepositoryBreakerOpen, 1, string(kind), ns, name)
+		}
 		if ss := st.StorageStats; ss != nil {
 			if ss.TotalSize != nil {
 				add(RepoSize, float64(*ss.TotalSize), string(kind), ns, name)
@@ -312,6 +334,30 @@ func verifies(p *snapv1.SnapshotPolicy) bool {
 		return false
 	}
 	return v.Deep != nil || (v.Quick != nil && (v.Quick.Schedule != nil || v.Quick.Cron != ""))
+}
+
+// gates are the reasons a Pending run waits before its mover may start.
+var gates = map[string]bool{wellknown.ReasonWaitingForRepository: true, wellknown.ReasonRepositorySuspended: true,
+	wellknown.ReasonRepositoryReclaiming: true, wellknown.ReasonPrivilegedMoverNotPermitted: true}
+
+// gate is the gate a Pending Snapshot waits at, if any.
+func gate(s snapv1.Snapshot) string {
+	if s.Status.Phase != snapv1.SnapshotPending || s.DeletionTimestamp != nil {
+		return ""
+	}
+	for _, t := range []string{wellknown.ConditionMoverPermitted, wellknown.ConditionReady} {
+		if c := meta.FindStatusCondition(s.Status.Conditions, t); c != nil && c.Status == metav1.ConditionFalse && gates[c.Reason] {
+			return c.Reason
+		}
+	}
+	return ""
+}
+
+// pendingExternal: deleted from outside snapflow, with a kopia snapshot
+// its deletion policy says to delete, not released yet.
+func pendingExternal(s snapv1.Snapshot) bool {
+	return s.DeletionTimestamp != nil && deletion.IsExternal(&s) && deletion.EffectivePolicy(&s) == snapv1.DeletionDelete &&
+		s.Status.Snapshot != nil && s.Status.Snapshot.KopiaSnapshotID != "" && slices.Contains(s.Finalizers, wellknown.FinalizerSnapshotCleanup)
 }
 
 // succeeded: the run ended well (Unchanged found nothing new to store).

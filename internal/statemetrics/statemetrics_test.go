@@ -63,6 +63,22 @@ func state() State {
 				s.DeletionTimestamp = ptr.To(metav1.NewTime(t0))
 				s.Finalizers = []string{"test"}
 			}),
+			snap("gated", snapv1.SnapshotPending, 3*time.Hour, func(s *snapv1.Snapshot) {
+				s.Status.Conditions = []metav1.Condition{{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: wellknown.ReasonRepositoryReclaiming}}
+			}),
+			// Deleted by a person: the breaker counts it until its data goes.
+			snap("gone", snapv1.SnapshotDeleting, -3*time.Hour, func(s *snapv1.Snapshot) {
+				s.DeletionTimestamp = ptr.To(metav1.NewTime(t0))
+				s.Finalizers = []string{wellknown.FinalizerSnapshotCleanup}
+				s.Status.Snapshot = &snapv1.SnapshotRecord{KopiaSnapshotID: "k1"}
+			}),
+			// Pruned by retention: snapflow's own, not counted.
+			snap("pruned", snapv1.SnapshotDeleting, -4*time.Hour, func(s *snapv1.Snapshot) {
+				s.DeletionTimestamp = ptr.To(metav1.NewTime(t0))
+				s.Annotations = map[string]string{wellknown.AnnotationPrunedBy: wellknown.PrunedByRetention}
+				s.Finalizers = []string{wellknown.FinalizerSnapshotCleanup}
+				s.Status.Snapshot = &snapv1.SnapshotRecord{KopiaSnapshotID: "k2"}
+			}),
 		},
 		Policies: []snapv1.SnapshotPolicy{{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app", CreationTimestamp: metav1.NewTime(t0.Add(-48 * time.Hour))},
 			Status: snapv1.SnapshotPolicyStatus{LastSuccessfulSnapshot: ptr.To(metav1.NewTime(t0)), LastVerified: ptr.To(metav1.NewTime(t0.Add(30 * time.Minute)))}},
@@ -122,7 +138,10 @@ func TestSamples(t *testing.T) {
 		"kopiur_policy_last_backup_success_timestamp_seconds{apps,app}":            float64(t0.Unix()),
 		"kopiur_snapshot_verified_timestamp_seconds{apps,app}":                     float64(t0.Add(30 * time.Minute).Unix()),
 		"snapflow_snapshot_deletion_waiting{apps,orphaned,Test}":                   1,
-		"kopiur_snapshots_live{apps}":                                              6,
+		"kopiur_snapshots_live{apps}":                                              9,
+		"kopiur_snapshot_gated{apps,gated,RepositoryReclaiming}":                   1,
+		"kopiur_snapshot_deletions_pending_external{Repository,primary}":           1,
+		"kopiur_repository_breaker_open{ClusterRepository,,shared}":                1,
 		"kopiur_snapshot_waiting_for_slot{Repository,primary,apps,parked}":         1,
 		"kopiur_snapshot_deletions_held{Repository,primary}":                       1,
 		"kopiur_repo_size_bytes{Repository,apps,primary}":                          1 << 20,
@@ -222,7 +241,7 @@ func TestEveryFamilyIsDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range Families {
+	for _, d := range append(Families, Counters...) {
 		if !strings.Contains(string(doc), "`"+d.Name+"`") {
 			t.Errorf("docs/metrics.md does not list %s", d.Name)
 		}

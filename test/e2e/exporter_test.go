@@ -106,6 +106,9 @@ func TestExporterMetricsFollowTheObjects(t *testing.T) {
 		series("kopiur_snapshot_consecutive_failures", "namespace", ns, "policy", "capped"):                                   1,
 		series("snapflow_snapshot_failed", "namespace", ns, "name", "bad", "policy", "capped", "class", "UploadLimitReached"): 1,
 		series("kopiur_snapshots_live", "namespace", ns):                                                                      2,
+		// Counted as the exporter saw each run end.
+		series("kopiur_snapshots_completed_total", "result", "Succeeded", "namespace", ns, "policy", "app"): 1,
+		series("kopiur_snapshots_completed_total", "result", "Failed", "namespace", ns, "policy", "capped"): 1,
 		// The repository's default Maintenance maintains it.
 		series("kopiur_repository_maintenance_configured", "repository_kind", "Repository", "namespace", ns, "repository", "primary"): 1,
 	}
@@ -136,12 +139,30 @@ func TestExporterMetricsFollowTheObjects(t *testing.T) {
 	}
 	check(want)
 
+	// Deleted with its repository in place, a run's data is deleted; a
+	// failed run stored none. Both are counted by outcome.
+	before, err := scrape()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, snapshotOf(ns, "again", "app"), 0, "create", "-f", "-")
+	waitSnapshot(t, ns, "again", snapv1.SnapshotSucceeded)
+	kubectl(t, nil, 0, "-n", ns, "delete", "snapshot", "again", "bad", "--timeout=5m")
+	counted(t, before, series("kopiur_snapshot_deletions_total", "outcome", "deleted"), series("kopiur_snapshot_deletions_total", "outcome", "none"))
+
 	// With its repository gone, a deleted Snapshot's data cannot be
 	// deleted: it waits, and says why.
 	kubectl(t, nil, 0, "-n", ns, "delete", "repository", "primary", "--wait=false")
 	kubectl(t, nil, 0, "-n", ns, "delete", "snapshot", "good", "--wait=false")
 	waiting := series("snapflow_snapshot_deletion_waiting", "namespace", ns, "name", "good", "reason", "RepositoryMissing")
 	check(map[string]float64{waiting: 1}, series("kopiur_resource_phase", "kind", "Repository", "namespace", ns, "name", "primary", "phase", "Ready"))
+	// A new run waits at the repository gate.
+	kubectl(t, snapshotOf(ns, "later", "app"), 0, "create", "-f", "-")
+	gated := series("kopiur_snapshot_gated", "namespace", ns, "name", "later", "gate", "WaitingForRepository")
+	check(map[string]float64{gated: 1})
+	if before, err = scrape(); err != nil {
+		t.Fatal(err)
+	}
 	// The hold is announced once as a CloudEvent, for a Trigger to page on.
 	// (A redelivery may send it again, always with the same id.)
 	ids := map[string]bool{}
@@ -158,4 +179,24 @@ func TestExporterMetricsFollowTheObjects(t *testing.T) {
 	// Released by the user, the Snapshot goes, and its series with it.
 	kubectl(t, nil, 0, "-n", ns, "annotate", "snapshot", "good", wellknown.AnnotationSkipSnapshotCleanup+"=true")
 	check(nil, waiting, series("kopiur_snapshot_size_bytes", "namespace", ns, "name", "good", "policy", "app"))
+	// Its data was kept, and counted so.
+	counted(t, before, series("kopiur_snapshot_deletions_total", "outcome", "kept"))
+}
+
+// counted fails unless each counter grew by at least one since before
+// (other tests' leftovers may add to a count meanwhile, never take).
+func counted(t *testing.T, before map[string]float64, keys ...string) {
+	t.Helper()
+	eventually(t, func() error {
+		got, err := scrape()
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if got[k] < before[k]+1 {
+				return fmt.Errorf("%s went from %v to %v; want at least one more", k, before[k], got[k])
+			}
+		}
+		return nil
+	})
 }
