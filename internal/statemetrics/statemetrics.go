@@ -107,6 +107,8 @@ var (
 	SnapshotFailureClass = &Desc{"snapflow_snapshot_failed", "1 for each failed Snapshot, by its failure class.",
 		[]string{"namespace", "name", "policy", "class"}}
 
+	PolicyVerificationFailed = &Desc{"snapflow_policy_verification_failed", "1 while the policy's last verification failed (its Verified condition is False), 0 once one passes; absent before its first verification.",
+		[]string{"namespace", "policy"}}
 	RepositoryBreakerOpen = &Desc{"kopiur_repository_breaker_open", "1 for each repository its health probe found Degraded: runs that need it wait until a probe finds it reachable again.",
 		[]string{"repository_kind", "namespace", "repository"}}
 	SnapshotGated = &Desc{"kopiur_snapshot_gated", "1 for each Pending Snapshot held at a gate before its mover starts, by gate (WaitingForRepository, RepositorySuspended, RepositoryReclaiming, PrivilegedMoverNotPermitted).",
@@ -123,7 +125,7 @@ var (
 // Families lists every family, for registration.
 var Families = []*Desc{ResourcePhase, SnapshotLastSuccess, SnapshotConsecutiveFailures, SnapshotSize, SnapshotFiles, SnapshotDuration,
 	PolicyLastSuccess, PolicyLastDuration, PolicyLastSize, PolicyLastFiles, PolicyLastBackupSuccess, SnapshotVerified, SnapshotsLive,
-	WaitingForSlot, DeletionsHeld, RepoSize, RepoSnapshotCount, MaintenanceConfigured, MaintenanceWanted, MaintenanceReclaimed, RestoreDuration, SnapshotFailureClass, DeletionWaiting, PolicyInfo, PolicyCreated, RepositoryBreakerOpen, SnapshotGated, DeletionsPendingExternal, PVCProtected, CoverageKnown}
+	WaitingForSlot, DeletionsHeld, RepoSize, RepoSnapshotCount, MaintenanceConfigured, MaintenanceWanted, MaintenanceReclaimed, RestoreDuration, SnapshotFailureClass, DeletionWaiting, PolicyInfo, PolicyCreated, PolicyVerificationFailed, RepositoryBreakerOpen, SnapshotGated, DeletionsPendingExternal, PVCProtected, CoverageKnown}
 
 // Samples derives every series from s.
 func Samples(s State) []Sample {
@@ -240,6 +242,13 @@ func Samples(s State) []Sample {
 		}
 		if t := p.Status.LastVerified; t != nil {
 			add(SnapshotVerified, ts(t), p.Namespace, p.Name)
+		}
+		if c := meta.FindStatusCondition(p.Status.Conditions, wellknown.ConditionVerified); c != nil && c.Status != metav1.ConditionUnknown {
+			v := 0.0
+			if c.Status == metav1.ConditionFalse {
+				v = 1
+			}
+			add(PolicyVerificationFailed, v, p.Namespace, p.Name)
 		}
 		scheduled := scheduledBy(schedules[p.Namespace], &p)
 		add(PolicyInfo, 1, p.Namespace, p.Name, strconv.FormatBool(p.Spec.Suspend), strconv.FormatBool(scheduled), strconv.FormatBool(verifies(&p)))

@@ -81,7 +81,8 @@ func state() State {
 			}),
 		},
 		Policies: []snapv1.SnapshotPolicy{{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app", CreationTimestamp: metav1.NewTime(t0.Add(-48 * time.Hour))},
-			Status: snapv1.SnapshotPolicyStatus{LastSuccessfulSnapshot: ptr.To(metav1.NewTime(t0)), LastVerified: ptr.To(metav1.NewTime(t0.Add(30 * time.Minute)))}},
+			Status: snapv1.SnapshotPolicyStatus{LastSuccessfulSnapshot: ptr.To(metav1.NewTime(t0)), LastVerified: ptr.To(metav1.NewTime(t0.Add(30 * time.Minute))),
+				Conditions: []metav1.Condition{{Type: wellknown.ConditionVerified, Status: metav1.ConditionFalse, Reason: "VerificationFailed"}}}},
 			{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "paused"}, Spec: snapv1.SnapshotPolicySpec{Suspend: true,
 				Verification: &snapv1.Verification{Deep: &snapv1.DeepVerification{Schedule: snapv1.CronSpec{Cron: "@weekly"}}}}}},
 		// A stalled schedule still means the policy is meant to run; a
@@ -140,6 +141,7 @@ func TestSamples(t *testing.T) {
 		"snapflow_snapshot_deletion_waiting{apps,orphaned,Test}":                   1,
 		"kopiur_snapshots_live{apps}":                                              9,
 		"kopiur_snapshot_gated{apps,gated,RepositoryReclaiming}":                   1,
+		"snapflow_policy_verification_failed{apps,app}":                            1,
 		"kopiur_snapshot_deletions_pending_external{Repository,primary}":           1,
 		"kopiur_repository_breaker_open{ClusterRepository,,shared}":                1,
 		"kopiur_snapshot_waiting_for_slot{Repository,primary,apps,parked}":         1,
