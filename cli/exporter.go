@@ -1,7 +1,11 @@
 package cli
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -10,7 +14,7 @@ import (
 )
 
 func newExporterCmd(kube *kubeFlags) *cobra.Command {
-	var addr, global string
+	var addr, global, pruneNS string
 	var devLogs, judgeCoverage bool
 	cmd := &cobra.Command{
 		Use:   "exporter",
@@ -26,7 +30,10 @@ With --coverage (the default) it also serves snapflow_pvc_protected, every
 PVC's verdict as "snapflow coverage -A" gives it: it then watches PVCs,
 PersistentVolumes and namespaces too, and reads the resourcePolicy
 ConfigMaps the policies name, so it needs list and watch on those and get
-on ConfigMaps.`,
+on ConfigMaps.
+
+With --prune-namespace it also serves the outcome of each BackupRepo's last
+orphan-prune run, which the prune function records there.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := zap.New(zap.UseDevMode(devLogs)).WithName("exporter")
@@ -34,17 +41,21 @@ on ConfigMaps.`,
 			if err := globalPoliciesFlag(global); err != nil {
 				return err
 			}
+			if errs := validation.IsDNS1123Label(pruneNS); pruneNS != "" && len(errs) > 0 {
+				return fmt.Errorf("--prune-namespace %q is not a namespace name: %s", pruneNS, strings.Join(errs, "; "))
+			}
 			cfg, err := kube.restConfig()
 			if err != nil {
 				return err
 			}
 			return statemetrics.Serve(cmd.Context(), statemetrics.Options{Config: cfg, Scheme: scheme.New(), Addr: addr, Log: log,
-				Coverage: judgeCoverage, GlobalVolumePolicies: global})
+				Coverage: judgeCoverage, GlobalVolumePolicies: global, PruneNamespace: pruneNS})
 		},
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "address of /metrics, /healthz and /readyz (the chart listens on :8080)")
 	cmd.Flags().BoolVar(&devLogs, "dev-logs", false, "human-readable logs instead of JSON")
 	cmd.Flags().BoolVar(&judgeCoverage, "coverage", true, "serve snapflow_pvc_protected (needs list and watch on PVCs, PVs and namespaces, get on ConfigMaps)")
+	cmd.Flags().StringVar(&pruneNS, "prune-namespace", "", "snapflow's namespace, where the prune function records each BackupRepo's last run (ConfigMap snapflow-prune): serves snapflow_prune_blocked and snapflow_prune_last_run_timestamp_seconds (needs get on that ConfigMap); empty serves neither")
 	cmd.Flags().StringVar(&global, "global-volume-policies", "", "the global volume-policy ConfigMap as NAMESPACE/NAME, so its skip rules count as exclusions in snapflow_pvc_protected")
 	return cmd
 }

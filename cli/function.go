@@ -205,7 +205,8 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 			if err != nil {
 				return nil, fmt.Errorf("prune function settings: %w", err)
 			}
-			fn := &prunefn.Function{Client: c, Config: cfg, Settings: settings, Emitter: emitter, Recorder: recorder("snapflow-prune")}
+			fn := &prunefn.Function{Client: c, Config: cfg, Settings: settings, Emitter: emitter, Recorder: recorder("snapflow-prune"),
+				Writer: c, Namespace: f.namespace}
 			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
 		default:
 			return nil, fmt.Errorf("unknown function %q (available: %s)", n, strings.Join(functionNames, ", "))

@@ -46,7 +46,13 @@ type Function struct {
 	Emitter  runtime.Emitter
 	// Recorder records Kubernetes Events on the BackupRepo.
 	Recorder record.EventRecorder
-	Now      func() time.Time
+	// Writer and Namespace keep each BackupRepo's last run in the
+	// ConfigMap Record of that namespace (snapflow's own), for the
+	// exporter; a nil Writer records nothing. It is the only write the
+	// function makes besides Events and its deletions in the bucket.
+	Writer    client.Client
+	Namespace string
+	Now       func() time.Time
 	// SNS verifies SNS envelopes inside S3 notification events (SNS to
 	// SQS without raw delivery); nil is events.NewSNSVerifier(). Unused
 	// when Settings.SkipSNSVerify is set.
@@ -274,6 +280,9 @@ func (f *Function) runAndReportRepo(ctx context.Context, src *kubeinv.Source, re
 	defer cancel()
 	log := runtime.Log(ctx).WithValues("backupRepo", p.repo, "trigger", p.trigger, "mode", p.mode, "prefix", p.opts.Prefix)
 	out, err := f.run(ctx, src, repo, p)
+	if !(errors.Is(err, errPrefixAbsent) && p.trigger == events.PruneTriggerS3) && out.skipped == "" {
+		f.remember(ctx, src.Client, p.repo, runOf(p, f.now(), out, err))
+	}
 	switch {
 	case errors.Is(err, errPrefixAbsent) && p.trigger == events.PruneTriggerS3:
 		// The notification's root is gone, typically deleted by a prune:

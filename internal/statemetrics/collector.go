@@ -11,6 +11,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/internal/coverage"
+	"github.com/snapflow/snapflow/internal/prune/ledger"
 )
 
 // Collector serves Samples at each scrape, listing the objects from a
@@ -18,6 +19,7 @@ import (
 type Collector struct {
 	reader   client.Reader
 	coverage CoverageFunc
+	prunes   PruneFunc
 	log      logr.Logger
 	descs    map[*Desc]*prometheus.Desc
 	errors   prometheus.Counter
@@ -40,6 +42,15 @@ type CoverageFunc func(context.Context) ([]coverage.Verdict, error)
 // WithCoverage makes the collector serve snapflow_pvc_protected from f.
 func (c *Collector) WithCoverage(f CoverageFunc) *Collector {
 	c.coverage = f
+	return c
+}
+
+// PruneFunc reads the prune function's record of each BackupRepo's last run.
+type PruneFunc func(context.Context) (ledger.Ledger, error)
+
+// WithPrunes makes the collector serve the prune series from f.
+func (c *Collector) WithPrunes(f PruneFunc) *Collector {
+	c.prunes = f
 	return c
 }
 
@@ -90,6 +101,15 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			s.Coverage = v
 		}
 		s.CoverageKnown = &known
+	}
+	if c.prunes != nil {
+		// Like coverage, an unreadable record drops only its own series.
+		if l, err := c.prunes(ctx); err != nil {
+			c.log.Error(err, "read the prune record for metrics")
+			c.errors.Inc()
+		} else {
+			s.Prunes = l
+		}
 	}
 	for _, smp := range Samples(s) {
 		m, err := prometheus.NewConstMetric(c.descs[smp.Desc], prometheus.GaugeValue, smp.Value, smp.Labels...)

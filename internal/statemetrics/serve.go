@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -20,6 +21,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/internal/coverage"
+	"github.com/snapflow/snapflow/internal/prune/ledger"
 )
 
 // Options configure Serve.
@@ -38,6 +40,10 @@ type Options struct {
 	// GlobalVolumePolicies is the global volume-policy ConfigMap as
 	// NAMESPACE/NAME, whose skip rules count as exclusions ("" for none).
 	GlobalVolumePolicies string
+	// PruneNamespace is where the prune function keeps its record
+	// (ConfigMap snapflow-prune), read at each scrape; "" serves no
+	// prune series.
+	PruneNamespace string
 }
 
 // watched are the kinds the gauges derive from, read through the watch
@@ -78,6 +84,24 @@ func Serve(ctx context.Context, o Options) error {
 				return nil, err
 			}
 			return coverage.Verdicts(in), nil
+		})
+	}
+	if o.PruneNamespace != "" {
+		// One ConfigMap, read live: no cache of every ConfigMap.
+		cl, err := client.New(o.Config, client.Options{Scheme: o.Scheme})
+		if err != nil {
+			return fmt.Errorf("client: %w", err)
+		}
+		col.WithPrunes(func(ctx context.Context) (ledger.Ledger, error) {
+			var cm corev1.ConfigMap
+			err := cl.Get(ctx, client.ObjectKey{Namespace: o.PruneNamespace, Name: ledger.ConfigMap}, &cm)
+			if apierrors.IsNotFound(err) {
+				return ledger.Ledger{}, nil // no prune has run yet
+			}
+			if err != nil {
+				return nil, fmt.Errorf("read ConfigMap %s/%s: %w", o.PruneNamespace, ledger.ConfigMap, err)
+			}
+			return ledger.Decode([]byte(cm.Data[ledger.Key]))
 		})
 	}
 	reg.MustRegister(col)

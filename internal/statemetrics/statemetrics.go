@@ -23,6 +23,7 @@ import (
 	"github.com/snapflow/snapflow/internal/coverage"
 	"github.com/snapflow/snapflow/internal/deletion"
 	"github.com/snapflow/snapflow/internal/maintenance"
+	"github.com/snapflow/snapflow/internal/prune/ledger"
 )
 
 // State is everything the gauges are derived from.
@@ -39,6 +40,9 @@ type State struct {
 	// could not, nil when it does not judge it.
 	Coverage      []coverage.Verdict
 	CoverageKnown *float64
+	// Prunes is each BackupRepo's last orphan-prune run; nil when the
+	// exporter does not read the prune record.
+	Prunes ledger.Ledger
 }
 
 // Desc describes one metric family.
@@ -116,6 +120,11 @@ var (
 	DeletionsPendingExternal = &Desc{"kopiur_snapshot_deletions_pending_external", "Snapshots deleted from outside snapflow whose kopia snapshot is not deleted yet (what the mass-deletion breaker counts), by repository.",
 		[]string{"repo_kind", "repo_name"}}
 
+	PruneBlocked = &Desc{"snapflow_prune_blocked", "1 when the BackupRepo's last orphan-prune run found a state unsafe to prune (blockers, or the final checks refused), else 0.",
+		[]string{"backuprepo"}}
+	PruneLastRun = &Desc{"snapflow_prune_last_run_timestamp_seconds", "When the BackupRepo's last orphan-prune run ended (Unix seconds), labelled with its outcome (Planned, Blocked, DryRun, Pruned, Failed).",
+		[]string{"backuprepo", "outcome"}}
+
 	CoverageKnown = &Desc{"snapflow_coverage_known", "1 when the exporter judged every PVC's coverage at this scrape, 0 when it could not (its log says why, and snapflow_pvc_protected is absent until it can).",
 		nil}
 	PVCProtected = &Desc{"snapflow_pvc_protected", "1 for each PVC, labelled with its coverage state as snapflow coverage shows it: Protected, Excluded, Failing, Unscheduled, Suspended or Unprotected.",
@@ -125,7 +134,7 @@ var (
 // Families lists every family, for registration.
 var Families = []*Desc{ResourcePhase, SnapshotLastSuccess, SnapshotConsecutiveFailures, SnapshotSize, SnapshotFiles, SnapshotDuration,
 	PolicyLastSuccess, PolicyLastDuration, PolicyLastSize, PolicyLastFiles, PolicyLastBackupSuccess, SnapshotVerified, SnapshotsLive,
-	WaitingForSlot, DeletionsHeld, RepoSize, RepoSnapshotCount, MaintenanceConfigured, MaintenanceWanted, MaintenanceReclaimed, RestoreDuration, SnapshotFailureClass, DeletionWaiting, PolicyInfo, PolicyCreated, PolicyVerificationFailed, RepositoryBreakerOpen, SnapshotGated, DeletionsPendingExternal, PVCProtected, CoverageKnown}
+	WaitingForSlot, DeletionsHeld, RepoSize, RepoSnapshotCount, MaintenanceConfigured, MaintenanceWanted, MaintenanceReclaimed, RestoreDuration, SnapshotFailureClass, DeletionWaiting, PolicyInfo, PolicyCreated, PolicyVerificationFailed, RepositoryBreakerOpen, SnapshotGated, DeletionsPendingExternal, PruneBlocked, PruneLastRun, PVCProtected, CoverageKnown}
 
 // Samples derives every series from s.
 func Samples(s State) []Sample {
@@ -316,6 +325,15 @@ func Samples(s State) []Sample {
 	}
 	if s.CoverageKnown != nil {
 		add(CoverageKnown, *s.CoverageKnown)
+	}
+	for _, name := range s.Prunes.Names() {
+		r := s.Prunes[name]
+		blocked := 0.0
+		if r.Outcome == ledger.Blocked {
+			blocked = 1
+		}
+		add(PruneBlocked, blocked, name)
+		add(PruneLastRun, float64(r.At.Unix()), name, string(r.Outcome))
 	}
 	return out
 }

@@ -21,6 +21,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/internal/coverage"
+	"github.com/snapflow/snapflow/internal/prune/ledger"
 	"github.com/snapflow/snapflow/internal/scheme"
 )
 
@@ -99,6 +100,7 @@ func state() State {
 			Status: snapv1.RepositoryStatus{Phase: snapv1.RepositoryDegraded}}},
 		Restores: []snapv1.Restore{{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "back"}, Status: snapv1.RestoreStatus{Phase: snapv1.RestoreCompleted,
 			Timing: &snapv1.Timing{DurationSeconds: ptr.To[int64](42)}}}},
+		Prunes: ledger.Ledger{"kb-repo": {At: t0, Outcome: ledger.Blocked, Blockers: 1}, "other": {At: t0.Add(time.Hour), Outcome: ledger.Pruned}},
 		Maintenances: []snapv1.Maintenance{{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "primary"},
 			Spec:   snapv1.MaintenanceSpec{Repository: snapv1.RepositoryRef{Name: "primary"}},
 			Status: snapv1.MaintenanceStatus{LastReclaimedBytes: ptr.To[int64](3000)}}},
@@ -142,6 +144,10 @@ func TestSamples(t *testing.T) {
 		"kopiur_snapshots_live{apps}":                                              9,
 		"kopiur_snapshot_gated{apps,gated,RepositoryReclaiming}":                   1,
 		"snapflow_policy_verification_failed{apps,app}":                            1,
+		"snapflow_prune_blocked{kb-repo}":                                          1,
+		"snapflow_prune_blocked{other}":                                            0,
+		"snapflow_prune_last_run_timestamp_seconds{kb-repo,Blocked}":               float64(t0.Unix()),
+		"snapflow_prune_last_run_timestamp_seconds{other,Pruned}":                  float64(t0.Add(time.Hour).Unix()),
 		"kopiur_snapshot_deletions_pending_external{Repository,primary}":           1,
 		"kopiur_repository_breaker_open{ClusterRepository,,shared}":                1,
 		"kopiur_snapshot_waiting_for_slot{Repository,primary,apps,parked}":         1,

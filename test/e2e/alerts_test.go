@@ -21,7 +21,8 @@ func TestAlertRules(t *testing.T) {
 	promtool := harness.RequireTool(t, "promtool")
 	const ns = "snapflow-system"
 	var groups any
-	for _, o := range renderChart(t, "rel", ns, map[string]any{"monitoring": map[string]any{"prometheusRule": map[string]any{"enabled": true}}}) {
+	for _, o := range renderChart(t, "rel", ns, map[string]any{"monitoring": map[string]any{"prometheusRule": map[string]any{"enabled": true}},
+		"prune": map[string]any{"function": map[string]any{"enabled": true}}}) {
 		if o.kind() == "PrometheusRule" {
 			groups = o.dig("spec", "groups")
 		}

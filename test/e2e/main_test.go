@@ -187,6 +187,8 @@ var clock = &harness.Clock{}
 // pruneFunction serves the prune function with no default BackupRepo (each
 // test's prune requested event names its own); versitygw needs path-style.
 func pruneFunction(d harness.Deps) []runtime.Function {
-	fn := &prunefn.Function{Client: d.As("prune"), Settings: prunefn.Settings{PathStyle: true}, Emitter: d.Emitter, Recorder: d.Recorder("snapflow-prune")}
+	c := d.As("prune")
+	fn := &prunefn.Function{Client: c, Settings: prunefn.Settings{PathStyle: true}, Emitter: d.Emitter, Recorder: d.Recorder("snapflow-prune"),
+		Writer: c, Namespace: harness.WebhookNamespace}
 	return []runtime.Function{{Name: "prune", Handle: fn.Handle}}
 }

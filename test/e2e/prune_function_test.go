@@ -34,6 +34,7 @@ import (
 	prunefn "github.com/snapflow/snapflow/functions/prune"
 	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/internal/prune"
+	"github.com/snapflow/snapflow/internal/prune/kubeinv"
 	"github.com/snapflow/snapflow/test/harness"
 )
 
@@ -404,6 +405,9 @@ func TestPruneFunctionRequest(t *testing.T) {
 		}
 		return fmt.Errorf("no PruneDryRun Event on BackupRepo %s", w.repo)
 	})
+	// The function records the run for the exporter: clean.
+	blocked := series("snapflow_prune_blocked", "backuprepo", w.repo)
+	exported(t, map[string]float64{blocked: 0}, series("snapflow_prune_last_run_timestamp_seconds", "backuprepo", w.repo, "outcome", "DryRun"))
 
 	// A deployment configured for live prunes of this repo.
 	got := &collected{}
@@ -439,6 +443,38 @@ func TestPruneFunctionRequest(t *testing.T) {
 	if !slices.Equal(w.keys(), after) {
 		t.Fatalf("the redelivery changed the bucket: %v, was %v", w.keys(), after)
 	}
+
+	// An active restore whose backup reference is incomplete blocks the
+	// next plan: the record, and so the alert's series, says so.
+	w.create(kb(kubeinv.GVKRestore, w.ns, "restore-incomplete", map[string]any{"spec": map[string]any{
+		"backup": map[string]any{"name": "b-live", "namespace": ""}}}))
+	if code := sendPruneRequest(t, target, "blocked-"+w.repo, events.PruneRequest{BackupRepo: w.repo}); code != http.StatusOK {
+		t.Fatalf("blocked plan: status %d", code)
+	}
+	exported(t, map[string]float64{blocked: 1}, series("snapflow_prune_last_run_timestamp_seconds", "backuprepo", w.repo, "outcome", "Blocked"))
+}
+
+// exported waits until the exporter serves each of want with its value
+// and each of present with any value.
+func exported(t *testing.T, want map[string]float64, present ...string) {
+	t.Helper()
+	eventually(t, func() error {
+		got, err := scrape()
+		if err != nil {
+			return err
+		}
+		for k, v := range want {
+			if g, ok := got[k]; !ok || g != v {
+				return fmt.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+			}
+		}
+		for _, k := range present {
+			if _, ok := got[k]; !ok {
+				return fmt.Errorf("%s is not served", k)
+			}
+		}
+		return nil
+	})
 }
 
 // executedOf is the last prune executed event the harness functions

@@ -398,7 +398,8 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	go func() {
 		defer f.wg.Done()
 		if err := statemetrics.Serve(ctx, statemetrics.Options{Config: exporterCfg, Scheme: cp.Scheme, Addr: "127.0.0.1:0",
-			Log: log.WithName("exporter"), Listening: func(a string) { exporterAddr <- a }, Coverage: true, GlobalVolumePolicies: global}); err != nil {
+			Log: log.WithName("exporter"), Listening: func(a string) { exporterAddr <- a }, Coverage: true, GlobalVolumePolicies: global,
+			PruneNamespace: WebhookNamespace}); err != nil {
 			log.Error(err, "exporter stopped")
 		}
 	}()
