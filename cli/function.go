@@ -35,6 +35,7 @@ import (
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	maintkernel "github.com/snapflow/snapflow/internal/maintenance"
 	"github.com/snapflow/snapflow/internal/policysource"
+	"github.com/snapflow/snapflow/internal/prune/ledger"
 	schedulekernel "github.com/snapflow/snapflow/internal/schedule"
 	"github.com/snapflow/snapflow/internal/scheme"
 	"github.com/snapflow/snapflow/internal/version"
@@ -45,6 +46,7 @@ type functionFlags struct {
 	addr, namespace, moverImage, moverSA, sink string
 	sinkTokenFile                              string
 	globalPolicies                             string
+	pruneRecord                                string
 	deleteWindow                               time.Duration
 	coverageEvery, coverageGrace               time.Duration
 	hookDeny, hookAllow                        []string
@@ -76,6 +78,7 @@ func (f *functionFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.hookAllow, "hook-allow-cidr", nil, "snapshot: a range httpRequest hooks may connect to despite every refusal (repeatable)")
 	fl.StringVar(&f.maintQuick, "default-maintenance-quick", maintkernel.KopiaCadence.Quick, "maintenance: cron of the quick runs of a repository's default Maintenance, when its spec.maintenance.schedule names none (H: a minute stable per repository)")
 	fl.StringVar(&f.maintFull, "default-maintenance-full", maintkernel.KopiaCadence.Full, "maintenance: cron of the full runs (garbage collection) of a repository's default Maintenance, when its spec.maintenance.schedule names none")
+	fl.StringVar(&f.pruneRecord, "prune-record", ledger.ConfigMap, "ConfigMap in --namespace where the prune function records each BackupRepo's last runs for the exporter (it must exist: the chart creates it)")
 	fl.StringVar(&f.globalPolicies, "global-backup-volume-policies-configmap", "", "ConfigMap in --namespace holding the global backup volume policies (checked at startup, re-read for every run)")
 	fl.DurationVar(&f.coverageEvery, "coverage-every", schedule.DefaultCoverageEvery, "schedule: how often a tick or resync judges every PVC's coverage, to send dev.snapflow.coverage.unprotected (0: never)")
 	fl.DurationVar(&f.coverageGrace, "coverage-grace", schedule.DefaultCoverageGrace, "schedule: how long a PVC is unprotected before dev.snapflow.coverage.unprotected tells it")
@@ -206,7 +209,7 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 				return nil, fmt.Errorf("prune function settings: %w", err)
 			}
 			fn := &prunefn.Function{Client: c, Config: cfg, Settings: settings, Emitter: emitter, Recorder: recorder("snapflow-prune"),
-				Writer: c, Namespace: f.namespace}
+				Writer: c, Namespace: f.namespace, Record: f.pruneRecord}
 			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
 		default:
 			return nil, fmt.Errorf("unknown function %q (available: %s)", n, strings.Join(functionNames, ", "))

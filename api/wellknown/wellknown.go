@@ -211,9 +211,19 @@ const (
 	ReasonPrivilegedMoverNotPermitted = "PrivilegedMoverNotPermitted"
 )
 
-// ReasonDeletionInProgress is the DeletionHeld=False reason of a Snapshot
-// whose kopia snapshot a deletion batch is deleting.
-const ReasonDeletionInProgress = "Deleting"
+// DeletionHeld=False reasons the exporter reads a deletion's outcome from:
+// a batch is deleting the Snapshot's kopia snapshot, or has deleted it.
+const (
+	ReasonDeletionInProgress   = "Deleting"
+	ReasonKopiaSnapshotDeleted = "KopiaSnapshotDeleted"
+)
+
+// Failure classes of a run refused before its mover started, counted as
+// refusals: its spec cannot run, or another run writes its kopia identity.
+const (
+	ReasonFailedValidation  = "FailedValidation"
+	ReasonIdentityCollision = "IdentityCollision"
+)
 
 // Reserved kopia tag prefix: user tags may not start with it.
 const ReservedTagPrefix = "kopiur"

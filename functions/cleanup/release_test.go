@@ -153,4 +153,19 @@ func TestAKeptReleaseAfterABatchSaysSo(t *testing.T) {
 	if strings.Join(seen, " ") != "update" {
 		t.Fatalf("writes %v, want only the finalizer's update", seen)
 	}
+	// Deleted by a batch while the breaker held it: the condition says
+	// deleted before the finalizer goes.
+	seen = nil
+	s3 := s.DeepCopy()
+	s3.Name, s3.UID, s3.ResourceVersion = "c", "uc", ""
+	s3.Status.Conditions[0].Reason = deletion.ReasonBreaker
+	if err := c.Create(ctx, s3); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.release(ctx, s3, deletion.ReasonDeleted, "deleted"); err != nil {
+		t.Fatal(err)
+	}
+	if want := "status:" + deletion.ReasonDeleted + " update"; strings.Join(seen, " ") != want {
+		t.Fatalf("writes %v, want %s", seen, want)
+	}
 }

@@ -46,12 +46,15 @@ type Function struct {
 	Emitter  runtime.Emitter
 	// Recorder records Kubernetes Events on the BackupRepo.
 	Recorder record.EventRecorder
-	// Writer and Namespace keep each BackupRepo's last run in the
-	// ConfigMap Record of that namespace (snapflow's own), for the
-	// exporter; a nil Writer records nothing. It is the only write the
+	// Writer, Namespace and Record keep each BackupRepo's last runs in
+	// the ConfigMap Record (ledger.ConfigMap when empty) of that namespace
+	// (snapflow's own), for the exporter, which serves them as
+	// snapflow_prune_blocked. The chart creates it; a nil Writer records
+	// nothing. Reading and updating that ConfigMap is the only write the
 	// function makes besides Events and its deletions in the bucket.
-	Writer    client.Client
+	Writer    RecordWriter
 	Namespace string
+	Record    string
 	Now       func() time.Time
 	// SNS verifies SNS envelopes inside S3 notification events (SNS to
 	// SQS without raw delivery); nil is events.NewSNSVerifier(). Unused
@@ -280,8 +283,8 @@ func (f *Function) runAndReportRepo(ctx context.Context, src *kubeinv.Source, re
 	defer cancel()
 	log := runtime.Log(ctx).WithValues("backupRepo", p.repo, "trigger", p.trigger, "mode", p.mode, "prefix", p.opts.Prefix)
 	out, err := f.run(ctx, src, repo, p)
-	if !(errors.Is(err, errPrefixAbsent) && p.trigger == events.PruneTriggerS3) && out.skipped == "" {
-		f.remember(ctx, src.Client, p.repo, runOf(p, f.now(), out, err))
+	if f.recorded(p) {
+		f.remember(ctx, src.Client, runOf(p, f.now(), out, err))
 	}
 	switch {
 	case errors.Is(err, errPrefixAbsent) && p.trigger == events.PruneTriggerS3:

@@ -2,32 +2,37 @@ package prune
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/functions/runtime"
+	engine "github.com/snapflow/snapflow/internal/prune"
 	"github.com/snapflow/snapflow/internal/prune/kubeinv"
 	"github.com/snapflow/snapflow/internal/prune/ledger"
 )
 
-// Record is the ConfigMap, in snapflow's namespace, holding each
-// BackupRepo's last prune run (ledger.Key); the exporter serves it as
-// snapflow_prune_blocked and snapflow_prune_last_run_timestamp_seconds.
-const Record = ledger.ConfigMap
+// RecordWriter is all the function may do to the record.
+type RecordWriter interface {
+	Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error
+	Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error
+}
 
-// remember writes run as repo's last one. A failure is only logged: the
-// run itself is done, and the record is what the next run rewrites.
-func (f *Function) remember(ctx context.Context, kc client.Reader, repo string, run ledger.Run) {
+// remember writes run as the last of its BackupRepo and kind. A failure
+// is only logged: the run itself is done, and the next one rewrites it.
+func (f *Function) remember(ctx context.Context, kc client.Reader, run ledger.Run) {
 	if f.Writer == nil || f.Namespace == "" {
 		return
+	}
+	name := f.Record
+	if name == "" {
+		name = ledger.ConfigMap
 	}
 	// A run that timed out is recorded too.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
@@ -39,47 +44,51 @@ func (f *Function) remember(ctx context.Context, kc client.Reader, repo string, 
 		u.SetGroupVersionKind(kubeinv.GVKBackupRepo)
 		return apierrors.IsNotFound(kc.Get(ctx, client.ObjectKey{Name: name}, u))
 	}
+	log := runtime.Log(ctx).WithValues("record", f.Namespace+"/"+name)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var cm corev1.ConfigMap
-		err := f.Writer.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: Record}, &cm)
-		create := apierrors.IsNotFound(err)
-		if err != nil && !create {
+		if err := f.Writer.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: name}, &cm); err != nil {
 			return err
 		}
 		l, err := ledger.Decode([]byte(cm.Data[ledger.Key]))
 		if err != nil {
-			l = ledger.Ledger{} // a damaged record is rewritten, not kept
+			log.Info("the prune record was unreadable and is rewritten", "error", err.Error())
+			l = ledger.Ledger{}
 		}
-		if !l.Record(repo, run, gone) && !create {
+		if !l.Record(run, gone) {
 			return nil
 		}
 		b, err := l.Encode()
 		if err != nil {
 			return err
 		}
-		if create {
-			cm = corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.Namespace, Name: Record,
-				Labels: map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue}}}
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
 		}
-		cm.Data = map[string]string{ledger.Key: string(b)}
-		if create {
-			err = f.Writer.Create(ctx, &cm)
-			if apierrors.IsAlreadyExists(err) {
-				// Another run created it meanwhile: read it again.
-				return apierrors.NewConflict(corev1.Resource("configmaps"), Record, err)
-			}
-			return err
-		}
+		cm.Data[ledger.Key] = string(b)
 		return f.Writer.Update(ctx, &cm)
 	})
-	if err != nil {
-		runtime.Log(ctx).Error(err, "could not record the prune run; the exporter shows the previous one", "record", f.Namespace+"/"+Record)
+	switch {
+	case apierrors.IsNotFound(err):
+		log.Error(err, "the prune record is missing, so the exporter cannot show this run: create the ConfigMap (the chart does, with prune.function.enabled)")
+	case err != nil:
+		log.Error(err, "could not record the prune run; the exporter shows the previous one")
 	}
+}
+
+// recorded says whether a run covers the deployment's whole scope: a run
+// of one S3 root, or a request narrowed to a namespace or prefix, sees
+// less, and must not clear what a whole run found.
+func (f *Function) recorded(p params) bool {
+	return p.root == "" && p.opts.Namespace == f.Settings.Namespace && p.opts.Prefix == f.Settings.Prefix
 }
 
 // runOf is what the record keeps of a run.
 func runOf(p params, at time.Time, out outcome, planErr error) ledger.Run {
-	r := ledger.Run{At: at.UTC(), Trigger: p.trigger, Mode: p.mode}
+	r := ledger.Run{Repo: p.repo, Kind: ledger.KindPrune, At: at.UTC(), Trigger: p.trigger}
+	if p.mode == modePlan {
+		r.Kind = ledger.KindPlan
+	}
 	blockers := out.plan.BlockingReasons
 	switch {
 	case planErr != nil:
@@ -88,11 +97,12 @@ func runOf(p params, at time.Time, out outcome, planErr error) ledger.Run {
 		r.Outcome, r.Blockers, r.Message = ledger.Blocked, len(blockers), strings.Join(blockers, "; ")
 	case out.ex == nil:
 		r.Outcome = ledger.Planned
-	case out.runErr != nil && retryable(out.runErr):
-		r.Outcome, r.Message = ledger.Failed, out.runErr.Error()
-	case out.runErr != nil:
-		// The final snapshot or a global guard refused the deletion.
+	case errors.Is(out.runErr, engine.ErrExecutionBlocked) || errors.Is(out.runErr, engine.ErrUnsafe):
+		// The final snapshot or a global guard refused to delete.
 		r.Outcome, r.Message = ledger.Blocked, out.runErr.Error()
+	case out.runErr != nil:
+		// A store or cluster error: a retry may succeed.
+		r.Outcome, r.Message = ledger.Failed, out.runErr.Error()
 	case out.ex.DryRun:
 		r.Outcome = ledger.DryRun
 	default:

@@ -33,7 +33,7 @@ const (
 	ReasonWaitingForRepository = wellknown.ReasonWaitingForRepository
 	ReasonWaitingForSlot       = "WaitingForSlot"
 	ReasonSlotAcquired         = "SlotAcquired"
-	ReasonInvalidSpec          = "FailedValidation"
+	ReasonInvalidSpec          = wellknown.ReasonFailedValidation
 	ReasonStaging              = "Staging"
 	ReasonMoverStarted         = "MoverStarted"
 	ReasonMoverPodWedged       = "MoverPodWedged"
@@ -45,7 +45,7 @@ const (
 	// ReasonSourceInUse: copyMethod Direct on a ReadWriteOncePod claim a
 	// running pod holds; no second pod can mount it.
 	ReasonSourceInUse       = "SourceInUse"
-	ReasonIdentityCollision = "IdentityCollision"
+	ReasonIdentityCollision = wellknown.ReasonIdentityCollision
 	// ReasonRunningHooks: a beforeSnapshot hook (a runJob) is still running.
 	ReasonRunningHooks = "RunningHooks"
 	// ReasonGroupHooks: a member of a cut VolumeGroupSnapshot runs no hooks;

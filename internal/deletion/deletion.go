@@ -40,7 +40,7 @@ const (
 	ReasonRetainedOnNamespace = "SnapshotRetainedOnNamespaceDelete"
 	ReasonBreaker             = "MassDeletionBreaker"
 	ReasonUnknownOrigin       = "UnknownOrigin"
-	ReasonDeleted             = "KopiaSnapshotDeleted"
+	ReasonDeleted             = wellknown.ReasonKopiaSnapshotDeleted
 )
 
 // Internal pruned-by values: snapflow's own prunes, never counted by the breaker.

@@ -216,8 +216,21 @@ func sortedLocKeys(m map[string]backupLoc) []string {
 	return out
 }
 
+// ErrUnsafe wraps the global guards' refusals: the plan or the bucket is
+// in a state no deletion may start from, and only an operator can change
+// that (a retry would be refused the same way).
+var ErrUnsafe = errors.New("unsafe to prune")
+
 // GlobalGuards are the checks of the whole plan before any write.
 func GlobalGuards(pl Plan) error {
+	err := globalGuards(pl)
+	if err == nil || errors.Is(err, ErrExecutionBlocked) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUnsafe, err)
+}
+
+func globalGuards(pl Plan) error {
 	switch pl.Versioning {
 	case VersioningDisabled, VersioningEnabled, VersioningSuspended:
 	default:

@@ -110,7 +110,7 @@ func CheckVersioningUnchanged(p Plan, detected string) error {
 		return err
 	}
 	if st != p.Versioning {
-		return fmt.Errorf("versioning changed after planning: %s -> %s", p.Versioning, st)
+		return fmt.Errorf("%w: versioning changed after planning: %s -> %s", ErrUnsafe, p.Versioning, st)
 	}
 	return nil
 }

@@ -21,7 +21,7 @@ var (
 		[]string{"namespace", "schedule"}}
 	SnapshotDeletions = &Desc{"kopiur_snapshot_deletions_total", "Snapshot objects deleted, by what became of their kopia data: deleted, kept (released with the data left in the repository) or none (no kopia snapshot was recorded).",
 		[]string{"outcome"}}
-	SnapshotDeletionFailures = &Desc{"kopiur_snapshot_deletion_failures_total", "Deletion batches that ended without deleting a Snapshot's kopia snapshot (it then goes into the next batch).",
+	SnapshotDeletionFailures = &Desc{"kopiur_snapshot_deletion_failures_total", "Snapshot deletion attempts that did not delete its kopia snapshot: each member of a deletion batch that goes into another batch counts once.",
 		nil}
 	SnapshotRefusals = &Desc{"kopiur_snapshot_refusals_total", "Snapshot runs refused before their mover started, by reason (PrivilegedMoverNotPermitted, FailedValidation, IdentityCollision).",
 		[]string{"reason"}}
@@ -39,7 +39,7 @@ const (
 
 // refusedClasses are the failure classes of a run refused before it moved
 // any data: its spec, or its kopia identity, cannot be run.
-var refusedClasses = map[string]bool{"FailedValidation": true, "IdentityCollision": true}
+var refusedClasses = map[string]bool{wellknown.ReasonFailedValidation: true, wellknown.ReasonIdentityCollision: true}
 
 // Changed is what one observed change of a Snapshot adds to the counters:
 // old is nil for an object created since the watch started, cur is nil for
@@ -95,19 +95,16 @@ func attempts(st snapv1.SnapshotStatus) int32 {
 }
 
 // deletionOutcome reads what became of a deleted Snapshot's data from its
-// last state: the cleanup function releases a Snapshot whose data it
-// deleted straight from a batch it marked Deleting, and any other release
-// (a deletion policy, the skip annotation, a retained schedule, policy or
-// namespace) leaves the data.
+// last state: the cleanup function marks a Snapshot Deleting when a batch
+// takes it, and before it releases one makes the condition say what
+// happened (deleted, or kept by a deletion policy, the skip annotation,
+// or a retained schedule, policy or namespace).
 func deletionOutcome(s *snapv1.Snapshot) string {
 	if s.Status.Snapshot == nil || s.Status.Snapshot.KopiaSnapshotID == "" {
 		return OutcomeNone
 	}
-	if _, skip := s.Annotations[wellknown.AnnotationSkipSnapshotCleanup]; skip {
-		return OutcomeKept
-	}
-	if c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionDeletionHeld); c != nil &&
-		c.Status == metav1.ConditionFalse && c.Reason == wellknown.ReasonDeletionInProgress {
+	if c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionDeletionHeld); c != nil && c.Status == metav1.ConditionFalse &&
+		(c.Reason == wellknown.ReasonDeletionInProgress || c.Reason == wellknown.ReasonKopiaSnapshotDeleted) {
 		return OutcomeDeleted
 	}
 	return OutcomeKept

@@ -32,9 +32,12 @@ func TestChanged(t *testing.T) {
 			s.Status.Snapshot = &snapv1.SnapshotRecord{KopiaSnapshotID: "k1"}
 		}}, m...)...)
 	}
-	deleting := func(s *snapv1.Snapshot) {
-		s.Status.Conditions = []metav1.Condition{{Type: wellknown.ConditionDeletionHeld, Status: metav1.ConditionFalse, Reason: wellknown.ReasonDeletionInProgress}}
+	reason := func(r string) func(*snapv1.Snapshot) {
+		return func(s *snapv1.Snapshot) {
+			s.Status.Conditions = []metav1.Condition{{Type: wellknown.ConditionDeletionHeld, Status: metav1.ConditionFalse, Reason: r}}
+		}
 	}
+	deleting := reason(wellknown.ReasonDeletionInProgress)
 	skipped := func(s *snapv1.Snapshot) {
 		s.Annotations = map[string]string{wellknown.AnnotationSkipSnapshotCleanup: ""}
 	}
@@ -56,7 +59,9 @@ func TestChanged(t *testing.T) {
 		{"a first deletion batch", ptr.To(batch(0)), ptr.To(batch(1)), nil},
 		{"a second batch: the first failed", ptr.To(batch(1)), ptr.To(batch(2)), []string{"kopiur_snapshot_deletion_failures_total{}"}},
 		{"deleted from its batch", ptr.To(withData(deleting)), nil, []string{"kopiur_snapshot_deletions_total{deleted}"}},
-		{"released with the skip annotation", ptr.To(withData(deleting, skipped)), nil, []string{"kopiur_snapshot_deletions_total{kept}"}},
+		{"deleted, the breaker's mark overwritten before release", ptr.To(withData(reason(wellknown.ReasonKopiaSnapshotDeleted))), nil, []string{"kopiur_snapshot_deletions_total{deleted}"}},
+		{"released with the skip annotation after a batch took it", ptr.To(withData(skipped, reason("SkipSnapshotCleanup"))), nil, []string{"kopiur_snapshot_deletions_total{kept}"}},
+		{"held by the breaker, then released", ptr.To(withData(reason("MassDeletionBreaker"))), nil, []string{"kopiur_snapshot_deletions_total{kept}"}},
 		{"released by its deletion policy", ptr.To(withData()), nil, []string{"kopiur_snapshot_deletions_total{kept}"}},
 		{"a run that stored nothing", &failed, nil, []string{"kopiur_snapshot_deletions_total{none}"}},
 	} {
@@ -94,11 +99,13 @@ func TestCountsSkipTheFirstList(t *testing.T) {
 # HELP kopiur_snapshots_completed_total Snapshots that ended, by result (Succeeded, Unchanged or Failed), namespace and policy.
 # TYPE kopiur_snapshots_completed_total counter
 kopiur_snapshots_completed_total{namespace="apps",policy="app",result="Succeeded"} 1
-# HELP kopiur_snapshot_deletion_failures_total Deletion batches that ended without deleting a Snapshot's kopia snapshot (it then goes into the next batch).
+# HELP kopiur_snapshot_deletion_failures_total Snapshot deletion attempts that did not delete its kopia snapshot: each member of a deletion batch that goes into another batch counts once.
 # TYPE kopiur_snapshot_deletion_failures_total counter
 kopiur_snapshot_deletion_failures_total 0
 # HELP kopiur_snapshot_deletions_total Snapshot objects deleted, by what became of their kopia data: deleted, kept (released with the data left in the repository) or none (no kopia snapshot was recorded).
 # TYPE kopiur_snapshot_deletions_total counter
+kopiur_snapshot_deletions_total{outcome="deleted"} 0
+kopiur_snapshot_deletions_total{outcome="kept"} 0
 kopiur_snapshot_deletions_total{outcome="none"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kopiur_snapshots_completed_total", "kopiur_snapshot_deletion_failures_total", "kopiur_snapshot_deletions_total"); err != nil {

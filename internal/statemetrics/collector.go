@@ -104,12 +104,15 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if c.prunes != nil {
 		// Like coverage, an unreadable record drops only its own series.
+		known := 1.0
 		if l, err := c.prunes(ctx); err != nil {
 			c.log.Error(err, "read the prune record for metrics")
 			c.errors.Inc()
+			known = 0
 		} else {
 			s.Prunes = l
 		}
+		s.PruneRecordKnown = &known
 	}
 	for _, smp := range Samples(s) {
 		m, err := prometheus.NewConstMetric(c.descs[smp.Desc], prometheus.GaugeValue, smp.Value, smp.Labels...)

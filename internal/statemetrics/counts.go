@@ -19,12 +19,11 @@ func NewCounts() *Counts {
 	for _, d := range Counters {
 		c.vecs[d] = prometheus.NewCounterVec(prometheus.CounterOpts{Name: d.Name, Help: d.Help}, d.Labels)
 	}
-	// Unlabelled families show 0 from the start, so a first failure
-	// is an increase rather than a new series.
-	for _, d := range Counters {
-		if len(d.Labels) == 0 {
-			c.vecs[d].WithLabelValues()
-		}
+	// Series with a closed set of labels show 0 from the start, so a
+	// first count is an increase rather than a new series.
+	c.vecs[SnapshotDeletionFailures].WithLabelValues()
+	for _, o := range []string{OutcomeDeleted, OutcomeKept, OutcomeNone} {
+		c.vecs[SnapshotDeletions].WithLabelValues(o)
 	}
 	return c
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -40,10 +39,9 @@ type Options struct {
 	// GlobalVolumePolicies is the global volume-policy ConfigMap as
 	// NAMESPACE/NAME, whose skip rules count as exclusions ("" for none).
 	GlobalVolumePolicies string
-	// PruneNamespace is where the prune function keeps its record
-	// (ConfigMap snapflow-prune), read at each scrape; "" serves no
-	// prune series.
-	PruneNamespace string
+	// PruneRecord is the prune function's record as NAMESPACE/NAME, read
+	// at each scrape; "" serves no prune series.
+	PruneRecord string
 }
 
 // watched are the kinds the gauges derive from, read through the watch
@@ -86,7 +84,7 @@ func Serve(ctx context.Context, o Options) error {
 			return coverage.Verdicts(in), nil
 		})
 	}
-	if o.PruneNamespace != "" {
+	if ns, name, ok := coverage.SplitConfigMap(o.PruneRecord); ok {
 		// One ConfigMap, read live: no cache of every ConfigMap.
 		cl, err := client.New(o.Config, client.Options{Scheme: o.Scheme})
 		if err != nil {
@@ -94,12 +92,9 @@ func Serve(ctx context.Context, o Options) error {
 		}
 		col.WithPrunes(func(ctx context.Context) (ledger.Ledger, error) {
 			var cm corev1.ConfigMap
-			err := cl.Get(ctx, client.ObjectKey{Namespace: o.PruneNamespace, Name: ledger.ConfigMap}, &cm)
-			if apierrors.IsNotFound(err) {
-				return ledger.Ledger{}, nil // no prune has run yet
-			}
-			if err != nil {
-				return nil, fmt.Errorf("read ConfigMap %s/%s: %w", o.PruneNamespace, ledger.ConfigMap, err)
+			if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &cm); err != nil {
+				// Missing is unknown too: the chart creates it.
+				return nil, fmt.Errorf("read the prune record, ConfigMap %s/%s: %w", ns, name, err)
 			}
 			return ledger.Decode([]byte(cm.Data[ledger.Key]))
 		})

@@ -40,9 +40,11 @@ type State struct {
 	// could not, nil when it does not judge it.
 	Coverage      []coverage.Verdict
 	CoverageKnown *float64
-	// Prunes is each BackupRepo's last orphan-prune run; nil when the
-	// exporter does not read the prune record.
-	Prunes ledger.Ledger
+	// Prunes is each BackupRepo's last orphan-prune runs; nil when the
+	// exporter does not read the prune record. PruneRecordKnown is 1 when
+	// it read it, 0 when it could not, nil when it does not read it.
+	Prunes           ledger.Ledger
+	PruneRecordKnown *float64
 }
 
 // Desc describes one metric family.
@@ -90,7 +92,7 @@ var (
 		[]string{"repository_kind", "repository", "namespace", "name"}}
 	DeletionsHeld = &Desc{"kopiur_snapshot_deletions_held", "Snapshots whose deletion is held (their data is kept until the hold is resolved), by repository.",
 		[]string{"repo_kind", "repo_name"}}
-	RepoSize = &Desc{"kopiur_repo_size_bytes", "Bytes the repository stores, as last observed.",
+	RepoSize = &Desc{"kopiur_repo_size_bytes", "The sum of the repository's snapshots' source sizes (logical bytes, not what its storage holds), as last observed.",
 		[]string{"repository_kind", "namespace", "repository"}}
 	RepoSnapshotCount = &Desc{"kopiur_repo_snapshot_count", "Snapshots in the repository, as last observed.",
 		[]string{"repository_kind", "namespace", "repository"}}
@@ -111,8 +113,8 @@ var (
 	SnapshotFailureClass = &Desc{"snapflow_snapshot_failed", "1 for each failed Snapshot, by its failure class.",
 		[]string{"namespace", "name", "policy", "class"}}
 
-	PolicyVerificationFailed = &Desc{"snapflow_policy_verification_failed", "1 while the policy's last verification failed (its Verified condition is False), 0 once one passes; absent before its first verification.",
-		[]string{"namespace", "policy"}}
+	PolicyVerificationFailed = &Desc{"snapflow_policy_verification_failed", "1 when the policy's last finished verification of this tier and repository failed, 0 when it passed; absent before the first one ends.",
+		[]string{"namespace", "policy", "tier", "repository_kind", "repository"}}
 	RepositoryBreakerOpen = &Desc{"kopiur_repository_breaker_open", "1 for each repository its health probe found Degraded: runs that need it wait until a probe finds it reachable again.",
 		[]string{"repository_kind", "namespace", "repository"}}
 	SnapshotGated = &Desc{"kopiur_snapshot_gated", "1 for each Pending Snapshot held at a gate before its mover starts, by gate (WaitingForRepository, RepositorySuspended, RepositoryReclaiming, PrivilegedMoverNotPermitted).",
@@ -120,10 +122,12 @@ var (
 	DeletionsPendingExternal = &Desc{"kopiur_snapshot_deletions_pending_external", "Snapshots deleted from outside snapflow whose kopia snapshot is not deleted yet (what the mass-deletion breaker counts), by repository.",
 		[]string{"repo_kind", "repo_name"}}
 
-	PruneBlocked = &Desc{"snapflow_prune_blocked", "1 when the BackupRepo's last orphan-prune run found a state unsafe to prune (blockers, or the final checks refused), else 0.",
-		[]string{"backuprepo"}}
-	PruneLastRun = &Desc{"snapflow_prune_last_run_timestamp_seconds", "When the BackupRepo's last orphan-prune run ended (Unix seconds), labelled with its outcome (Planned, Blocked, DryRun, Pruned, Failed).",
-		[]string{"backuprepo", "outcome"}}
+	PruneBlocked = &Desc{"snapflow_prune_blocked", "1 when the BackupRepo's last whole-scope orphan-prune run of this kind (plan, or prune for dry runs and live prunes) found a state unsafe to prune (blockers, or the deletion guards refused), else 0.",
+		[]string{"backuprepo", "kind"}}
+	PruneLastRun = &Desc{"snapflow_prune_last_run_timestamp_seconds", "When that run ended (Unix seconds), labelled with its outcome (Planned, Blocked, DryRun, Pruned, Failed).",
+		[]string{"backuprepo", "kind", "outcome"}}
+	PruneRecordKnown = &Desc{"snapflow_prune_record_known", "1 when the exporter read the prune function's record at this scrape, 0 when it could not (the prune series are then absent).",
+		nil}
 
 	CoverageKnown = &Desc{"snapflow_coverage_known", "1 when the exporter judged every PVC's coverage at this scrape, 0 when it could not (its log says why, and snapflow_pvc_protected is absent until it can).",
 		nil}
@@ -134,7 +138,7 @@ var (
 // Families lists every family, for registration.
 var Families = []*Desc{ResourcePhase, SnapshotLastSuccess, SnapshotConsecutiveFailures, SnapshotSize, SnapshotFiles, SnapshotDuration,
 	PolicyLastSuccess, PolicyLastDuration, PolicyLastSize, PolicyLastFiles, PolicyLastBackupSuccess, SnapshotVerified, SnapshotsLive,
-	WaitingForSlot, DeletionsHeld, RepoSize, RepoSnapshotCount, MaintenanceConfigured, MaintenanceWanted, MaintenanceReclaimed, RestoreDuration, SnapshotFailureClass, DeletionWaiting, PolicyInfo, PolicyCreated, PolicyVerificationFailed, RepositoryBreakerOpen, SnapshotGated, DeletionsPendingExternal, PruneBlocked, PruneLastRun, PVCProtected, CoverageKnown}
+	WaitingForSlot, DeletionsHeld, RepoSize, RepoSnapshotCount, MaintenanceConfigured, MaintenanceWanted, MaintenanceReclaimed, RestoreDuration, SnapshotFailureClass, DeletionWaiting, PolicyInfo, PolicyCreated, PolicyVerificationFailed, RepositoryBreakerOpen, SnapshotGated, DeletionsPendingExternal, PruneBlocked, PruneLastRun, PruneRecordKnown, PVCProtected, CoverageKnown}
 
 // Samples derives every series from s.
 func Samples(s State) []Sample {
@@ -252,12 +256,21 @@ func Samples(s State) []Sample {
 		if t := p.Status.LastVerified; t != nil {
 			add(SnapshotVerified, ts(t), p.Namespace, p.Name)
 		}
-		if c := meta.FindStatusCondition(p.Status.Conditions, wellknown.ConditionVerified); c != nil && c.Status != metav1.ConditionUnknown {
+		// Per tier and repository: the one Verified condition is the last
+		// run's, so a daily quick pass would hide a weekly deep failure.
+		for _, r := range p.Status.VerificationRuns {
+			if r.Phase != "Failed" && r.Phase != "Passed" {
+				continue // running: the last finished verdict is unknown here
+			}
 			v := 0.0
-			if c.Status == metav1.ConditionFalse {
+			if r.Phase == "Failed" {
 				v = 1
 			}
-			add(PolicyVerificationFailed, v, p.Namespace, p.Name)
+			kind := string(r.Repository.Kind)
+			if kind == "" {
+				kind = string(snapv1.KindRepository)
+			}
+			add(PolicyVerificationFailed, v, p.Namespace, p.Name, r.Tier, kind, r.Repository.Name)
 		}
 		scheduled := scheduledBy(schedules[p.Namespace], &p)
 		add(PolicyInfo, 1, p.Namespace, p.Name, strconv.FormatBool(p.Spec.Suspend), strconv.FormatBool(scheduled), strconv.FormatBool(verifies(&p)))
@@ -326,14 +339,17 @@ func Samples(s State) []Sample {
 	if s.CoverageKnown != nil {
 		add(CoverageKnown, *s.CoverageKnown)
 	}
-	for _, name := range s.Prunes.Names() {
-		r := s.Prunes[name]
+	for _, k := range s.Prunes.Keys() {
+		r := s.Prunes[k]
 		blocked := 0.0
 		if r.Outcome == ledger.Blocked {
 			blocked = 1
 		}
-		add(PruneBlocked, blocked, name)
-		add(PruneLastRun, float64(r.At.Unix()), name, string(r.Outcome))
+		add(PruneBlocked, blocked, r.Repo, r.Kind)
+		add(PruneLastRun, float64(r.At.Unix()), r.Repo, r.Kind, string(r.Outcome))
+	}
+	if s.PruneRecordKnown != nil {
+		add(PruneRecordKnown, *s.PruneRecordKnown)
 	}
 	return out
 }
@@ -372,10 +388,10 @@ func gate(s snapv1.Snapshot) string {
 	if s.Status.Phase != snapv1.SnapshotPending || s.DeletionTimestamp != nil {
 		return ""
 	}
-	for _, t := range []string{wellknown.ConditionMoverPermitted, wellknown.ConditionReady} {
-		if c := meta.FindStatusCondition(s.Status.Conditions, t); c != nil && c.Status == metav1.ConditionFalse && gates[c.Reason] {
-			return c.Reason
-		}
+	// hold() puts every gate's reason on Ready; MoverPermitted keeps its
+	// False until the mover starts, so it could name a gate passed since.
+	if c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionReady); c != nil && c.Status == metav1.ConditionFalse && gates[c.Reason] {
+		return c.Reason
 	}
 	return ""
 }

@@ -18,6 +18,7 @@ import (
 
 	prunefn "github.com/snapflow/snapflow/functions/prune"
 	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/internal/prune/ledger"
 	"github.com/snapflow/snapflow/test/harness"
 )
 
@@ -132,7 +133,8 @@ func tenantRBAC(ns string) []byte {
 	return bytes.ReplaceAll(tenantDocs, []byte(tenantPlaceholder), []byte(ns))
 }
 
-// renderRBAC renders the chart once and returns its RBAC documents: those
+// renderRBAC renders the chart once and returns its RBAC documents (and the
+// prune function's record, which the chart creates): those
 // of the release (cluster-scoped and release namespace) and those of the
 // placeholder tenant namespace.
 func renderRBAC() (release, tenant []byte) {
@@ -152,9 +154,13 @@ func renderRBAC() (release, tenant []byte) {
 	for _, doc := range strings.Split(string(out), "\n---") {
 		var head struct {
 			Kind     string
-			Metadata struct{ Namespace string }
+			Metadata struct{ Namespace, Name string }
 		}
-		if err := yaml.Unmarshal([]byte(doc), &head); err != nil || !keep[head.Kind] {
+		if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
+			continue
+		}
+		// The prune function's record is the chart's to create.
+		if !keep[head.Kind] && (head.Kind != "ConfigMap" || head.Metadata.Name != ledger.ConfigMap) {
 			continue
 		}
 		b := &rel

@@ -406,8 +406,9 @@ func TestPruneFunctionRequest(t *testing.T) {
 		return fmt.Errorf("no PruneDryRun Event on BackupRepo %s", w.repo)
 	})
 	// The function records the run for the exporter: clean.
-	blocked := series("snapflow_prune_blocked", "backuprepo", w.repo)
-	exported(t, map[string]float64{blocked: 0}, series("snapflow_prune_last_run_timestamp_seconds", "backuprepo", w.repo, "outcome", "DryRun"))
+	// (A request is a dry run: a prune, as the guards see it.)
+	blocked := series("snapflow_prune_blocked", "backuprepo", w.repo, "kind", "prune")
+	exported(t, map[string]float64{blocked: 0}, series("snapflow_prune_last_run_timestamp_seconds", "backuprepo", w.repo, "kind", "prune", "outcome", "DryRun"))
 
 	// A deployment configured for live prunes of this repo.
 	got := &collected{}
@@ -451,7 +452,7 @@ func TestPruneFunctionRequest(t *testing.T) {
 	if code := sendPruneRequest(t, target, "blocked-"+w.repo, events.PruneRequest{BackupRepo: w.repo}); code != http.StatusOK {
 		t.Fatalf("blocked plan: status %d", code)
 	}
-	exported(t, map[string]float64{blocked: 1}, series("snapflow_prune_last_run_timestamp_seconds", "backuprepo", w.repo, "outcome", "Blocked"))
+	exported(t, map[string]float64{blocked: 1}, series("snapflow_prune_last_run_timestamp_seconds", "backuprepo", w.repo, "kind", "prune", "outcome", "Blocked"))
 }
 
 // exported waits until the exporter serves each of want with its value

@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -35,6 +36,7 @@ import (
 	"github.com/snapflow/snapflow/internal/egress"
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	maintkernel "github.com/snapflow/snapflow/internal/maintenance"
+	"github.com/snapflow/snapflow/internal/prune/ledger"
 	"github.com/snapflow/snapflow/internal/statemetrics"
 	"github.com/snapflow/snapflow/test/localnode"
 )
@@ -392,6 +394,13 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 		stop()
 		return nil, fmt.Errorf("start functions: %w", err)
 	}
+	// The chart creates the prune function's record; so does the harness,
+	// for the demo (the e2e suite applies the chart's).
+	record := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: WebhookNamespace, Name: ledger.ConfigMap}}
+	if err := cp.Client.Create(ctx, record); err != nil && !apierrors.IsAlreadyExists(err) {
+		stop()
+		return nil, fmt.Errorf("create the prune record: %w", err)
+	}
 	exporterCfg, _ := as("exporter")
 	exporterAddr := make(chan string, 1)
 	f.wg.Add(1)
@@ -399,7 +408,7 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 		defer f.wg.Done()
 		if err := statemetrics.Serve(ctx, statemetrics.Options{Config: exporterCfg, Scheme: cp.Scheme, Addr: "127.0.0.1:0",
 			Log: log.WithName("exporter"), Listening: func(a string) { exporterAddr <- a }, Coverage: true, GlobalVolumePolicies: global,
-			PruneNamespace: WebhookNamespace}); err != nil {
+			PruneRecord: WebhookNamespace + "/" + ledger.ConfigMap}); err != nil {
 			log.Error(err, "exporter stopped")
 		}
 	}()

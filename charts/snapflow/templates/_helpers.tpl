@@ -177,6 +177,9 @@ snapshot cleanup retention schedule restore verify maintenance prune
 {{- if and (has .name (list "snapshot" "schedule")) $v.globalVolumePolicies.name }}
 - --global-backup-volume-policies-configmap={{ $v.globalVolumePolicies.name }}
 {{- end }}
+{{- if eq .name "prune" }}
+- --prune-record={{ include "snapflow.fullname" .root }}-prune-record
+{{- end }}
 {{- if eq .name "schedule" }}
 - --coverage-every={{ $v.functions.schedule.coverage.every }}
 - --coverage-grace={{ $v.functions.schedule.coverage.grace }}

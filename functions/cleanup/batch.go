@@ -1,0 +1,320 @@
+package cleanup
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	coordv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/snapshot"
+	"github.com/snapflow/snapflow/internal/deletion"
+	"github.com/snapflow/snapflow/internal/jobwatch"
+	"github.com/snapflow/snapflow/internal/mover"
+	"github.com/snapflow/snapflow/internal/moverjob"
+	"github.com/snapflow/snapflow/internal/privilege"
+	"github.com/snapflow/snapflow/internal/projection"
+)
+
+func leaseName(repo *repoState) string { return "snapflow-delete-" + poolKey(repo.ref) }
+
+// settleBatch looks at the repository's batch Job: it returns the Job while
+// one runs; once it finished it removes it and frees the Lease.
+func (f *Function) settleBatch(ctx context.Context, repo *repoState, pool map[types.UID]*snapv1.Snapshot) (*batchv1.Job, map[types.UID]bool, error) {
+	if repo.missing {
+		return nil, nil, nil
+	}
+	var lease coordv1.Lease
+	err := f.Client.Get(ctx, client.ObjectKey{Namespace: repo.homeNS, Name: leaseName(repo)}, &lease)
+	if apierrors.IsNotFound(err) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	holder := ""
+	if lease.Spec.HolderIdentity != nil {
+		holder = *lease.Spec.HolderIdentity
+	}
+	if holder == "" {
+		return nil, nil, nil
+	}
+	var job batchv1.Job
+	var released map[types.UID]bool
+	err = f.Client.Get(ctx, client.ObjectKey{Namespace: repo.homeNS, Name: holder}, &job)
+	switch {
+	case err == nil && !jobwatch.Done(&job):
+		return &job, nil, nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return nil, nil, err
+	case err == nil:
+		// Released before the Job is reaped: its pod's message is the only
+		// record of what it deleted.
+		if released, err = f.releaseFinished(ctx, &job, pool, repo.ref); err != nil {
+			return nil, nil, err
+		}
+		if msg := failedMessage(&job); msg != "" {
+			runtime.Log(ctx).Info("deletion batch failed; its unfinished members go into the next batch", "job", job.Name, "reason", msg)
+		}
+		if err := f.Client.Delete(ctx, &job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+			return nil, nil, err
+		}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name}}
+		if err := f.Client.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
+			return nil, nil, err
+		}
+		if err := projection.Reap(ctx, f.Client, job.Namespace, job.Name); err != nil {
+			return nil, nil, err
+		}
+	}
+	// Free the Lease (optimistic: a concurrent holder change wins).
+	lease.Spec.HolderIdentity = nil
+	if err := f.Client.Update(ctx, &lease); err != nil && !apierrors.IsConflict(err) {
+		return nil, nil, err
+	}
+	return nil, released, nil
+}
+
+// releaseFinished releases the members a finished batch deleted, as its own
+// pod reported them in its termination message, matched against the work
+// spec this function wrote. A Snapshot's status is never enough: whoever
+// may write status in its namespace could have written it.
+// pool holds the repository's deleting Snapshots, just listed; release
+// re-reads each before it removes the finalizer.
+func (f *Function) releaseFinished(ctx context.Context, job *batchv1.Job, pool map[types.UID]*snapv1.Snapshot, ref snapv1.RepositoryRef) (map[types.UID]bool, error) {
+	ended, err := jobwatch.Terminated(ctx, f.Client, job, "mover")
+	if err != nil || ended == nil {
+		return nil, err
+	}
+	msg, exited0 := ended.Message, ended.ExitCode == 0
+	var cm corev1.ConfigMap
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: job.Name}, &cm); apierrors.IsNotFound(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	spec, err := mover.Parse([]byte(cm.Data[mover.WorkSpecKey]))
+	if err != nil || spec.Delete == nil || cm.Labels[wellknown.LabelManagedBy] != wellknown.ManagedByValue {
+		runtime.Log(ctx).Info("deletion batch has no work spec of snapflow's; nothing released", "job", job.Name)
+		return nil, nil
+	}
+	members := spec.Delete.Members
+	// Only a deleting member of this repository's pool, and one its
+	// namespace may use: the work spec is not proof of either.
+	allowed := map[string]bool{} // by namespace: one access check each
+	vouched := func(m mover.DeleteMember) *snapv1.Snapshot {
+		s, ok := pool[types.UID(m.UID)]
+		if !ok || s.Namespace != m.Namespace || s.Name != m.Name {
+			return nil
+		}
+		may, checked := allowed[s.Namespace]
+		if !checked {
+			may = snapshot.AccessProblem(ctx, f.Client, s.Namespace, ref) == ""
+			allowed[s.Namespace] = may
+		}
+		if !may {
+			return nil
+		}
+		return s
+	}
+	released := map[types.UID]bool{}
+	if exited0 { // a crashed mover's message may be its log
+		done, err := mover.ParseDeleted(msg, len(members))
+		if err != nil {
+			runtime.Log(ctx).Info("deletion batch reported members it did not have; nothing released", "job", job.Name, "error", err.Error())
+			return nil, nil
+		}
+		for _, i := range done {
+			m := members[i]
+			s := vouched(m)
+			if s == nil {
+				continue
+			}
+			if err := f.release(ctx, s, deletion.ReasonDeleted, "kopia snapshot "+m.SnapshotID+" deleted by batch job "+job.Name); err != nil {
+				return nil, err
+			}
+			released[s.UID] = true
+		}
+	}
+	// Why the rest were not deleted goes on their own status, for the
+	// members vouched for only (the others are blanked, keeping indexes).
+	// The work is this function's delete batch whatever the ConfigMap,
+	// which a tenant may edit in its own namespace, says.
+	rep, err := jobwatch.ReportOf(ended)
+	if errors.Is(err, mover.ErrNoReport) || errors.Is(err, mover.ErrReportMismatch) {
+		return released, nil
+	} else if err != nil {
+		return nil, err
+	}
+	own := &mover.WorkSpec{Operation: mover.OpDelete, Target: mover.Target{Kind: string(ref.Kind), Namespace: ref.Namespace, Name: ref.Name},
+		Delete: &mover.DeleteWork{Members: make([]mover.DeleteMember, len(members))}}
+	for i, m := range members {
+		if s := vouched(m); s != nil && !released[s.UID] {
+			own.Delete.Members[i] = m
+		}
+	}
+	if err := rep.Apply(ctx, f.Client, own); err != nil && !errors.Is(err, mover.ErrReportMismatch) {
+		return nil, err
+	}
+	return released, nil
+}
+
+func failedMessage(j *batchv1.Job) string {
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+			return c.Reason + ": " + c.Message
+		}
+	}
+	return ""
+}
+
+// startBatch takes the Lease and creates one delete Job for up to MaxBatch
+// members, once the quiet window after the newest deletion has passed.
+func (f *Function) startBatch(ctx context.Context, repo *repoState, ready []*snapv1.Snapshot) error {
+	sort.Slice(ready, func(i, j int) bool {
+		if !ready[i].DeletionTimestamp.Equal(ready[j].DeletionTimestamp) {
+			return ready[i].DeletionTimestamp.Before(ready[j].DeletionTimestamp)
+		}
+		return ready[i].Namespace+"/"+ready[i].Name < ready[j].Namespace+"/"+ready[j].Name
+	})
+	// Deletion timestamps have whole seconds: the newest may be up to a
+	// second later than it reads, so count the window from the upper bound.
+	newest := ready[len(ready)-1].DeletionTimestamp.Add(time.Second)
+	if len(ready) < f.maxBatch() && f.now().Sub(newest) < f.window() {
+		return nil // more may come: the next event or resync fires the batch
+	}
+	if len(ready) > f.maxBatch() {
+		ready = ready[:f.maxBatch()]
+	}
+	h := sha256.New()
+	for _, s := range ready {
+		fmt.Fprintf(h, "%s\x00", s.UID)
+	}
+	name := "snapdel-" + poolKey(repo.ref)[:10] + "-" + hex.EncodeToString(h.Sum(nil))[:8]
+	work, mounts, err := snapshot.RepositoryWork(repo.ref, repo.obj, repo.spec)
+	if err != nil {
+		return err
+	}
+	var members []mover.DeleteMember
+	for _, s := range ready {
+		members = append(members, mover.DeleteMember{Namespace: s.Namespace, Name: s.Name, UID: string(s.UID), SnapshotID: s.Status.Snapshot.KopiaSnapshotID})
+	}
+	labels := map[string]string{wellknown.LabelOp: opDelete, wellknown.LabelRepository: repo.ref.Name, wellknown.LabelRepositoryKind: string(repo.ref.Kind)}
+	if repo.ref.Namespace != "" {
+		labels[wellknown.LabelRepositoryNamespace] = repo.ref.Namespace
+	}
+	params := moverjob.Params{
+		Name: name, Namespace: repo.homeNS, Labels: labels,
+		Image: f.MoverImage, ServiceAccount: f.MoverServiceAccount,
+		Work: mover.WorkSpec{Operation: mover.OpDelete, Repository: work,
+			Target: mover.Target{Kind: string(repo.ref.Kind), Namespace: repo.ref.Namespace, Name: repo.ref.Name, UID: string(repo.obj.GetUID())},
+			Delete: &mover.DeleteWork{Members: members}},
+		PasswordSecret: repo.spec.Encryption.PasswordSecretRef.Name, PasswordKey: repo.spec.Encryption.PasswordSecretRef.Key,
+		CredentialsSecret: mounts.Credentials, CABundle: mounts.CABundle,
+		RepositoryClaim: mounts.RepoClaim, RepositoryNFS: mounts.RepoNFS, RepositoryHost: mounts.HostPath,
+		RepositoryHostTrusted: mounts.HostTrusted,
+		Defaults:              repo.spec.MoverDefaults,
+	}
+	job, cm, err := runtime.BuildMoverJob(ctx, f.Client, params)
+	if errors.Is(err, privilege.ErrNotPermitted) {
+		// The data stays and so do the finalizers: the safe side.
+		for _, s := range ready {
+			if f.Recorder != nil {
+				f.Recorder.Event(s, corev1.EventTypeWarning, "DeletionNotPermitted", "the kopia data cannot be deleted yet: "+err.Error())
+			}
+		}
+		runtime.Log(ctx).Info("deletion batch refused by the privilege gate", "repository", repo.ref.Name, "reason", err.Error())
+		return nil
+	} else if err != nil {
+		return err
+	}
+	// The repository's one deletion slot, taken only for a Job that can run.
+	acquired, err := f.acquire(ctx, repo, name)
+	if err != nil || !acquired {
+		return err
+	}
+	// Deletion Jobs are reaped by this function, not by TTL: their outcome is read first.
+	job.Spec.TTLSecondsAfterFinished = nil
+	job.OwnerReferences, cm.OwnerReferences = nil, nil
+	// A ClusterRepository may name Secrets outside snapflow's namespace;
+	// its owner gave them to snapflow, so they are copied without asking.
+	ro := snapshot.RepositoryObject{Ref: repo.ref, Namespace: repo.homeNS, Spec: repo.spec}
+	if err := projection.Apply(ctx, f.Client, job, ro.Homes(), true, ""); err != nil {
+		return err
+	}
+	if err := f.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	if err := f.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	var errs []error
+	for _, s := range ready {
+		errs = append(errs, f.noteBatch(ctx, s, name))
+	}
+	runtime.Log(ctx).Info("deletion batch started", "job", name, "repository", repo.ref.Name, "members", len(ready))
+	return errors.Join(errs...)
+}
+
+func (f *Function) noteBatch(ctx context.Context, s *snapv1.Snapshot, job string) error {
+	return f.patchSnapshot(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
+		st.Phase = snapv1.SnapshotDeleting
+		if st.Cleanup == nil {
+			st.Cleanup = &snapv1.CleanupStatus{}
+		}
+		if st.Cleanup.Batch != job {
+			st.Cleanup.Batch = job
+			st.Cleanup.Attempts++
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionDeletionHeld, Status: metav1.ConditionFalse, Reason: wellknown.ReasonDeletionInProgress,
+			Message: "kopia snapshot " + s.Status.Snapshot.KopiaSnapshotID + " is being deleted by batch job " + job, ObservedGeneration: gen})
+	})
+}
+
+// acquire takes the repository's deletion Lease for job; false when another
+// batch holds it.
+func (f *Function) acquire(ctx context.Context, repo *repoState, job string) (bool, error) {
+	now := metav1.NewMicroTime(f.now())
+	var lease coordv1.Lease
+	err := f.Client.Get(ctx, client.ObjectKey{Namespace: repo.homeNS, Name: leaseName(repo)}, &lease)
+	if apierrors.IsNotFound(err) {
+		lease = coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: repo.homeNS, Name: leaseName(repo),
+			Labels: map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue}},
+			Spec: coordv1.LeaseSpec{HolderIdentity: &job, AcquireTime: &now}}
+		if err := f.Client.Create(ctx, &lease); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return false, nil
+			}
+			return false, err
+		}
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if h := lease.Spec.HolderIdentity; h != nil && *h != "" && *h != job {
+		return false, nil
+	}
+	lease.Spec.HolderIdentity, lease.Spec.AcquireTime = &job, &now
+	if err := f.Client.Update(ctx, &lease); err != nil {
+		if apierrors.IsConflict(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
+}
