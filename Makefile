@@ -21,7 +21,7 @@ all: build
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-tools: ## build the pinned kube-apiserver, etcd, kubectl, controller-gen, helm, versitygw and promtool into bin/ (skips what is current)
+tools: ## build the pinned kube-apiserver, etcd, kubectl, controller-gen, helm, versitygw, promtool and fake-gcs-server into bin/ (skips what is current)
 	@bash hack/tools.sh
 	@$(GO) run ./test/prefetch
 

@@ -16,6 +16,7 @@ CONTROLLER_TOOLS_VERSION=${CONTROLLER_TOOLS_VERSION:-v0.20.0}
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
 VERSITYGW_VERSION=${VERSITYGW_VERSION:-v1.8.0}
 PROMETHEUS_VERSION=${PROMETHEUS_VERSION:-v0.316.0}
+FAKE_GCS_SERVER_VERSION=${FAKE_GCS_SERVER_VERSION:-v1.56.1}
 
 export GOFLAGS=-mod=mod
 export GOTOOLCHAIN=local
@@ -162,6 +163,7 @@ tool_pkg() { # the package and version `go install` builds, for each installed t
     helm) echo "helm.sh/helm/v3/cmd/helm $HELM_VERSION" ;;
     versitygw) echo "github.com/versity/versitygw/cmd/versitygw $VERSITYGW_VERSION" ;;
     promtool) echo "github.com/prometheus/prometheus/cmd/promtool $PROMETHEUS_VERSION" ;;
+    fake-gcs-server) echo "github.com/fsouza/fake-gcs-server $FAKE_GCS_SERVER_VERSION" ;;
   esac
 }
 
@@ -189,11 +191,11 @@ compile() {
 }
 
 want=("$@")
-[[ ${#want[@]} -eq 0 ]] && want=(etcd kube controller-gen helm versitygw promtool)
+[[ ${#want[@]} -eq 0 ]] && want=(etcd kube controller-gen helm versitygw promtool fake-gcs-server)
 todo=()
 for t in "${want[@]}"; do
   case $t in
-    kube|etcd|kopia|controller-gen|helm|versitygw|promtool) ;;
+    kube|etcd|kopia|controller-gen|helm|versitygw|promtool|fake-gcs-server) ;;
     *) echo "unknown tool $t" >&2; exit 2 ;;
   esac
   is_fresh "$t" || todo+=("$t")

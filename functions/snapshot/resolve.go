@@ -70,6 +70,9 @@ func (r *RepositoryObject) Homes() projection.Homes {
 	if dav := r.Spec.Backend.WebDAV; dav != nil && dav.Auth != nil {
 		add(h.Secrets, "Secret", dav.Auth.SecretRef.Name, dav.Auth.SecretRef.Namespace)
 	}
+	if g := r.Spec.Backend.GCS; g != nil && g.Auth != nil && g.Auth.SecretRef != nil {
+		add(h.Secrets, "Secret", g.Auth.SecretRef.Name, g.Auth.SecretRef.Namespace)
+	}
 	return h
 }
 
@@ -190,8 +193,16 @@ func backendFor(spec *snapv1.RepositorySpec) (kopia.Backend, JobMounts, error) {
 			m.Credentials = b.WebDAV.Auth.SecretRef.Name
 		}
 		return kopia.Backend{WebDAV: &kopia.WebDAVBackend{URL: b.WebDAV.URL}}, m, nil
+	case b.GCS != nil:
+		// Admission requires auth.secretRef: no run falls back to the
+		// node's identity.
+		if b.GCS.Auth == nil || b.GCS.Auth.SecretRef == nil {
+			return kopia.Backend{}, m, fmt.Errorf("spec.backend.gcs.auth.secretRef: a gcs repository needs the Secret holding its service account key (KOPIA_GCS_CREDENTIALS_JSON)")
+		}
+		m.Credentials = b.GCS.Auth.SecretRef.Name
+		return kopia.Backend{GCS: &kopia.GCSBackend{Bucket: b.GCS.Bucket, Prefix: b.GCS.Prefix}}, m, nil
 	}
-	return kopia.Backend{}, m, fmt.Errorf("spec.backend: snapflow's mover supports the filesystem, s3, sftp and webDav backends; this repository uses another one")
+	return kopia.Backend{}, m, fmt.Errorf("spec.backend: snapflow's mover supports the filesystem, s3, sftp, webDav and gcs backends; this repository uses another one")
 }
 
 // JobMounts is what a mover Job mounts or injects to reach a repository.

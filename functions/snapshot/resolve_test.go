@@ -19,3 +19,27 @@ func TestRepositoryWorkCarriesTheThrottle(t *testing.T) {
 		t.Fatalf("throttle %+v", w.Throttle)
 	}
 }
+
+// A gcs repository reaches the mover as bucket and prefix in the work spec
+// (never the key), with its auth Secret as the Job's credentials; a
+// ClusterRepository's Secret lives where it says.
+func TestGCSRepositoryWork(t *testing.T) {
+	spec := &snapv1.RepositorySpec{Backend: snapv1.Backend{GCS: &snapv1.GCSBackend{Bucket: "team", Prefix: "kopia/",
+		Auth: &snapv1.ObjectStoreAuth{SecretRef: &snapv1.SecretRef{Name: "gcs-key", Namespace: "vault"}}}},
+		Encryption: snapv1.RepositoryEncryption{PasswordSecretRef: snapv1.SecretKeyRef{Name: "pw", Namespace: "vault"}}}
+	w, m, err := RepositoryWork(snapv1.RepositoryRef{Kind: snapv1.KindClusterRepository, Name: "r"}, nil, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := w.Backend.GCS; g == nil || g.Bucket != "team" || g.Prefix != "kopia/" || len(g.CredentialsJSON) != 0 || m.Credentials != "gcs-key" {
+		t.Fatalf("work %+v, mounts %+v", w.Backend.GCS, m)
+	}
+	r := &RepositoryObject{Ref: snapv1.RepositoryRef{Kind: snapv1.KindClusterRepository, Name: "r"}, Namespace: "snapflow-system", Spec: spec}
+	if h := r.Homes(); h.Secrets["gcs-key"] != "vault" {
+		t.Fatalf("homes %+v", h)
+	}
+	spec.Backend.GCS.Auth = nil
+	if _, _, err := RepositoryWork(snapv1.RepositoryRef{Kind: snapv1.KindRepository, Name: "r"}, nil, spec); err == nil {
+		t.Fatal("a gcs repository without a key resolved")
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/test/backendsrv"
+	"github.com/snapflow/snapflow/test/harness"
 )
 
 func TestWebDAVRepository(t *testing.T) {
@@ -68,6 +69,45 @@ func TestSFTPRepository(t *testing.T) {
 		{"no credentials", func(b *kopia.SFTPBackend) { b.PrivateKey = "" }, kopia.ClassInvalidConfig, "KOPIA_SFTP_PASSWORD"},
 	} {
 		_, err := kopia.Open(context.Background(), kopia.OpenOptions{Password: "pw", Backend: at(tc.mut)})
+		if kopia.ClassOf(err) != tc.class || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: class %s (%v), want %s saying %q", tc.name, kopia.ClassOf(err), err, tc.class, tc.says)
+		}
+	}
+}
+
+// A fake service account key: the emulator accepts any, and the Google
+// client, pointed at it, sends none.
+const gcsKey = `{"type":"service_account","project_id":"test","private_key_id":"1","client_email":"mover@test.iam.gserviceaccount.com","client_id":"1","token_uri":"https://oauth2.googleapis.com/token"}`
+
+func TestGCSRepository(t *testing.T) {
+	harness.RequireTool(t, "fake-gcs-server")
+	g, err := harness.StartGCS("kopia-repo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Stop)
+	t.Setenv("STORAGE_EMULATOR_HOST", g.Host)
+	at := func(mut func(*kopia.GCSBackend)) kopia.Backend {
+		b := &kopia.GCSBackend{Bucket: "kopia-repo", Prefix: "tryit/", CredentialsJSON: []byte(gcsKey)}
+		mut(b)
+		return kopia.Backend{GCS: b}
+	}
+	exercise(t, at(func(*kopia.GCSBackend) {}))
+	if s := at(func(*kopia.GCSBackend) {}).String(); strings.Contains(s, "private_key") || s != "gs://kopia-repo/tryit/" {
+		t.Fatalf("String() = %q", s)
+	}
+
+	for _, tc := range []struct {
+		name  string
+		mut   func(*kopia.GCSBackend)
+		class string
+		says  string
+	}{
+		{"a bucket that does not exist", func(b *kopia.GCSBackend) { b.Bucket = "no-such-bucket" }, kopia.ClassBucketMissing, "no-such-bucket"},
+		{"no key: never the node's identity", func(b *kopia.GCSBackend) { b.CredentialsJSON = nil }, kopia.ClassInvalidConfig, "KOPIA_GCS_CREDENTIALS_JSON"},
+		{"a key that is not JSON", func(b *kopia.GCSBackend) { b.CredentialsJSON = []byte("-----BEGIN PRIVATE KEY-----") }, kopia.ClassInvalidConfig, "not JSON"},
+	} {
+		_, err := kopia.Open(context.Background(), kopia.OpenOptions{Password: "pw", Create: &kopia.CreateOptions{}, Backend: at(tc.mut)})
 		if kopia.ClassOf(err) != tc.class || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%s: class %s (%v), want %s saying %q", tc.name, kopia.ClassOf(err), err, tc.class, tc.says)
 		}

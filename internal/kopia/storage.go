@@ -7,7 +7,9 @@ package kopia
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -23,12 +25,14 @@ import (
 	kopiafs "github.com/kopia/kopia/fs"
 	"github.com/kopia/kopia/repo/blob"
 	"github.com/kopia/kopia/repo/blob/filesystem"
+	"github.com/kopia/kopia/repo/blob/gcs"
 	"github.com/kopia/kopia/repo/blob/s3"
 	"github.com/kopia/kopia/repo/blob/sftp"
 	"github.com/kopia/kopia/repo/blob/throttling"
 	"github.com/kopia/kopia/repo/blob/webdav"
 	pkgsftp "github.com/pkg/sftp"
 	"github.com/studio-b12/gowebdav"
+	"google.golang.org/api/googleapi"
 )
 
 // Backend is a resolved storage location with its credentials; exactly one
@@ -38,6 +42,16 @@ type Backend struct {
 	S3         *S3Backend         `json:"s3,omitempty"`
 	SFTP       *SFTPBackend       `json:"sftp,omitempty"`
 	WebDAV     *WebDAVBackend     `json:"webDav,omitempty"`
+	GCS        *GCSBackend        `json:"gcs,omitempty"`
+}
+
+// GCSBackend is a Google Cloud Storage bucket, reached with a service
+// account's JSON key. (The Google client also honours
+// STORAGE_EMULATOR_HOST, which the tests point at an emulator.)
+type GCSBackend struct {
+	Bucket          string `json:"bucket"`
+	Prefix          string `json:"prefix,omitempty"`
+	CredentialsJSON []byte `json:"-"`
 }
 
 // SFTPBackend is a directory on an SSH server. The server's key must be
@@ -90,6 +104,8 @@ func (b Backend) Kind() string {
 		return "sftp"
 	case b.WebDAV != nil:
 		return "webDav"
+	case b.GCS != nil:
+		return "gcs"
 	}
 	return ""
 }
@@ -109,6 +125,8 @@ func (b Backend) String() string {
 		return fmt.Sprintf("sftp://%s@%s:%d%s", b.SFTP.Username, b.SFTP.Host, b.SFTP.port(), b.SFTP.Path)
 	case b.WebDAV != nil:
 		return "webdav " + redactURL(b.WebDAV.URL)
+	case b.GCS != nil:
+		return fmt.Sprintf("gs://%s/%s", b.GCS.Bucket, b.GCS.Prefix)
 	}
 	return "no backend"
 }
@@ -151,6 +169,8 @@ func (b Backend) storage(ctx context.Context, create bool, limits throttling.Lim
 		return st, nil
 	case b.SFTP != nil:
 		return b.SFTP.storage(ctx, create, limits)
+	case b.GCS != nil:
+		return b.GCS.storage(ctx, create, limits)
 	case b.WebDAV != nil:
 		o := b.WebDAV
 		if err := o.checkURL(); err != nil {
@@ -165,7 +185,24 @@ func (b Backend) storage(ctx context.Context, create bool, limits throttling.Lim
 		}
 		return st, nil
 	}
-	return nil, &Error{Class: ClassInvalidConfig, Err: errors.New("no supported backend is set (snapflow's engine supports filesystem, s3, sftp and webDav)")}
+	return nil, &Error{Class: ClassInvalidConfig, Err: errors.New("no supported backend is set (snapflow's engine supports filesystem, s3, sftp, webDav and gcs)")}
+}
+
+// storage opens the bucket with the service account key. Without a key
+// the Google client would fall back to the ambient credentials of wherever
+// the mover runs (a node's identity every tenant there shares): refused.
+func (o *GCSBackend) storage(ctx context.Context, create bool, limits throttling.Limits) (blob.Storage, error) {
+	if len(bytes.TrimSpace(o.CredentialsJSON)) == 0 {
+		return nil, &Error{Class: ClassInvalidConfig, Err: errors.New("the gcs backend has no credentials: put the service account's JSON key in the auth Secret under KOPIA_GCS_CREDENTIALS_JSON; snapflow never falls back to the node's ambient identity")}
+	}
+	if !json.Valid(o.CredentialsJSON) {
+		return nil, &Error{Class: ClassInvalidConfig, Err: errors.New("the gcs credentials under KOPIA_GCS_CREDENTIALS_JSON are not JSON: paste the service account's key file as it was downloaded")}
+	}
+	st, err := gcs.New(ctx, &gcs.Options{BucketName: o.Bucket, Prefix: o.Prefix, ServiceAccountCredentialJSON: o.CredentialsJSON, Limits: limits}, create)
+	if err != nil {
+		return nil, classify(fmt.Errorf("open gcs storage gs://%s/%s: %w", o.Bucket, o.Prefix, err))
+	}
+	return st, nil
 }
 
 func (o *SFTPBackend) port() int {
@@ -355,9 +392,11 @@ func entryFromStorage(err error, source string) bool {
 	}
 	// WebDAV and SFTP report their failures as path errors on the blob's
 	// path, which may be relative: the status inside says whose it is.
+	// A Google API error is always the bucket's.
 	var davErr gowebdav.StatusError
 	var sftpErr *pkgsftp.StatusError
-	if errors.As(err, &davErr) || errors.As(err, &sftpErr) || errors.Is(err, pkgsftp.ErrSSHFxConnectionLost) {
+	var gErr *googleapi.Error
+	if errors.As(err, &davErr) || errors.As(err, &sftpErr) || errors.Is(err, pkgsftp.ErrSSHFxConnectionLost) || errors.As(err, &gErr) {
 		return true
 	}
 	var pathErr *fs.PathError
@@ -417,6 +456,7 @@ func classify(err error) error {
 	var opErr *net.OpError
 	var dnsErr *net.DNSError
 	var davErr gowebdav.StatusError
+	var gErr *googleapi.Error
 	switch {
 	case errors.Is(err, errInvalidPassword):
 		return &Error{Class: ClassWrongPassword, Err: err}
@@ -431,11 +471,16 @@ func classify(err error) error {
 		return &Error{Class: ClassInvalidConfig, Err: err}
 	case errors.As(err, &davErr) && (davErr.Status == http.StatusUnauthorized || davErr.Status == http.StatusForbidden):
 		return &Error{Class: ClassAccessDenied, Err: err}
+	case errors.As(err, &gErr) && (gErr.Code == http.StatusUnauthorized || gErr.Code == http.StatusForbidden):
+		return &Error{Class: ClassAccessDenied, Err: err}
+	case errors.As(err, &gErr) && (gErr.Code >= http.StatusInternalServerError || gErr.Code == http.StatusTooManyRequests):
+		return &Error{Class: ClassUnreachable, Err: err}
 	case errors.As(err, &davErr) && davErr.Status >= http.StatusInternalServerError:
 		return &Error{Class: ClassUnreachable, Err: err}
 	case errors.Is(err, errNotInitialized):
 		return &Error{Class: ClassNotInitialized, Err: err}
-	case strings.Contains(msg, "nosuchbucket") || strings.Contains(msg, "bucket does not exist") || strings.Contains(msg, "specified bucket does not exist"):
+	case strings.Contains(msg, "nosuchbucket") || strings.Contains(msg, "bucket does not exist") || strings.Contains(msg, "specified bucket does not exist") ||
+		strings.Contains(msg, "bucket doesn't exist"):
 		return &Error{Class: ClassBucketMissing, Err: err}
 	case strings.Contains(msg, "access denied") || strings.Contains(msg, "accessdenied") || strings.Contains(msg, "invalidaccesskeyid") || strings.Contains(msg, "signaturedoesnotmatch") || strings.Contains(msg, "signature we calculated does not match"):
 		return &Error{Class: ClassAccessDenied, Err: err}

@@ -16,6 +16,7 @@ import (
 	"github.com/kopia/kopia/repo/blob/throttling"
 	pkgsftp "github.com/pkg/sftp"
 	"github.com/studio-b12/gowebdav"
+	"google.golang.org/api/googleapi"
 )
 
 // Mistakes in an SSH or WebDAV setup get a class a person can act on.
@@ -32,6 +33,8 @@ func TestClassifyBackendSetup(t *testing.T) {
 		{errors.New("ssh: handshake failed: ssh: unable to authenticate, attempted methods [none password]"), ClassAccessDenied},
 		{&fs.PathError{Op: "ReadStream", Path: "kopia.repository.f", Err: gowebdav.StatusError{Status: 401}}, ClassAccessDenied},
 		{&fs.PathError{Op: "ReadStream", Path: "kopia.repository.f", Err: gowebdav.StatusError{Status: 503}}, ClassUnreachable},
+		{fmt.Errorf("unable to list from the bucket: %w", &googleapi.Error{Code: 403, Message: "mover@p.iam.gserviceaccount.com does not have storage.objects.list access"}), ClassAccessDenied},
+		{fmt.Errorf("PutBlob: %w", &googleapi.Error{Code: 503, Message: "backend error"}), ClassUnreachable},
 	} {
 		if got := ClassOf(classify(tc.err)); got != tc.want {
 			t.Errorf("%v: class %s, want %s", tc.err, got, tc.want)

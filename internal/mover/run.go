@@ -355,6 +355,10 @@ func openOptions(o Options) (kopia.OpenOptions, error) {
 		dav := *b.WebDAV
 		dav.Username, dav.Password = o.Getenv(EnvWebDAVUsername), o.Getenv(EnvWebDAVPassword)
 		b.WebDAV = &dav
+	case b.GCS != nil:
+		g := *b.GCS
+		g.CredentialsJSON = []byte(o.Getenv(EnvGCSCredentials))
+		b.GCS = &g
 	}
 	open.Backend = b
 	return open, nil

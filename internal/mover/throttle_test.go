@@ -19,3 +19,16 @@ func TestOpenOptionsCarryTheThrottle(t *testing.T) {
 		t.Fatalf("throttle %+v", open.Throttle)
 	}
 }
+
+// A gcs backend's key comes from the auth Secret's KOPIA_GCS_CREDENTIALS_JSON.
+func TestGCSKeyComesFromTheEnvironment(t *testing.T) {
+	w := &WorkSpec{Operation: OpSnapshot, Repository: Repository{Backend: kopia.Backend{GCS: &kopia.GCSBackend{Bucket: "b"}}}}
+	env := map[string]string{EnvPassword: "pw", EnvGCSCredentials: `{"type":"service_account"}`}
+	open, err := openOptions(Options{Spec: w, Getenv: func(k string) string { return env[k] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(open.Backend.GCS.CredentialsJSON) != env[EnvGCSCredentials] || len(w.Repository.Backend.GCS.CredentialsJSON) != 0 {
+		t.Fatalf("key %q in the open options; the work spec keeps %q", open.Backend.GCS.CredentialsJSON, w.Repository.Backend.GCS.CredentialsJSON)
+	}
+}

@@ -43,6 +43,9 @@ const (
 	EnvSFTPPassword   = "KOPIA_SFTP_PASSWORD"
 	EnvSFTPKeyData    = "KOPIA_SFTP_KEY_DATA"
 	EnvSFTPKnownHosts = "KOPIA_SFTP_KNOWN_HOSTS_DATA"
+	// EnvGCSCredentials is a gcs backend's auth Secret key: the service
+	// account's JSON key file, whole.
+	EnvGCSCredentials = "KOPIA_GCS_CREDENTIALS_JSON"
 )
 
 // WorkSpecKey is the ConfigMap key (and file name) holding the work spec.

@@ -109,6 +109,14 @@ func repositorySpec(s *snapv1.RepositorySpec, self, ns string, cluster bool, opt
 	if sf := s.Backend.SFTP; sf != nil && foreign(sf.Auth.SecretRef.Namespace) {
 		r.Also(fieldErr("spec.backend.sftp.auth.secretRef.namespace", "a Repository reads its backend credentials from its own namespace; remove namespace (got %q)", sf.Auth.SecretRef.Namespace))
 	}
+	if g := s.Backend.GCS; g != nil {
+		switch {
+		case g.Auth == nil:
+			r.Also(missing("spec.backend.gcs.auth.secretRef", "gcs.auth.secretRef (the Secret holding the service account's JSON key under KOPIA_GCS_CREDENTIALS_JSON; snapflow never uses the node's own identity, which every tenant on the node shares)"))
+		case g.Auth.SecretRef != nil && foreign(g.Auth.SecretRef.Namespace):
+			r.Also(fieldErr("spec.backend.gcs.auth.secretRef.namespace", "a Repository reads its backend credentials from its own namespace; remove namespace (got %q)", g.Auth.SecretRef.Namespace))
+		}
+	}
 	if dav := s.Backend.WebDAV; dav != nil && dav.Auth != nil && foreign(dav.Auth.SecretRef.Namespace) {
 		r.Also(fieldErr("spec.backend.webDav.auth.secretRef.namespace", "a Repository reads its backend credentials from its own namespace; remove namespace (got %q)", dav.Auth.SecretRef.Namespace))
 	}

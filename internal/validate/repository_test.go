@@ -47,6 +47,12 @@ func TestRepositoryRules(t *testing.T) {
 		{"sftp secret in another namespace", func(s *snapv1.RepositorySpec) {
 			s.Backend = snapv1.Backend{SFTP: &snapv1.SFTPBackend{Host: "nas", Path: "/r", Username: "u", Auth: snapv1.SecretAuth{SecretRef: snapv1.SecretRef{Name: "ssh", Namespace: "other"}}}}
 		}, "spec.backend.sftp.auth.secretRef.namespace", "its own namespace"},
+		{"gcs without a key", func(s *snapv1.RepositorySpec) {
+			s.Backend = snapv1.Backend{GCS: &snapv1.GCSBackend{Bucket: "b"}}
+		}, "spec.backend.gcs.auth.secretRef", "never uses the node's own identity"},
+		{"gcs secret in another namespace", func(s *snapv1.RepositorySpec) {
+			s.Backend = snapv1.Backend{GCS: &snapv1.GCSBackend{Bucket: "b", Auth: &snapv1.ObjectStoreAuth{SecretRef: &snapv1.SecretRef{Name: "gcs", Namespace: "other"}}}}
+		}, "spec.backend.gcs.auth.secretRef.namespace", "its own namespace"},
 		{"rule 52: cluster with dot", func(s *snapv1.RepositorySpec) { s.IdentityDefaults = &snapv1.IdentityDefaults{Cluster: "eu.prod"} }, "spec.identityDefaults.cluster", "must not contain '.'"},
 		{"rule 52: cluster too long", func(s *snapv1.RepositorySpec) {
 			s.IdentityDefaults = &snapv1.IdentityDefaults{Cluster: strings.Repeat("a", 33)}

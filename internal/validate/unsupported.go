@@ -30,7 +30,6 @@ var unsupportedRepositoryFields = []unsupportedField{
 		"snapflow does not change kopia's epoch or blob-retention parameters yet; set them with kopia's own tools"},
 	unsupportedBackend("azure", func(b *snapv1.Backend) (any, bool) { return b.Azure, b.Azure != nil }),
 	unsupportedBackend("b2", func(b *snapv1.Backend) (any, bool) { return b.B2, b.B2 != nil }),
-	unsupportedBackend("gcs", func(b *snapv1.Backend) (any, bool) { return b.GCS, b.GCS != nil }),
 	unsupportedBackend("gdrive", func(b *snapv1.Backend) (any, bool) { return b.GDrive, b.GDrive != nil }),
 	unsupportedBackend("rclone", func(b *snapv1.Backend) (any, bool) { return b.Rclone, b.Rclone != nil }),
 	{"spec.backend.s3.auth.workloadIdentity", func(s *snapv1.RepositorySpec) (any, bool) {
@@ -39,6 +38,12 @@ var unsupportedRepositoryFields = []unsupportedField{
 		}
 		return s.Backend.S3.Auth.WorkloadIdentity, true
 	}, "snapflow's movers run under their own ServiceAccount without a token, so a cloud identity bound to another ServiceAccount never reaches them and every run would be refused by the bucket; use auth.secretRef with access keys"},
+	{"spec.backend.gcs.auth.workloadIdentity", func(s *snapv1.RepositorySpec) (any, bool) {
+		if s.Backend.GCS == nil || s.Backend.GCS.Auth == nil || s.Backend.GCS.Auth.WorkloadIdentity == nil {
+			return nil, false
+		}
+		return s.Backend.GCS.Auth.WorkloadIdentity, true
+	}, "snapflow's movers run under their own ServiceAccount without a token, so a Google service account bound to another ServiceAccount never reaches them and every run would be refused by the bucket; use auth.secretRef with the service account's JSON key under KOPIA_GCS_CREDENTIALS_JSON"},
 	{"spec.moverDefaults.cache.ownership", func(s *snapv1.RepositorySpec) (any, bool) {
 		if s.MoverDefaults == nil || s.MoverDefaults.Cache == nil || s.MoverDefaults.Cache.Ownership == nil {
 			return nil, false
@@ -68,7 +73,7 @@ func cacheOwnership(m *snapv1.MoverSpec) *snapv1.CacheOwnership {
 // every run against it would fail.
 func unsupportedBackend(name string, get func(*snapv1.Backend) (any, bool)) unsupportedField {
 	return unsupportedField{"spec.backend." + name, func(s *snapv1.RepositorySpec) (any, bool) { return get(&s.Backend) },
-		"snapflow's mover opens filesystem, s3, sftp and webDav repositories; every run against a " + name + " repository would fail. Use one of those backends (rclone can front most clouds behind webDav)"}
+		"snapflow's mover opens filesystem, s3, sftp, webDav and gcs repositories; every run against a " + name + " repository would fail. Use one of those backends (rclone can front most clouds behind webDav)"}
 }
 
 // RepositoryUnsupported refuses the fields snapflow does not act on yet,

@@ -39,8 +39,13 @@ func TestRepositoryUnsupported(t *testing.T) {
 		{name: "onNamespaceDelete Delete on a ClusterRepository", cluster: true, cur: func(s *snapv1.RepositorySpec) { s.OnNamespaceDelete = snapv1.NamespaceDeleteDelete }},
 		{name: "onNamespaceDelete Delete stored before the rule", warning: "it acts as Orphan", prev: func(s *snapv1.RepositorySpec) { s.OnNamespaceDelete = snapv1.NamespaceDeleteDelete },
 			cur: func(s *snapv1.RepositorySpec) { s.OnNamespaceDelete = snapv1.NamespaceDeleteDelete }},
-		{name: "gcs backend", cur: func(s *snapv1.RepositorySpec) { s.Backend = snapv1.Backend{GCS: &snapv1.GCSBackend{Bucket: "b"}} }, path: "spec.backend.gcs", want: "every run against a gcs repository would fail"},
-		{name: "azure backend", cur: func(s *snapv1.RepositorySpec) { s.Backend = snapv1.Backend{Azure: &snapv1.AzureBackend{}} }, path: "spec.backend.azure", want: "filesystem, s3, sftp and webDav"},
+		{name: "gcs backend with a key", cur: func(s *snapv1.RepositorySpec) {
+			s.Backend = snapv1.Backend{GCS: &snapv1.GCSBackend{Bucket: "b", Auth: &snapv1.ObjectStoreAuth{SecretRef: &snapv1.SecretRef{Name: "gcs"}}}}
+		}},
+		{name: "gcs workload identity", cur: func(s *snapv1.RepositorySpec) {
+			s.Backend = snapv1.Backend{GCS: &snapv1.GCSBackend{Bucket: "b", Auth: &snapv1.ObjectStoreAuth{WorkloadIdentity: &snapv1.WorkloadIdentity{}}}}
+		}, path: "spec.backend.gcs.auth.workloadIdentity", want: "KOPIA_GCS_CREDENTIALS_JSON"},
+		{name: "azure backend", cur: func(s *snapv1.RepositorySpec) { s.Backend = snapv1.Backend{Azure: &snapv1.AzureBackend{}} }, path: "spec.backend.azure", want: "filesystem, s3, sftp, webDav and gcs"},
 		{name: "rclone backend", cur: func(s *snapv1.RepositorySpec) {
 			s.Backend = snapv1.Backend{Rclone: &snapv1.RcloneBackend{RemotePath: "r:p"}}
 		}, path: "spec.backend.rclone", want: "rclone"},

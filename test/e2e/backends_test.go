@@ -11,6 +11,7 @@ import (
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/test/backendsrv"
+	"github.com/snapflow/snapflow/test/harness"
 )
 
 // backendNamespace applies a namespace with an app-data PVC holding n
@@ -132,4 +133,28 @@ func TestBackupToSFTP(t *testing.T) {
 	// The impostor answers with its own host key, which known_hosts does
 	// not list for its address.
 	refused(t, ns, secret, backend(impostor.Port, "bad-creds"), kopia.ClassHostKeyRejected, "knownhosts")
+}
+
+// A Google Cloud Storage bucket (fake-gcs-server, which the movers reach
+// through STORAGE_EMULATOR_HOST, as the Google client allows) holds a
+// repository, reached with a service account key from the auth Secret; a
+// bucket that does not exist is named as such.
+func TestBackupToGCS(t *testing.T) {
+	harness.RequireTool(t, "fake-gcs-server")
+	const ns = "backend-gcs"
+	g, err := harness.StartGCS("team-backups")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Stop)
+	env.Functions.Node.SetRuntimeEnv("STORAGE_EMULATOR_HOST", g.Host)
+	t.Cleanup(func() { env.Functions.Node.SetRuntimeEnv("STORAGE_EMULATOR_HOST", "") })
+	const key = `{"type":"service_account","project_id":"team","client_email":"mover@team.iam.gserviceaccount.com","token_uri":"https://oauth2.googleapis.com/token"}`
+	secret := fmt.Sprintf("  KOPIA_GCS_CREDENTIALS_JSON: %q", key)
+	backend := func(bucket, secret string) string {
+		return fmt.Sprintf("{gcs: {bucket: %s, prefix: snapflow/team-a/, auth: {secretRef: {name: %s}}}}", bucket, secret)
+	}
+	backendNamespace(t, ns, secret, backend("team-backups", "creds"))
+	backUpAndRestore(t, ns, "gcs")
+	refused(t, ns, secret, backend("no-such-bucket", "bad-creds"), kopia.ClassBucketMissing, "no-such-bucket")
 }

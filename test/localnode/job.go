@@ -435,6 +435,11 @@ func (n *Node) runContainer(ctx context.Context, j *batchv1.Job, pod *corev1.Pod
 	for _, e := range env {
 		cmdEnv = append(cmdEnv, e.Name+"="+rewrite(e.Value))
 	}
+	n.mu.Lock()
+	for k, v := range n.runtimeEnv {
+		cmdEnv = append(cmdEnv, k+"="+v)
+	}
+	n.mu.Unlock()
 	cmd := exec.CommandContext(ctx, bin, argv[1:]...)
 	cmd.Env = cmdEnv
 	cmd.Dir = home

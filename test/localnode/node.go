@@ -65,7 +65,27 @@ type Node struct {
 	done   map[types.UID]bool
 	// writing holds the log files of running containers.
 	writing map[string]bool
-	wg      sync.WaitGroup
+	// runtimeEnv is what SetRuntimeEnv adds to every container.
+	runtimeEnv map[string]string
+	wg         sync.WaitGroup
+}
+
+// SetRuntimeEnv adds name=value to the environment of every container
+// started from now on, after the pod's own; an empty value removes it.
+// A test uses it to point clients at an emulator where a cluster would
+// reach the real service (STORAGE_EMULATOR_HOST for Google Cloud
+// Storage): the Job spec stays the one a cluster gets.
+func (n *Node) SetRuntimeEnv(name, value string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.runtimeEnv == nil {
+		n.runtimeEnv = map[string]string{}
+	}
+	if value == "" {
+		delete(n.runtimeEnv, name)
+		return
+	}
+	n.runtimeEnv[name] = value
 }
 
 // New prepares a node; Run starts it.
