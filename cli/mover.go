@@ -26,9 +26,11 @@ func newMoverCmd() *cobra.Command {
 operation with the kopia library and leaves the result in its termination
 message, from which the function that made the Job writes the target
 object's status; the mover itself needs no Kubernetes credentials.
-Repository credentials come from the environment (KOPIA_PASSWORD,
-AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN), never from the
-work spec. When the operation fails it records why and exits 3, which the
+Repository credentials come from the environment (KOPIA_PASSWORD; for s3
+AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN; for sftp
+KOPIA_SFTP_PASSWORD, KOPIA_SFTP_KEY_DATA, KOPIA_SFTP_KNOWN_HOSTS_DATA; for
+webDav KOPIA_WEBDAV_USERNAME, KOPIA_WEBDAV_PASSWORD; for gcs
+KOPIA_GCS_CREDENTIALS_JSON), never from the work spec. When the operation fails it records why and exits 3, which the
 mover Job's pod failure policy takes as final.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

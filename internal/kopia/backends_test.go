@@ -77,7 +77,7 @@ func TestSFTPRepository(t *testing.T) {
 
 // A fake service account key: the emulator accepts any, and the Google
 // client, pointed at it, sends none.
-const gcsKey = `{"type":"service_account","project_id":"test","private_key_id":"1","client_email":"mover@test.iam.gserviceaccount.com","client_id":"1","token_uri":"https://oauth2.googleapis.com/token"}`
+const gcsKey = `{"type":"service_account","project_id":"test","private_key_id":"1","private_key":"unused by the emulator","client_email":"mover@test.iam.gserviceaccount.com","client_id":"1","token_uri":"https://oauth2.googleapis.com/token"}`
 
 func TestGCSRepository(t *testing.T) {
 	harness.RequireTool(t, "fake-gcs-server")

@@ -22,6 +22,8 @@ import (
 	"strings"
 	"time"
 
+	gauth "cloud.google.com/go/auth"
+	gcsclient "cloud.google.com/go/storage"
 	kopiafs "github.com/kopia/kopia/fs"
 	"github.com/kopia/kopia/repo/blob"
 	"github.com/kopia/kopia/repo/blob/filesystem"
@@ -153,6 +155,11 @@ func (b Backend) storage(ctx context.Context, create bool, limits throttling.Lim
 		return st, nil
 	case b.S3 != nil:
 		o := b.S3
+		if o.AccessKeyID == "" || o.SecretAccessKey == "" {
+			// The S3 client would otherwise try the identity of wherever
+			// the mover runs (a node's instance role).
+			return nil, &Error{Class: ClassInvalidConfig, Err: errors.New("the s3 backend has no access keys: put AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the auth Secret; snapflow never falls back to the node's own identity")}
+		}
 		endpoint := o.Endpoint
 		if endpoint == "" {
 			endpoint = "s3.amazonaws.com"
@@ -188,6 +195,44 @@ func (b Backend) storage(ctx context.Context, create bool, limits throttling.Lim
 	return nil, &Error{Class: ClassInvalidConfig, Err: errors.New("no supported backend is set (snapflow's engine supports filesystem, s3, sftp, webDav and gcs)")}
 }
 
+// gcsKey is the part of a service account key file the Google client
+// needs. Other credential types name URLs, files or commands the client
+// would use from inside the mover (the node's metadata server, a file in
+// the pod, a program), and token_uri and universe_domain move where the
+// signed assertion goes: only Google's own endpoints are accepted.
+type gcsKey struct {
+	Type           string `json:"type"`
+	ProjectID      string `json:"project_id,omitempty"`
+	PrivateKeyID   string `json:"private_key_id,omitempty"`
+	PrivateKey     string `json:"private_key"`
+	ClientEmail    string `json:"client_email"`
+	ClientID       string `json:"client_id,omitempty"`
+	TokenURI       string `json:"token_uri,omitempty"`
+	UniverseDomain string `json:"universe_domain,omitempty"`
+}
+
+const gcsTokenURI = "https://oauth2.googleapis.com/token"
+
+// serviceAccountKey checks a key file and returns only its known fields,
+// so nothing else in it reaches the Google client.
+func serviceAccountKey(b []byte) ([]byte, error) {
+	var k gcsKey
+	if err := json.Unmarshal(b, &k); err != nil {
+		return nil, errors.New("the gcs credentials under KOPIA_GCS_CREDENTIALS_JSON are not JSON: paste the service account's key file as it was downloaded")
+	}
+	switch {
+	case k.Type != "service_account":
+		return nil, fmt.Errorf("the gcs credentials are of type %q: snapflow accepts only a service account key (type service_account); external_account, authorized_user, impersonated_service_account and the like name URLs, files or commands the mover would use, so they are refused", k.Type)
+	case k.PrivateKey == "" || k.ClientEmail == "":
+		return nil, errors.New("the gcs service account key has no private_key or client_email: paste the whole key file")
+	case k.TokenURI != "" && k.TokenURI != gcsTokenURI:
+		return nil, fmt.Errorf("the gcs service account key's token_uri is %q: only Google's %s is accepted", k.TokenURI, gcsTokenURI)
+	case k.UniverseDomain != "" && k.UniverseDomain != "googleapis.com":
+		return nil, fmt.Errorf("the gcs service account key's universe_domain is %q: only googleapis.com is supported", k.UniverseDomain)
+	}
+	return json.Marshal(k)
+}
+
 // storage opens the bucket with the service account key. Without a key
 // the Google client would fall back to the ambient credentials of wherever
 // the mover runs (a node's identity every tenant there shares): refused.
@@ -195,10 +240,11 @@ func (o *GCSBackend) storage(ctx context.Context, create bool, limits throttling
 	if len(bytes.TrimSpace(o.CredentialsJSON)) == 0 {
 		return nil, &Error{Class: ClassInvalidConfig, Err: errors.New("the gcs backend has no credentials: put the service account's JSON key in the auth Secret under KOPIA_GCS_CREDENTIALS_JSON; snapflow never falls back to the node's ambient identity")}
 	}
-	if !json.Valid(o.CredentialsJSON) {
-		return nil, &Error{Class: ClassInvalidConfig, Err: errors.New("the gcs credentials under KOPIA_GCS_CREDENTIALS_JSON are not JSON: paste the service account's key file as it was downloaded")}
+	key, err := serviceAccountKey(o.CredentialsJSON)
+	if err != nil {
+		return nil, &Error{Class: ClassInvalidConfig, Err: err}
 	}
-	st, err := gcs.New(ctx, &gcs.Options{BucketName: o.Bucket, Prefix: o.Prefix, ServiceAccountCredentialJSON: o.CredentialsJSON, Limits: limits}, create)
+	st, err := gcs.New(ctx, &gcs.Options{BucketName: o.Bucket, Prefix: o.Prefix, ServiceAccountCredentialJSON: key, Limits: limits}, create)
 	if err != nil {
 		return nil, classify(fmt.Errorf("open gcs storage gs://%s/%s: %w", o.Bucket, o.Prefix, err))
 	}
@@ -457,6 +503,7 @@ func classify(err error) error {
 	var dnsErr *net.DNSError
 	var davErr gowebdav.StatusError
 	var gErr *googleapi.Error
+	var tokErr *gauth.Error
 	switch {
 	case errors.Is(err, errInvalidPassword):
 		return &Error{Class: ClassWrongPassword, Err: err}
@@ -475,12 +522,18 @@ func classify(err error) error {
 		return &Error{Class: ClassAccessDenied, Err: err}
 	case errors.As(err, &gErr) && (gErr.Code >= http.StatusInternalServerError || gErr.Code == http.StatusTooManyRequests):
 		return &Error{Class: ClassUnreachable, Err: err}
+	case errors.As(err, &gErr) && gErr.Code == http.StatusBadRequest:
+		return &Error{Class: ClassInvalidConfig, Err: err}
+	case errors.As(err, &tokErr) && tokErr.Response != nil && tokErr.Response.StatusCode >= http.StatusInternalServerError:
+		return &Error{Class: ClassUnreachable, Err: err}
+	case errors.As(err, &tokErr) && tokErr.Response != nil:
+		// The token endpoint refused the key: revoked, deleted or wrong.
+		return &Error{Class: ClassAccessDenied, Err: err}
 	case errors.As(err, &davErr) && davErr.Status >= http.StatusInternalServerError:
 		return &Error{Class: ClassUnreachable, Err: err}
 	case errors.Is(err, errNotInitialized):
 		return &Error{Class: ClassNotInitialized, Err: err}
-	case strings.Contains(msg, "nosuchbucket") || strings.Contains(msg, "bucket does not exist") || strings.Contains(msg, "specified bucket does not exist") ||
-		strings.Contains(msg, "bucket doesn't exist"):
+	case errors.Is(err, gcsclient.ErrBucketNotExist) || strings.Contains(msg, "nosuchbucket") || strings.Contains(msg, "bucket does not exist") || strings.Contains(msg, "specified bucket does not exist"):
 		return &Error{Class: ClassBucketMissing, Err: err}
 	case strings.Contains(msg, "access denied") || strings.Contains(msg, "accessdenied") || strings.Contains(msg, "invalidaccesskeyid") || strings.Contains(msg, "signaturedoesnotmatch") || strings.Contains(msg, "signature we calculated does not match"):
 		return &Error{Class: ClassAccessDenied, Err: err}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"syscall"
@@ -17,6 +18,9 @@ import (
 	pkgsftp "github.com/pkg/sftp"
 	"github.com/studio-b12/gowebdav"
 	"google.golang.org/api/googleapi"
+
+	gauth "cloud.google.com/go/auth"
+	gcsclient "cloud.google.com/go/storage"
 )
 
 // Mistakes in an SSH or WebDAV setup get a class a person can act on.
@@ -35,6 +39,9 @@ func TestClassifyBackendSetup(t *testing.T) {
 		{&fs.PathError{Op: "ReadStream", Path: "kopia.repository.f", Err: gowebdav.StatusError{Status: 503}}, ClassUnreachable},
 		{fmt.Errorf("unable to list from the bucket: %w", &googleapi.Error{Code: 403, Message: "mover@p.iam.gserviceaccount.com does not have storage.objects.list access"}), ClassAccessDenied},
 		{fmt.Errorf("PutBlob: %w", &googleapi.Error{Code: 503, Message: "backend error"}), ClassUnreachable},
+		{fmt.Errorf("unable to list from the bucket: %w", &gauth.Error{Response: &http.Response{StatusCode: 400}, Err: errors.New(`"invalid_grant" "Invalid JWT Signature."`)}), ClassAccessDenied},
+		{fmt.Errorf("unable to list from the bucket: %w", gcsclient.ErrBucketNotExist), ClassBucketMissing},
+		{fmt.Errorf("unable to list from the bucket: %w", &googleapi.Error{Code: 400, Message: "Invalid bucket name"}), ClassInvalidConfig},
 	} {
 		if got := ClassOf(classify(tc.err)); got != tc.want {
 			t.Errorf("%v: class %s, want %s", tc.err, got, tc.want)
@@ -119,5 +126,42 @@ func TestSFTPServerThatDoesNotSpeakSSH(t *testing.T) {
 			t.Errorf("%s: class %s after %s (%v), want %s at once", tc.name, ClassOf(err), time.Since(start), err, tc.class)
 		}
 		_ = ln.Close()
+	}
+}
+
+// Only a service account key reaches the Google client, and only its
+// known fields: other credential types would make the mover fetch URLs,
+// read files or run commands a tenant names.
+func TestServiceAccountKeyOnly(t *testing.T) {
+	const good = `{"type":"service_account","private_key":"-----BEGIN PRIVATE KEY-----\\nx\\n-----END PRIVATE KEY-----\\n","client_email":"m@p.iam.gserviceaccount.com"}`
+	for _, tc := range []struct {
+		name, key, says string
+	}{
+		{"external account reading the metadata server", `{"type":"external_account","token_url":"https://evil.example/t","credential_source":{"url":"http://metadata.google.internal/computeMetadata/v1/instance/service-accounts/default/token","headers":{"Metadata-Flavor":"Google"}}}`, "only a service account key"},
+		{"authorized user", `{"type":"authorized_user","client_id":"x","client_secret":"y","refresh_token":"z"}`, "only a service account key"},
+		{"impersonation", `{"type":"impersonated_service_account","service_account_impersonation_url":"https://evil.example/"}`, "only a service account key"},
+		{"no type", `{"private_key":"k","client_email":"m"}`, "only a service account key"},
+		{"a token endpoint of its own", `{"type":"service_account","private_key":"k","client_email":"m","token_uri":"http://127.0.0.1:9/token"}`, "token_uri"},
+		{"another universe", `{"type":"service_account","private_key":"k","client_email":"m","universe_domain":"evil.example"}`, "universe_domain"},
+		{"no private key", `{"type":"service_account","client_email":"m"}`, "private_key"},
+		{"not JSON", `-----BEGIN PRIVATE KEY-----`, "not JSON"},
+	} {
+		_, err := serviceAccountKey([]byte(tc.key))
+		if err == nil || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.says)
+		}
+	}
+	// Fields a key file does not have are dropped, not passed on.
+	out, err := serviceAccountKey([]byte(strings.Replace(good, "{", `{"credential_source":{"file":"/proc/self/environ"},`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "credential_source") || !strings.Contains(string(out), "m@p.iam.gserviceaccount.com") {
+		t.Fatalf("cleaned key %s", out)
+	}
+	// Through the backend: refused before any connection.
+	b := Backend{GCS: &GCSBackend{Bucket: "b", CredentialsJSON: []byte(`{"type":"external_account"}`)}}
+	if _, err := b.storage(context.Background(), false, throttling.Limits{}); ClassOf(err) != ClassInvalidConfig {
+		t.Fatalf("class %s (%v), want InvalidConfig", ClassOf(err), err)
 	}
 }

@@ -48,6 +48,24 @@ const (
 	EnvGCSCredentials = "KOPIA_GCS_CREDENTIALS_JSON"
 )
 
+// CredentialEnv names the keys of a backend's auth Secret the mover reads,
+// as environment variables of the same names. Only these are passed: any
+// other key of a Secret a tenant writes would become a variable the cloud
+// clients obey (an emulator or metadata endpoint, a proxy, a token file).
+func CredentialEnv(b kopia.Backend) []string {
+	switch {
+	case b.S3 != nil:
+		return []string{EnvAccessKeyID, EnvSecretAccessKey, EnvSessionToken}
+	case b.SFTP != nil:
+		return []string{EnvSFTPPassword, EnvSFTPKeyData, EnvSFTPKnownHosts}
+	case b.WebDAV != nil:
+		return []string{EnvWebDAVUsername, EnvWebDAVPassword}
+	case b.GCS != nil:
+		return []string{EnvGCSCredentials}
+	}
+	return nil
+}
+
 // WorkSpecKey is the ConfigMap key (and file name) holding the work spec.
 const WorkSpecKey = "work.json"
 

@@ -60,7 +60,9 @@ type Params struct {
 	Work            mover.WorkSpec
 	// PasswordSecret holds the kopia password under PasswordKey.
 	PasswordSecret, PasswordKey string
-	// CredentialsSecret's keys become environment variables (S3 keys).
+	// CredentialsSecret holds the backend's credentials: the keys
+	// mover.CredentialEnv names become environment variables (each
+	// optional), and no other key does.
 	CredentialsSecret string
 	// CABundle is mounted and passed as --ca-file.
 	CABundle *snapv1.ConfigMapKeyRef
@@ -204,15 +206,17 @@ func render(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {
 	env := []corev1.EnvVar{{Name: mover.EnvPassword, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 		LocalObjectReference: corev1.LocalObjectReference{Name: p.PasswordSecret}, Key: passKey}}}}
 	env = append(env, corev1.EnvVar{Name: "TMPDIR", Value: TmpDir})
-	var envFrom []corev1.EnvFromSource
 	if p.CredentialsSecret != "" {
-		envFrom = append(envFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: p.CredentialsSecret}}})
+		for _, k := range mover.CredentialEnv(p.Work.Repository.Backend) {
+			env = append(env, corev1.EnvVar{Name: k, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: p.CredentialsSecret}, Key: k, Optional: ptr(true)}}})
+		}
 	}
 
 	podSC, sc := privilege.SecurityContexts(p.Defaults, p.Mover)
 	container := corev1.Container{
 		Name: ContainerName, Image: p.Image, Command: []string{"snapflow"}, Args: args,
-		Env: env, EnvFrom: envFrom, VolumeMounts: mounts, SecurityContext: sc,
+		Env: env, VolumeMounts: mounts, SecurityContext: sc,
 		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}

@@ -172,11 +172,14 @@ func Build(job *batchv1.Job, src Sources) (*corev1.Secret, *corev1.ConfigMap, er
 				return nil, nil, err
 			}
 			v, ok := s.Data[ref.Key]
-			if !ok {
+			switch {
+			case ok:
+				// Stored under the variable's name: two Secrets may use one key name.
+				sec.Data[c.Env[i].Name] = v
+			case ref.Optional == nil || !*ref.Optional:
 				return nil, nil, fmt.Errorf("%w: Secret %s/%s has no key %q", ErrSource, s.Namespace, s.Name, ref.Key)
 			}
-			// Stored under the variable's name: two Secrets may use one key name.
-			sec.Data[c.Env[i].Name] = v
+			// An optional key the source lacks stays absent in the copy too.
 			ref.Name, ref.Key = sec.Name, c.Env[i].Name
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
 	"github.com/snapflow/snapflow/internal/projection"
@@ -31,7 +32,7 @@ func moverJob(t *testing.T, withCA bool) moverjob.Params {
 	p := moverjob.Params{
 		Name: "nightly-1-abc", Namespace: "team-a", Image: "snapflow",
 		Owner:          metav1.OwnerReference{APIVersion: "kopiur.home-operations.com/v1alpha1", Kind: "Snapshot", Name: "nightly-1", UID: "u1"},
-		Work:           mover.WorkSpec{Operation: mover.OpSnapshot},
+		Work:           mover.WorkSpec{Operation: mover.OpSnapshot, Repository: mover.Repository{Backend: kopia.Backend{S3: &kopia.S3Backend{Bucket: "b"}}}},
 		PasswordSecret: "repo-pass", PasswordKey: "password", CredentialsSecret: "repo-s3",
 	}
 	if withCA {
@@ -43,7 +44,10 @@ func moverJob(t *testing.T, withCA bool) moverjob.Params {
 func sources() []client.Object {
 	return []client.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: home, Name: "repo-pass"}, Data: map[string][]byte{"password": []byte("s3cret"), "other": []byte("not copied")}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: home, Name: "repo-s3"}, Data: map[string][]byte{"AWS_ACCESS_KEY_ID": []byte("AK"), "AWS_SECRET_ACCESS_KEY": []byte("SK")}},
+		// A key the mover does not read (here one that would redirect a
+		// cloud client) is never copied or passed.
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: home, Name: "repo-s3"}, Data: map[string][]byte{"AWS_ACCESS_KEY_ID": []byte("AK"), "AWS_SECRET_ACCESS_KEY": []byte("SK"),
+			"AWS_CONTAINER_CREDENTIALS_FULL_URI": []byte("http://evil.example/")}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: home, Name: "repo-ca"}, Data: map[string]string{"bundle.pem": "PEM"}},
 	}
 }
@@ -117,11 +121,24 @@ func TestApply(t *testing.T) {
 			if pass.Name != sec.Name || string(sec.Data[pass.Key]) != "s3cret" {
 				t.Fatalf("password ref %+v, copy %v", pass, sec.Data)
 			}
-			if ctr.EnvFrom[0].SecretRef.Name != sec.Name || string(sec.Data["AWS_ACCESS_KEY_ID"]) != "AK" || string(sec.Data["AWS_SECRET_ACCESS_KEY"]) != "SK" {
-				t.Fatalf("envFrom %+v, copy %v", ctr.EnvFrom, sec.Data)
+			refs := map[string]string{}
+			for _, e := range ctr.Env {
+				if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+					refs[e.Name] = e.ValueFrom.SecretKeyRef.Name
+				}
 			}
-			if _, ok := sec.Data["other"]; ok {
-				t.Fatal("a key the Job does not read was copied")
+			if len(ctr.EnvFrom) != 0 || refs["AWS_ACCESS_KEY_ID"] != sec.Name || refs["AWS_SESSION_TOKEN"] != sec.Name ||
+				string(sec.Data["AWS_ACCESS_KEY_ID"]) != "AK" || string(sec.Data["AWS_SECRET_ACCESS_KEY"]) != "SK" {
+				t.Fatalf("env %+v (from %v), copy %v", ctr.Env, ctr.EnvFrom, sec.Data)
+			}
+			// The optional session token the source lacks stays absent.
+			for _, k := range []string{"other", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_SESSION_TOKEN"} {
+				if _, ok := sec.Data[k]; ok {
+					t.Fatalf("%s was copied, though the Job does not read it from the source", k)
+				}
+			}
+			if _, ok := refs["AWS_CONTAINER_CREDENTIALS_FULL_URI"]; ok {
+				t.Fatal("a key the mover does not read became a variable")
 			}
 			if len(sec.OwnerReferences) != 1 || sec.OwnerReferences[0].UID != "u1" {
 				t.Fatalf("copy owners = %+v", sec.OwnerReferences)

@@ -19,6 +19,9 @@ import (
 var (
 	dnsLabel     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 	s3BucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
+	// Google's rules: 3-63 characters (222 with dots, 63 between them) of
+	// lower-case letters, digits, '-', '_' and '.'.
+	gcsBucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$`)
 )
 
 // Repository checks a namespaced Repository.
@@ -109,13 +112,8 @@ func repositorySpec(s *snapv1.RepositorySpec, self, ns string, cluster bool, opt
 	if sf := s.Backend.SFTP; sf != nil && foreign(sf.Auth.SecretRef.Namespace) {
 		r.Also(fieldErr("spec.backend.sftp.auth.secretRef.namespace", "a Repository reads its backend credentials from its own namespace; remove namespace (got %q)", sf.Auth.SecretRef.Namespace))
 	}
-	if g := s.Backend.GCS; g != nil {
-		switch {
-		case g.Auth == nil:
-			r.Also(missing("spec.backend.gcs.auth.secretRef", "gcs.auth.secretRef (the Secret holding the service account's JSON key under KOPIA_GCS_CREDENTIALS_JSON; snapflow never uses the node's own identity, which every tenant on the node shares)"))
-		case g.Auth.SecretRef != nil && foreign(g.Auth.SecretRef.Namespace):
-			r.Also(fieldErr("spec.backend.gcs.auth.secretRef.namespace", "a Repository reads its backend credentials from its own namespace; remove namespace (got %q)", g.Auth.SecretRef.Namespace))
-		}
+	if g := s.Backend.GCS; g != nil && g.Auth != nil && g.Auth.SecretRef != nil && foreign(g.Auth.SecretRef.Namespace) {
+		r.Also(fieldErr("spec.backend.gcs.auth.secretRef.namespace", "a Repository reads its backend credentials from its own namespace; remove namespace (got %q)", g.Auth.SecretRef.Namespace))
 	}
 	if dav := s.Backend.WebDAV; dav != nil && dav.Auth != nil && foreign(dav.Auth.SecretRef.Namespace) {
 		r.Also(fieldErr("spec.backend.webDav.auth.secretRef.namespace", "a Repository reads its backend credentials from its own namespace; remove namespace (got %q)", dav.Auth.SecretRef.Namespace))
@@ -237,6 +235,12 @@ func backend(b *snapv1.Backend) *apis.FieldError {
 	if g := b.GCS; g != nil {
 		forms++
 		errs = errs.Also(objectStoreAuth(g.Auth).ViaField("gcs.auth"))
+		if !validGCSBucket(g.Bucket) {
+			errs = errs.Also(fieldErr("gcs.bucket", "%q is not a valid bucket name: use 3-63 lower-case letters, digits, '-', '_' and '.' (up to 222 with dots, 63 between them), starting and ending with a letter or digit, not starting with \"goog\"", g.Bucket))
+		}
+		if strings.HasPrefix(g.Prefix, "/") {
+			errs = errs.Also(fieldErr("gcs.prefix", "%q starts with '/': object names have no leading slash, so give the prefix without it", g.Prefix))
+		}
 	}
 	if b.B2 != nil {
 		forms++
@@ -474,4 +478,20 @@ func authOf[T snapv1.S3Backend | snapv1.AzureBackend | snapv1.GCSBackend](b *T) 
 		return v.Auth
 	}
 	return nil
+}
+
+func validGCSBucket(b string) bool {
+	if !gcsBucketName.MatchString(b) || strings.HasPrefix(b, "goog") || net.ParseIP(b) != nil || strings.Contains(b, "..") {
+		return false
+	}
+	parts := strings.Split(b, ".")
+	if len(parts) == 1 && len(b) > 63 {
+		return false
+	}
+	for _, p := range parts {
+		if len(p) > 63 {
+			return false
+		}
+	}
+	return true
 }

@@ -47,9 +47,15 @@ func TestRepositoryRules(t *testing.T) {
 		{"sftp secret in another namespace", func(s *snapv1.RepositorySpec) {
 			s.Backend = snapv1.Backend{SFTP: &snapv1.SFTPBackend{Host: "nas", Path: "/r", Username: "u", Auth: snapv1.SecretAuth{SecretRef: snapv1.SecretRef{Name: "ssh", Namespace: "other"}}}}
 		}, "spec.backend.sftp.auth.secretRef.namespace", "its own namespace"},
-		{"gcs without a key", func(s *snapv1.RepositorySpec) {
-			s.Backend = snapv1.Backend{GCS: &snapv1.GCSBackend{Bucket: "b"}}
-		}, "spec.backend.gcs.auth.secretRef", "never uses the node's own identity"},
+		{"gcs bucket with capitals", func(s *snapv1.RepositorySpec) {
+			s.Backend = snapv1.Backend{GCS: &snapv1.GCSBackend{Bucket: "Team_Backups", Auth: &snapv1.ObjectStoreAuth{SecretRef: &snapv1.SecretRef{Name: "gcs"}}}}
+		}, "spec.backend.gcs.bucket", "not a valid bucket name"},
+		{"gcs bucket reserved prefix", func(s *snapv1.RepositorySpec) {
+			s.Backend = snapv1.Backend{GCS: &snapv1.GCSBackend{Bucket: "google-backups", Auth: &snapv1.ObjectStoreAuth{SecretRef: &snapv1.SecretRef{Name: "gcs"}}}}
+		}, "spec.backend.gcs.bucket", "goog"},
+		{"gcs prefix with a leading slash", func(s *snapv1.RepositorySpec) {
+			s.Backend = snapv1.Backend{GCS: &snapv1.GCSBackend{Bucket: "team_backups", Prefix: "/kopia", Auth: &snapv1.ObjectStoreAuth{SecretRef: &snapv1.SecretRef{Name: "gcs"}}}}
+		}, "spec.backend.gcs.prefix", "leading slash"},
 		{"gcs secret in another namespace", func(s *snapv1.RepositorySpec) {
 			s.Backend = snapv1.Backend{GCS: &snapv1.GCSBackend{Bucket: "b", Auth: &snapv1.ObjectStoreAuth{SecretRef: &snapv1.SecretRef{Name: "gcs", Namespace: "other"}}}}
 		}, "spec.backend.gcs.auth.secretRef.namespace", "its own namespace"},

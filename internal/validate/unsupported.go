@@ -38,6 +38,15 @@ var unsupportedRepositoryFields = []unsupportedField{
 		}
 		return s.Backend.S3.Auth.WorkloadIdentity, true
 	}, "snapflow's movers run under their own ServiceAccount without a token, so a cloud identity bound to another ServiceAccount never reaches them and every run would be refused by the bucket; use auth.secretRef with access keys"},
+	// Without keys the cloud clients fall back to the identity of wherever
+	// the mover runs: a node's instance role or service account, which
+	// every tenant on the node shares.
+	{"spec.backend.s3.auth.secretRef", func(s *snapv1.RepositorySpec) (any, bool) {
+		return s.Backend.S3, s.Backend.S3 != nil && s.Backend.S3.Auth == nil
+	}, "an s3 repository without auth.secretRef would reach the bucket as the node's own identity (its instance role), which every tenant on the node shares; snapflow never uses it, so give auth.secretRef with access keys (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)"},
+	{"spec.backend.gcs.auth.secretRef", func(s *snapv1.RepositorySpec) (any, bool) {
+		return s.Backend.GCS, s.Backend.GCS != nil && s.Backend.GCS.Auth == nil
+	}, "a gcs repository without auth.secretRef would reach the bucket as the node's own identity, which every tenant on the node shares; snapflow never uses it, so give auth.secretRef with the service account's JSON key under KOPIA_GCS_CREDENTIALS_JSON"},
 	{"spec.backend.gcs.auth.workloadIdentity", func(s *snapv1.RepositorySpec) (any, bool) {
 		if s.Backend.GCS == nil || s.Backend.GCS.Auth == nil || s.Backend.GCS.Auth.WorkloadIdentity == nil {
 			return nil, false

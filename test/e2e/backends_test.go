@@ -149,7 +149,7 @@ func TestBackupToGCS(t *testing.T) {
 	t.Cleanup(g.Stop)
 	env.Functions.Node.SetRuntimeEnv("STORAGE_EMULATOR_HOST", g.Host)
 	t.Cleanup(func() { env.Functions.Node.SetRuntimeEnv("STORAGE_EMULATOR_HOST", "") })
-	const key = `{"type":"service_account","project_id":"team","client_email":"mover@team.iam.gserviceaccount.com","token_uri":"https://oauth2.googleapis.com/token"}`
+	const key = `{"type":"service_account","project_id":"team","private_key":"unused by the emulator","client_email":"mover@team.iam.gserviceaccount.com","token_uri":"https://oauth2.googleapis.com/token"}`
 	secret := fmt.Sprintf("  KOPIA_GCS_CREDENTIALS_JSON: %q", key)
 	backend := func(bucket, secret string) string {
 		return fmt.Sprintf("{gcs: {bucket: %s, prefix: snapflow/team-a/, auth: {secretRef: {name: %s}}}}", bucket, secret)
