@@ -1,0 +1,50 @@
+package e2e
+
+import (
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
+)
+
+// snapflow logs prints a run's mover output under a header per pod; once
+// the Jobs are gone it prints what status kept of a failure.
+func TestLogsOfARun(t *testing.T) {
+	const ns = "cli-logs"
+	backupNamespace(t, ns, 3, "")
+	kubectl(t, policy(ns, "app", "  copyMethod: Direct\n"), 0, "apply", "-f", "-")
+	kubectl(t, snapshotOf(ns, "first", "app"), 0, "create", "-f", "-")
+	s := waitSnapshot(t, ns, "first", snapv1.SnapshotSucceeded)
+	out, errOut, code := runSnapflow(t, "logs", "-n", ns, "first")
+	if code != 0 || !strings.Contains(out, "container mover") || !strings.Contains(out, "mover: snapshot "+s.Status.Snapshot.KopiaSnapshotID) {
+		t.Fatalf("snapflow logs: exit %d\n%s%s", code, out, errOut)
+	}
+
+	// A run that fails: its Jobs removed, status still tells the end.
+	buf := make([]byte, 3<<20)
+	if _, err := rand.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(env.Functions.Node.PVCDir(ns, "app-data"), "big"), buf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, policy(ns, "capped", "  copyMethod: Direct\n  upload: {limitMb: 1}\n"), 0, "apply", "-f", "-")
+	kubectl(t, snapshotOf(ns, "bad", "capped"), 0, "create", "-f", "-")
+	waitSnapshot(t, ns, "bad", snapv1.SnapshotFailed)
+	if out, errOut, code := runSnapflow(t, "logs", "-n", ns, "snapshot", "bad"); code != 0 || !strings.Contains(out, "UploadLimitReached") {
+		t.Fatalf("snapflow logs of a failed run: exit %d\n%s%s", code, out, errOut)
+	}
+	kubectl(t, nil, 0, "-n", ns, "delete", "jobs", "-l", wellknown.LabelSnapshot+"=bad", "--wait=true")
+	out, errOut, code = runSnapflow(t, "logs", "-n", ns, "snapshot", "bad")
+	if code != 0 || !strings.Contains(out, "no Jobs any more") || !strings.Contains(out, "UploadLimitReached") {
+		t.Fatalf("snapflow logs after the Jobs went: exit %d\n%s%s", code, out, errOut)
+	}
+
+	if _, errOut, code := runSnapflow(t, "logs", "-n", ns, "restore", "nope"); code == 0 || !strings.Contains(errOut, "restore "+ns+"/nope not found") {
+		t.Fatalf("logs of a missing restore: exit %d, %s", code, errOut)
+	}
+}
