@@ -122,7 +122,7 @@ func Open(ctx context.Context, o OpenOptions) (*Repo, error) {
 	}
 	limits := throttling.Limits{UploadBytesPerSecond: o.Throttle.UploadBytesPerSecond, DownloadBytesPerSecond: o.Throttle.DownloadBytesPerSecond,
 		ReadsPerSecond: o.Throttle.ReadsPerSecond, WritesPerSecond: o.Throttle.WritesPerSecond}
-	st, err := o.Backend.storage(ctx, o.Create != nil, limits)
+	st, err := o.Backend.storage(ctx, o.Create != nil, o.ReadOnly, limits)
 	if err != nil {
 		return fail(err)
 	}

@@ -133,7 +133,9 @@ func (b Backend) String() string {
 	return "no backend"
 }
 
-func (b Backend) storage(ctx context.Context, create bool, limits throttling.Limits) (blob.Storage, error) {
+// storage opens the backend; readOnly asks for read-only access where the
+// backend scopes its credentials (gcs).
+func (b Backend) storage(ctx context.Context, create, readOnly bool, limits throttling.Limits) (blob.Storage, error) {
 	switch {
 	case b.Filesystem != nil:
 		if b.Filesystem.Path == "" {
@@ -177,7 +179,7 @@ func (b Backend) storage(ctx context.Context, create bool, limits throttling.Lim
 	case b.SFTP != nil:
 		return b.SFTP.storage(ctx, create, limits)
 	case b.GCS != nil:
-		return b.GCS.storage(ctx, create, limits)
+		return b.GCS.storage(ctx, create, readOnly, limits)
 	case b.WebDAV != nil:
 		o := b.WebDAV
 		if err := o.checkURL(); err != nil {
@@ -236,7 +238,7 @@ func serviceAccountKey(b []byte) ([]byte, error) {
 // storage opens the bucket with the service account key. Without a key
 // the Google client would fall back to the ambient credentials of wherever
 // the mover runs (a node's identity every tenant there shares): refused.
-func (o *GCSBackend) storage(ctx context.Context, create bool, limits throttling.Limits) (blob.Storage, error) {
+func (o *GCSBackend) storage(ctx context.Context, create, readOnly bool, limits throttling.Limits) (blob.Storage, error) {
 	if len(bytes.TrimSpace(o.CredentialsJSON)) == 0 {
 		return nil, &Error{Class: ClassInvalidConfig, Err: errors.New("the gcs backend has no credentials: put the service account's JSON key in the auth Secret under KOPIA_GCS_CREDENTIALS_JSON; snapflow never falls back to the node's ambient identity")}
 	}
@@ -244,7 +246,8 @@ func (o *GCSBackend) storage(ctx context.Context, create bool, limits throttling
 	if err != nil {
 		return nil, &Error{Class: ClassInvalidConfig, Err: err}
 	}
-	st, err := gcs.New(ctx, &gcs.Options{BucketName: o.Bucket, Prefix: o.Prefix, ServiceAccountCredentialJSON: key, Limits: limits}, create)
+	// Restores and verifications read only: the token asks for read scope.
+	st, err := gcs.New(ctx, &gcs.Options{BucketName: o.Bucket, Prefix: o.Prefix, ServiceAccountCredentialJSON: key, ReadOnly: readOnly && !create, Limits: limits}, create)
 	if err != nil {
 		return nil, classify(fmt.Errorf("open gcs storage gs://%s/%s: %w", o.Bucket, o.Prefix, err))
 	}

@@ -52,7 +52,7 @@ func TestClassifyBackendSetup(t *testing.T) {
 // A WebDAV URL with credentials in it is refused without showing them.
 func TestWebDAVURLKeepsNoSecrets(t *testing.T) {
 	b := Backend{WebDAV: &WebDAVBackend{URL: "https://ops:hunter2@dav.example.com/r"}}
-	_, err := b.storage(context.Background(), false, throttling.Limits{})
+	_, err := b.storage(context.Background(), false, false, throttling.Limits{})
 	if ClassOf(err) != ClassInvalidConfig || strings.Contains(err.Error(), "hunter2") || strings.Contains(b.String(), "hunter2") {
 		t.Fatalf("class %s, error %q, String %q: want InvalidConfig and no password", ClassOf(err), err, b.String())
 	}
@@ -121,7 +121,7 @@ func TestSFTPServerThatDoesNotSpeakSSH(t *testing.T) {
 		port := ln.Addr().(*net.TCPAddr).Port
 		b := Backend{SFTP: &SFTPBackend{Host: "127.0.0.1", Port: port, Path: "/r", Username: "u", Password: "p", KnownHosts: "[127.0.0.1]:1 ssh-ed25519 AAAA"}}
 		start := time.Now()
-		_, err = b.storage(context.Background(), false, throttling.Limits{})
+		_, err = b.storage(context.Background(), false, false, throttling.Limits{})
 		if ClassOf(err) != tc.class || time.Since(start) > 10*time.Second {
 			t.Errorf("%s: class %s after %s (%v), want %s at once", tc.name, ClassOf(err), time.Since(start), err, tc.class)
 		}
@@ -161,7 +161,7 @@ func TestServiceAccountKeyOnly(t *testing.T) {
 	}
 	// Through the backend: refused before any connection.
 	b := Backend{GCS: &GCSBackend{Bucket: "b", CredentialsJSON: []byte(`{"type":"external_account"}`)}}
-	if _, err := b.storage(context.Background(), false, throttling.Limits{}); ClassOf(err) != ClassInvalidConfig {
+	if _, err := b.storage(context.Background(), false, false, throttling.Limits{}); ClassOf(err) != ClassInvalidConfig {
 		t.Fatalf("class %s (%v), want InvalidConfig", ClassOf(err), err)
 	}
 }
