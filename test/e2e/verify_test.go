@@ -98,6 +98,13 @@ func TestVerificationTiers(t *testing.T) {
 	if c := meta.FindStatusCondition(pol.Status.Conditions, wellknown.ConditionVerified); c == nil || c.Status != "True" {
 		t.Errorf("Verified condition %+v", c)
 	}
+	// The exporter serves both tiers' verdicts and the last verification.
+	want := map[string]float64{series("snapflow_policy_verification_failed", "namespace", ns, "policy", "app", "tier", "deep", "repository_kind", "Repository", "repository", "primary"): 0,
+		series("snapflow_policy_verification_failed", "namespace", ns, "policy", "app", "tier", "quick", "repository_kind", "Repository", "repository", "primary"): 0}
+	if pol.Status.LastVerified != nil {
+		want[series("kopiur_snapshot_verified_timestamp_seconds", "namespace", ns, "policy", "app")] = float64(pol.Status.LastVerified.Unix())
+	}
+	exported(t, want)
 
 	// Damage the repository's data blobs on disk; a fresh verification
 	// (requested now, outside the schedule) must notice in both tiers.
@@ -187,4 +194,7 @@ func TestVerificationSuccessExprFailsTheRun(t *testing.T) {
 		}
 		return nil
 	})
+	// And served for SnapflowVerificationFailed, per tier and repository.
+	exported(t, map[string]float64{series("snapflow_policy_verification_failed", "namespace", ns, "policy", "app", "tier", "quick",
+		"repository_kind", "Repository", "repository", "primary"): 1})
 }
