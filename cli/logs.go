@@ -7,6 +7,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	batchv1 "k8s.io/api/batch/v1"
@@ -82,45 +83,35 @@ func printRunLogs(ctx context.Context, w io.Writer, c client.Client, cs kubernet
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("%s %s/%s not found (pass -n for another namespace)", kind, ns, name)
 		}
-		return err
+		return fmt.Errorf("read %s %s/%s: %w", kind, ns, name, err)
 	}
-	var jobs batchv1.JobList
-	if err := c.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{label: name}); err != nil {
-		return fmt.Errorf("list the run's Jobs: %w", err)
-	}
-	// Only the Jobs of this object, not of an earlier one of its name.
-	owned := jobs.Items[:0]
-	for _, j := range jobs.Items {
-		if ownedBy(j.OwnerReferences, obj.GetUID()) {
-			owned = append(owned, j)
+	var pods []runPod
+	for {
+		var err error
+		if pods, err = runPods(ctx, c, ns, label, name, obj.GetUID()); err != nil {
+			return err
 		}
-	}
-	sort.Slice(owned, func(i, j int) bool { return owned[i].CreationTimestamp.Before(&owned[j].CreationTimestamp) })
-	if len(owned) == 0 {
-		return noJobs(w, kind, obj)
-	}
-	var pods []corev1.Pod
-	for _, j := range owned {
-		var list corev1.PodList
-		if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{"job-name": j.Name}); err != nil {
-			return fmt.Errorf("list the pods of Job %s: %w", j.Name, err)
+		// With -f, wait for a pod whose log can be read: a run just
+		// created has no Job yet, a new pod no started container.
+		if !follow || (len(pods) > 0 && started(pods[len(pods)-1].pod)) {
+			break
 		}
-		sort.Slice(list.Items, func(a, b int) bool { return list.Items[a].CreationTimestamp.Before(&list.Items[b].CreationTimestamp) })
-		for _, p := range list.Items {
-			if ownedBy(p.OwnerReferences, j.UID) {
-				pods = append(pods, p)
-			}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
 		}
 	}
 	if len(pods) == 0 {
-		fmt.Fprintf(w, "%s %s/%s has Jobs (%s) but no pods yet\n", kind, ns, name, jobNames(owned))
-		return nil
+		return noJobs(w, kind, obj)
 	}
-	for i, p := range pods {
+	clean := controlFilter{w: w}
+	for i, rp := range pods {
+		p := rp.pod
 		last := i == len(pods)-1
 		for _, ct := range p.Spec.Containers {
-			fmt.Fprintf(w, "==> job %s, pod %s, container %s (%s)\n", p.Labels["job-name"], p.Name, ct.Name, p.Status.Phase)
-			err := streamLog(ctx, w, cs, p, ct.Name, follow && last)
+			fmt.Fprintf(w, "==> job %s (%s), pod %s, container %s (%s)\n", rp.job.Name, opOf(rp.job), p.Name, ct.Name, p.Status.Phase)
+			err := streamLog(ctx, clean, cs, p, ct.Name, follow && last)
 			switch {
 			case err == nil:
 			case apierrors.IsBadRequest(err) && p.Status.Phase == corev1.PodPending:
@@ -131,6 +122,82 @@ func printRunLogs(ctx context.Context, w io.Writer, c client.Client, cs kubernet
 		}
 	}
 	return nil
+}
+
+// runPod is a pod of one of the run's Jobs.
+type runPod struct {
+	job *batchv1.Job
+	pod corev1.Pod
+}
+
+// runPods lists the pods of the Jobs the run owns (by UID, so not an
+// earlier object of its name), oldest Job and pod first.
+func runPods(ctx context.Context, c client.Client, ns, label, name string, uid types.UID) ([]runPod, error) {
+	var jobs batchv1.JobList
+	if err := c.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{label: name}); err != nil {
+		return nil, fmt.Errorf("list the run's Jobs: %w", err)
+	}
+	var owned []*batchv1.Job
+	for i := range jobs.Items {
+		if ownedBy(jobs.Items[i].OwnerReferences, uid) {
+			owned = append(owned, &jobs.Items[i])
+		}
+	}
+	sort.SliceStable(owned, func(i, j int) bool {
+		a, b := owned[i].CreationTimestamp, owned[j].CreationTimestamp
+		return a.Before(&b) || a.Equal(&b) && owned[i].Name < owned[j].Name
+	})
+	var out []runPod
+	for _, j := range owned {
+		var list corev1.PodList
+		if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{"controller-uid": string(j.UID)}); err != nil {
+			return nil, fmt.Errorf("list the pods of Job %s: %w", j.Name, err)
+		}
+		sort.SliceStable(list.Items, func(a, b int) bool {
+			x, y := list.Items[a].CreationTimestamp, list.Items[b].CreationTimestamp
+			return x.Before(&y) || x.Equal(&y) && list.Items[a].Name < list.Items[b].Name
+		})
+		for _, p := range list.Items {
+			if metav1.IsControlledBy(&p, j) {
+				out = append(out, runPod{job: j, pod: p})
+			}
+		}
+	}
+	return out, nil
+}
+
+// started says whether any container of p has a log to read.
+func started(p corev1.Pod) bool {
+	for _, st := range p.Status.ContainerStatuses {
+		if st.State.Running != nil || st.State.Terminated != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func opOf(j *batchv1.Job) string {
+	if op := j.Labels[wellknown.LabelOp]; op != "" {
+		return op
+	}
+	return "mover"
+}
+
+// controlFilter drops control characters other than newline and tab: a
+// log carries file names a tenant chose, and is printed to a terminal.
+type controlFilter struct{ w io.Writer }
+
+func (f controlFilter) Write(p []byte) (int, error) {
+	out := make([]byte, 0, len(p))
+	for _, b := range p {
+		if b >= 0x20 && b != 0x7f || b == '\n' || b == '\t' {
+			out = append(out, b)
+		}
+	}
+	if _, err := f.w.Write(out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 func streamLog(ctx context.Context, w io.Writer, cs kubernetes.Interface, p corev1.Pod, container string, follow bool) error {
@@ -181,12 +248,4 @@ func ownedBy(refs []metav1.OwnerReference, uid types.UID) bool {
 		}
 	}
 	return false
-}
-
-func jobNames(jobs []batchv1.Job) string {
-	names := make([]string, len(jobs))
-	for i, j := range jobs {
-		names[i] = j.Name
-	}
-	return strings.Join(names, ", ")
 }

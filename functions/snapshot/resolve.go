@@ -180,9 +180,12 @@ func backendFor(spec *snapv1.RepositorySpec) (kopia.Backend, JobMounts, error) {
 			out.DisableTLS, out.InsecureSkipVerify = t.DisableTLS, t.InsecureSkipVerify
 			m.CABundle = t.CABundleRef
 		}
-		if s.Auth != nil && s.Auth.SecretRef != nil {
-			m.Credentials = s.Auth.SecretRef.Name
+		// Admission requires auth.secretRef (one stored before is
+		// refused here, before any Job): no run uses the node's identity.
+		if s.Auth == nil || s.Auth.SecretRef == nil {
+			return kopia.Backend{}, m, fmt.Errorf("spec.backend.s3.auth.secretRef: an s3 repository needs the Secret holding its access keys (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY); snapflow never uses the node's own identity")
 		}
+		m.Credentials = s.Auth.SecretRef.Name
 		return kopia.Backend{S3: out}, m, nil
 	case b.SFTP != nil:
 		s := b.SFTP

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"strings"
 	"testing"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
@@ -41,5 +42,14 @@ func TestGCSRepositoryWork(t *testing.T) {
 	spec.Backend.GCS.Auth = nil
 	if _, _, err := RepositoryWork(snapv1.RepositoryRef{Kind: snapv1.KindRepository, Name: "r"}, nil, spec); err == nil {
 		t.Fatal("a gcs repository without a key resolved")
+	}
+}
+
+// An s3 repository stored without keys (before admission refused it) is
+// refused before any Job: no run reaches the bucket as the node.
+func TestS3WithoutKeysIsRefusedBeforeAJob(t *testing.T) {
+	spec := &snapv1.RepositorySpec{Backend: snapv1.Backend{S3: &snapv1.S3Backend{Bucket: "team"}}}
+	if _, _, err := RepositoryWork(snapv1.RepositoryRef{Kind: snapv1.KindRepository, Name: "r"}, nil, spec); err == nil || !strings.Contains(err.Error(), "spec.backend.s3.auth.secretRef") {
+		t.Fatalf("err = %v", err)
 	}
 }

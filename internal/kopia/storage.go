@@ -527,7 +527,7 @@ func classify(err error) error {
 		return &Error{Class: ClassUnreachable, Err: err}
 	case errors.As(err, &gErr) && gErr.Code == http.StatusBadRequest:
 		return &Error{Class: ClassInvalidConfig, Err: err}
-	case errors.As(err, &tokErr) && tokErr.Response != nil && tokErr.Response.StatusCode >= http.StatusInternalServerError:
+	case errors.As(err, &tokErr) && tokErr.Response != nil && (tokErr.Response.StatusCode >= http.StatusInternalServerError || tokErr.Response.StatusCode == http.StatusTooManyRequests):
 		return &Error{Class: ClassUnreachable, Err: err}
 	case errors.As(err, &tokErr) && tokErr.Response != nil:
 		// The token endpoint refused the key: revoked, deleted or wrong.
@@ -536,7 +536,7 @@ func classify(err error) error {
 		return &Error{Class: ClassUnreachable, Err: err}
 	case errors.Is(err, errNotInitialized):
 		return &Error{Class: ClassNotInitialized, Err: err}
-	case errors.Is(err, gcsclient.ErrBucketNotExist) || strings.Contains(msg, "nosuchbucket") || strings.Contains(msg, "bucket does not exist") || strings.Contains(msg, "specified bucket does not exist"):
+	case errors.Is(err, gcsclient.ErrBucketNotExist) || strings.Contains(msg, "bucket doesn't exist") || strings.Contains(msg, "nosuchbucket") || strings.Contains(msg, "bucket does not exist") || strings.Contains(msg, "specified bucket does not exist"):
 		return &Error{Class: ClassBucketMissing, Err: err}
 	case strings.Contains(msg, "access denied") || strings.Contains(msg, "accessdenied") || strings.Contains(msg, "invalidaccesskeyid") || strings.Contains(msg, "signaturedoesnotmatch") || strings.Contains(msg, "signature we calculated does not match"):
 		return &Error{Class: ClassAccessDenied, Err: err}

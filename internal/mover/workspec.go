@@ -48,20 +48,29 @@ const (
 	EnvGCSCredentials = "KOPIA_GCS_CREDENTIALS_JSON"
 )
 
-// CredentialEnv names the keys of a backend's auth Secret the mover reads,
-// as environment variables of the same names. Only these are passed: any
-// other key of a Secret a tenant writes would become a variable the cloud
-// clients obey (an emulator or metadata endpoint, a proxy, a token file).
-func CredentialEnv(b kopia.Backend) []string {
+// CredentialKey is a key of a backend's auth Secret the mover reads, as
+// an environment variable of the same name. A required one missing keeps
+// the pod from starting, which names the Secret and the key.
+type CredentialKey struct {
+	Name     string
+	Optional bool
+}
+
+// CredentialEnv lists the keys of a backend's auth Secret the mover reads.
+// Only these are passed: any other key of a Secret a tenant writes would
+// become a variable the cloud clients obey (an emulator or metadata
+// endpoint, a proxy, a token file).
+func CredentialEnv(b kopia.Backend) []CredentialKey {
 	switch {
 	case b.S3 != nil:
-		return []string{EnvAccessKeyID, EnvSecretAccessKey, EnvSessionToken}
+		return []CredentialKey{{EnvAccessKeyID, false}, {EnvSecretAccessKey, false}, {EnvSessionToken, true}}
 	case b.SFTP != nil:
-		return []string{EnvSFTPPassword, EnvSFTPKeyData, EnvSFTPKnownHosts}
+		// A password or a key: either may be missing, known_hosts never.
+		return []CredentialKey{{EnvSFTPPassword, true}, {EnvSFTPKeyData, true}, {EnvSFTPKnownHosts, false}}
 	case b.WebDAV != nil:
-		return []string{EnvWebDAVUsername, EnvWebDAVPassword}
+		return []CredentialKey{{EnvWebDAVUsername, true}, {EnvWebDAVPassword, true}}
 	case b.GCS != nil:
-		return []string{EnvGCSCredentials}
+		return []CredentialKey{{EnvGCSCredentials, false}}
 	}
 	return nil
 }

@@ -61,8 +61,8 @@ type Params struct {
 	// PasswordSecret holds the kopia password under PasswordKey.
 	PasswordSecret, PasswordKey string
 	// CredentialsSecret holds the backend's credentials: the keys
-	// mover.CredentialEnv names become environment variables (each
-	// optional), and no other key does.
+	// mover.CredentialEnv names become environment variables, and no
+	// other key does.
 	CredentialsSecret string
 	// CABundle is mounted and passed as --ca-file.
 	CABundle *snapv1.ConfigMapKeyRef
@@ -208,8 +208,11 @@ func render(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {
 	env = append(env, corev1.EnvVar{Name: "TMPDIR", Value: TmpDir})
 	if p.CredentialsSecret != "" {
 		for _, k := range mover.CredentialEnv(p.Work.Repository.Backend) {
-			env = append(env, corev1.EnvVar{Name: k, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-				LocalObjectReference: corev1.LocalObjectReference{Name: p.CredentialsSecret}, Key: k, Optional: ptr(true)}}})
+			ref := &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: p.CredentialsSecret}, Key: k.Name}
+			if k.Optional {
+				ref.Optional = ptr(true)
+			}
+			env = append(env, corev1.EnvVar{Name: k.Name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: ref}})
 		}
 	}
 

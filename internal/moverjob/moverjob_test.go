@@ -2,6 +2,7 @@ package moverjob
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -173,14 +174,15 @@ func TestBuildOverrides(t *testing.T) {
 		t.Errorf("overrides not applied: %+v", job.Spec)
 	}
 	c := job.Spec.Template.Spec.Containers[0]
-	// The S3 keys come one by one, optional; nothing else of the Secret.
+	// The S3 keys come one by one (the session token optional); nothing
+	// else of the Secret.
 	var keys []string
 	for _, e := range c.Env {
-		if r := e.ValueFrom; r != nil && r.SecretKeyRef != nil && r.SecretKeyRef.Name == "s3" && r.SecretKeyRef.Key == e.Name && *r.SecretKeyRef.Optional {
-			keys = append(keys, e.Name)
+		if r := e.ValueFrom; r != nil && r.SecretKeyRef != nil && r.SecretKeyRef.Name == "s3" && r.SecretKeyRef.Key == e.Name {
+			keys = append(keys, fmt.Sprintf("%s:%v", e.Name, r.SecretKeyRef.Optional != nil && *r.SecretKeyRef.Optional))
 		}
 	}
-	if len(c.EnvFrom) != 0 || strings.Join(keys, " ") != "AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN" || !strings.Contains(strings.Join(c.Args, " "), "--ca-file "+CADir+"/ca.crt") {
+	if len(c.EnvFrom) != 0 || strings.Join(keys, " ") != "AWS_ACCESS_KEY_ID:false AWS_SECRET_ACCESS_KEY:false AWS_SESSION_TOKEN:true" || !strings.Contains(strings.Join(c.Args, " "), "--ca-file "+CADir+"/ca.crt") {
 		t.Errorf("S3 credentials or CA not wired: %+v %+v %v", c.Env, c.EnvFrom, c.Args)
 	}
 	if strings.Contains(strings.Join(c.Args, " "), "--repository-root") {

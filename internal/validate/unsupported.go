@@ -38,15 +38,6 @@ var unsupportedRepositoryFields = []unsupportedField{
 		}
 		return s.Backend.S3.Auth.WorkloadIdentity, true
 	}, "snapflow's movers run under their own ServiceAccount without a token, so a cloud identity bound to another ServiceAccount never reaches them and every run would be refused by the bucket; use auth.secretRef with access keys"},
-	// Without keys the cloud clients fall back to the identity of wherever
-	// the mover runs: a node's instance role or service account, which
-	// every tenant on the node shares.
-	{"spec.backend.s3.auth.secretRef", func(s *snapv1.RepositorySpec) (any, bool) {
-		return s.Backend.S3, s.Backend.S3 != nil && s.Backend.S3.Auth == nil
-	}, "an s3 repository without auth.secretRef would reach the bucket as the node's own identity (its instance role), which every tenant on the node shares; snapflow never uses it, so give auth.secretRef with access keys (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)"},
-	{"spec.backend.gcs.auth.secretRef", func(s *snapv1.RepositorySpec) (any, bool) {
-		return s.Backend.GCS, s.Backend.GCS != nil && s.Backend.GCS.Auth == nil
-	}, "a gcs repository without auth.secretRef would reach the bucket as the node's own identity, which every tenant on the node shares; snapflow never uses it, so give auth.secretRef with the service account's JSON key under KOPIA_GCS_CREDENTIALS_JSON"},
 	{"spec.backend.gcs.auth.workloadIdentity", func(s *snapv1.RepositorySpec) (any, bool) {
 		if s.Backend.GCS == nil || s.Backend.GCS.Auth == nil || s.Backend.GCS.Auth.WorkloadIdentity == nil {
 			return nil, false
@@ -65,6 +56,21 @@ var unsupportedRepositoryFields = []unsupportedField{
 		}
 		return *s.Health.IndexBlobWarnThreshold, true
 	}, "snapflow does not count a repository's index blobs yet, so no warning would come"},
+}
+
+// missingRepositoryFields are fields a run cannot do without that the
+// API leaves optional: get reports true when the field is missing, and
+// path names the field to set.
+var missingRepositoryFields = []unsupportedField{
+	// Without keys the cloud clients fall back to the identity of wherever
+	// the mover runs: a node's instance role or service account, which
+	// every tenant on the node shares.
+	{"spec.backend.s3.auth.secretRef", func(s *snapv1.RepositorySpec) (any, bool) {
+		return s.Backend.S3, s.Backend.S3 != nil && s.Backend.S3.Auth == nil
+	}, "an s3 repository without it would reach the bucket as the node's own identity (its instance role), which every tenant on the node shares, and snapflow never uses that; name the Secret with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"},
+	{"spec.backend.gcs.auth.secretRef", func(s *snapv1.RepositorySpec) (any, bool) {
+		return s.Backend.GCS, s.Backend.GCS != nil && s.Backend.GCS.Auth == nil
+	}, "a gcs repository without it would reach the bucket as the node's own identity, which every tenant on the node shares, and snapflow never uses that; name the Secret with the service account's JSON key under KOPIA_GCS_CREDENTIALS_JSON"},
 }
 
 // cacheOwnershipWhy is why cache.ownership is refused everywhere it appears.
@@ -95,15 +101,21 @@ func RepositoryUnsupported(prev, cur *snapv1.RepositorySpec, cluster bool) Resul
 	if cluster {
 		kind = "ClusterRepository"
 	}
-	for _, f := range unsupportedRepositoryFields {
+	fields := append(append([]unsupportedField{}, unsupportedRepositoryFields...), missingRepositoryFields...)
+	for i, f := range fields {
 		v, set := f.get(cur)
 		if !set {
 			continue
 		}
 		msg := fmt.Sprintf("not supported by snapflow yet: %s; remove it", f.why)
+		stored := "(this %s was stored with it, so it is kept, and does nothing)"
+		if i >= len(unsupportedRepositoryFields) {
+			msg = "required: " + f.why
+			stored = "(this %s was stored without it, so it is kept, and every run against it fails until it is set)"
+		}
 		if prev != nil {
 			if was, had := f.get(prev); had && reflect.DeepEqual(was, v) {
-				r.Warn("%s: %s (this %s was stored with it, so it is kept, and does nothing)", f.path, msg, kind)
+				r.Warn("%s: %s "+stored, f.path, msg, kind)
 				continue
 			}
 		}

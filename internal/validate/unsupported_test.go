@@ -47,7 +47,7 @@ func TestRepositoryUnsupported(t *testing.T) {
 		{name: "s3 without keys", cur: func(s *snapv1.RepositorySpec) { s.Backend = snapv1.Backend{S3: &snapv1.S3Backend{Bucket: "bucket"}} },
 			path: "spec.backend.s3.auth.secretRef", want: "instance role"},
 		{name: "s3 without keys, stored before the rule: warned, kept", prev: func(s *snapv1.RepositorySpec) { s.Backend = snapv1.Backend{S3: &snapv1.S3Backend{Bucket: "bucket"}} },
-			cur: func(s *snapv1.RepositorySpec) { s.Backend = snapv1.Backend{S3: &snapv1.S3Backend{Bucket: "bucket"}} }, warning: "spec.backend.s3.auth.secretRef: not supported by snapflow yet"},
+			cur: func(s *snapv1.RepositorySpec) { s.Backend = snapv1.Backend{S3: &snapv1.S3Backend{Bucket: "bucket"}} }, warning: "every run against it fails until it is set"},
 		{name: "gcs workload identity", cur: func(s *snapv1.RepositorySpec) {
 			s.Backend = snapv1.Backend{GCS: &snapv1.GCSBackend{Bucket: "b", Auth: &snapv1.ObjectStoreAuth{WorkloadIdentity: &snapv1.WorkloadIdentity{}}}}
 		}, path: "spec.backend.gcs.auth.workloadIdentity", want: "KOPIA_GCS_CREDENTIALS_JSON"},

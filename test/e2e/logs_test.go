@@ -24,6 +24,19 @@ func TestLogsOfARun(t *testing.T) {
 		t.Fatalf("snapflow logs: exit %d\n%s%s", code, out, errOut)
 	}
 
+	// A restore's mover.
+	kubectl(t, restoreOf(ns, "back", "{snapshotRef: {name: first}}", "{pvc: {name: restored, capacity: 1Gi}}"), 0, "apply", "-f", "-")
+	waitRestore(t, ns, "back", snapv1.RestoreCompleted)
+	if out, errOut, code := runSnapflow(t, "logs", "-n", ns, "restore", "back"); code != 0 || !strings.Contains(out, "container mover") {
+		t.Fatalf("snapflow logs restore: exit %d\n%s%s", code, out, errOut)
+	}
+	// -f on a run just created waits for its pod and follows it to the end.
+	kubectl(t, snapshotOf(ns, "second", "app"), 0, "create", "-f", "-")
+	out, errOut, code = runSnapflow(t, "logs", "-n", ns, "-f", "second")
+	if code != 0 || !strings.Contains(out, "mover: snapshot ") {
+		t.Fatalf("snapflow logs -f: exit %d\n%s%s", code, out, errOut)
+	}
+
 	// A run that fails: its Jobs removed, status still tells the end.
 	buf := make([]byte, 3<<20)
 	if _, err := rand.Read(buf); err != nil {
