@@ -80,16 +80,7 @@ func TestExporterMetricsFollowTheObjects(t *testing.T) {
 	good := waitSnapshot(t, ns, "good", snapv1.SnapshotSucceeded)
 
 	// A second policy whose upload limit the data outgrows fails.
-	buf := make([]byte, 3<<20)
-	if _, err := rand.Read(buf); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(env.Functions.Node.PVCDir(ns, "app-data"), "big"), buf, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	kubectl(t, policy(ns, "capped", "  copyMethod: Direct\n  upload: {limitMb: 1}\n"), 0, "apply", "-f", "-")
-	kubectl(t, snapshotOf(ns, "bad", "capped"), 0, "create", "-f", "-")
-	waitSnapshot(t, ns, "bad", snapv1.SnapshotFailed)
+	failUploadLimit(t, ns, "bad")
 
 	if good.Status.Stats == nil || good.Status.Stats.SizeBytes == nil || good.Status.Timing == nil || good.Status.Timing.EndTime == nil {
 		t.Fatalf("the Snapshot has no stats or end time: %+v", good.Status)
@@ -183,20 +174,63 @@ func TestExporterMetricsFollowTheObjects(t *testing.T) {
 	counted(t, before, series("kopiur_snapshot_deletions_total", "outcome", "kept"))
 }
 
+// failUploadLimit adds a 3 MiB file to ns's app-data and fails the
+// Snapshot name of a policy "capped" whose upload limit is 1 MB.
+func failUploadLimit(t *testing.T, ns, name string) {
+	t.Helper()
+	buf := make([]byte, 3<<20)
+	if _, err := rand.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(env.Functions.Node.PVCDir(ns, "app-data"), "big"), buf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, policy(ns, "capped", "  copyMethod: Direct\n  upload: {limitMb: 1}\n"), 0, "apply", "-f", "-")
+	kubectl(t, snapshotOf(ns, name, "capped"), 0, "create", "-f", "-")
+	waitSnapshot(t, ns, name, snapv1.SnapshotFailed)
+}
+
 // counted fails unless each counter grew by at least one since before
 // (other tests' leftovers may add to a count meanwhile, never take).
 func counted(t *testing.T, before map[string]float64, keys ...string) {
 	t.Helper()
-	eventually(t, func() error {
-		got, err := scrape()
-		if err != nil {
-			return err
-		}
+	scraped(t, func(got map[string]float64) error {
 		for _, k := range keys {
 			if got[k] < before[k]+1 {
 				return fmt.Errorf("%s went from %v to %v; want at least one more", k, before[k], got[k])
 			}
 		}
 		return nil
+	})
+}
+
+// exported waits until the exporter serves each of want with its value
+// and each of present with any value.
+func exported(t *testing.T, want map[string]float64, present ...string) {
+	t.Helper()
+	scraped(t, func(got map[string]float64) error {
+		for k, v := range want {
+			if g, ok := got[k]; !ok || g != v {
+				return fmt.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+			}
+		}
+		for _, k := range present {
+			if _, ok := got[k]; !ok {
+				return fmt.Errorf("%s is not served", k)
+			}
+		}
+		return nil
+	})
+}
+
+// scraped waits until a scrape of the exporter passes check.
+func scraped(t *testing.T, check func(map[string]float64) error) {
+	t.Helper()
+	eventually(t, func() error {
+		got, err := scrape()
+		if err != nil {
+			return err
+		}
+		return check(got)
 	})
 }

@@ -1,9 +1,6 @@
 package e2e
 
 import (
-	"crypto/rand"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -38,16 +35,7 @@ func TestLogsOfARun(t *testing.T) {
 	}
 
 	// A run that fails: its Jobs removed, status still tells the end.
-	buf := make([]byte, 3<<20)
-	if _, err := rand.Read(buf); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(env.Functions.Node.PVCDir(ns, "app-data"), "big"), buf, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	kubectl(t, policy(ns, "capped", "  copyMethod: Direct\n  upload: {limitMb: 1}\n"), 0, "apply", "-f", "-")
-	kubectl(t, snapshotOf(ns, "bad", "capped"), 0, "create", "-f", "-")
-	waitSnapshot(t, ns, "bad", snapv1.SnapshotFailed)
+	failUploadLimit(t, ns, "bad")
 	if out, errOut, code := runSnapflow(t, "logs", "-n", ns, "snapshot", "bad"); code != 0 || !strings.Contains(out, "UploadLimitReached") {
 		t.Fatalf("snapflow logs of a failed run: exit %d\n%s%s", code, out, errOut)
 	}

@@ -455,29 +455,6 @@ func TestPruneFunctionRequest(t *testing.T) {
 	exported(t, map[string]float64{blocked: 1}, series("snapflow_prune_last_run_timestamp_seconds", "backuprepo", w.repo, "kind", "prune", "outcome", "Blocked"))
 }
 
-// exported waits until the exporter serves each of want with its value
-// and each of present with any value.
-func exported(t *testing.T, want map[string]float64, present ...string) {
-	t.Helper()
-	eventually(t, func() error {
-		got, err := scrape()
-		if err != nil {
-			return err
-		}
-		for k, v := range want {
-			if g, ok := got[k]; !ok || g != v {
-				return fmt.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
-			}
-		}
-		for _, k := range present {
-			if _, ok := got[k]; !ok {
-				return fmt.Errorf("%s is not served", k)
-			}
-		}
-		return nil
-	})
-}
-
 // executedOf is the last prune executed event the harness functions
 // emitted for repo.
 func executedOf(t *testing.T, repo string) events.PruneExecution {
