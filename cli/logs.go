@@ -92,8 +92,9 @@ func printRunLogs(ctx context.Context, w io.Writer, c client.Client, cs kubernet
 			return err
 		}
 		// With -f, wait for a pod whose log can be read: a run just
-		// created has no Job yet, a new pod no started container.
-		if !follow || (len(pods) > 0 && started(pods[len(pods)-1].pod)) {
+		// created has no Job yet, a new pod no started container. A run
+		// that has ended gets no new pod: nothing to wait for.
+		if !follow || runEnded(obj) || (len(pods) > 0 && started(pods[len(pods)-1].pod)) {
 			break
 		}
 		select {
@@ -164,6 +165,17 @@ func runPods(ctx context.Context, c client.Client, ns, label, name string, uid t
 		}
 	}
 	return out, nil
+}
+
+// runEnded says whether the run is over, as it was read.
+func runEnded(obj client.Object) bool {
+	switch o := obj.(type) {
+	case *snapv1.Snapshot:
+		return o.Status.Phase.IsTerminal()
+	case *snapv1.Restore:
+		return o.Status.Phase.IsTerminal()
+	}
+	return false
 }
 
 // started says whether any container of p has a log to read.

@@ -40,7 +40,8 @@ func TestLogsOfARun(t *testing.T) {
 		t.Fatalf("snapflow logs of a failed run: exit %d\n%s%s", code, out, errOut)
 	}
 	kubectl(t, nil, 0, "-n", ns, "delete", "jobs", "-l", wellknown.LabelSnapshot+"=bad", "--wait=true")
-	out, errOut, code = runSnapflow(t, "logs", "-n", ns, "snapshot", "bad")
+	// (-f too: a run that has ended gets no new pod to wait for.)
+	out, errOut, code = runSnapflow(t, "logs", "-n", ns, "-f", "snapshot", "bad")
 	if code != 0 || !strings.Contains(out, "no Jobs any more") || !strings.Contains(out, "UploadLimitReached") {
 		t.Fatalf("snapflow logs after the Jobs went: exit %d\n%s%s", code, out, errOut)
 	}
