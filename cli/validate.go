@@ -23,6 +23,7 @@ import (
 	"github.com/snapflow/snapflow/internal/admission"
 	"github.com/snapflow/snapflow/internal/crdschema"
 	"github.com/snapflow/snapflow/internal/validate"
+	"github.com/snapflow/snapflow/webhook"
 )
 
 const kopiurAPIVersion = "kopiur.home-operations.com/v1alpha1"
@@ -46,10 +47,10 @@ type FieldProblem struct {
 	Message string `json:"message"`
 }
 
-func newValidateCmd() *cobra.Command {
+func newValidateCmd(kube *kubeFlags) *cobra.Command {
 	var files []string
 	var output string
-	var showMutations bool
+	var showMutations, cluster bool
 	cmd := &cobra.Command{
 		Use:   "validate -f FILE|DIR [-f ...]",
 		Short: "Check snapflow manifests offline with the webhook's own rules",
@@ -57,7 +58,9 @@ func newValidateCmd() *cobra.Command {
 without a cluster, so a CI pipeline can check backup manifests before they
 merge. Schema defaults are applied and unknown fields reported as the API
 server would. Rules that read other objects use the other objects in the
-given files, and say so when a referent is not among them.
+given files, and say so when a referent is not among them; with --cluster
+those not in the files are read from the cluster of the kubeconfig (read
+only), as the webhook would find them once the files are applied.
 
 Exits 1 when anything would be denied, 2 when the manifests cannot be
 read.`,
@@ -66,7 +69,15 @@ read.`,
 			if len(files) == 0 {
 				return usage(errors.New("give at least one manifest with -f FILE or -f DIR"))
 			}
-			findings, err := validateManifests(cmd.Context(), files, showMutations)
+			var live validate.Lookup
+			if cluster {
+				c, err := kube.client()
+				if err != nil {
+					return usage(fmt.Errorf("--cluster: %w", err))
+				}
+				live = webhook.NewClusterLookup(c, "")
+			}
+			findings, err := validateManifests(cmd.Context(), files, showMutations, live)
 			if err != nil {
 				return usage(err)
 			}
@@ -89,6 +100,7 @@ read.`,
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "manifest file or directory (YAML or JSON, searched recursively); repeatable")
 	cmd.Flags().StringVarP(&output, "output", "o", OutputTable, "output format: table, json or yaml")
 	cmd.Flags().BoolVar(&showMutations, "show-mutations", false, "print each object as the webhook would store it")
+	cmd.Flags().BoolVar(&cluster, "cluster", false, "read referents the files do not define (resourcePolicy ConfigMaps, repositories, namespaces, PVCs) from the cluster")
 	return cmd
 }
 
@@ -135,7 +147,9 @@ func readManifests(paths []string) ([]doc, error) {
 	return docs, nil
 }
 
-func validateManifests(ctx context.Context, paths []string, withMutated bool) ([]Finding, error) {
+// validateManifests checks the manifests under paths; live, when set,
+// supplies the referents they do not define.
+func validateManifests(ctx context.Context, paths []string, withMutated bool, live validate.Lookup) ([]Finding, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -209,11 +223,15 @@ func validateManifests(ctx context.Context, paths []string, withMutated bool) ([
 		entries = append(entries, entry{doc: d, obj: obj, finding: f})
 	}
 
+	var lk validate.Lookup = lookup
+	if live != nil {
+		lk = validate.Layered{Given: lookup, Cluster: live}
+	}
 	findings := make([]Finding, 0, len(entries))
 	for _, e := range entries {
 		f := e.finding
 		if e.obj != nil {
-			r := admission.Validate(ctx, lookup, admission.Create, e.obj, nil)
+			r := admission.Validate(ctx, lk, admission.Create, e.obj, nil)
 			for _, fe := range r.Errs.WrappedErrors() {
 				for _, p := range fe.Paths {
 					f.Errors = append(f.Errors, FieldProblem{Field: p, Message: fe.Message})
@@ -221,7 +239,7 @@ func validateManifests(ctx context.Context, paths []string, withMutated bool) ([
 			}
 			f.Warnings = append(f.Warnings, r.Warnings...)
 			f.Allowed = f.Allowed && r.OK()
-			patches, _, err := admission.Mutate(ctx, lookup, nil, admission.Create, e.obj, nil)
+			patches, _, err := admission.Mutate(ctx, lk, nil, admission.Create, e.obj, nil)
 			if err != nil {
 				f.Allowed = false
 				f.Errors = append(f.Errors, FieldProblem{Message: err.Error()})

@@ -30,6 +30,12 @@ var (
 
 func (l clusterLookup) SystemNamespace() string { return l.system }
 
+// NewClusterLookup reads referents with r (the CLI's `validate --cluster`);
+// system is snapflow's own namespace.
+func NewClusterLookup(r client.Reader, system string) validate.Lookup {
+	return clusterLookup{r: r, system: system}
+}
+
 func (l clusterLookup) get(ctx context.Context, key client.ObjectKey, obj client.Object) (bool, error) {
 	err := l.r.Get(ctx, key, obj)
 	if apierrors.IsNotFound(err) && l.live != nil {
