@@ -56,42 +56,41 @@ func (l Layered) ConfigMap(ctx context.Context, ns, name string) (*corev1.Config
 }
 
 func (l Layered) PVCs(ctx context.Context, ns string) ([]metav1.ObjectMeta, error) {
-	in, err := l.Cluster.PVCs(ctx, ns)
-	if err != nil {
-		return nil, err
-	}
-	given, err := l.Given.PVCs(ctx, ns)
-	if errors.Is(err, ErrNotGiven) {
-		return in, nil
-	}
-	return overlay(in, given, func(m *metav1.ObjectMeta) string { return m.Namespace + "/" + m.Name }), err
+	return layerList(func() ([]metav1.ObjectMeta, error) { return l.Cluster.PVCs(ctx, ns) },
+		func() ([]metav1.ObjectMeta, error) { return l.Given.PVCs(ctx, ns) },
+		func(m *metav1.ObjectMeta) string { return m.Namespace + "/" + m.Name })
 }
 
 func (l Layered) SnapshotPolicies(ctx context.Context) ([]snapv1.SnapshotPolicy, error) {
-	in, err := l.Cluster.SnapshotPolicies(ctx)
-	if err != nil {
-		return nil, err
-	}
-	given, err := l.Given.SnapshotPolicies(ctx)
-	return overlay(in, given, func(p *snapv1.SnapshotPolicy) string { return p.Namespace + "/" + p.Name }), err
+	return layerList(func() ([]snapv1.SnapshotPolicy, error) { return l.Cluster.SnapshotPolicies(ctx) },
+		func() ([]snapv1.SnapshotPolicy, error) { return l.Given.SnapshotPolicies(ctx) },
+		func(p *snapv1.SnapshotPolicy) string { return p.Namespace + "/" + p.Name })
 }
 
 func (l Layered) Snapshots(ctx context.Context, ns string) ([]snapv1.Snapshot, error) {
-	in, err := l.Cluster.Snapshots(ctx, ns)
-	if err != nil {
-		return nil, err
-	}
-	given, err := l.Given.Snapshots(ctx, ns)
-	return overlay(in, given, func(s *snapv1.Snapshot) string { return s.Namespace + "/" + s.Name }), err
+	return layerList(func() ([]snapv1.Snapshot, error) { return l.Cluster.Snapshots(ctx, ns) },
+		func() ([]snapv1.Snapshot, error) { return l.Given.Snapshots(ctx, ns) },
+		func(s *snapv1.Snapshot) string { return s.Namespace + "/" + s.Name })
 }
 
 func (l Layered) Restores(ctx context.Context, ns string) ([]snapv1.Restore, error) {
-	in, err := l.Cluster.Restores(ctx, ns)
+	return layerList(func() ([]snapv1.Restore, error) { return l.Cluster.Restores(ctx, ns) },
+		func() ([]snapv1.Restore, error) { return l.Given.Restores(ctx, ns) },
+		func(r *snapv1.Restore) string { return r.Namespace + "/" + r.Name })
+}
+
+// layerList is the cluster's list with the given items in place of their
+// namesakes; none given (ErrNotGiven) leaves the cluster's as it is.
+func layerList[T any](cluster, given func() ([]T, error), key func(*T) string) ([]T, error) {
+	in, err := cluster()
 	if err != nil {
 		return nil, err
 	}
-	given, err := l.Given.Restores(ctx, ns)
-	return overlay(in, given, func(r *snapv1.Restore) string { return r.Namespace + "/" + r.Name }), err
+	g, err := given()
+	if errors.Is(err, ErrNotGiven) {
+		return in, nil
+	}
+	return overlay(in, g, key), err
 }
 
 // overlay is base with the given items in place of their namesakes.
