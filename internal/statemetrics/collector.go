@@ -88,31 +88,15 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	s := State{Snapshots: snaps.Items, Policies: pols.Items, Schedules: scheds.Items, Repositories: repos.Items, ClusterRepositories: crepos.Items,
 		Restores: restores.Items, Maintenances: maints.Items}
+	// Coverage and the prune record are read apart from the kinds: one
+	// that cannot be read drops only its own series, and says so, since
+	// failing the scrape would make every other series stale and restart
+	// every alert's wait.
 	if c.coverage != nil {
-		// Coverage that cannot be judged drops only its own series, and
-		// says so: failing the scrape would make every other series stale
-		// and restart every alert's wait.
-		known := 1.0
-		if v, err := c.coverage(ctx); err != nil {
-			c.log.Error(err, "judge coverage for metrics")
-			c.errors.Inc()
-			known = 0
-		} else {
-			s.Coverage = v
-		}
-		s.CoverageKnown = &known
+		s.Coverage, s.CoverageKnown = optional(c, ctx, c.coverage, "judge coverage for metrics")
 	}
 	if c.prunes != nil {
-		// Like coverage, an unreadable record drops only its own series.
-		known := 1.0
-		if l, err := c.prunes(ctx); err != nil {
-			c.log.Error(err, "read the prune record for metrics")
-			c.errors.Inc()
-			known = 0
-		} else {
-			s.Prunes = l
-		}
-		s.PruneRecordKnown = &known
+		s.Prunes, s.PruneRecordKnown = optional(c, ctx, c.prunes, "read the prune record for metrics")
 	}
 	for _, smp := range Samples(s) {
 		m, err := prometheus.NewConstMetric(c.descs[smp.Desc], prometheus.GaugeValue, smp.Value, smp.Labels...)
@@ -123,4 +107,19 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- m
 	}
 	c.errors.Collect(ch)
+}
+
+// optional reads what read returns; known is 1 when it could, else 0
+// (the error is logged and counted).
+func optional[T any](c *Collector, ctx context.Context, read func(context.Context) (T, error), what string) (v T, known *float64) {
+	k := 1.0
+	v, err := read(ctx)
+	if err != nil {
+		c.log.Error(err, what)
+		c.errors.Inc()
+		k = 0
+		var zero T
+		v = zero
+	}
+	return v, &k
 }
