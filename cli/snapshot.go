@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -166,7 +167,8 @@ func report(cmd *cobra.Command, c client.Client, ns string, names []string, outp
 				r.Repository = res.Repository.Name
 			}
 			if len(res.Sources) > 0 {
-				r.Source = res.Sources[0].PVC
+				// An nfs source has no PVC: its export path names it.
+				r.Source = cmp.Or(res.Sources[0].PVC, res.Sources[0].SourcePath)
 			}
 		}
 		if s.Status.Snapshot != nil {

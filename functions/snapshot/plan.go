@@ -25,16 +25,20 @@ import (
 	"github.com/snapflow/snapflow/internal/privilege"
 	"github.com/snapflow/snapflow/internal/projection"
 	"github.com/snapflow/snapflow/internal/validate"
+	"github.com/snapflow/snapflow/internal/volumepolicy"
 )
 
 // runPlan is everything resolved for one run.
 type runPlan struct {
-	policy     *snapv1.SnapshotPolicy
-	repo       *RepositoryObject
-	repoWork   mover.Repository
-	mounts     JobMounts
-	src        snapv1.Source
-	pvc        string
+	policy   *snapv1.SnapshotPolicy
+	repo     *RepositoryObject
+	repoWork mover.Repository
+	mounts   JobMounts
+	src      snapv1.Source
+	pvc      string
+	// nfs is the export of an nfs source (pvc is then empty): the mover
+	// mounts it read-only and reads it in place, as nothing can snapshot it.
+	nfs        *snapv1.NFSExport
 	source     kopia.Source
 	copyMethod snapv1.CopyMethod
 	meta       kopia.Meta
@@ -200,10 +204,16 @@ func (f *Function) plan(ctx context.Context, s *snapv1.Snapshot) (*runPlan, *gat
 			return invalid("spec.source.sourceIndex %d is out of range: SnapshotPolicy %s has %d sources", i, pol.Name, len(pol.Spec.Sources))
 		}
 		p.src, p.pvc = pol.Spec.Sources[i], s.Spec.Source.Target.PVC.Name
+		if p.src.PVC == nil && p.src.PVCSelector == nil {
+			return invalid("spec.source.sourceIndex %d pins source %d of SnapshotPolicy %s, which is not a PVC source, so it cannot take PVC %s; remove spec.source", i, i, pol.Name, p.pvc)
+		}
 	case len(pol.Spec.Sources) == 1 && pol.Spec.Sources[0].PVC != nil:
 		p.src, p.pvc = pol.Spec.Sources[0], pol.Spec.Sources[0].PVC.Name
+	case len(pol.Spec.Sources) == 1 && pol.Spec.Sources[0].NFS != nil:
+		p.src, p.nfs = pol.Spec.Sources[0], pol.Spec.Sources[0].NFS
+		return f.planExport(ctx, s, p)
 	default:
-		return invalid("SnapshotPolicy %s has %d sources or a non-PVC source, so this Snapshot must pin one PVC in spec.source (nfs and stream sources are not supported by snapflow's mover yet)", pol.Name, len(pol.Spec.Sources))
+		return invalid("SnapshotPolicy %s has %d sources or a stream source, so this Snapshot must pin one PVC in spec.source (stream sources are not supported by snapflow's mover yet)", pol.Name, len(pol.Spec.Sources))
 	}
 	var pvc corev1.PersistentVolumeClaim
 	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: p.pvc}, &pvc); err != nil {
@@ -218,7 +228,42 @@ func (f *Function) plan(ctx context.Context, s *snapv1.Snapshot) (*runPlan, *gat
 		// storageClass rule would skip once it binds.
 		return nil, &gate{cond: wellknown.ConditionReady, reason: ReasonSourceNotBound, message: fmt.Sprintf("PVC %s/%s is not bound to a volume yet (phase %s); nothing has been written to it, and volume policies match on its PersistentVolume. This Snapshot starts once it binds; with a WaitForFirstConsumer storage class, start the workload that uses it", s.Namespace, p.pvc, phaseOr(pvc.Status.Phase))}, nil
 	}
-	if p.source, err = resolveIdentity(&pol, repo, p.src, p.pvc); err != nil {
+	p.copyMethod = pol.Spec.CopyMethod
+	if p.copyMethod == "" {
+		p.copyMethod = snapv1.CopySnapshot
+	}
+	p.snapshotClass = pol.Spec.VolumeSnapshotClassName
+	return f.planRun(ctx, s, p, volumepolicy.Volume{PVC: &pvc})
+}
+
+// planExport plans the run of an nfs source. Nothing can snapshot or
+// clone an export, so whatever copyMethod says (it governs PVC sources)
+// the mover mounts the export read-only and reads it in place.
+func (f *Function) planExport(ctx context.Context, s *snapv1.Snapshot, p *runPlan) (*runPlan, *gate, error) {
+	p.copyMethod = snapv1.CopyDirect
+	vol := &corev1.Volume{Name: "source", VolumeSource: corev1.VolumeSource{NFS: p.nfsVolume()}}
+	return f.planRun(ctx, s, p, volumepolicy.Volume{PodVolume: vol})
+}
+
+// nfsVolume is the pod volume of an nfs source: read-only, as admission
+// requires.
+func (p *runPlan) nfsVolume() *corev1.NFSVolumeSource {
+	if p.nfs == nil {
+		return nil
+	}
+	return &corev1.NFSVolumeSource{Server: p.nfs.Server, Path: p.nfs.Path, ReadOnly: true}
+}
+
+// planRun resolves what every kind of source shares once the source is
+// known: identity, collisions, volume policies, the mover's identity and
+// its privileges.
+func (f *Function) planRun(ctx context.Context, s *snapv1.Snapshot, p *runPlan, vol volumepolicy.Volume) (*runPlan, *gate, error) {
+	invalid := func(format string, args ...any) (*runPlan, *gate, error) {
+		return nil, &gate{cond: wellknown.ConditionReady, reason: ReasonInvalidSpec, message: fmt.Sprintf(format, args...), fatal: true}, nil
+	}
+	pol, repo := p.policy, p.repo
+	var err error
+	if p.source, err = resolveIdentity(pol, repo, p.src, p.pvc); err != nil {
 		return invalid("%v", err)
 	}
 	if p.repoWork.NamespaceBound {
@@ -226,26 +271,22 @@ func (f *Function) plan(ctx context.Context, s *snapv1.Snapshot) (*runPlan, *gat
 			return invalid("%s", pr)
 		}
 	}
-	if g, err := f.collisionGate(ctx, &pol, ref); g != nil || err != nil {
+	if g, err := f.collisionGate(ctx, pol, repo.Ref); g != nil || err != nil {
 		return nil, g, err
 	}
-	p.copyMethod = pol.Spec.CopyMethod
-	if p.copyMethod == "" {
-		p.copyMethod = snapv1.CopySnapshot
-	}
-	p.snapshotClass = pol.Spec.VolumeSnapshotClassName
-	if err := f.applyVolumePolicies(ctx, p, &pvc); err != nil {
+	if err := f.applyVolumePolicies(ctx, p, vol); err != nil {
 		return nil, &gate{cond: wellknown.ConditionReady, reason: ReasonInvalidSpec, fatal: true, message: "volume policies: " + err.Error()}, nil
 	}
 	if err := f.inheritIdentity(ctx, s, p); err != nil {
 		return nil, nil, err
 	}
 	p.podSC, p.sc = privilege.SecurityContexts(repo.Spec.MoverDefaults, p.mover)
-	var vol *corev1.VolumeSource
+	var repoVol *corev1.VolumeSource
 	if !p.mounts.HostTrusted {
-		vol = privilege.RepositoryVolume(repo.Spec.Backend.Filesystem)
+		repoVol = privilege.RepositoryVolume(repo.Spec.Backend.Filesystem)
 	}
-	p.escalations = privilege.Mover(repo.Spec.MoverDefaults, p.mover, vol)
+	p.escalations = privilege.Mover(repo.Spec.MoverDefaults, p.mover, repoVol)
+	p.escalations = append(p.escalations, privilege.Export(p.nfs)...)
 	uid, gid := privilege.Effective(p.podSC, p.sc)
 	p.meta = kopia.Meta{UID: uid, GID: gid, FSGroup: p.podSC.FSGroup, Src: "default"}
 	switch mv := pol.Spec.Mover; {
@@ -377,6 +418,9 @@ func (f *Function) createJob(ctx context.Context, s *snapv1.Snapshot, p *runPlan
 	if p.copyMethod != snapv1.CopyDirect {
 		claim = stagedName(s)
 	}
+	if p.nfs != nil {
+		claim = ""
+	}
 	// readOnly: false is how a source is made readable through fsGroup:
 	// a kubelet gives a volume to the pod's fsGroup only when it is
 	// mounted read-write (a staged copy's group changes, not the live
@@ -409,12 +453,12 @@ func (f *Function) createJob(ctx context.Context, s *snapv1.Snapshot, p *runPlan
 		Work:           p.workSpec(s),
 		PasswordSecret: p.repo.Spec.Encryption.PasswordSecretRef.Name, PasswordKey: p.repo.Spec.Encryption.PasswordSecretRef.Key,
 		CredentialsSecret: p.mounts.Credentials, CABundle: p.mounts.CABundle,
-		SourceClaim: claim, SourceReadOnly: readOnly,
+		SourceClaim: claim, SourceReadOnly: readOnly, SourceNFS: p.nfsVolume(),
 		RepositoryClaim: p.mounts.RepoClaim, RepositoryNFS: p.mounts.RepoNFS, RepositoryHost: p.mounts.HostPath,
 		RepositoryHostTrusted: p.mounts.HostTrusted, PrivilegedAllowed: p.privilegedAllowed,
 		Mover: p.mover, Defaults: p.repo.Spec.MoverDefaults, FailurePolicy: s.Spec.FailurePolicy,
 	}
-	if p.copyMethod == snapv1.CopyDirect && moverjob.Colocates(p.repo.Spec.MoverDefaults) {
+	if p.copyMethod == snapv1.CopyDirect && p.nfs == nil && moverjob.Colocates(p.repo.Spec.MoverDefaults) {
 		pl, err := f.directPlacement(ctx, s.Namespace, p.pvc)
 		if err != nil {
 			return err

@@ -275,7 +275,11 @@ func resolveIdentity(p *snapv1.SnapshotPolicy, r *RepositoryObject, src snapv1.S
 	if err != nil {
 		return kopia.Source{}, err
 	}
-	return kopia.Source{Username: id.Username, Hostname: id.Hostname, Path: identity.PVCSourcePath(src, p.Namespace, pvc)}, nil
+	path := identity.PVCSourcePath(src, p.Namespace, pvc)
+	if src.NFS != nil {
+		path = identity.NFSSourcePath(src)
+	}
+	return kopia.Source{Username: id.Username, Hostname: id.Hostname, Path: path}, nil
 }
 
 // collisionGate re-runs admission's identity-collision rule for the run's

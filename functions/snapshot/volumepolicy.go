@@ -23,7 +23,7 @@ const ReasonSkipped = "SkippedByVolumePolicy"
 // CSI snapshot (with the rule's snapshotClass), custom hands its parameters
 // to the mover. A missing or invalid ConfigMap is an error for the caller to
 // fail the run with.
-func (f *Function) applyVolumePolicies(ctx context.Context, p *runPlan, pvc *corev1.PersistentVolumeClaim) error {
+func (f *Function) applyVolumePolicies(ctx context.Context, p *runPlan, vol volumepolicy.Volume) error {
 	r := policysource.Resolver{Reader: f.Client, Namespace: f.Namespace, GlobalName: f.GlobalVolumePoliciesConfigMap}
 	stamp, err := r.Resolve(ctx, p.policy)
 	if err != nil {
@@ -32,14 +32,13 @@ func (f *Function) applyVolumePolicies(ctx context.Context, p *runPlan, pvc *cor
 	if stamp != nil && len(stamp.Ignored) > 0 {
 		p.ignoredGlobal = volumepolicy.IgnoredWarning(stamp.Global, stamp.Ignored)
 	}
-	d := snapv1.VolumePolicyDecision{PVC: pvc.Name, CopyMethod: p.copyMethod}
+	d := snapv1.VolumePolicyDecision{PVC: p.pvc, CopyMethod: p.copyMethod}
 	if stamp == nil {
 		d.Message = "no volume policies apply; the recipe's copyMethod decides"
 		p.decision = d
 		return nil
 	}
-	vol := volumepolicy.Volume{PVC: pvc}
-	if pvc.Spec.VolumeName != "" {
+	if pvc := vol.PVC; pvc != nil && pvc.Spec.VolumeName != "" {
 		var pv corev1.PersistentVolume
 		if err := f.Client.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err == nil {
 			vol.PV = &pv
@@ -72,6 +71,10 @@ func (f *Function) applyVolumePolicies(ctx context.Context, p *runPlan, pvc *cor
 		p.copyMethod = snapv1.CopyDirect
 		d.Message = "fs-backup: the mover reads the live volume"
 	case volumepolicy.Snapshot:
+		if p.nfs != nil {
+			// Never a silent fallback to reading the export in place.
+			return fmt.Errorf("rule %d of the %s volume policies (%s) asks for a CSI snapshot of the nfs source %s:%s, which nothing can snapshot; narrow the rule's conditions so it does not match this export, or give it the fs-backup action", rule.Index, rule.Source, d.ConfigMap, p.nfs.Server, p.nfs.Path)
+		}
 		p.copyMethod = snapv1.CopySnapshot
 		if c := rule.Action.SnapshotClass(); c != "" {
 			p.snapshotClass = &c

@@ -156,8 +156,16 @@ func TestCapAndLongNames(t *testing.T) {
 		}
 		seen[c.Name] = true
 	}
-	if _, err := Children(pol([]snapv1.Source{{NFS: &snapv1.NFSExport{Server: "s", Path: "/p"}}}, "r"), "b", nil); err == nil {
-		t.Fatal("an nfs source must be refused until the mover supports it")
+	nfs := snapv1.Source{NFS: &snapv1.NFSExport{Server: "s", Path: "/p"}}
+	cs, err = Children(pol([]snapv1.Source{nfs}, "r1", "r2"), "b", nil)
+	if err != nil || len(cs) != 2 || cs[0].Source != nil || cs[0].Repository == nil || cs[0].Name == cs[1].Name {
+		t.Fatalf("an nfs policy's only source: %+v, %v; want one unpinned child per repository", cs, err)
+	}
+	if _, err := Children(pol([]snapv1.Source{nfs, {PVC: &snapv1.LocalObjectRef{Name: "a"}}}, "r"), "b", nil); err == nil {
+		t.Fatal("an nfs source beside another must be refused: a Snapshot cannot pin it")
+	}
+	if _, err := Children(pol([]snapv1.Source{{Stream: &snapv1.StreamSource{FileName: "db.sql"}}}, "r"), "b", nil); err == nil {
+		t.Fatal("a stream source must be refused until the mover supports it")
 	}
 }
 

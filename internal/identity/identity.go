@@ -120,6 +120,18 @@ func Resolve(p *snapv1.SnapshotPolicy, defaults *snapv1.IdentityDefaults) (Ident
 	return id, nil
 }
 
+// NFSSourcePath is the kopia path of an nfs source: the export path, as
+// the guide says, unless sourcePathOverride replaces it.
+func NFSSourcePath(src snapv1.Source) string {
+	if src.SourcePathOverride != nil {
+		return *src.SourcePathOverride
+	}
+	if src.NFS == nil {
+		return ""
+	}
+	return src.NFS.Path
+}
+
 // PVCSourcePath is the kopia path of a PVC source.
 func PVCSourcePath(src snapv1.Source, namespace, pvc string) string {
 	if src.SourcePathOverride != nil {

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -69,6 +70,10 @@ type Params struct {
 	// SourceClaim is mounted at /data (read-only when SourceReadOnly).
 	SourceClaim    string
 	SourceReadOnly bool
+	// SourceNFS, when SourceClaim is empty, is an NFS export mounted
+	// read-only at /data instead (an nfs source). The privilege gate
+	// refuses it without the namespace's opt-in: the node mounts it.
+	SourceNFS *corev1.NFSVolumeSource
 	// Placement pins the mover to the node of the workload using
 	// SourceClaim (copyMethod: Direct on a ReadWriteOnce claim).
 	Placement *Placement
@@ -134,8 +139,25 @@ func escalations(p Params, job *batchv1.Job) []string {
 	if p.RepositoryHostTrusted && p.RepositoryNFS != nil {
 		t.NFS = []string{p.RepositoryNFS.Server + ":" + p.RepositoryNFS.Path}
 	}
-	return append(privilege.Pod(&job.Spec.Template.Spec, t), privilege.Annotations(job.Spec.Template.Annotations)...)
+	// The trust covers the repository's volume only: a source naming the
+	// same export or node path is a tenant's choice, not the
+	// administrator's.
+	spec := job.Spec.Template.Spec.DeepCopy()
+	var repo []corev1.Volume
+	spec.Volumes = slices.DeleteFunc(spec.Volumes, func(v corev1.Volume) bool {
+		if v.Name == repositoryVolume {
+			repo = append(repo, v)
+			return true
+		}
+		return false
+	})
+	r := privilege.Pod(spec, privilege.Trusted{})
+	r = append(r, privilege.Pod(&corev1.PodSpec{Volumes: repo}, t)...)
+	return append(r, privilege.Annotations(job.Spec.Template.Annotations)...)
 }
+
+// repositoryVolume is the pod volume of a filesystem repository.
+const repositoryVolume = "repository"
 
 func render(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {
 	work, err := p.Work.Marshal()
@@ -170,6 +192,12 @@ func render(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {
 		vols = append(vols, corev1.Volume{Name: "source", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: p.SourceClaim, ReadOnly: p.SourceReadOnly}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: "source", MountPath: SourceDir, ReadOnly: p.SourceReadOnly})
 		args = append(args, "--source", SourceDir)
+	} else if p.SourceNFS != nil {
+		nfs := *p.SourceNFS
+		nfs.ReadOnly = true
+		vols = append(vols, corev1.Volume{Name: "source", VolumeSource: corev1.VolumeSource{NFS: &nfs}})
+		mounts = append(mounts, corev1.VolumeMount{Name: "source", MountPath: SourceDir, ReadOnly: true})
+		args = append(args, "--source", SourceDir)
 	} else if p.Scratch != nil {
 		vols = append(vols, corev1.Volume{Name: "scratch", VolumeSource: *p.Scratch})
 		mounts = append(mounts, corev1.VolumeMount{Name: "scratch", MountPath: SourceDir})
@@ -185,8 +213,8 @@ func render(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {
 		default:
 			src.HostPath = &corev1.HostPathVolumeSource{Path: p.RepositoryHost}
 		}
-		vols = append(vols, corev1.Volume{Name: "repository", VolumeSource: src})
-		mounts = append(mounts, corev1.VolumeMount{Name: "repository", MountPath: RepositoryRoot})
+		vols = append(vols, corev1.Volume{Name: repositoryVolume, VolumeSource: src})
+		mounts = append(mounts, corev1.VolumeMount{Name: repositoryVolume, MountPath: RepositoryRoot})
 		args = append(args, "--repository-root", RepositoryRoot)
 	}
 	if p.CABundle != nil {

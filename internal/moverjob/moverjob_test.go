@@ -130,6 +130,17 @@ func TestBuildGatesPrivilege(t *testing.T) {
 		{"cluster repository node path", func(p *Params) { hostRepo(p); p.RepositoryHostTrusted = true }, ""},
 		{"namespaced inline NFS", nfsRepo, "NFS export nas:/export"},
 		{"cluster repository inline NFS", func(p *Params) { nfsRepo(p); p.RepositoryHostTrusted = true }, ""},
+		{"nfs source", func(p *Params) {
+			p.SourceClaim, p.SourceNFS = "", &corev1.NFSVolumeSource{Server: "nas", Path: "/media"}
+		}, "NFS export nas:/media"},
+		{"nfs source naming the cluster repository's export", func(p *Params) {
+			nfsRepo(p)
+			p.RepositoryHostTrusted = true
+			p.SourceClaim, p.SourceNFS = "", &corev1.NFSVolumeSource{Server: "nas", Path: "/export"}
+		}, "NFS export nas:/export"},
+		{"opted-in namespace reads an export", func(p *Params) {
+			p.SourceClaim, p.SourceNFS, p.PrivilegedAllowed = "", &corev1.NFSVolumeSource{Server: "nas", Path: "/media"}, true
+		}, ""},
 		{"unconfined seccomp", func(p *Params) {
 			p.Mover = &snapv1.MoverSpec{PodSecurityContext: &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}}}
 		}, "seccomp"},
@@ -156,6 +167,35 @@ func TestBuildGatesPrivilege(t *testing.T) {
 				t.Fatalf("message %q should name %q and the namespace", err, c.refused)
 			}
 		})
+	}
+}
+
+// An nfs source is mounted at /data read-only, whatever the caller asked.
+func TestBuildMountsAnExportReadOnly(t *testing.T) {
+	p := params()
+	p.SourceClaim, p.SourceNFS, p.PrivilegedAllowed = "", &corev1.NFSVolumeSource{Server: "nas", Path: "/media"}, true
+	job, _, err := Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := job.Spec.Template.Spec
+	var vol *corev1.Volume
+	for i := range spec.Volumes {
+		if spec.Volumes[i].Name == "source" {
+			vol = &spec.Volumes[i]
+		}
+	}
+	if vol == nil || vol.NFS == nil || vol.NFS.Server != "nas" || vol.NFS.Path != "/media" || !vol.NFS.ReadOnly {
+		t.Fatalf("source volume %+v, want the export read-only", vol)
+	}
+	var mounted bool
+	for _, m := range spec.Containers[0].VolumeMounts {
+		if m.Name == "source" {
+			mounted = m.MountPath == SourceDir && m.ReadOnly
+		}
+	}
+	if !mounted || !slices.Contains(spec.Containers[0].Args, SourceDir) {
+		t.Fatalf("mounts %+v args %v, want the export read-only at %s", spec.Containers[0].VolumeMounts, spec.Containers[0].Args, SourceDir)
 	}
 }
 

@@ -117,7 +117,7 @@ func Pod(spec *corev1.PodSpec, trusted Trusted) []string {
 			// The node mounts the export with its own identity, so any
 			// export the nodes can reach would be open to a tenant.
 			if nfs := v.NFS; !slices.Contains(trusted.NFS, nfs.Server+":"+nfs.Path) {
-				r.add(fmt.Sprintf("mounts the NFS export %s:%s directly, with the node's identity (an NFS filesystem backend on a namespaced Repository)", nfs.Server, nfs.Path))
+				r.add(fmt.Sprintf("mounts the NFS export %s:%s directly, with the node's identity (an nfs source, or an NFS filesystem backend on a namespaced Repository)", nfs.Server, nfs.Path))
 			}
 		case !restrictedVolume(v.VolumeSource):
 			// Pod Security's restricted level allows only these; the rest
@@ -174,6 +174,17 @@ func Mover(d *snapv1.MoverDefaults, m *snapv1.MoverSpec, repo *corev1.VolumeSour
 		out = append(out, Annotations(d.PodAnnotations)...)
 	}
 	return out
+}
+
+// Export lists what mounting an nfs source's export needs the opt-in
+// for. A tenant names the export, so it is never trusted: the node would
+// mount it with its own identity.
+func Export(nfs *snapv1.NFSExport) []string {
+	if nfs == nil {
+		return nil
+	}
+	v := corev1.Volume{Name: "source", VolumeSource: corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: nfs.Server, Path: nfs.Path, ReadOnly: true}}}
+	return Pod(&corev1.PodSpec{Volumes: []corev1.Volume{v}}, Trusted{})
 }
 
 // RepositoryVolume is the volume a mover mounts for a filesystem backend

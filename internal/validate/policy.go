@@ -197,6 +197,9 @@ func source(s *snapv1.SnapshotPolicySpec, src snapv1.Source, streams, total int)
 		if readOnlyFalse {
 			errs = errs.Also(fieldErr("readOnly", "readOnly: false is not supported on an nfs source: the kubelet does not apply fsGroup to in-tree NFS volumes, so a read-write mount grants the mover no additional readability and only exposes the export to writes. Remove readOnly, and grant read access on the NFS server instead"))
 		}
+		if m := s.Mover; m != nil && m.InheritSecurityContextFrom != nil && m.InheritSecurityContextFrom.PvcConsumer != nil {
+			errs = errs.Also(fieldErr("nfs", "spec.mover.inheritSecurityContextFrom.pvcConsumer finds the pod that mounts the source PVC, and an nfs source has none; use inheritSecurityContextFrom.workloadSelector to name the workload whose identity reads the export"))
+		}
 		if hasVSC {
 			errs = errs.Also(fieldErr("nfs", "an NFS source cannot be CSI-snapshotted, so spec.volumeSnapshotClassName is meaningless with it; remove volumeSnapshotClassName or move the NFS source to its own policy"))
 		}

@@ -177,10 +177,7 @@ func addresses(p *snapv1.SnapshotPolicy, id identity.Identity) map[string]bool {
 		case src.PVC != nil:
 			path = identity.PVCSourcePath(src, p.Namespace, src.PVC.Name)
 		case src.NFS != nil:
-			path = src.NFS.Path
-			if src.SourcePathOverride != nil {
-				path = *src.SourcePathOverride
-			}
+			path = identity.NFSSourcePath(src)
 		case src.Stream != nil:
 			path = "/stream/" + src.Stream.FileName
 		default:
@@ -207,7 +204,11 @@ func PolicyReferents(ctx context.Context, lk Lookup, p, old *snapv1.SnapshotPoli
 		// not block the policy's own finalizer updates.
 		r.Merge(resourcePolicyReferent(ctx, lk, p.Namespace, rp.Name))
 	}
-	privilegeWarning(ctx, lk, p.Namespace, "the mover", privilege.Mover(nil, p.Spec.Mover, nil), &r)
+	escalations := privilege.Mover(nil, p.Spec.Mover, nil)
+	for _, src := range p.Spec.Sources {
+		escalations = append(escalations, privilege.Export(src.NFS)...)
+	}
+	privilegeWarning(ctx, lk, p.Namespace, "the mover", escalations, &r)
 	if h := p.Spec.Hooks; h != nil {
 		for i, hk := range append(append([]snapv1.Hook(nil), h.BeforeSnapshot...), h.AfterSnapshot...) {
 			if hk.RunJob != nil {
@@ -381,20 +382,27 @@ func identityChange(ctx context.Context, lk Lookup, p, old *snapv1.SnapshotPolic
 			fork("spec.identity", oid.String(), ids[i].String())
 		}
 	}
-	// A PVC source whose path changes forks that source's lineage.
+	// A PVC source or NFS export whose path changes forks that source's
+	// lineage.
 	oldPaths := map[string]string{}
 	for _, src := range old.Spec.Sources {
-		if src.PVC != nil {
-			oldPaths[src.PVC.Name] = identity.PVCSourcePath(src, old.Namespace, src.PVC.Name)
+		switch {
+		case src.PVC != nil:
+			oldPaths["pvc/"+src.PVC.Name] = identity.PVCSourcePath(src, old.Namespace, src.PVC.Name)
+		case src.NFS != nil:
+			oldPaths["nfs/"+src.NFS.Server+":"+src.NFS.Path] = identity.NFSSourcePath(src)
 		}
 	}
 	for i, src := range p.Spec.Sources {
-		if src.PVC != nil {
-			if was, ok := oldPaths[src.PVC.Name]; ok {
-				if now := identity.PVCSourcePath(src, p.Namespace, src.PVC.Name); now != was {
-					fork(fmt.Sprintf("spec.sources[%d].sourcePathOverride", i), was, now)
-				}
-			}
+		key, now := "", ""
+		switch {
+		case src.PVC != nil:
+			key, now = "pvc/"+src.PVC.Name, identity.PVCSourcePath(src, p.Namespace, src.PVC.Name)
+		case src.NFS != nil:
+			key, now = "nfs/"+src.NFS.Server+":"+src.NFS.Path, identity.NFSSourcePath(src)
+		}
+		if was, ok := oldPaths[key]; ok && key != "" && now != was {
+			fork(fmt.Sprintf("spec.sources[%d].sourcePathOverride", i), was, now)
 		}
 		if src.PVCSelector != nil && i < len(old.Spec.Sources) && old.Spec.Sources[i].PVCSelector != nil &&
 			strategy(old.Spec.Sources[i]) != strategy(src) {

@@ -234,6 +234,15 @@ func TestIdentityChangeGuard(t *testing.T) {
 	path.Spec.Sources[0].SourcePathOverride = ptr.To("/elsewhere")
 	expect(t, PolicyReferents(ctx, objs, path, old), "spec.sources[0].sourcePathOverride", "/pvc/data")
 
+	export := old.DeepCopy()
+	export.Spec.Sources[0] = snapv1.Source{NFS: &snapv1.NFSExport{Server: "nas", Path: "/exports/media"}}
+	exportEdit := export.DeepCopy()
+	exportEdit.Spec.Sources[0].SourcePathOverride = ptr.To("/media")
+	expect(t, PolicyReferents(ctx, objs, exportEdit, export), "spec.sources[0].sourcePathOverride", "/exports/media")
+	otherExport := export.DeepCopy()
+	otherExport.Spec.Sources[0].NFS.Path = "/exports/photos" // another source, not a fork
+	expect(t, PolicyReferents(ctx, objs, otherExport, export), "", "")
+
 	sel := old.DeepCopy()
 	sel.Spec.Sources[0] = snapv1.Source{PVCSelector: &snapv1.PVCSelector{}}
 	selEdit := sel.DeepCopy()

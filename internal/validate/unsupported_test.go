@@ -94,14 +94,15 @@ func TestPolicyUnsupported(t *testing.T) {
 		t.Fatalf("a stored adoption: %+v, want one warning and no error", r)
 	}
 	nfs := &snapv1.SnapshotPolicySpec{Sources: []snapv1.Source{{PVC: &snapv1.LocalObjectRef{Name: "a"}}, {NFS: &snapv1.NFSExport{Server: "nas", Path: "/x"}}}}
-	expect(t, PolicyUnsupported(nil, nfs), "spec.sources[1].nfs", "PersistentVolumeClaims only")
+	expect(t, PolicyUnsupported(nil, nfs), "spec.sources[1].nfs", "only source of its SnapshotPolicy")
 	if r := PolicyUnsupported(nfs, nfs); !r.OK() || len(r.Warnings) != 1 {
-		t.Fatalf("a stored nfs source: %+v, want one warning and no error", r)
+		t.Fatalf("a stored nfs source beside another: %+v, want one warning and no error", r)
 	}
-	moved := &snapv1.SnapshotPolicySpec{Sources: []snapv1.Source{nfs.Sources[1]}}
-	if r := PolicyUnsupported(nfs, moved); !r.OK() || len(r.Warnings) != 1 {
-		t.Fatalf("a stored nfs source that moved up the list: %+v, want one warning and no error", r)
+	alone := &snapv1.SnapshotPolicySpec{Sources: []snapv1.Source{nfs.Sources[1]}}
+	if r := PolicyUnsupported(nfs, alone); !r.OK() || len(r.Warnings) != 0 {
+		t.Fatalf("an nfs source on its own is supported: %+v, want neither error nor warning", r)
 	}
+	expect(t, PolicyUnsupported(alone, nfs), "spec.sources[1].nfs", "only source of its SnapshotPolicy")
 	stream := &snapv1.SnapshotPolicySpec{Sources: []snapv1.Source{streamSource("dump.sql")}}
 	expect(t, PolicyUnsupported(nfs, stream), "spec.sources[0].stream", "runJob hook")
 	expect(t, RestoreUnsupported(&snapv1.RestoreSpec{Target: snapv1.RestoreTarget{StreamExec: &snapv1.StreamExecTarget{}}}), "spec.target.streamExec", "pvc target")

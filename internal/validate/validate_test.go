@@ -102,6 +102,13 @@ func TestSnapshotPolicyRules(t *testing.T) {
 		{"rule 10: nfs read-write", func(p *snapv1.SnapshotPolicy) {
 			p.Spec.Sources[0] = snapv1.Source{NFS: &snapv1.NFSExport{Server: "nas", Path: "/export"}, ReadOnly: ptr.To(false)}
 		}, "spec.sources[0].readOnly", "does not apply fsGroup", admission},
+		{"rule 10: nfs with a pvcConsumer identity", func(p *snapv1.SnapshotPolicy) {
+			p.Spec.Sources[0] = snapv1.Source{NFS: &snapv1.NFSExport{Server: "nas", Path: "/export"}}
+			p.Spec.Mover = &snapv1.MoverSpec{InheritSecurityContextFrom: &snapv1.InheritSecurityContextFrom{PvcConsumer: &snapv1.Empty{}}}
+		}, "spec.sources[0].nfs", "workloadSelector", admission},
+		{"rule 10: nfs on its own", func(p *snapv1.SnapshotPolicy) {
+			p.Spec.Sources[0] = snapv1.Source{NFS: &snapv1.NFSExport{Server: "nas", Path: "/export"}}
+		}, "", "", admission},
 		{"rule 11: stream file name", func(p *snapv1.SnapshotPolicy) {
 			p.Spec.Sources[0] = streamSource("a/b.sql")
 		}, "spec.sources[0].stream.fileName", "ONE file name", admission},

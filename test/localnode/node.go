@@ -105,6 +105,12 @@ func (n *Node) PVCDir(namespace, name string) string {
 	return filepath.Join(n.o.Root, "pvc", namespace, name)
 }
 
+// NFSDir is the directory standing in for an NFS export: a pod volume
+// nfs{server, path} is mounted from it (the node has no NFS client).
+func (n *Node) NFSDir(server, path string) string {
+	return filepath.Join(n.o.Root, "nfs", server, filepath.Clean("/"+path))
+}
+
 // Run works until ctx ends, then stops every running container.
 func (n *Node) Run(ctx context.Context) {
 	t := time.NewTicker(n.o.Interval)

@@ -56,6 +56,14 @@ func (n *Node) volumes(ctx context.Context, pod *corev1.Pod, work string) (map[s
 			out[v.Name] = dir
 		case v.HostPath != nil:
 			out[v.Name] = v.HostPath.Path
+		case v.NFS != nil:
+			// As a kubelet's mount fails for an export the server does
+			// not have, the pod does not start.
+			dir := n.NFSDir(v.NFS.Server, v.NFS.Path)
+			if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+				return nil, fmt.Errorf("volume %s: mount.nfs: %s:%s: no such export (the local node serves exports from %s)", v.Name, v.NFS.Server, v.NFS.Path, filepath.Join(n.o.Root, "nfs"))
+			}
+			out[v.Name] = dir
 		case v.ConfigMap != nil:
 			var cm corev1.ConfigMap
 			if err := n.o.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: v.ConfigMap.Name}, &cm); err != nil {
@@ -84,7 +92,7 @@ func (n *Node) volumes(ctx context.Context, pod *corev1.Pod, work string) (map[s
 			}
 			out[v.Name] = dir
 		default:
-			return nil, fmt.Errorf("volume %s: this local node supports persistentVolumeClaim, emptyDir, hostPath, configMap and secret volumes", v.Name)
+			return nil, fmt.Errorf("volume %s: this local node supports persistentVolumeClaim, emptyDir, ephemeral, hostPath, nfs, configMap and secret volumes", v.Name)
 		}
 	}
 	return out, nil
