@@ -72,9 +72,44 @@ spec:
 		t.Fatalf("mover volumes %+v: want the export mounted read-only", job.Spec.Template.Spec.Volumes)
 	}
 
+	if d := onlyDecision(t, s); d.Action != "fs-backup" || d.CopyMethod != snapv1.CopyDirect || d.PVC != "" {
+		t.Fatalf("decision %+v: want the global baseline's fs-backup for the export", d)
+	}
+
 	kubectl(t, restoreOf(ns, "back", "{snapshotRef: {name: first}}", "{pvc: {name: restored, capacity: 1Gi}}"), 0, "apply", "-f", "-")
 	waitRestore(t, ns, "back", snapv1.RestoreCompleted)
 	sameFiles(t, tree(t, export), tree(t, env.Functions.Node.PVCDir(ns, "restored")), true)
+
+	// A volume policy rule matching the export by its server and path that
+	// asks for a CSI snapshot fails the run: never read live instead.
+	export2 := env.Functions.Node.NFSDir("nas.example", "/exports/photos")
+	writeFiles(t, export2, 2)
+	kubectl(t, []byte(fmt.Sprintf(`
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: recipe-policies, namespace: %[1]s}
+data:
+  policies.yaml: |
+    version: v1
+    volumePolicies:
+      - conditions: {nfs: {server: nas.example, path: /exports/photos}}
+        action: {type: snapshot}
+---
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotPolicy
+metadata: {name: photos, namespace: %[1]s}
+spec:
+  repository: {name: primary}
+  resourcePolicy: {kind: configmap, name: recipe-policies}
+  sources:
+    - nfs: {server: nas.example, path: /exports/photos}
+`, ns)), 0, "apply", "-f", "-")
+	kubectl(t, snapshotOf(ns, "photos", "photos"), 0, "create", "-f", "-")
+	failed := waitSnapshot(t, ns, "photos", snapv1.SnapshotFailed)
+	if f := failed.Status.Failure; f == nil || !strings.Contains(f.Message, "nothing can snapshot") || !strings.Contains(f.Message, "nas.example:/exports/photos") {
+		t.Fatalf("failure %+v, want the snapshot rule refused for the export", failed.Status.Failure)
+	}
+	noJobs(t, ns, wellknown.LabelSnapshot, "photos")
 
 	out := kubectl(t, []byte(fmt.Sprintf(`
 apiVersion: kopiur.home-operations.com/v1alpha1
