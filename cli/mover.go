@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snapflow/snapflow/internal/mover"
+	"github.com/snapflow/snapflow/internal/moverjob"
 )
 
 func newMoverCmd() *cobra.Command {
@@ -87,7 +88,7 @@ mover Job's pod failure policy takes as final.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.work, "work", "/etc/snapflow/work/"+mover.WorkSpecKey, "the work spec file")
-	f.StringVar(&o.source, "source", "/data", "where the source volume is mounted")
+	f.StringVar(&o.source, "source", moverjob.SourceDir, "where the source volume is mounted")
 	f.StringVar(&o.repoRoot, "repository-root", "", "where a filesystem repository's volume is mounted")
 	f.StringVar(&o.caFile, "ca-file", "", "PEM CA bundle for the S3 endpoint")
 	f.StringVar(&o.cacheDir, "cache-dir", "", "kopia cache directory (a temp dir when empty)")

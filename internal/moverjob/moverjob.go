@@ -24,8 +24,13 @@ import (
 
 // Container paths of the mover's mounts.
 const (
-	WorkDir        = "/etc/snapflow/work"
-	SourceDir      = "/data"
+	WorkDir = "/etc/snapflow/work"
+	// SourceDir is the volume a run reads or restores into. Its parent is
+	// a writable emptyDir: kopia's restore removes a placeholder beside
+	// its target (<target>.kopia-entry), which fails with "read-only file
+	// system" under a read-only root even though none exists.
+	SourceDir      = MountParent + "/data"
+	MountParent    = "/mnt"
 	RepositoryRoot = "/repository"
 	CacheDir       = "/cache"
 	// ConfigDir is a memory-backed emptyDir: kopia's connection config
@@ -67,18 +72,18 @@ type Params struct {
 	CredentialsSecret string
 	// CABundle is mounted and passed as --ca-file.
 	CABundle *snapv1.ConfigMapKeyRef
-	// SourceClaim is mounted at /data (read-only when SourceReadOnly).
+	// SourceClaim is mounted at SourceDir (read-only when SourceReadOnly).
 	SourceClaim    string
 	SourceReadOnly bool
 	// SourceNFS, when SourceClaim is empty, is an NFS export mounted
-	// read-only at /data instead (an nfs source). The privilege gate
+	// read-only at SourceDir instead (an nfs source). The privilege gate
 	// refuses it without the namespace's opt-in: the node mounts it.
 	SourceNFS *corev1.NFSVolumeSource
 	// Placement pins the mover to the node of the workload using
 	// SourceClaim (copyMethod: Direct on a ReadWriteOnce claim).
 	Placement *Placement
 	// Scratch, when SourceClaim is empty, is a throwaway volume mounted at
-	// /data instead (deep verification restores into it).
+	// SourceDir instead (deep verification restores into it).
 	Scratch *corev1.VolumeSource
 	// Cache shapes the kopia cache volume; CacheClaim is the PVC of a
 	// Persistent cache (the function creates it before the Job).
@@ -202,6 +207,10 @@ func render(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {
 		vols = append(vols, corev1.Volume{Name: "scratch", VolumeSource: *p.Scratch})
 		mounts = append(mounts, corev1.VolumeMount{Name: "scratch", MountPath: SourceDir})
 		args = append(args, "--source", SourceDir)
+	}
+	if p.SourceClaim != "" || p.SourceNFS != nil || p.Scratch != nil {
+		vols = append(vols, corev1.Volume{Name: "mnt", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr(resource.MustParse("1Mi"))}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: "mnt", MountPath: MountParent})
 	}
 	if p.Work.Repository.Backend.Filesystem != nil {
 		var src corev1.VolumeSource
