@@ -21,7 +21,8 @@ all: build
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-tools: ## build the pinned kube-apiserver, etcd, kubectl, controller-gen, helm, versitygw, promtool and fake-gcs-server into bin/ (skips what is current)
+tools: ## build the pinned kube-apiserver, etcd, kubectl, controller-gen, helm, versitygw, promtool and fake-gcs-server into bin/ (skips what is current); as root, install runc for the local node
+	@bash hack/runc.sh
 	@bash hack/tools.sh
 	@$(GO) run ./test/prefetch
 

@@ -34,6 +34,7 @@ require (
 require (
 	cloud.google.com/go/auth v0.17.0
 	cloud.google.com/go/storage v1.57.2
+	github.com/opencontainers/runtime-spec v1.2.1
 	github.com/pkg/sftp v1.13.10
 	github.com/studio-b12/gowebdav v0.11.0
 	golang.org/x/crypto/x509roots/fallback v0.0.0-20261030153154-30a33513ff6d

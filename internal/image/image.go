@@ -11,6 +11,9 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"slices"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -27,6 +30,15 @@ const Binary = "/usr/local/bin/snapflow"
 // User is the image's user: the UID and GID every snapflow pod runs as
 // unless its securityContext says otherwise.
 const User = "65532:65532"
+
+// UID and GID are User's parts.
+const (
+	UID = 65532
+	GID = 65532
+)
+
+// Env is the environment the image config gives every container.
+var Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/nonroot"}
 
 // Platform is one architecture's build of the binary.
 type Platform struct {
@@ -74,6 +86,47 @@ func files(binary []byte) []file {
 		{path: "usr/local/bin/", mode: 0o755, dir: true},
 		{path: Binary[1:], mode: 0o755, data: binary},
 	}
+}
+
+// WriteRoot writes the image's filesystem for binary into dir, as a
+// container runtime unpacks the layer: the same entries, modes and owners
+// (owners only when the caller may set them). A local container runtime
+// runs it as the image's root.
+func WriteRoot(dir string, binary []byte) error {
+	asRoot := os.Geteuid() == 0
+	// The root itself, whatever the umask: every user must pass it.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return err
+	}
+	for _, f := range files(binary) {
+		p := filepath.Join(dir, filepath.FromSlash(f.path))
+		var err error
+		if f.dir {
+			err = os.MkdirAll(p, 0o755)
+		} else {
+			err = os.WriteFile(p, f.data, 0o644)
+		}
+		if err == nil {
+			err = os.Chmod(p, os.FileMode(f.mode&0o777)|sticky(f.mode))
+		}
+		if err == nil && asRoot {
+			err = os.Lchown(p, f.uid, f.uid)
+		}
+		if err != nil {
+			return fmt.Errorf("write the image's %s: %w", f.path, err)
+		}
+	}
+	return nil
+}
+
+func sticky(mode int64) os.FileMode {
+	if mode&0o1000 != 0 {
+		return os.ModeSticky
+	}
+	return 0
 }
 
 // layerTar writes the entries as a tar stream with fixed owners and times.
@@ -128,7 +181,7 @@ func Image(o Options, p Platform) (v1.Image, error) {
 	cfg.Created = v1.Time{Time: o.Created}
 	cfg.Config = v1.Config{
 		Entrypoint: []string{Binary},
-		Env:        []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/nonroot"},
+		Env:        slices.Clone(Env),
 		User:       User,
 		WorkingDir: "/",
 		Labels:     Labels(o),

@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -147,5 +149,29 @@ func TestRefusesBadPlatforms(t *testing.T) {
 	o.Platforms = []Platform{{OS: "linux", Arch: "amd64"}}
 	if _, err := Index(o); err == nil || !strings.Contains(err.Error(), "no binary") {
 		t.Errorf("no binary: %v", err)
+	}
+}
+
+// The root a local runtime runs holds what the layer holds, with its modes.
+func TestWriteRoot(t *testing.T) {
+	dir := t.TempDir()
+	if err := WriteRoot(dir, []byte("the binary")); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, Binary))
+	if err != nil || string(b) != "the binary" {
+		t.Fatalf("binary %q, %v", b, err)
+	}
+	for path, want := range map[string]os.FileMode{Binary: 0o755, "/etc/passwd": 0o644, "/home/nonroot": 0o700 | os.ModeDir, "/tmp": 0o777 | os.ModeDir | os.ModeSticky} {
+		fi, err := os.Stat(filepath.Join(dir, path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode() != want {
+			t.Errorf("%s: mode %v, want %v", path, fi.Mode(), want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bin", "sh")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the root has a shell: %v", err)
 	}
 }

@@ -170,7 +170,7 @@ func TestBuildGatesPrivilege(t *testing.T) {
 	}
 }
 
-// An nfs source is mounted at /data read-only, whatever the caller asked.
+// An nfs source is mounted at SourceDir read-only, whatever the caller asked.
 func TestBuildMountsAnExportReadOnly(t *testing.T) {
 	p := params()
 	p.SourceClaim, p.SourceNFS, p.PrivilegedAllowed = "", &corev1.NFSVolumeSource{Server: "nas", Path: "/media"}, true

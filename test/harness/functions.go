@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -34,6 +35,7 @@ import (
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/functions/verify"
 	"github.com/snapflow/snapflow/internal/egress"
+	"github.com/snapflow/snapflow/internal/image"
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	maintkernel "github.com/snapflow/snapflow/internal/maintenance"
 	"github.com/snapflow/snapflow/internal/prune/ledger"
@@ -221,8 +223,15 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 			return nil, err
 		}
 	}
+	var moverRT *localnode.Runtime
+	if asUsers {
+		if moverRT, err = moverRuntime(snapflowBin, filepath.Join(nodeRoot, "image")); err != nil {
+			stop()
+			return nil, err
+		}
+	}
 	f.Node = localnode.New(localnode.Options{Client: cp.Client, Root: nodeRoot, Kubeconfig: cp.Kubeconfig, AsServiceAccount: o.PodsAsServiceAccounts, RunAsPodUser: asUsers,
-		Binaries: map[string]string{"snapflow": snapflowBin}, Log: log.WithName("node")})
+		Binaries: map[string]string{"snapflow": snapflowBin}, Runtime: moverRT, Log: log.WithName("node")})
 	if err := f.Node.ServeExec(ctx); err != nil {
 		stop()
 		return nil, err
@@ -326,7 +335,7 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 		}
 		return jobwatch.KubeLogs{Pods: cs.CoreV1()}
 	}
-	fn := &snapshot.Function{Client: snapClient, Config: snapCfg, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount,
+	fn := &snapshot.Function{Client: snapClient, Config: snapCfg, Namespace: WebhookNamespace, MoverImage: MoverImage, MoverServiceAccount: o.MoverServiceAccount,
 		// The tests' hook receivers listen on loopback, which a cluster refuses.
 		HookEgress: egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
 		// As the e2e chart renders it (functions.snapshot.workloadExecHooks).
@@ -336,7 +345,7 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	if o.DeleteWindow == 0 {
 		o.DeleteWindow = time.Second
 	}
-	cleanupFn := &cleanup.Function{Client: cleanupClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount, Window: o.DeleteWindow,
+	cleanupFn := &cleanup.Function{Client: cleanupClient, Namespace: WebhookNamespace, MoverImage: MoverImage, MoverServiceAccount: o.MoverServiceAccount, Window: o.DeleteWindow,
 		Emitter: f.Emitted, Recorder: recorder("snapflow-cleanup")}
 	retentionFn := &retention.Function{Client: retentionClient, Emitter: f.Emitted, Recorder: recorder("snapflow-retention")}
 	// The global baseline as the functions name it: NAMESPACE/NAME.
@@ -346,11 +355,11 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	}
 	scheduleFn := &schedule.Function{Client: scheduleClient, Now: o.Clock, Emitter: f.Emitted, Recorder: recorder("snapflow-schedule"),
 		Namespace: WebhookNamespace, GlobalVolumePolicies: global}
-	restoreFn := &restore.Function{Access: access(restoreCfg), Logs: logs(restoreCfg), Client: restoreClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount, Now: o.Clock,
+	restoreFn := &restore.Function{Access: access(restoreCfg), Logs: logs(restoreCfg), Client: restoreClient, Namespace: WebhookNamespace, MoverImage: MoverImage, MoverServiceAccount: o.MoverServiceAccount, Now: o.Clock,
 		Emitter: f.Emitted, Recorder: recorder("snapflow-restore")}
-	verifyFn := &verify.Function{Client: verifyClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount, Now: o.Clock,
+	verifyFn := &verify.Function{Client: verifyClient, Namespace: WebhookNamespace, MoverImage: MoverImage, MoverServiceAccount: o.MoverServiceAccount, Now: o.Clock,
 		Emitter: f.Emitted, Recorder: recorder("snapflow-verify")}
-	maintenanceFn := &maintenance.Function{Client: maintenanceClient, Namespace: WebhookNamespace, MoverImage: "snapflow:e2e", MoverServiceAccount: o.MoverServiceAccount, Now: o.Clock,
+	maintenanceFn := &maintenance.Function{Client: maintenanceClient, Namespace: WebhookNamespace, MoverImage: MoverImage, MoverServiceAccount: o.MoverServiceAccount, Now: o.Clock,
 		// Every test's repositories get their default Maintenance, but
 		// on a cron that never fires during a run: the suite drives
 		// maintenance through run requests, not the wall clock.
@@ -475,4 +484,41 @@ func (f *Functions) Stop() {
 func (f *Functions) Log() string {
 	b, _ := os.ReadFile(f.LogPath)
 	return string(b)
+}
+
+// MoverImage is the image the functions give mover Jobs in tests and the
+// demo; the local node runs it from an image root built from bin/snapflow.
+const MoverImage = "snapflow:e2e"
+
+// moverRuntime writes the mover image's root filesystem from the snapflow
+// binary into dir and returns the runtime that runs it under runc. runc is
+// required: movers must meet a read-only root, their user and their mounts
+// as on a node, not run as host processes instead.
+//
+// SNAPFLOW_LOCALNODE_RUNTIME=process runs them as host processes instead,
+// for a root that cannot run containers (an unprivileged container); the
+// tests then do not see what a read-only root or a mount namespace does.
+func moverRuntime(snapflowBin, dir string) (*localnode.Runtime, error) {
+	if os.Getenv("SNAPFLOW_LOCALNODE_RUNTIME") == "process" {
+		fmt.Fprintln(os.Stderr, "harness: SNAPFLOW_LOCALNODE_RUNTIME=process: mover containers run as host processes, not under runc")
+		return nil, nil
+	}
+	runc, err := exec.LookPath("runc")
+	if err != nil {
+		return nil, fmt.Errorf("runc is missing: the local node runs mover containers with it; run `make tools` as root (it installs runc), or `apt-get install runc` (SNAPFLOW_LOCALNODE_RUNTIME=process runs them as host processes instead)")
+	}
+	bin, err := os.ReadFile(snapflowBin)
+	if err != nil {
+		return nil, err
+	}
+	if err := image.WriteRoot(dir, bin); err != nil {
+		return nil, err
+	}
+	rt := &localnode.Runtime{Runc: runc, Images: map[string]string{MoverImage: dir}, User: [2]uint32{image.UID, image.GID}, Env: image.Env}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := rt.Probe(ctx, MoverImage, filepath.Join(filepath.Dir(dir), "probe"), []string{image.Binary, "version"}); err != nil {
+		return nil, fmt.Errorf("%w; SNAPFLOW_LOCALNODE_RUNTIME=process runs movers as host processes instead", err)
+	}
+	return rt, nil
 }

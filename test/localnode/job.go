@@ -363,7 +363,10 @@ func (n *Node) updatePod(ctx context.Context, pod *corev1.Pod, mutate func(*core
 }
 
 // mount maps a container path to the host path backing it.
-type mount struct{ container, host string }
+type mount struct {
+	container, host string
+	readOnly        bool
+}
 
 // runContainer runs one container's command as a local process.
 func (n *Node) runContainer(ctx context.Context, j *batchv1.Job, pod *corev1.Pod, c corev1.Container, vols map[string]string, work string) (int32, string) {
@@ -379,7 +382,7 @@ func (n *Node) runContainer(ctx context.Context, j *batchv1.Job, pod *corev1.Pod
 				return 1, err.Error()
 			}
 		}
-		mounts = append(mounts, mount{container: filepath.Clean(m.MountPath), host: host})
+		mounts = append(mounts, mount{container: filepath.Clean(m.MountPath), host: host, readOnly: m.ReadOnly || volumeReadOnly(pod, m.Name)})
 	}
 	termPath := c.TerminationMessagePath
 	if termPath == "" {
@@ -391,9 +394,13 @@ func (n *Node) runContainer(ctx context.Context, j *batchv1.Job, pod *corev1.Pod
 	sort.Slice(mounts, func(a, b int) bool { return len(mounts[a].container) > len(mounts[b].container) })
 	rewrite := func(s string) string { return rewritePaths(s, mounts) }
 
+	rootfs, contained := n.rootfs(c.Image)
 	argv := append(append([]string{}, c.Command...), c.Args...)
 	if len(argv) == 0 {
 		return 1, "the container has no command: the local node cannot run an image's entrypoint"
+	}
+	if contained {
+		return n.runContained(ctx, pod, c, mounts, rootfs, work, termHost)
 	}
 	for i := range argv {
 		argv[i] = rewrite(argv[i])
@@ -457,13 +464,7 @@ func (n *Node) runContainer(ctx context.Context, j *batchv1.Job, pod *corev1.Pod
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	err = cmd.Run()
-	msg := ""
-	if b, rerr := os.ReadFile(termHost); rerr == nil {
-		// A kubelet keeps the first 4 KiB of the file.
-		msg = strings.TrimSpace(string(b[:min(len(b), maxTerminationMessage)]))
-	} else if c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError || err != nil {
-		msg = lastLines(out.String(), 20)
-	}
+	msg := terminationMessage(termHost, c, out.String(), err != nil)
 	var exit *exec.ExitError
 	switch {
 	case err == nil:
@@ -477,6 +478,27 @@ func (n *Node) runContainer(ctx context.Context, j *batchv1.Job, pod *corev1.Pod
 	default:
 		return 127, fmt.Sprintf("start %s: %v", bin, err)
 	}
+}
+
+// terminationMessage is what a kubelet reports of a container that ended:
+// its termination log, else the tail of its output when its policy asks
+// for it on failure.
+func terminationMessage(termHost string, c corev1.Container, out string, failed bool) string {
+	fallback := c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError
+	b, err := os.ReadFile(termHost)
+	if err != nil {
+		if fallback || failed {
+			return lastLines(out, 20)
+		}
+		return ""
+	}
+	// A kubelet keeps the first 4 KiB of the file, and falls back to the
+	// log only for a container that failed leaving it empty.
+	msg := strings.TrimSpace(string(b[:min(len(b), maxTerminationMessage)]))
+	if msg == "" && fallback && failed {
+		return lastLines(out, 20)
+	}
+	return msg
 }
 
 // maxTerminationMessage is what a kubelet keeps of a termination message.

@@ -50,6 +50,9 @@ type Options struct {
 	// reads and writes only what its identity may. The node must run as
 	// root for it.
 	RunAsPodUser bool
+	// Runtime, when set, runs the containers of its images under runc
+	// instead of as host processes; it needs RunAsPodUser (root).
+	Runtime *Runtime
 	// Interval is how often the node looks for work (default 100ms).
 	Interval time.Duration
 	Log      logr.Logger

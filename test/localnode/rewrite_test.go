@@ -3,7 +3,7 @@ package localnode
 import "testing"
 
 func TestRewritePaths(t *testing.T) {
-	mounts := []mount{{"/data/sub", "/h/sub"}, {"/data", "/h/data"}, {"/dev/termination-log", "/h/term"}}
+	mounts := []mount{{container: "/data/sub", host: "/h/sub"}, {container: "/data", host: "/h/data"}, {container: "/dev/termination-log", host: "/h/term"}}
 	cases := map[string]string{
 		"/data":                            "/h/data",
 		"/data/docs/f.txt":                 "/h/data/docs/f.txt",
