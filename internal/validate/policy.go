@@ -193,6 +193,9 @@ func source(s *snapv1.SnapshotPolicySpec, src snapv1.Source, streams, total int)
 		}
 		if !strings.HasPrefix(src.NFS.Path, "/") {
 			errs = errs.Also(fieldErr("nfs.path", "must be an absolute export path beginning with '/' (got %q)", src.NFS.Path))
+		} else if pr := identity.SourcePathProblem(src.NFS.Path); pr != "" && src.SourcePathOverride == nil {
+			// The export path is the kopia source path unless overridden.
+			errs = errs.Also(fieldErr("nfs.path", "%q cannot be a kopia source path: %s; set sourcePathOverride", src.NFS.Path, pr))
 		}
 		if readOnlyFalse {
 			errs = errs.Also(fieldErr("readOnly", "readOnly: false is not supported on an nfs source: the kubelet does not apply fsGroup to in-tree NFS volumes, so a read-write mount grants the mover no additional readability and only exposes the export to writes. Remove readOnly, and grant read access on the NFS server instead"))

@@ -404,6 +404,11 @@ func identityChange(ctx context.Context, lk Lookup, p, old *snapv1.SnapshotPolic
 		if was, ok := oldPaths[key]; ok && key != "" && now != was {
 			fork(fmt.Sprintf("spec.sources[%d].sourcePathOverride", i), was, now)
 		}
+		if src.NFS != nil && i < len(old.Spec.Sources) {
+			if prev := old.Spec.Sources[i]; prev.NFS != nil && prev.NFS.Server != src.NFS.Server && identity.NFSSourcePath(prev) == now {
+				r.Warn("spec.sources[%d].nfs.server changed from %q to %q while the kopia source path stays %q: the existing snapshot lineage continues with the new server's data, and retention treats both as one history", i, prev.NFS.Server, src.NFS.Server, now)
+			}
+		}
 		if src.PVCSelector != nil && i < len(old.Spec.Sources) && old.Spec.Sources[i].PVCSelector != nil &&
 			strategy(old.Spec.Sources[i]) != strategy(src) {
 			fork(fmt.Sprintf("spec.sources[%d].sourcePathStrategy", i), string(strategy(old.Spec.Sources[i])), string(strategy(src)))

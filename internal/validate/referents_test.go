@@ -239,6 +239,11 @@ func TestIdentityChangeGuard(t *testing.T) {
 	exportEdit := export.DeepCopy()
 	exportEdit.Spec.Sources[0].SourcePathOverride = ptr.To("/media")
 	expect(t, PolicyReferents(ctx, objs, exportEdit, export), "spec.sources[0].sourcePathOverride", "/exports/media")
+	otherServer := export.DeepCopy()
+	otherServer.Spec.Sources[0].NFS.Server = "nas2"
+	if r := PolicyReferents(ctx, objs, otherServer, export); !r.OK() || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "nas2") {
+		t.Fatalf("a server change under one source path should warn: %v %v", r.Problems(), r.Warnings)
+	}
 	otherExport := export.DeepCopy()
 	otherExport.Spec.Sources[0].NFS.Path = "/exports/photos" // another source, not a fork
 	expect(t, PolicyReferents(ctx, objs, otherExport, export), "", "")
