@@ -179,6 +179,11 @@ func RestoreUnsupported(cur *snapv1.RestoreSpec) Result {
 	if cacheOwnership(cur.Mover) != nil {
 		r.Also(fieldErr("spec.mover.cache.ownership", "not supported by snapflow yet: %s; remove it", cacheOwnershipWhy))
 	}
+	if m := cur.Mover; m != nil && m.Cache != nil && m.Cache.Mode == snapv1.CachePersistent {
+		// A persistent cache is kept for a source's next backup; a restore
+		// has no next run to warm.
+		r.Also(fieldErr("spec.mover.cache.mode", "not supported by snapflow yet: a Restore's cache lives as long as its mover pod, as a restore runs once (Persistent keeps a SnapshotPolicy's cache for its next backup); remove mode, or set Ephemeral"))
+	}
 	return r
 }
 

@@ -107,6 +107,10 @@ func TestPolicyUnsupported(t *testing.T) {
 	expect(t, PolicyUnsupported(nfs, stream), "spec.sources[0].stream", "runJob hook")
 	expect(t, RestoreUnsupported(&snapv1.RestoreSpec{Target: snapv1.RestoreTarget{StreamExec: &snapv1.StreamExecTarget{}}}), "spec.target.streamExec", "pvc target")
 	expect(t, RestoreUnsupported(&snapv1.RestoreSpec{Target: snapv1.RestoreTarget{PVCRef: &snapv1.LocalObjectRef{Name: "d"}}}), "", "")
+	persistent := &snapv1.MoverSpec{Cache: &snapv1.MoverCache{Mode: snapv1.CachePersistent}}
+	expect(t, RestoreUnsupported(&snapv1.RestoreSpec{Target: snapv1.RestoreTarget{PVCRef: &snapv1.LocalObjectRef{Name: "d"}}, Mover: persistent}), "spec.mover.cache.mode", "runs once")
+	ephemeral := &snapv1.MoverSpec{Cache: &snapv1.MoverCache{Mode: snapv1.CacheEphemeral}}
+	expect(t, RestoreUnsupported(&snapv1.RestoreSpec{Target: snapv1.RestoreTarget{PVCRef: &snapv1.LocalObjectRef{Name: "d"}}, Mover: ephemeral}), "", "")
 
 	// cache.ownership changes nothing; the fsGroup does what it asks.
 	owned := &snapv1.MoverSpec{Cache: &snapv1.MoverCache{Ownership: &snapv1.CacheOwnership{RunAsUser: ptr.To[int64](1000)}}}
