@@ -410,6 +410,16 @@ type StorageStats struct {
 	LastObservedAt *metav1.Time `json:"lastObservedAt,omitempty"`
 	// +optional
 	IndexBlobCount *int64 `json:"indexBlobCount,omitempty"`
+	// StoredBytes and BlobCount are what the repository's storage holds,
+	// counted blob by blob by the last full maintenance run (at
+	// StoredObservedAt), after it reclaimed what it could; TotalSize is
+	// the snapshots' logical size. A snapflow extension.
+	// +optional
+	StoredBytes *int64 `json:"storedBytes,omitempty"`
+	// +optional
+	BlobCount *int64 `json:"blobCount,omitempty"`
+	// +optional
+	StoredObservedAt *metav1.Time `json:"storedObservedAt,omitempty"`
 }
 
 // CatalogStatus reports the last catalog scan.
@@ -528,6 +538,7 @@ type RepositoryStatus struct {
 // +kubebuilder:printcolumn:name="Backend",type=string,JSONPath=`.status.backend`
 // +kubebuilder:printcolumn:name="Server",type=string,JSONPath=`.status.server.url`,priority=1
 // +kubebuilder:printcolumn:name="IndexBlobs",type=integer,JSONPath=`.status.storageStats.indexBlobCount`,priority=1
+// +kubebuilder:printcolumn:name="Stored",type=integer,JSONPath=`.status.storageStats.storedBytes`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Repository struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -575,6 +586,7 @@ type ClusterRepositorySpec struct {
 // +kubebuilder:printcolumn:name="Backend",type=string,JSONPath=`.status.backend`
 // +kubebuilder:printcolumn:name="Server",type=string,JSONPath=`.status.server.url`,priority=1
 // +kubebuilder:printcolumn:name="IndexBlobs",type=integer,JSONPath=`.status.storageStats.indexBlobCount`,priority=1
+// +kubebuilder:printcolumn:name="Stored",type=integer,JSONPath=`.status.storageStats.storedBytes`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ClusterRepository struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -326,6 +326,9 @@ func (f *Function) finished(ctx context.Context, ns, name, mode string, slot tim
 	if f.Recorder != nil {
 		f.Recorder.Event(&m, evType, "Maintenance"+run.Phase, run.Message)
 	}
+	if err := f.recordStorage(ctx, &m, run); err != nil {
+		return err
+	}
 	if f.Emitter == nil {
 		return nil
 	}
@@ -480,4 +483,50 @@ func (f *Function) clusterID(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("read namespace kube-system for the default maintenance owner: %w", err)
 	}
 	return string(ns.UID), nil
+}
+
+// recordStorage copies what a counted full run found its storage holding
+// afterwards onto the repository's status (storedBytes, blobCount), so
+// the repository says what it costs and the exporter can tell storage
+// that grows while snapshots go. A redelivered older run never overwrites
+// a newer count.
+func (f *Function) recordStorage(ctx context.Context, m *snapv1.Maintenance, run *snapv1.MaintenanceRun) error {
+	if run.Phase != mover.MaintenanceSucceeded || run.BytesAfter == nil || run.BlobsAfter == nil || run.CompletedAt == nil {
+		return nil
+	}
+	at := *run.CompletedAt
+	mutate := func(st *snapv1.RepositoryStatus) error {
+		if ss := st.StorageStats; ss != nil && ss.StoredObservedAt != nil && !ss.StoredObservedAt.Before(&at) {
+			return statuspatch.Skip
+		}
+		ss := snapv1.StorageStats{}
+		if st.StorageStats != nil {
+			ss = *st.StorageStats
+		}
+		ss.StoredBytes, ss.BlobCount, ss.StoredObservedAt = run.BytesAfter, run.BlobsAfter, &at
+		st.StorageStats = &ss
+		return nil
+	}
+	// Only a Maintenance that may maintain the repository speaks for its
+	// storage: status is not proof a run happened here.
+	repo, why, err := f.repository(ctx, m, nil)
+	if err != nil || why != "" {
+		return err
+	}
+	if repo.Ref.Kind == snapv1.KindClusterRepository {
+		return statuspatch.Update(ctx, f.Client, client.ObjectKey{Name: repo.Ref.Name}, func() *snapv1.ClusterRepository { return &snapv1.ClusterRepository{} },
+			func(r *snapv1.ClusterRepository) error {
+				if r.UID != repo.Obj.GetUID() {
+					return statuspatch.Skip
+				}
+				return mutate(&r.Status)
+			})
+	}
+	return statuspatch.Update(ctx, f.Client, client.ObjectKey{Namespace: repo.Namespace, Name: repo.Ref.Name}, func() *snapv1.Repository { return &snapv1.Repository{} },
+		func(r *snapv1.Repository) error {
+			if r.UID != repo.Obj.GetUID() {
+				return statuspatch.Skip
+			}
+			return mutate(&r.Status)
+		})
 }

@@ -96,6 +96,10 @@ var (
 		[]string{"repository_kind", "namespace", "repository"}}
 	RepoSnapshotCount = &Desc{"kopiur_repo_snapshot_count", "Snapshots in the repository, as last observed.",
 		[]string{"repository_kind", "namespace", "repository"}}
+	RepoStoredBytes = &Desc{"snapflow_repository_stored_bytes", "Bytes the repository's storage holds, counted blob by blob by its last full maintenance run, after what it reclaimed.",
+		[]string{"repository_kind", "namespace", "repository"}}
+	RepoBlobs = &Desc{"snapflow_repository_blobs", "Blobs the repository's storage holds, counted by its last full maintenance run.",
+		[]string{"repository_kind", "namespace", "repository"}}
 	MaintenanceConfigured = &Desc{"kopiur_repository_maintenance_configured", "1 when a Maintenance maintains the repository, else 0.",
 		[]string{"repository_kind", "namespace", "repository"}}
 	MaintenanceWanted = &Desc{"snapflow_repository_maintenance_wanted", "1 when the repository should be maintained (not ReadOnly, spec.maintenance.enabled not false), else 0.",
@@ -138,7 +142,7 @@ var (
 // Families lists every family, for registration.
 var Families = []*Desc{ResourcePhase, SnapshotLastSuccess, SnapshotConsecutiveFailures, SnapshotSize, SnapshotFiles, SnapshotDuration,
 	PolicyLastSuccess, PolicyLastDuration, PolicyLastSize, PolicyLastFiles, PolicyLastBackupSuccess, SnapshotVerified, SnapshotsLive,
-	WaitingForSlot, DeletionsHeld, RepoSize, RepoSnapshotCount, MaintenanceConfigured, MaintenanceWanted, MaintenanceReclaimed, RestoreDuration, SnapshotFailureClass, DeletionWaiting, PolicyInfo, PolicyCreated, PolicyVerificationFailed, RepositoryBreakerOpen, SnapshotGated, DeletionsPendingExternal, PruneBlocked, PruneLastRun, PruneRecordKnown, PVCProtected, CoverageKnown}
+	WaitingForSlot, DeletionsHeld, RepoSize, RepoSnapshotCount, RepoStoredBytes, RepoBlobs, MaintenanceConfigured, MaintenanceWanted, MaintenanceReclaimed, RestoreDuration, SnapshotFailureClass, DeletionWaiting, PolicyInfo, PolicyCreated, PolicyVerificationFailed, RepositoryBreakerOpen, SnapshotGated, DeletionsPendingExternal, PruneBlocked, PruneLastRun, PruneRecordKnown, PVCProtected, CoverageKnown}
 
 // Samples derives every series from s.
 func Samples(s State) []Sample {
@@ -306,6 +310,12 @@ func Samples(s State) []Sample {
 			}
 			if ss.SnapshotCount != nil {
 				add(RepoSnapshotCount, float64(*ss.SnapshotCount), string(kind), ns, name)
+			}
+			if ss.StoredBytes != nil {
+				add(RepoStoredBytes, float64(*ss.StoredBytes), string(kind), ns, name)
+			}
+			if ss.BlobCount != nil {
+				add(RepoBlobs, float64(*ss.BlobCount), string(kind), ns, name)
 			}
 		}
 		v := 0.0

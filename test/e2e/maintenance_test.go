@@ -135,6 +135,29 @@ func TestMaintenanceReclaimsDeletedBackups(t *testing.T) {
 	if m.Status.LastFullSucceeded == nil || m.Status.LastReclaimedBytes == nil || *m.Status.LastReclaimedBytes != *run.ReclaimedBytes {
 		t.Fatalf("status after the full run: %+v", m.Status)
 	}
+	// The repository says what its storage holds now, as the run counted
+	// it, and so does the exporter.
+	if run.BytesAfter == nil || run.BlobsAfter == nil || *run.BytesAfter <= 0 || *run.BytesAfter > after {
+		t.Fatalf("full run counted %v bytes in %v blobs; the directory holds %d", run.BytesAfter, run.BlobsAfter, after)
+	}
+	eventually(t, func() error {
+		var r snapv1.Repository
+		if err := env.Client.Get(ctx, clientKey(ns, "primary"), &r); err != nil {
+			return err
+		}
+		ss := r.Status.StorageStats
+		if ss == nil || ss.StoredBytes == nil || *ss.StoredBytes != *run.BytesAfter || ss.BlobCount == nil || *ss.BlobCount != *run.BlobsAfter ||
+			ss.StoredObservedAt == nil || !ss.StoredObservedAt.Equal(run.CompletedAt) {
+			return fmt.Errorf("repository storageStats %+v, want the full run's %d bytes in %d blobs", ss, *run.BytesAfter, *run.BlobsAfter)
+		}
+		return nil
+	})
+	if wide := kubectl(t, nil, 0, "get", "repository", "primary", "-n", ns, "-o", "wide").Stdout; !strings.Contains(wide, "STORED") || !strings.Contains(wide, fmt.Sprint(*run.BytesAfter)) {
+		t.Fatalf("kubectl get repository -o wide shows no stored bytes:\n%s", wide)
+	}
+	labels := []string{"repository_kind", "Repository", "namespace", ns, "repository", "primary"}
+	exported(t, map[string]float64{series("snapflow_repository_stored_bytes", labels...): float64(*run.BytesAfter),
+		series("snapflow_repository_blobs", labels...): float64(*run.BlobsAfter)})
 	eventually(t, func() error {
 		if _, ok := env.Functions.Emitted.Find(events.MaintenanceSucceeded, ns+"/primary"); !ok {
 			return fmt.Errorf("no %s event among %v", events.MaintenanceSucceeded, env.Functions.Emitted.Types())

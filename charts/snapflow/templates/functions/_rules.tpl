@@ -289,6 +289,11 @@ because the functions act on snapflow objects in every namespace. Notes:
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["maintenances/status"]
   verbs: ["patch"]
+# A counted full run's storage (storedBytes, blobCount) onto the
+# repository's status.
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["repositories/status", "clusterrepositories/status"]
+  verbs: ["patch"]
 # Its Jobs and work specs carry blockOwnerDeletion owner references.
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["maintenances/finalizers"]
