@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/snapflow/snapflow/events"
+	"github.com/snapflow/snapflow/events/sources/kube"
 )
 
 // MaxEventBody bounds a request body. snapflow's events carry one object
@@ -81,7 +82,18 @@ func Serve(ctx context.Context, o Options) error {
 	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "snapflow_function_event_duration_seconds", Help: "Time to handle one CloudEvent.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 	}, []string{"function"})
-	reg.MustRegister(handled, duration)
+	// Kopiur's controller series, for its dashboards: an API server
+	// event about an object is what a controller's reconcile is here.
+	reconciled := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kopiur_controller_reconciliations_total", Help: "API server events about an object that a function handled, by the object's kind (ticks and requests are not counted).",
+	}, []string{"kind"})
+	reconcileErrors := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kopiur_controller_reconcile_errors_total", Help: "Those events that did not end well, by kind and class: retry (the handler failed; the sender retries), refused (a malformed event) or forbidden (an untrusted sender).",
+	}, []string{"kind", "class"})
+	reconcileSeconds := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "kopiur_controller_reconcile_duration_seconds", Help: "Time a function took to handle one API server event, by the object's kind.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+	}, []string{"kind"})
+	reg.MustRegister(handled, duration, reconciled, reconcileErrors, reconcileSeconds)
 
 	mux := http.NewServeMux()
 	var ready atomic.Bool
@@ -124,7 +136,16 @@ func Serve(ctx context.Context, o Options) error {
 			} else {
 				err = f.Handle(logr.NewContext(ctx, log), e)
 			}
-			duration.WithLabelValues(f.Name).Observe(time.Since(start).Seconds())
+			took := time.Since(start)
+			duration.WithLabelValues(f.Name).Observe(took.Seconds())
+			kind, isReconcile := reconciledKind(e)
+			if isReconcile {
+				reconciled.WithLabelValues(kind).Inc()
+				reconcileSeconds.WithLabelValues(kind).Observe(took.Seconds())
+				if class := errorClass(err); class != "" {
+					reconcileErrors.WithLabelValues(kind, class).Inc()
+				}
+			}
 			switch {
 			case joined && err == nil:
 				handled.WithLabelValues(f.Name, typeLabel(e.Type()), "coalesced").Inc()
@@ -278,6 +299,36 @@ func authenticate(a *Authenticator, f Function, log logr.Logger, h http.Handler)
 
 // typeLabel keeps the metric's type label to the event types snapflow
 // knows: a sender inventing types must not mint a series per request.
+// reconciledKind is the kind of the object an API server event is about,
+// when it is one the kube source sends; any other value is not counted,
+// so a sender cannot mint label values.
+func reconciledKind(e event.Event) (string, bool) {
+	k, ok := e.Extensions()["kind"].(string)
+	if !ok {
+		return "", false
+	}
+	for _, gvk := range kube.DefaultKinds {
+		if gvk.Kind == k {
+			return k, true
+		}
+	}
+	return "", false
+}
+
+// errorClass is the reconcile error class of a handler's outcome ("" for
+// success).
+func errorClass(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrForbidden):
+		return "forbidden"
+	case events.IsClientError(err):
+		return "refused"
+	}
+	return "retry"
+}
+
 func typeLabel(t string) string {
 	if events.Known(t) {
 		return t

@@ -3,6 +3,7 @@ package runtime
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -144,5 +145,77 @@ func TestMetricTypeLabelIsBounded(t *testing.T) {
 	}
 	if len(types) != 2 || !types["other"] || !types[events.Resync] {
 		t.Fatalf("type labels %v, want only other and %s", types, events.Resync)
+	}
+}
+
+// An API server event about one of the kube source's kinds counts as a
+// reconcile of that kind, with its failures by class; ticks, requests and
+// invented kinds do not count.
+func TestReconcileMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	url := serveWith(t, Options{Registry: reg, Functions: []Function{{Name: "f", Handle: func(_ context.Context, e event.Event) error {
+		if e.ID() == "fail" {
+			return errors.New("the API server went away")
+		}
+		return nil
+	}}}})
+	send := func(id, kind string) {
+		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range map[string]string{"Ce-Specversion": "1.0", "Ce-Id": id, "Ce-Source": "test", "Ce-Type": "dev.knative.apiserver.resource.update", "Content-Type": "application/json"} {
+			req.Header.Set(k, v)
+		}
+		if kind != "" {
+			req.Header.Set("Ce-Kind", kind)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	send("1", "Snapshot")
+	send("2", "Snapshot")
+	send("fail", "Snapshot")
+	send("3", "Restore")
+	send("4", "Secret") // not a kind the functions react to
+	send("5", "")
+	post(t, url, events.Resync, strings.NewReader(`{}`), 2)
+	got := map[string]float64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			key := mf.GetName()
+			for _, l := range m.GetLabel() {
+				key += " " + l.GetValue()
+			}
+			switch {
+			case m.GetCounter() != nil:
+				got[key] = m.GetCounter().GetValue()
+			case m.GetHistogram() != nil:
+				got[key] = float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	want := map[string]float64{
+		"kopiur_controller_reconciliations_total Snapshot":        3,
+		"kopiur_controller_reconciliations_total Restore":         1,
+		"kopiur_controller_reconcile_errors_total retry Snapshot": 1, // labels in name order
+		"kopiur_controller_reconcile_duration_seconds Snapshot":   3,
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+	for k := range got {
+		if strings.Contains(k, "Secret") || (strings.HasPrefix(k, "kopiur_controller_reconciliations_total") && k != "kopiur_controller_reconciliations_total Snapshot" && k != "kopiur_controller_reconciliations_total Restore") {
+			t.Errorf("unexpected series %s", k)
+		}
 	}
 }
