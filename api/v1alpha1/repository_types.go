@@ -413,7 +413,9 @@ type StorageStats struct {
 	// StoredBytes and BlobCount are what the repository's storage holds,
 	// counted blob by blob by the last full maintenance run (at
 	// StoredObservedAt), after it reclaimed what it could; TotalSize is
-	// the snapshots' logical size. A snapflow extension.
+	// the snapshots' logical size. A snapflow extension. The mover of the
+	// Maintenance that may maintain the repository reports them, so a
+	// namespace that runs its Repository's maintenance vouches for them.
 	// +optional
 	StoredBytes *int64 `json:"storedBytes,omitempty"`
 	// +optional

@@ -30,6 +30,7 @@ import (
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/conditions"
 	"github.com/snapflow/snapflow/internal/jobwatch"
+	"github.com/snapflow/snapflow/internal/kopia"
 	kernel "github.com/snapflow/snapflow/internal/maintenance"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/projection"
@@ -326,8 +327,10 @@ func (f *Function) finished(ctx context.Context, ns, name, mode string, slot tim
 	if f.Recorder != nil {
 		f.Recorder.Event(&m, evType, "Maintenance"+run.Phase, run.Message)
 	}
+	// Only here, after the run: a failed write is logged, not retried,
+	// and the next full run writes a fresh count.
 	if err := f.recordStorage(ctx, &m, run); err != nil {
-		return err
+		runtime.Log(ctx).Error(err, "could not record the full run's storage count on its repository", "maintenance", m.Namespace+"/"+m.Name)
 	}
 	if f.Emitter == nil {
 		return nil
@@ -491,10 +494,15 @@ func (f *Function) clusterID(ctx context.Context) (string, error) {
 // that grows while snapshots go. A redelivered older run never overwrites
 // a newer count.
 func (f *Function) recordStorage(ctx context.Context, m *snapv1.Maintenance, run *snapv1.MaintenanceRun) error {
-	if run.Phase != mover.MaintenanceSucceeded || run.BytesAfter == nil || run.BlobsAfter == nil || run.CompletedAt == nil {
+	if run.Mode != kopia.MaintainFull || run.Phase != mover.MaintenanceSucceeded || run.BytesAfter == nil || run.BlobsAfter == nil || run.CompletedAt == nil {
 		return nil
 	}
+	// The completion time comes from the mover's pod; a clock ahead must
+	// not pin the count against every later run.
 	at := *run.CompletedAt
+	if now := metav1.NewTime(f.now()); now.Before(&at) {
+		at = now
+	}
 	mutate := func(st *snapv1.RepositoryStatus) error {
 		if ss := st.StorageStats; ss != nil && ss.StoredObservedAt != nil && !ss.StoredObservedAt.Before(&at) {
 			return statuspatch.Skip
@@ -512,6 +520,9 @@ func (f *Function) recordStorage(ctx context.Context, m *snapv1.Maintenance, run
 	repo, why, err := f.repository(ctx, m, nil)
 	if err != nil || why != "" {
 		return err
+	}
+	if created := repo.Obj.GetCreationTimestamp(); run.StartedAt == nil || run.StartedAt.Before(&created) {
+		return nil // counted on a repository of this name that is gone
 	}
 	if repo.Ref.Kind == snapv1.KindClusterRepository {
 		return statuspatch.Update(ctx, f.Client, client.ObjectKey{Name: repo.Ref.Name}, func() *snapv1.ClusterRepository { return &snapv1.ClusterRepository{} },

@@ -252,10 +252,17 @@ func (k *KubeReporter) BootstrapDone(ctx context.Context, r BootstrapResult) err
 	return k.updateRepository(ctx, func(st *snapv1.RepositoryStatus, gen int64) {
 		st.Phase = snapv1.RepositoryReady
 		st.ObservedGeneration = gen
+		prev, same := st.StorageStats, st.UniqueID == r.UniqueID
 		st.UniqueID = r.UniqueID
 		st.Backend = r.Backend
 		at := metav1.NewTime(r.At)
 		st.StorageStats = &snapv1.StorageStats{SnapshotCount: ptr(r.Usage.Snapshots), TotalSize: ptr(r.Usage.LogicalBytes), LastObservedAt: &at}
+		if prev != nil && same {
+			// A spec edit that reconnects to the same kopia repository
+			// keeps what its last full maintenance counted.
+			st.StorageStats.StoredBytes, st.StorageStats.BlobCount, st.StorageStats.StoredObservedAt = prev.StoredBytes, prev.BlobCount, prev.StoredObservedAt
+			st.StorageStats.IndexBlobCount = prev.IndexBlobCount
+		}
 		st.LastReverifyAt = &at
 		st.Probe = nil // a new generation starts its health record afresh
 		msg := "connected to the existing kopia repository " + r.UniqueID

@@ -104,7 +104,7 @@ var (
 		[]string{"repository_kind", "namespace", "repository"}}
 	MaintenanceWanted = &Desc{"snapflow_repository_maintenance_wanted", "1 when the repository should be maintained (not ReadOnly, spec.maintenance.enabled not false), else 0.",
 		[]string{"repository_kind", "namespace", "repository"}}
-	MaintenanceReclaimed = &Desc{"kopiur_maintenance_last_reclaimed_bytes", "Bytes the Maintenance's last run reclaimed.",
+	MaintenanceReclaimed = &Desc{"kopiur_maintenance_last_reclaimed_bytes", "Bytes the Maintenance's last successful full run reclaimed.",
 		[]string{"namespace", "name", "repository_kind", "repository"}}
 	RestoreDuration = &Desc{"kopiur_restore_duration_seconds", "How long a finished Restore ran.",
 		[]string{"namespace", "name"}}

@@ -56,6 +56,8 @@ var unexercised = func() map[string]string {
 		"maintenance get /secrets (projection)", "maintenance list /secrets (projection)", "maintenance create /secrets (projection)", "maintenance update /secrets (projection)", "maintenance delete /secrets (projection)")
 	add("a wedged maintenance mover's Job is deleted (internal/jobwatch); the suite wedges backup movers only",
 		"maintenance delete batch/jobs")
+	add("a full maintenance run's storage count lands on its repository's status; the suite runs full maintenance on a namespaced Repository only",
+		"maintenance patch kopiur.home-operations.com/clusterrepositories/status")
 	add("the Event recorder patches an Event it already wrote when the same one repeats; no test makes this function repeat one",
 		"cleanup patch /events", "restore patch /events", "retention patch /events", "verify patch /events", "prune patch /events", "maintenance patch /events")
 	add("the prune ServiceAccount also runs the `snapflow prune` Job and CronJob, whose inventory (internal/prune/kubeinv) reads these; the suite runs that command as its admin",
