@@ -82,32 +82,7 @@ spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
 		}
 	}))
 	defer hook.Close()
-	// No groupBy: the default is one consistent group. A recipe rule asks
-	// for CSI snapshots (the suite's global baseline reads live volumes).
-	kubectl(t, []byte(`
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: recipe, namespace: `+ns+`}
-data:
-  policies.yaml: |
-    version: v1
-    volumePolicies:
-      - conditions: {}
-        action: {type: snapshot}
----
-apiVersion: kopiur.home-operations.com/v1alpha1
-kind: SnapshotPolicy
-metadata: {name: pg, namespace: `+ns+`, annotations: {snapflow.dev/volume-group-snapshot-class: csi-group}}
-spec:
-  repository: {name: primary}
-  resourcePolicy: {kind: configmap, name: recipe}
-  sources: [{pvcSelector: {labelSelector: {matchExpressions: [{key: app, operator: In, values: [pg]}]}}}]
-  hooks:
-    beforeSnapshot:
-      - httpRequest: {url: "`+hook.URL+`/freeze"}
-    afterSnapshot:
-      - httpRequest: {url: "`+hook.URL+`/thaw"}
-`), 0, "apply", "-f", "-")
+	kubectl(t, groupPolicy(ns, "pg", "{matchExpressions: [{key: app, operator: In, values: [pg]}]}", hook.URL), 0, "apply", "-f", "-")
 
 	var wg sync.WaitGroup
 	var stdout, stderr string
@@ -284,30 +259,7 @@ spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
 		}
 	}))
 	defer hook.Close()
-	kubectl(t, []byte(`
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: recipe, namespace: `+ns+`}
-data:
-  policies.yaml: |
-    version: v1
-    volumePolicies:
-      - conditions: {}
-        action: {type: snapshot}
----
-apiVersion: kopiur.home-operations.com/v1alpha1
-kind: SnapshotPolicy
-metadata: {name: db, namespace: `+ns+`, annotations: {snapflow.dev/volume-group-snapshot-class: csi-group}}
-spec:
-  repository: {name: primary}
-  resourcePolicy: {kind: configmap, name: recipe}
-  sources: [{pvcSelector: {labelSelector: {matchLabels: {app: db}}}}]
-  hooks:
-    beforeSnapshot:
-      - httpRequest: {url: "`+hook.URL+`/freeze"}
-    afterSnapshot:
-      - httpRequest: {url: "`+hook.URL+`/thaw"}
-`), 0, "apply", "-f", "-")
+	kubectl(t, groupPolicy(ns, "db", "{matchLabels: {app: db}}", hook.URL), 0, "apply", "-f", "-")
 	var stdout, stderr string
 	var code int
 	done := make(chan struct{})
@@ -370,4 +322,35 @@ spec:
 	if freezes.Load() != 1 || thaws.Load() != 1 {
 		t.Fatalf("%d freezes and %d thaws for three members starting at once, want one each", freezes.Load(), thaws.Load())
 	}
+}
+
+// groupPolicy is a policy that backs up the PVCs selector matches from one
+// VolumeGroupSnapshot (groupBy left at its default; a recipe rule asks for
+// CSI snapshots, as the suite's global baseline reads live volumes), with
+// hooks calling hookURL's /freeze and /thaw.
+func groupPolicy(ns, name, selector, hookURL string) []byte {
+	return []byte(fmt.Sprintf(`
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: recipe, namespace: %[1]s}
+data:
+  policies.yaml: |
+    version: v1
+    volumePolicies:
+      - conditions: {}
+        action: {type: snapshot}
+---
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: SnapshotPolicy
+metadata: {name: %[2]s, namespace: %[1]s, annotations: {snapflow.dev/volume-group-snapshot-class: csi-group}}
+spec:
+  repository: {name: primary}
+  resourcePolicy: {kind: configmap, name: recipe}
+  sources: [{pvcSelector: {labelSelector: %[3]s}}]
+  hooks:
+    beforeSnapshot:
+      - httpRequest: {url: "%[4]s/freeze"}
+    afterSnapshot:
+      - httpRequest: {url: "%[4]s/thaw"}
+`, ns, name, selector, hookURL))
 }

@@ -465,19 +465,26 @@ func (n *Node) runContainer(ctx context.Context, j *batchv1.Job, pod *corev1.Pod
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	err = cmd.Run()
 	msg := terminationMessage(termHost, c, out.String(), err != nil)
+	if code, ended := exitCode(err); ended {
+		return code, msg
+	}
+	return 127, fmt.Sprintf("start %s: %v", bin, err)
+}
+
+// exitCode is a process's exit code as a kubelet reports it (137 for a
+// kill); ended is false when the process never started.
+func exitCode(err error) (code int32, ended bool) {
 	var exit *exec.ExitError
 	switch {
 	case err == nil:
-		return 0, msg
+		return 0, true
 	case errors.As(err, &exit):
-		code := int32(exit.ExitCode())
-		if code < 0 {
+		if code = int32(exit.ExitCode()); code < 0 {
 			code = 137
 		}
-		return code, msg
-	default:
-		return 127, fmt.Sprintf("start %s: %v", bin, err)
+		return code, true
 	}
+	return 127, false
 }
 
 // terminationMessage is what a kubelet reports of a container that ended:

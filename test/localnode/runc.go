@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -99,19 +98,10 @@ func (n *Node) runcContainer(ctx context.Context, pod *corev1.Pod, c corev1.Cont
 	// A container that ended leaves runc state behind only when runc itself
 	// died; remove it so the id can be used again.
 	_ = exec.Command(rt.Runc, "--root", state, "delete", "--force", id).Run()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-		return 0, nil
-	case errors.As(err, &exit):
-		code := int32(exit.ExitCode())
-		if code < 0 {
-			code = 137
-		}
+	if code, ended := exitCode(err); ended {
 		return code, nil
-	default:
-		return 127, err
 	}
+	return 127, err
 }
 
 // containerID is a runc container id unique to a pod's container.
