@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"context"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -133,26 +132,8 @@ func (f *Function) groupHooks(ctx context.Context, s *snapv1.Snapshot, plan *run
 		return false, err
 	case refused != nil:
 		return false, f.hold(ctx, s, *refused)
-	case cutBy == s.Name:
+	case cutBy == "" || cutBy == s.Name:
 		return true, nil
-	case cutBy == "":
-		// Not cut yet: one member, the leader, quiesces the workload and
-		// cuts the group; the others wait for it, without a slot, so the
-		// hooks run once even when several members start at once.
-		leader, err := f.groupLeader(ctx, s, g.VolumeGroupSnapshotName, plan.policy.Name)
-		if err != nil || leader == "" || leader == s.Name {
-			return err == nil, err
-		}
-		if f.stagingExpired(s, plan.policy.Spec.Staging) {
-			// A leader stuck past the staging timeout does not hold
-			// the rest: this member quiesces for itself, as before.
-			if f.Recorder != nil {
-				f.Recorder.Eventf(s, corev1.EventTypeWarning, ReasonGroupHooks, "Snapshot %s did not cut VolumeGroupSnapshot %s within the staging timeout; this member runs its own hooks", leader, g.VolumeGroupSnapshotName)
-			}
-			return true, nil
-		}
-		return false, f.hold(ctx, s, gate{cond: wellknown.ConditionReady, reason: ReasonWaitingForGroupCut,
-			message: fmt.Sprintf("Snapshot %s quiesces the workload and cuts VolumeGroupSnapshot %s for every member, so the hooks run once; this run backs up from the group when it is cut (past the staging timeout it runs its own hooks)", leader, g.VolumeGroupSnapshotName)})
 	}
 	now := metav1.NewTime(f.now())
 	if err := f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, _ int64) {
@@ -198,25 +179,4 @@ func (f *Function) thawCloned(ctx context.Context, s *snapv1.Snapshot) error {
 	}
 	_, err := f.afterHooks(ctx, s, nil, true)
 	return err
-}
-
-// groupLeader is the member of group g (of policy) that runs the hooks
-// and cuts it: the first by name among the members still running, so
-// every member elects the same one, and the next takes over when it
-// ends. "" when no member is left (s itself is one while it runs).
-func (f *Function) groupLeader(ctx context.Context, s *snapv1.Snapshot, g, policy string) (string, error) {
-	sibs, err := f.siblings(ctx, s, g, policy)
-	if err != nil {
-		return "", fmt.Errorf("list the members of VolumeGroupSnapshot %s: %w", g, err)
-	}
-	leader := ""
-	for _, sib := range sibs {
-		if sib.DeletionTimestamp != nil || sib.Status.Phase.IsTerminal() {
-			continue
-		}
-		if leader == "" || sib.Name < leader {
-			leader = sib.Name
-		}
-	}
-	return leader, nil
 }

@@ -51,9 +51,6 @@ const (
 	// ReasonGroupHooks: a member of a cut VolumeGroupSnapshot runs no hooks;
 	// they ran once, in the member that cut it.
 	ReasonGroupHooks = "HooksRanForGroup"
-	// ReasonWaitingForGroupCut: another member of the VolumeGroupSnapshot
-	// runs the hooks and cuts it; this one waits for the group.
-	ReasonWaitingForGroupCut = "WaitingForGroupCut"
 	// ReasonGlobalSectionsIgnored: the global volume policies carry
 	// sections other than volumePolicies, which never apply.
 	ReasonGlobalSectionsIgnored = "GlobalVolumePolicySectionsIgnored"

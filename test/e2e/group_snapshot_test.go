@@ -22,7 +22,6 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
-	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/test/harness"
 )
 
@@ -227,100 +226,6 @@ spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
 		if string(got) != "txid 1\n" {
 			t.Errorf("%s restored %q from %s, want the group's instant %q", target, got, s.Name, "txid 1\n")
 		}
-	}
-}
-
-// Members that start at once (free slots for all of them) still quiesce
-// the workload once: the first member by name runs the hooks and cuts the
-// group, and the others wait for it, holding no slot, then back up from
-// the group without hooks.
-func TestGroupMembersStartingAtOnceQuiesceOnce(t *testing.T) {
-	const ns = "group-leader"
-	backupNamespace(t, ns, 1, "  concurrency: {maxConcurrentJobs: 3}\n")
-	for _, name := range []string{"db-a", "db-b", "db-c"} {
-		kubectl(t, []byte(fmt.Sprintf(`
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: %s, namespace: %s, labels: {app: db}}
-spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
-`, name, ns)), 0, "apply", "-f", "-")
-		writeFiles(t, env.Functions.Node.PVCDir(ns, name), 2)
-	}
-	// A slow freeze keeps the first member in its hooks while the others
-	// start: without a leader each would freeze the workload again.
-	var freezes, thaws atomic.Int32
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/freeze":
-			freezes.Add(1)
-			time.Sleep(3 * time.Second)
-		case "/thaw":
-			thaws.Add(1)
-		}
-	}))
-	defer hook.Close()
-	kubectl(t, groupPolicy(ns, "db", "{matchLabels: {app: db}}", hook.URL), 0, "apply", "-f", "-")
-	var stdout, stderr string
-	var code int
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		stdout, stderr, code = runSnapflow(t, "snapshot", "now", "--policy", "db", "-n", ns)
-	}()
-	// Every member's event at once, as concurrent deliveries (several
-	// function replicas, a broker) bring them.
-	var minted []snapv1.Snapshot
-	eventually(t, func() error {
-		if minted = policySnapshots(t, ns, "db"); len(minted) != 3 {
-			return fmt.Errorf("%d Snapshots minted", len(minted))
-		}
-		return nil
-	})
-	var wg sync.WaitGroup
-	for _, m := range minted {
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(snapv1.GroupVersion.WithKind("Snapshot"))
-		if err := env.Client.Get(testContext(t), clientKey(ns, m.Name), u); err != nil {
-			t.Fatal(err)
-		}
-		e, err := events.NewAPIServerEvent(events.APIServerUpdate, "e2e", u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := e.MarshalJSON()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			postEvent(t, env.Functions.URL, "application/cloudevents+json", body)
-		}()
-	}
-	wg.Wait()
-	<-done
-	if code != 0 || !strings.Contains(stderr, "3/3 finished") {
-		t.Fatalf("snapshot now exited %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
-	}
-	snaps := policySnapshots(t, ns, "db")
-	if len(snaps) != 3 {
-		t.Fatalf("%d Snapshots, want 3", len(snaps))
-	}
-	leader := snaps[0].Name
-	for _, s := range snaps {
-		leader = min(leader, s.Name)
-	}
-	for _, s := range snaps {
-		done := waitSnapshot(t, ns, s.Name, snapv1.SnapshotSucceeded)
-		h := done.Status.Hooks
-		switch {
-		case h == nil:
-			t.Errorf("%s: no status.hooks", s.Name)
-		case s.Name == leader && (h.GroupMember != "" || h.PreCompletedAt == nil):
-			t.Errorf("%s leads the group: status.hooks %+v, want its own hooks run", s.Name, h)
-		case s.Name != leader && (h.GroupMember != leader || h.PreCompletedAt != nil):
-			t.Errorf("%s: status.hooks %+v, want no hooks of its own and groupMember %s", s.Name, h, leader)
-		}
-	}
-	if freezes.Load() != 1 || thaws.Load() != 1 {
-		t.Fatalf("%d freezes and %d thaws for three members starting at once, want one each", freezes.Load(), thaws.Load())
 	}
 }
 
