@@ -42,6 +42,15 @@ func SnapshotReferents(ctx context.Context, lk Lookup, s *snapv1.Snapshot) Resul
 		// namespace must still be allowed to use it when the run is made.
 		r.Merge(Tenancy(ctx, lk, s.Namespace, p.Spec.Repository).Via("spec.policyRef"))
 	}
+	if src := s.Spec.Source; src != nil {
+		// The run checks this again; admission says it first.
+		switch i := int(src.SourceIndex); {
+		case i >= len(p.Spec.Sources):
+			r.Also(fieldErr("spec.source.sourceIndex", "is %d, but SnapshotPolicy `%s` has %d sources; remove spec.source, or run `snapflow snapshot now --policy %s`", i, p.Name, len(p.Spec.Sources), p.Name))
+		case p.Spec.Sources[i].PVC == nil && p.Spec.Sources[i].PVCSelector == nil:
+			r.Also(fieldErr("spec.source.sourceIndex", "pins source %d of SnapshotPolicy `%s`, which is not a PVC source, so it cannot take PVC %s; remove spec.source", i, p.Name, src.Target.PVC.Name))
+		}
+	}
 	if s.Spec.Source == nil {
 		for _, src := range p.Spec.Sources {
 			if src.PVCSelector != nil {

@@ -282,6 +282,20 @@ func TestSnapshotReferents(t *testing.T) {
 	s.Spec.Source = &snapv1.SnapshotSource{Target: snapv1.SnapshotTarget{PVC: snapv1.PVCTarget{Name: "x"}}}
 	expect(t, SnapshotReferents(ctx, objs, s), "", "")
 
+	s.Spec.Source.SourceIndex = 3
+	expect(t, SnapshotReferents(ctx, objs, s), "spec.source.sourceIndex", "has 1 sources")
+
+	// An export is its policy's only source: a pin of a PVC cannot take it.
+	export := basePolicy()
+	export.Name = "export"
+	export.Spec.Sources[0] = snapv1.Source{NFS: &snapv1.NFSExport{Server: "nas", Path: "/media"}}
+	objs.Add(export)
+	s = baseSnapshot()
+	s.Spec.PolicyRef.Name = "export"
+	expect(t, SnapshotReferents(ctx, objs, s), "", "")
+	s.Spec.Source = &snapv1.SnapshotSource{Target: snapv1.SnapshotTarget{PVC: snapv1.PVCTarget{Name: "data"}}}
+	expect(t, SnapshotReferents(ctx, objs, s), "spec.source.sourceIndex", "not a PVC source")
+
 	s = baseSnapshot()
 	s.Spec.PolicyRef.Name = "multi"
 	expect(t, SnapshotReferents(ctx, objs, s), "spec.repository", "Repository/billing/a, Repository/billing/b")
