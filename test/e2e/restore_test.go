@@ -133,9 +133,17 @@ func TestRestoreToANewPVCAndBackIntoTheSamePVC(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	kubectl(t, restoreOf(ns, "to-new", "{snapshotRef: {name: before-loss}}", "{pvc: {name: recovered, capacity: 1Gi}}"), 0, "apply", "-f", "-")
+	kubectl(t, restoreOf(ns, "to-new", "{snapshotRef: {name: before-loss}}", "{pvc: {name: recovered, capacity: 1Gi, storageClassName: fast, accessModes: [ReadWriteOncePod]}}"), 0, "apply", "-f", "-")
 	rs := waitRestore(t, ns, "to-new", snapv1.RestoreCompleted)
 	sameFiles(t, want, tree(t, env.Functions.Node.PVCDir(ns, "recovered")), true)
+	// The new claim is made as the target asked.
+	var recovered corev1.PersistentVolumeClaim
+	if err := env.Client.Get(ctx, clientKey(ns, "recovered"), &recovered); err != nil {
+		t.Fatal(err)
+	}
+	if sc := recovered.Spec.StorageClassName; sc == nil || *sc != "fast" || len(recovered.Spec.AccessModes) != 1 || recovered.Spec.AccessModes[0] != corev1.ReadWriteOncePod {
+		t.Errorf("restored claim: class %v, modes %v; want fast and ReadWriteOncePod", recovered.Spec.StorageClassName, recovered.Spec.AccessModes)
+	}
 	if r := rs.Status.Resolved; r == nil || r.KopiaSnapshotID != snap.Status.Snapshot.KopiaSnapshotID || r.Resolution != "Snapshot" || r.PinnedAt == nil {
 		t.Errorf("status.resolved = %+v, want the Snapshot's kopia id pinned", rs.Status.Resolved)
 	}
