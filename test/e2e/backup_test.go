@@ -515,3 +515,26 @@ spec:
 		t.Fatalf("failure %+v: want %s with the scheduler's reason", s.Status.Failure, snapshot.ReasonMoverPodWedged)
 	}
 }
+
+// A repository's moverDefaults reach its movers' pods: labels, and an
+// affinity the scheduler only prefers (the local node still runs it).
+func TestMoverDefaultsReachThePod(t *testing.T) {
+	const ns = "backup-mover-defaults"
+	backupNamespace(t, ns, 2, "  moverDefaults:\n    podLabels: {team: payments}\n    affinity: {nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 10, preference: {matchExpressions: [{key: disk, operator: In, values: [ssd]}]}}]}}\n")
+	kubectl(t, policy(ns, "app", "  copyMethod: Direct\n"), 0, "apply", "-f", "-")
+	kubectl(t, snapshotOf(ns, "first", "app"), 0, "create", "-f", "-")
+	s := waitSnapshot(t, ns, "first", snapv1.SnapshotSucceeded)
+	var job batchv1.Job
+	if err := env.Client.Get(testContext(t), clientKey(ns, s.Status.Job.Name), &job); err != nil {
+		t.Fatal(err)
+	}
+	tpl := job.Spec.Template
+	if tpl.Labels["team"] != "payments" {
+		t.Errorf("mover pod labels %v, want team=payments", tpl.Labels)
+	}
+	a := tpl.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || len(a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 ||
+		a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].Weight != 10 {
+		t.Errorf("mover pod affinity %+v, want the repository's preferred node affinity", a)
+	}
+}
