@@ -170,12 +170,12 @@ func TestMaintenanceReclaimsDeletedBackups(t *testing.T) {
 	}
 
 	// The default follows the repository's spec.maintenance.
-	kubectl(t, nil, 0, "patch", "repository", "primary", "-n", ns, "--type=merge", "-p", `{"spec":{"maintenance":{"schedule":{"full":{"cron":"0 4 * * 0"}}}}}`)
+	kubectl(t, nil, 0, "patch", "repository", "primary", "-n", ns, "--type=merge", "-p", `{"spec":{"maintenance":{"schedule":{"full":{"cron":"0 4 * * 0"},"quick":{"cron":"30 * * * *"}}}}}`)
 	eventually(t, func() error {
 		if err := env.Client.Get(ctx, clientKey(ns, "primary"), &def); err != nil {
 			return err
 		}
-		if s := def.Spec.Schedule; s == nil || s.Full == nil || s.Full.Cron != "0 4 * * 0" {
+		if s := def.Spec.Schedule; s == nil || s.Full == nil || s.Full.Cron != "0 4 * * 0" || s.Quick == nil || s.Quick.Cron != "30 * * * *" {
 			return fmt.Errorf("the default Maintenance's schedule did not follow the repository: %+v", def.Spec.Schedule)
 		}
 		return nil
