@@ -211,6 +211,22 @@ func TestBackupToS3(t *testing.T) {
 		t.Errorf("identity restore resolved %+v", rs.Status.Resolved)
 	}
 	sameFiles(t, tree(t, src), tree(t, env.Functions.Node.PVCDir(ns, "from-s3")), true)
+
+	// With a snapshotID the identity restore takes that snapshot, not the
+	// newest one.
+	want := tree(t, src)
+	if err := os.WriteFile(filepath.Join(src, "later.txt"), []byte("written after the first backup\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, snapshotOf(ns, "second", "app"), 0, "create", "-f", "-")
+	waitSnapshot(t, ns, "second", snapv1.SnapshotSucceeded)
+	kubectl(t, restoreOf(ns, "by-id", fmt.Sprintf("{identity: {username: %s, hostname: %s, sourcePath: %s, snapshotID: %s}}", id.Username, id.Hostname, id.SourcePath, s.Status.Snapshot.KopiaSnapshotID),
+		"{pvc: {name: first-again, capacity: 1Gi}}\n  repository: {name: primary}"), 0, "apply", "-f", "-")
+	rs = waitRestore(t, ns, "by-id", snapv1.RestoreCompleted)
+	if rs.Status.Resolved == nil || rs.Status.Resolved.KopiaSnapshotID != s.Status.Snapshot.KopiaSnapshotID {
+		t.Errorf("snapshotID restore resolved %+v, want %s", rs.Status.Resolved, s.Status.Snapshot.KopiaSnapshotID)
+	}
+	sameFiles(t, want, tree(t, env.Functions.Node.PVCDir(ns, "first-again")), true)
 }
 
 func TestUnchangedWithIgnoreIdenticalSnapshots(t *testing.T) {
@@ -517,11 +533,12 @@ spec:
 }
 
 // A repository's moverDefaults reach its movers' pods: labels, and an
-// affinity the scheduler only prefers (the local node still runs it).
+// affinity the scheduler only prefers (the local node still runs it); so
+// do a policy's mover resources.
 func TestMoverDefaultsReachThePod(t *testing.T) {
 	const ns = "backup-mover-defaults"
 	backupNamespace(t, ns, 2, "  moverDefaults:\n    podLabels: {team: payments}\n    affinity: {nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 10, preference: {matchExpressions: [{key: disk, operator: In, values: [ssd]}]}}]}}\n")
-	kubectl(t, policy(ns, "app", "  copyMethod: Direct\n"), 0, "apply", "-f", "-")
+	kubectl(t, policy(ns, "app", "  copyMethod: Direct\n  mover: {resources: {limits: {memory: 600Mi}}}\n"), 0, "apply", "-f", "-")
 	kubectl(t, snapshotOf(ns, "first", "app"), 0, "create", "-f", "-")
 	s := waitSnapshot(t, ns, "first", snapv1.SnapshotSucceeded)
 	var job batchv1.Job
@@ -529,6 +546,10 @@ func TestMoverDefaultsReachThePod(t *testing.T) {
 		t.Fatal(err)
 	}
 	tpl := job.Spec.Template
+	// The policy's own mover settings too.
+	if mem := tpl.Spec.Containers[0].Resources.Limits.Memory(); mem.String() != "600Mi" {
+		t.Errorf("mover memory limit %s, want the policy's 600Mi", mem)
+	}
 	if tpl.Labels["team"] != "payments" {
 		t.Errorf("mover pod labels %v, want team=payments", tpl.Labels)
 	}
