@@ -91,4 +91,14 @@ func TestRestoreJobTakesASlotAndWritesTheTarget(t *testing.T) {
 	if w.Repository.Create != nil || w.Restore.SnapshotID != "k1" || w.Restore.OnMissing != "Fail" || !w.Restore.Options.OverwriteFiles {
 		t.Errorf("work spec %+v / %+v: a restore never creates a repository and keeps kopia's defaults", w.Repository, w.Restore)
 	}
+
+	// The Restore's own cache budgets reach kopia.
+	mv := &snapv1.MoverSpec{Cache: &snapv1.MoverCache{ContentCacheSizeMb: ptr(int64(64)), MetadataCacheSizeMb: ptr(int64(32))}}
+	_, cm, err = f.build(context.Background(), rs, &resolution{repo: repo.Ref, snapshotID: "k1"}, repo, mv, "t", "r-job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w, err = mover.Parse([]byte(cm.Data[mover.WorkSpecKey])); err != nil || w.ContentCacheMB != 64 || w.MetadataCacheMB != 32 {
+		t.Errorf("work spec cache budgets %d/%d (%v), want the Restore's 64/32", w.ContentCacheMB, w.MetadataCacheMB, err)
+	}
 }
