@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
@@ -26,7 +28,9 @@ func newMoverCmd() *cobra.Command {
 		Long: `mover reads a work spec written by a snapflow function, performs the
 operation with the kopia library and leaves the result in its termination
 message, from which the function that made the Job writes the target
-object's status; the mover itself needs no Kubernetes credentials.
+object's status; the mover itself needs no Kubernetes credentials, except
+to run a stream source's command in its workload (pods/exec, into the one
+pod the function granted it).
 Repository credentials come from the environment (KOPIA_PASSWORD; for s3
 AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN; for sftp
 KOPIA_SFTP_PASSWORD, KOPIA_SFTP_KEY_DATA, KOPIA_SFTP_KNOWN_HOSTS_DATA; for
@@ -63,12 +67,14 @@ mover Job's pod failure policy takes as final.`,
 			tail := &tailBuffer{max: 2048}
 			logw := io.MultiWriter(cmd.ErrOrStderr(), tail)
 			fmt.Fprintf(logw, "mover: %s for %s %s/%s\n", spec.Operation, spec.Target.Kind, spec.Target.Namespace, spec.Target.Name)
-			// The mover holds no Kubernetes credentials: what it found leaves
-			// through the termination message (and --status-file).
+			// The mover reports through the termination message (and
+			// --status-file), never the API server: only a run with a
+			// workload command gets a token, to exec into that one pod.
 			rec := &mover.Recorder{Path: o.statusFile}
 			err = mover.Run(cmd.Context(), mover.Options{
 				Spec: spec, SourceDir: o.source, RepositoryRoot: o.repoRoot, CAFile: o.caFile, CacheDir: o.cacheDir, ConfigDir: o.configDir,
 				Reporter: &loggingReporter{Reporter: rec, w: logw, progress: cmd.ErrOrStderr()}, TerminationLog: o.termLog,
+				KubeConfig: moverKubeConfig,
 				Report: func() mover.Report {
 					r := rec.Report()
 					r.LogTail = tail.String()
@@ -121,4 +127,14 @@ func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return strings.TrimSpace(t.buf.String())
+}
+
+// moverKubeConfig is the API server access of a run that execs into a
+// workload: the pod's ServiceAccount token, or the kubeconfig the node
+// hands it (KUBECONFIG).
+func moverKubeConfig() (*rest.Config, error) {
+	if p := os.Getenv("KUBECONFIG"); p != "" {
+		return clientcmd.BuildConfigFromFlags("", p)
+	}
+	return rest.InClusterConfig()
 }

@@ -74,6 +74,10 @@ const (
 	// LabelProjectedFor names the mover Job a projected credential Secret
 	// or CA ConfigMap serves; its value is the Job's name.
 	LabelProjectedFor = SnapflowPrefix + "projected-for"
+	// LabelExecGrantFor names the mover Job a per-run ServiceAccount, Role
+	// and RoleBinding serve (exec into a stream source's workload); its
+	// value is the Job's name.
+	LabelExecGrantFor = SnapflowPrefix + "exec-grant-for"
 )
 
 // AnnotationAllowCredentialProjection ("true") on a ClusterRepository is its

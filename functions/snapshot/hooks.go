@@ -22,9 +22,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/remotecommand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
@@ -33,6 +30,7 @@ import (
 	"github.com/snapflow/snapflow/internal/egress"
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/moverjob"
+	"github.com/snapflow/snapflow/internal/podexec"
 	"github.com/snapflow/snapflow/internal/privilege"
 	"github.com/snapflow/snapflow/internal/validate"
 )
@@ -370,34 +368,11 @@ func (f *Function) execHook(ctx context.Context, ns string, h *snapv1.WorkloadEx
 	if container == "" {
 		container = pod.Spec.Containers[0].Name
 	}
-	cs, err := f.clientset()
-	if err != nil {
-		return false, err.Error()
-	}
-	req := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod.Name).SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{Container: container, Command: h.Command, Stdout: true, Stderr: true}, scheme.ParameterCodec)
-	// WebSocket first, as kubectl does: its protocol closes each stream
-	// explicitly, so no output is lost when the command ends; SPDY for API
-	// servers that cannot upgrade.
-	ws, err := remotecommand.NewWebSocketExecutor(f.Config, http.MethodGet, req.URL().String())
-	if err != nil {
-		return false, err.Error()
-	}
-	spdy, err := remotecommand.NewSPDYExecutor(f.Config, http.MethodPost, req.URL())
-	if err != nil {
-		return false, err.Error()
-	}
-	exec, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
-		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
-	})
-	if err != nil {
-		return false, err.Error()
-	}
 	ctx, cancel := context.WithTimeout(ctx, hookTimeout(h.Timeout))
 	defer cancel()
 	// stdout and stderr are copied by two goroutines into one buffer.
 	var out lockedBuffer
-	err = exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out})
+	err = podexec.Run(ctx, f.Config, podexec.Request{Namespace: ns, Pod: pod.Name, Container: container, Command: h.Command, Stdout: &out, Stderr: &out})
 	tail := lastBytes(out.String(), 400)
 	if err != nil {
 		return false, fmt.Sprintf("%s in %s/%s: %v; output: %s", strings.Join(h.Command, " "), pod.Name, container, err, tail)

@@ -17,6 +17,7 @@ import (
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/internal/execgrant"
 	"github.com/snapflow/snapflow/internal/identity"
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/kopia"
@@ -38,7 +39,10 @@ type runPlan struct {
 	pvc      string
 	// nfs is the export of an nfs source (pvc is then empty): the mover
 	// mounts it read-only and reads it in place, as nothing can snapshot it.
-	nfs        *snapv1.NFSExport
+	nfs *snapv1.NFSExport
+	// exec is a stream source's command in the pod it runs in (pvc is
+	// then empty): the mover reads its output through pods/exec.
+	exec       *mover.ExecWork
 	source     kopia.Source
 	copyMethod snapv1.CopyMethod
 	meta       kopia.Meta
@@ -212,8 +216,11 @@ func (f *Function) plan(ctx context.Context, s *snapv1.Snapshot) (*runPlan, *gat
 	case len(pol.Spec.Sources) == 1 && pol.Spec.Sources[0].NFS != nil:
 		p.src, p.nfs = pol.Spec.Sources[0], pol.Spec.Sources[0].NFS
 		return f.planExport(ctx, s, p)
+	case len(pol.Spec.Sources) == 1 && pol.Spec.Sources[0].Stream != nil:
+		p.src = pol.Spec.Sources[0]
+		return f.planStream(ctx, s, p)
 	default:
-		return invalid("SnapshotPolicy %s has %d sources or a stream source, so this Snapshot must pin one PVC in spec.source (stream sources are not supported by snapflow's mover yet)", pol.Name, len(pol.Spec.Sources))
+		return invalid("SnapshotPolicy %s has %d sources, so this Snapshot must pin one PVC in spec.source", pol.Name, len(pol.Spec.Sources))
 	}
 	var pvc corev1.PersistentVolumeClaim
 	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: p.pvc}, &pvc); err != nil {
@@ -258,20 +265,8 @@ func (p *runPlan) nfsVolume() *corev1.NFSVolumeSource {
 // known: identity, collisions, volume policies, the mover's identity and
 // its privileges.
 func (f *Function) planRun(ctx context.Context, s *snapv1.Snapshot, p *runPlan, vol volumepolicy.Volume) (*runPlan, *gate, error) {
-	invalid := func(format string, args ...any) (*runPlan, *gate, error) {
-		return nil, &gate{cond: wellknown.ConditionReady, reason: ReasonInvalidSpec, message: fmt.Sprintf(format, args...), fatal: true}, nil
-	}
 	pol, repo := p.policy, p.repo
-	var err error
-	if p.source, err = resolveIdentity(pol, repo, p.src, p.pvc); err != nil {
-		return invalid("%v", err)
-	}
-	if p.repoWork.NamespaceBound {
-		if pr := identity.OwnerProblem(p.source.Hostname, s.Namespace); pr != "" {
-			return invalid("%s", pr)
-		}
-	}
-	if g, err := f.collisionGate(ctx, pol, repo.Ref); g != nil || err != nil {
+	if g, err := f.planIdentity(ctx, s, p); g != nil || err != nil {
 		return nil, g, err
 	}
 	if err := f.applyVolumePolicies(ctx, p, vol); err != nil {
@@ -301,6 +296,24 @@ func (f *Function) planRun(ctx context.Context, s *snapv1.Snapshot, p *runPlan, 
 		p.meta.Src = "explicit"
 	}
 	return p, nil, nil
+}
+
+// planIdentity resolves the run's kopia source and checks that the run's
+// namespace owns it and no earlier policy writes it.
+func (f *Function) planIdentity(ctx context.Context, s *snapv1.Snapshot, p *runPlan) (*gate, error) {
+	invalid := func(format string, args ...any) (*gate, error) {
+		return &gate{cond: wellknown.ConditionReady, reason: ReasonInvalidSpec, message: fmt.Sprintf(format, args...), fatal: true}, nil
+	}
+	var err error
+	if p.source, err = resolveIdentity(p.policy, p.repo, p.src, p.pvc); err != nil {
+		return invalid("%v", err)
+	}
+	if p.repoWork.NamespaceBound {
+		if pr := identity.OwnerProblem(p.source.Hostname, s.Namespace); pr != "" {
+			return invalid("%s", pr)
+		}
+	}
+	return f.collisionGate(ctx, p.policy, p.repo.Ref)
 }
 
 // inheritIdentity applies inheritSecurityContextFrom: the mover reads the
@@ -418,7 +431,7 @@ func (f *Function) createJob(ctx context.Context, s *snapv1.Snapshot, p *runPlan
 	if p.copyMethod != snapv1.CopyDirect {
 		claim = stagedName(s)
 	}
-	if p.nfs != nil {
+	if p.nfs != nil || p.exec != nil {
 		claim = ""
 	}
 	// readOnly: false is how a source is made readable through fsGroup:
@@ -458,7 +471,13 @@ func (f *Function) createJob(ctx context.Context, s *snapv1.Snapshot, p *runPlan
 		RepositoryHostTrusted: p.mounts.HostTrusted, PrivilegedAllowed: p.privilegedAllowed,
 		Mover: p.mover, Defaults: p.repo.Spec.MoverDefaults, FailurePolicy: s.Spec.FailurePolicy,
 	}
-	if p.copyMethod == snapv1.CopyDirect && p.nfs == nil && moverjob.Colocates(p.repo.Spec.MoverDefaults) {
+	if p.exec != nil {
+		params.ExecAccount = name
+		if err := execgrant.Ensure(ctx, f.Client, execgrant.Grant{Name: name, Namespace: s.Namespace, Pod: p.exec.Pod, Owner: ownerRef(s)}); err != nil {
+			return err
+		}
+	}
+	if p.copyMethod == snapv1.CopyDirect && p.nfs == nil && p.exec == nil && moverjob.Colocates(p.repo.Spec.MoverDefaults) {
 		pl, err := f.directPlacement(ctx, s.Namespace, p.pvc)
 		if err != nil {
 			return err

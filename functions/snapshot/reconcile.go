@@ -17,6 +17,7 @@ import (
 	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/internal/conditions"
+	"github.com/snapflow/snapflow/internal/execgrant"
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/internal/mover"
@@ -525,6 +526,10 @@ func (f *Function) finalize(ctx context.Context, s *snapv1.Snapshot) error {
 	} else if err := f.reapProjection(ctx, s); err != nil {
 		return err
 	}
+	// A stream run's right to exec into its workload ends with it.
+	if err := execgrant.Revoke(ctx, f.Client, s.Namespace, jobNameOf(s)); err != nil {
+		return err
+	}
 	if err := f.emitResult(ctx, s); err != nil {
 		return err
 	}
@@ -594,7 +599,7 @@ func (p *runPlan) workSpec(s *snapv1.Snapshot) mover.WorkSpec {
 		Snapshot: &mover.SnapshotWork{
 			Source: p.source, Policy: kopia.PolicyFromSpec(&p.policy.Spec), PolicyName: p.policy.Name,
 			Tags: s.Spec.Tags, Description: desc, Pin: s.Spec.Pin, Meta: &p.meta,
-			CustomParameters: p.custom,
+			CustomParameters: p.custom, Stream: p.exec,
 		},
 	}
 	moverjob.CacheBudgets(&w, p.cache())

@@ -30,7 +30,7 @@ import (
 // pair. Admission refuses such Snapshots; one that got past it (webhook
 // bypassed) fails with a pointer to what expands a policy.
 func needsExpansion(s *snapv1.Snapshot, p *snapv1.SnapshotPolicy) bool {
-	oneSource := s.Spec.Source != nil || (len(p.Spec.Sources) == 1 && (p.Spec.Sources[0].PVC != nil || p.Spec.Sources[0].NFS != nil))
+	oneSource := s.Spec.Source != nil || (len(p.Spec.Sources) == 1 && p.Spec.Sources[0].PVCSelector == nil)
 	oneRepo := s.Spec.Repository != nil || len(validate.PolicyRefs(p)) == 1
 	return !oneSource || !oneRepo
 }

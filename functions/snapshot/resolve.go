@@ -276,8 +276,11 @@ func resolveIdentity(p *snapv1.SnapshotPolicy, r *RepositoryObject, src snapv1.S
 		return kopia.Source{}, err
 	}
 	path := identity.PVCSourcePath(src, p.Namespace, pvc)
-	if src.NFS != nil {
+	switch {
+	case src.NFS != nil:
 		path = identity.NFSSourcePath(src)
+	case src.Stream != nil:
+		path = identity.StreamSourcePath(src)
 	}
 	return kopia.Source{Username: id.Username, Hostname: id.Hostname, Path: path}, nil
 }

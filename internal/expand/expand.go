@@ -83,13 +83,13 @@ func Children(p *snapv1.SnapshotPolicy, base string, selected map[int][]string) 
 				sources = append(sources, src{ref: &snapv1.SnapshotSource{SourceIndex: int32(i), Target: snapv1.SnapshotTarget{PVC: snapv1.PVCTarget{Name: n}}}, marker: true})
 			}
 			grouped[int32(i)] = members > 1 && Grouped(p)
-		case s.NFS != nil && len(p.Spec.Sources) == 1:
+		case (s.NFS != nil || s.Stream != nil) && len(p.Spec.Sources) == 1:
 			// The policy's one source: its Snapshot needs no pin.
 			sources = append(sources, src{})
 		case s.NFS != nil:
 			return nil, fmt.Errorf("spec.sources[%d]: an nfs source must be the only source of its SnapshotPolicy, as a Snapshot cannot pin an export; move it to a policy of its own", i)
 		default:
-			return nil, fmt.Errorf("spec.sources[%d]: stream sources are not supported by snapflow's mover yet", i)
+			return nil, fmt.Errorf("spec.sources[%d]: a stream source must be the only source of its SnapshotPolicy, as a Snapshot cannot pin a stream; move it to a policy of its own", i)
 		}
 	}
 	repos := []*snapv1.RepositoryRef{nil}

@@ -164,8 +164,13 @@ func TestCapAndLongNames(t *testing.T) {
 	if _, err := Children(pol([]snapv1.Source{nfs, {PVC: &snapv1.LocalObjectRef{Name: "a"}}}, "r"), "b", nil); err == nil {
 		t.Fatal("an nfs source beside another must be refused: a Snapshot cannot pin it")
 	}
-	if _, err := Children(pol([]snapv1.Source{{Stream: &snapv1.StreamSource{FileName: "db.sql"}}}, "r"), "b", nil); err == nil {
-		t.Fatal("a stream source must be refused until the mover supports it")
+	stream := snapv1.Source{Stream: &snapv1.StreamSource{FileName: "db.sql"}}
+	cs, err = Children(pol([]snapv1.Source{stream}, "r"), "b", nil)
+	if err != nil || len(cs) != 1 || cs[0].Source != nil {
+		t.Fatalf("a stream policy's only source: %+v, %v; want one unpinned child", cs, err)
+	}
+	if _, err := Children(pol([]snapv1.Source{stream, {PVC: &snapv1.LocalObjectRef{Name: "a"}}}, "r"), "b", nil); err == nil {
+		t.Fatal("a stream source beside another must be refused: a Snapshot cannot pin it")
 	}
 }
 

@@ -132,6 +132,19 @@ func NFSSourcePath(src snapv1.Source) string {
 	return src.NFS.Path
 }
 
+// StreamSourcePath is the kopia path of a stream source: /stream/<fileName>,
+// unless sourcePathOverride replaces it. The snapshot's one file is
+// fileName, inside that path.
+func StreamSourcePath(src snapv1.Source) string {
+	if src.SourcePathOverride != nil {
+		return *src.SourcePathOverride
+	}
+	if src.Stream == nil {
+		return ""
+	}
+	return "/stream/" + src.Stream.FileName
+}
+
 // PVCSourcePath is the kopia path of a PVC source.
 func PVCSourcePath(src snapv1.Source, namespace, pvc string) string {
 	if src.SourcePathOverride != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/kopia/kopia/fs"
 	"github.com/kopia/kopia/fs/localfs"
+	"github.com/kopia/kopia/fs/virtualfs"
 	"github.com/kopia/kopia/repo"
 	"github.com/kopia/kopia/repo/logging"
 	"github.com/kopia/kopia/snapshot"
@@ -54,7 +56,10 @@ const (
 // SnapshotRequest is one snapshot to take.
 type SnapshotRequest struct {
 	// Dir is the directory to back up (the mounted source volume).
-	Dir    string
+	Dir string
+	// Stream, when set, is backed up instead of Dir: one file read from
+	// a command's output, never touching disk.
+	Stream *Stream
 	Source Source
 	Policy Policy
 	// PolicyName becomes the reserved kopiur:config tag.
@@ -68,6 +73,16 @@ type SnapshotRequest struct {
 	// Progress, when set, is called at most every ProgressInterval with the running totals.
 	Progress         func(Progress)
 	ProgressInterval time.Duration
+}
+
+// Stream is a stream source's file: Reader delivers the command's output
+// and Result, called once Reader is drained, whether the command
+// succeeded. A failed command never leaves a snapshot, whatever the
+// error-handling policy says: its output may be cut anywhere.
+type Stream struct {
+	Name   string
+	Reader io.ReadCloser
+	Result func() error
 }
 
 // Progress is the running state of an upload. Bytes count as they are
@@ -116,16 +131,13 @@ type SnapshotResult struct {
 func (r *Repo) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResult, error) {
 	var res SnapshotResult
 	defer req.Prefetch.Stop()
-	st, err := os.Stat(req.Dir)
+	dir, err := sourceRoot(req)
 	if err != nil {
-		return res, &Error{Class: ClassSourceMissing, Err: fmt.Errorf("source %s: %w", req.Dir, err)}
+		return res, err
 	}
-	if !st.IsDir() {
-		return res, &Error{Class: ClassSourceMissing, Err: fmt.Errorf("source %s is not a directory", req.Dir)}
-	}
-	dir, err := localfs.Directory(req.Dir)
-	if err != nil {
-		return res, classify(fmt.Errorf("read source %s: %w", req.Dir, err))
+	if req.Stream != nil {
+		// What the messages below name as the source.
+		req.Dir = "stream " + req.Stream.Name
 	}
 	tags, err := snapshotTags(req)
 	if err != nil {
@@ -205,6 +217,11 @@ func (r *Repo) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResul
 			return &Error{Class: ClassUploadLimit, Err: fmt.Errorf("the upload of %s stopped after %d MB, the limit spec.upload.limitMb (or --upload-limit-mb in spec.extraArgs) sets, before the snapshot was complete (%d bytes new); raise the limit or remove it, and the next run sends only what is still missing",
 				req.Dir, req.Policy.UploadLimitMB, res.Stats.BytesNew)}
 		}
+		if req.Stream != nil {
+			if err := req.Stream.Result(); err != nil {
+				return &Error{Class: ClassCommandFailed, Err: fmt.Errorf("the command of stream %s failed, so its output may be cut anywhere and no snapshot was saved: %w", req.Stream.Name, err)}
+			}
+		}
 		if n, first := prog.storageFailed(); n > 0 {
 			// Not the source's fault, so never a partial snapshot and never
 			// a hint to ignore file errors (which would turn the next outage
@@ -239,6 +256,29 @@ func (r *Repo) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResul
 	}
 	res.Stats.BytesNew = prog.bytesUploaded.Load()
 	return res, nil
+}
+
+// sourceRoot is the tree a run uploads: the source directory, or a
+// directory holding only a stream's file.
+func sourceRoot(req SnapshotRequest) (fs.Directory, error) {
+	if st := req.Stream; st != nil {
+		if st.Reader == nil || st.Result == nil || st.Name == "" {
+			return nil, &Error{Class: ClassInternal, Err: fmt.Errorf("a stream needs a name, a reader and a result")}
+		}
+		return virtualfs.NewStaticDirectory(req.Source.Path, []fs.Entry{virtualfs.StreamingFileFromReader(st.Name, st.Reader)}), nil
+	}
+	st, err := os.Stat(req.Dir)
+	if err != nil {
+		return nil, &Error{Class: ClassSourceMissing, Err: fmt.Errorf("source %s: %w", req.Dir, err)}
+	}
+	if !st.IsDir() {
+		return nil, &Error{Class: ClassSourceMissing, Err: fmt.Errorf("source %s is not a directory", req.Dir)}
+	}
+	dir, err := localfs.Directory(req.Dir)
+	if err != nil {
+		return nil, classify(fmt.Errorf("read source %s: %w", req.Dir, err))
+	}
+	return dir, nil
 }
 
 func samePolicy(a, b *policy.Policy) bool {

@@ -378,7 +378,10 @@ const (
 	// ClassUploadLimit: the run stopped at upload.limitMb before the
 	// snapshot was whole, as kopia's --upload-limit-mb does.
 	ClassUploadLimit = "UploadLimitReached"
-	ClassInternal    = "Internal"
+	// ClassCommandFailed: a stream source's command, or a streamExec
+	// restore's, exited non-zero or could not be run.
+	ClassCommandFailed = "CommandFailed"
+	ClassInternal      = "Internal"
 )
 
 // Error is an engine error with a class and whether a retry may help.
@@ -412,6 +415,8 @@ func (e *Error) Hint() string {
 		return "the SSH server's host key does not match the known_hosts entries in the auth Secret (KOPIA_SFTP_KNOWN_HOSTS_DATA): check that the host is the right one, then update the entry"
 	case ClassSourceMissing:
 		return "the source directory is not there: check that the PVC is mounted and holds data"
+	case ClassCommandFailed:
+		return "the workload command failed (its stderr ends the message): run it by hand with kubectl exec, fix it or the workload, and run again"
 	}
 	return ""
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/snapflow/snapflow/internal/identity"
 	"github.com/snapflow/snapflow/internal/kopia"
 )
@@ -41,6 +43,9 @@ type Options struct {
 	ProgressInterval time.Duration
 	// PollInterval is how often a restore waiting for its snapshot re-lists.
 	PollInterval time.Duration
+	// KubeConfig reaches the API server for a workload command (a stream
+	// source, a streamExec restore), as the run's ServiceAccount.
+	KubeConfig func() (*rest.Config, error)
 }
 
 // Result is the outcome of a snapshot run.
@@ -246,13 +251,25 @@ func run(ctx context.Context, o Options, start time.Time) (string, error) {
 		open.Username, open.Hostname = s.Source.Username, s.Source.Hostname
 		// List the source while the repository opens (key derivation
 		// keeps one core busy); the snapshot takes over what is listed.
-		pf := kopia.StartPrefetch(o.SourceDir)
-		defer pf.Stop()
+		var pf *kopia.Prefetch
+		if s.Stream == nil {
+			pf = kopia.StartPrefetch(o.SourceDir)
+			defer pf.Stop()
+		}
 		r, err := kopia.Open(ctx, open)
 		if err != nil {
 			return "", err
 		}
 		defer r.Close(ctx)
+		var stream *kopia.Stream
+		if s.Stream != nil {
+			// Started once the repository opens: a run that cannot write
+			// never makes the workload dump.
+			if stream, err = startStream(ctx, o, s.Stream); err != nil {
+				return "", err
+			}
+			defer stream.Reader.Close()
+		}
 		tags := map[string]string{}
 		for k, v := range s.Tags {
 			tags[k] = v
@@ -261,7 +278,7 @@ func run(ctx context.Context, o Options, start time.Time) (string, error) {
 			tags["custom."+k] = fmt.Sprint(v)
 		}
 		res, err := r.Snapshot(ctx, kopia.SnapshotRequest{
-			Dir: o.SourceDir, Source: s.Source, Policy: s.Policy, PolicyName: s.PolicyName,
+			Dir: o.SourceDir, Stream: stream, Source: s.Source, Policy: s.Policy, PolicyName: s.PolicyName,
 			Meta: s.Meta, Tags: tags, Description: s.Description, Pin: s.Pin, Prefetch: pf,
 			Progress:         func(p kopia.Progress) { _ = o.Reporter.Progress(ctx, p) },
 			ProgressInterval: o.ProgressInterval,

@@ -119,6 +119,30 @@ type SnapshotWork struct {
 	// CustomParameters come from a volume policy's custom action; the mover
 	// logs them and records them on the snapshot as tags under "custom.".
 	CustomParameters map[string]any `json:"customParameters,omitempty"`
+	// Stream, for a stream source, is the command whose output is the
+	// snapshot's one file; nothing is mounted.
+	Stream *ExecWork `json:"stream,omitempty"`
+}
+
+// ExecWork is a command the mover runs in a workload's container through
+// pods/exec. The function resolved the pod and granted the mover's
+// ServiceAccount exec into that pod alone, for this run.
+type ExecWork struct {
+	Namespace string   `json:"namespace"`
+	Pod       string   `json:"pod"`
+	Container string   `json:"container"`
+	Command   []string `json:"command"`
+	// FileName is the stream's file in the snapshot.
+	FileName string `json:"fileName"`
+	// TimeoutSeconds bounds the command (0: no bound but the Job's).
+	TimeoutSeconds int64 `json:"timeoutSeconds,omitempty"`
+}
+
+func (e *ExecWork) check(field string) error {
+	if e.Namespace == "" || e.Pod == "" || e.Container == "" || len(e.Command) == 0 || e.FileName == "" {
+		return fmt.Errorf("work spec: %s needs namespace, pod, container, command and fileName", field)
+	}
+	return nil
 }
 
 // DeleteMember is one Snapshot whose kopia snapshot a delete run removes.
@@ -203,6 +227,14 @@ func Parse(b []byte) (*WorkSpec, error) {
 	case OpSnapshot:
 		if w.Snapshot == nil {
 			return nil, fmt.Errorf("work spec: operation snapshot needs a snapshot section")
+		}
+		if st := w.Snapshot.Stream; st != nil {
+			if err := st.check("snapshot.stream"); err != nil {
+				return nil, err
+			}
+			if st.Namespace != w.Target.Namespace {
+				return nil, fmt.Errorf("work spec: snapshot.stream runs in namespace %s, not the target's %s", st.Namespace, w.Target.Namespace)
+			}
 		}
 	case OpBootstrap:
 	case OpProbe:

@@ -63,7 +63,12 @@ type Params struct {
 	Labels          map[string]string
 	Image           string
 	ServiceAccount  string
-	Work            mover.WorkSpec
+	// ExecAccount, for a run that runs a workload command (a stream
+	// source, a streamExec restore), replaces ServiceAccount: the run's own
+	// account, whose token the pod mounts and which may exec into the one
+	// pod the command runs in, for this run only.
+	ExecAccount string
+	Work        mover.WorkSpec
 	// PasswordSecret holds the kopia password under PasswordKey.
 	PasswordSecret, PasswordKey string
 	// CredentialsSecret holds the backend's credentials: the keys
@@ -317,6 +322,12 @@ func render(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {
 		job.Spec.Template.Spec.NodeSelector = d.NodeSelector
 		job.Spec.Template.Spec.Tolerations = d.Tolerations
 		job.Spec.Template.Spec.Affinity = d.Affinity
+	}
+	if p.ExecAccount != "" {
+		// Only a workload command needs the API server: its token may exec
+		// into one pod, and the function revokes that when the run ends.
+		job.Spec.Template.Spec.ServiceAccountName = p.ExecAccount
+		job.Spec.Template.Spec.AutomountServiceAccountToken = ptr(true)
 	}
 	place(&job.Spec.Template.Spec, p.Placement)
 	return job, cm, nil

@@ -9,11 +9,11 @@ import (
 	"github.com/snapflow/snapflow/api/wellknown"
 )
 
-// A runJob hook makes a Job and a workloadExec hook execs into a pod, both
-// created by the snapshot function with its own rights. So that a hook
-// never lends those rights to someone who may only edit SnapshotPolicies,
-// admission records who set the hooks and the function checks, each time a
-// hook runs, that this user may do what the hook does.
+// A runJob hook makes a Job, and a workloadExec hook and a stream source
+// exec into a pod, all with rights snapflow lends. So that they never lend
+// those rights to someone who may only edit SnapshotPolicies, admission
+// records who set them and the function checks, each time one runs, that
+// this user may do what it does.
 
 // HooksAuthor is the user a policy's runJob and workloadExec hooks act for.
 type HooksAuthor struct {
@@ -38,6 +38,12 @@ func RightedHooks(p *snapv1.SnapshotPolicy) []snapv1.Hook {
 	return out
 }
 
+// HasStream says whether p has a stream source, whose command the mover
+// runs in the workload with its author's rights.
+func HasStream(p *snapv1.SnapshotPolicy) bool {
+	return slices.ContainsFunc(p.Spec.Sources, func(s snapv1.Source) bool { return s.Stream != nil })
+}
+
 // ExpectedHooksAuthor is the hooks-author annotation p must carry once user
 // has written it over old (nil on CREATE), or "" for none. Whoever writes a
 // policy with such hooks becomes their author, so the hooks run only while
@@ -46,7 +52,7 @@ func RightedHooks(p *snapv1.SnapshotPolicy) []snapv1.Hook {
 // annotation will do). A controller (snapflow's own functions, adding a
 // finalizer) never becomes an author: its writes keep what was there.
 func ExpectedHooksAuthor(old, p *snapv1.SnapshotPolicy, user HooksAuthor, controller bool) (string, error) {
-	if len(RightedHooks(p)) == 0 {
+	if len(RightedHooks(p)) == 0 && !HasStream(p) {
 		return "", nil
 	}
 	if controller {
@@ -73,7 +79,7 @@ func HooksAuthorProblem(old, p *snapv1.SnapshotPolicy, user HooksAuthor, control
 	}
 	if got := p.Annotations[wellknown.AnnotationHooksAuthor]; got != want {
 		r.Also(fieldErr("metadata.annotations["+wellknown.AnnotationHooksAuthor+"]",
-			"is set by admission to the user who set this policy's runJob and workloadExec hooks, whose rights those hooks run with; leave it as it is (remove it from your manifest)"))
+			"is set by admission to the user who set this policy's runJob and workloadExec hooks and stream sources, whose rights those run with; leave it as it is (remove it from your manifest)"))
 	}
 	return r
 }
@@ -83,7 +89,7 @@ func ParseHooksAuthor(p *snapv1.SnapshotPolicy) (HooksAuthor, error) {
 	var a HooksAuthor
 	v := p.Annotations[wellknown.AnnotationHooksAuthor]
 	if v == "" {
-		return a, fmt.Errorf("SnapshotPolicy %s/%s does not record who set its runJob and workloadExec hooks (annotation %s, which admission sets); apply the policy again so admission records you", p.Namespace, p.Name, wellknown.AnnotationHooksAuthor)
+		return a, fmt.Errorf("SnapshotPolicy %s/%s does not record who set its runJob and workloadExec hooks and stream sources (annotation %s, which admission sets); apply the policy again so admission records you", p.Namespace, p.Name, wellknown.AnnotationHooksAuthor)
 	}
 	if err := json.Unmarshal([]byte(v), &a); err != nil || a.Username == "" {
 		return a, fmt.Errorf("SnapshotPolicy %s/%s: annotation %s is not a user admission wrote (%v); apply the policy again so admission records you", p.Namespace, p.Name, wellknown.AnnotationHooksAuthor, err)

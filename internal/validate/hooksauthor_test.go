@@ -22,6 +22,10 @@ func TestHooksAuthor(t *testing.T) {
 	job := snapv1.Hook{RunJob: &snapv1.RunJobHook{}}
 	exec := snapv1.Hook{WorkloadExec: &snapv1.WorkloadExecHook{}}
 	http := snapv1.Hook{HTTPRequest: &snapv1.HTTPRequestHook{URL: "https://example.invalid"}}
+	withStream := func(p *snapv1.SnapshotPolicy) *snapv1.SnapshotPolicy {
+		p.Spec.Sources = []snapv1.Source{streamSource("dump.sql")}
+		return p
+	}
 	tests := []struct {
 		name       string
 		old, p     *snapv1.SnapshotPolicy
@@ -31,6 +35,7 @@ func TestHooksAuthor(t *testing.T) {
 		{"a runJob hook gets its writer", nil, withHooks("", job), false, aliceJSON},
 		{"so does a workloadExec hook", nil, withHooks("", http, exec), false, aliceJSON},
 		{"an httpRequest hook needs no rights", nil, withHooks("", http), false, ""},
+		{"a stream source gets its writer", nil, withStream(withHooks("", http)), false, aliceJSON},
 		{"no hooks, no author: a stale one goes", withHooks(`{"username":"bob"}`, job), withHooks(`{"username":"bob"}`), false, ""},
 		{"any write makes the writer the author", withHooks(`{"username":"bob"}`, job), withHooks(`{"username":"bob"}`, job), false, aliceJSON},
 		{"a forged author is replaced", nil, withHooks(`{"username":"admin"}`, job), false, aliceJSON},

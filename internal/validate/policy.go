@@ -208,6 +208,9 @@ func source(s *snapv1.SnapshotPolicySpec, src snapv1.Source, streams, total int)
 		}
 	case src.Stream != nil:
 		errs = errs.Also(stream(src, streams, total, hasVSC))
+		if m := s.Mover; m != nil && m.InheritSecurityContextFrom != nil {
+			errs = errs.Also(fieldErr("stream", "spec.mover.inheritSecurityContextFrom gives the mover the identity that reads a volume's files, and a stream source has none: the command runs in the workload as the workload's own user. Remove inheritSecurityContextFrom"))
+		}
 	}
 	if s.CopyMethod == snapv1.CopyDirect && readOnlyFalse && src.NFS == nil && src.Stream == nil &&
 		(src.AcknowledgeLiveMutation == nil || !*src.AcknowledgeLiveMutation) {

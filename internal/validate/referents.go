@@ -179,7 +179,7 @@ func addresses(p *snapv1.SnapshotPolicy, id identity.Identity) map[string]bool {
 		case src.NFS != nil:
 			path = identity.NFSSourcePath(src)
 		case src.Stream != nil:
-			path = "/stream/" + src.Stream.FileName
+			path = identity.StreamSourcePath(src)
 		default:
 			path = fmt.Sprintf("<selector %d, %s>", i, src.SourcePathStrategy)
 		}

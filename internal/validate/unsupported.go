@@ -133,8 +133,8 @@ func RepositoryUnsupported(prev, cur *snapv1.RepositorySpec, cluster bool) Resul
 }
 
 // PolicyUnsupported is RepositoryUnsupported for a SnapshotPolicy: its
-// adoption, stream sources, which the mover cannot read yet, and an nfs
-// source beside others, which a Snapshot could not pin.
+// adoption, and an nfs source beside others, which a Snapshot could not
+// pin.
 func PolicyUnsupported(prev, cur *snapv1.SnapshotPolicySpec) Result {
 	var r Result
 	refuse := func(path, why string, stored bool) {
@@ -161,10 +161,6 @@ func PolicyUnsupported(prev, cur *snapv1.SnapshotPolicySpec) Result {
 			// PVC (spec.source.target.pvc), which an export does not have.
 			refuse(fmt.Sprintf("spec.sources[%d].nfs", i), fmt.Sprintf("an nfs source must be the only source of its SnapshotPolicy in snapflow, but this one has %d; move the export to a SnapshotPolicy of its own (it may share the repository)", len(cur.Sources)),
 				prev != nil && len(prev.Sources) > 1 && stored(func(p snapv1.Source) bool { return reflect.DeepEqual(p.NFS, src.NFS) }))
-		}
-		if src.Stream != nil {
-			refuse(fmt.Sprintf("spec.sources[%d].stream", i), "snapflow's mover cannot snapshot a command's output yet, so every run of this source would fail; dump into a PVC with a beforeSnapshot runJob hook and back that up",
-				stored(func(p snapv1.Source) bool { return reflect.DeepEqual(p.Stream, src.Stream) }))
 		}
 	}
 	return r

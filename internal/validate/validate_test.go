@@ -129,6 +129,10 @@ func TestSnapshotPolicyRules(t *testing.T) {
 			p.Spec.Sources[0] = streamSource("dump.sql")
 			p.Spec.VolumeSnapshotClassName = ptr.To("csi")
 		}, "spec.sources[0].stream", "never CSI-snapshotted", admission},
+		{"rule 11: stream with an inherited identity", func(p *snapv1.SnapshotPolicy) {
+			p.Spec.Sources[0] = streamSource("dump.sql")
+			p.Spec.Mover = &snapv1.MoverSpec{InheritSecurityContextFrom: &snapv1.InheritSecurityContextFrom{WorkloadSelector: &snapv1.WorkloadSelector{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "pg"}}}}}
+		}, "spec.sources[0].stream", "Remove inheritSecurityContextFrom", admission},
 		{"rule 11: stream with sourcePathStrategy", func(p *snapv1.SnapshotPolicy) {
 			s := streamSource("dump.sql")
 			s.SourcePathStrategy = snapv1.SourcePathPvcNamespacedName

@@ -66,6 +66,15 @@ because the functions act on snapflow objects in every namespace. Notes:
 - apiGroups: [""]
   resources: ["pods/exec"]
   verbs: ["get", "create"]
+# Stream sources: each run gets its own ServiceAccount, and a Role and
+# RoleBinding letting it exec into the one pod its command runs in; all
+# three go when the run ends.
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  verbs: ["get", "create", "delete"]
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["roles", "rolebindings"]
+  verbs: ["get", "create", "update", "delete"]
 {{- end }}
 # Work-spec ConfigMaps (a bootstrap's is replaced, never updated), recipe and global volume policies.
 - apiGroups: [""]

@@ -1,0 +1,130 @@
+package mover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/snapflow/snapflow/internal/kopia"
+	"github.com/snapflow/snapflow/internal/podexec"
+)
+
+// stderrTail is how much of a command's stderr a failure quotes.
+const stderrTail = 1024
+
+// execRun is a command running in a workload container, its output or
+// input a pipe the upload or restore drains or fills.
+type execRun struct {
+	work   *ExecWork
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+	stderr tailWriter
+}
+
+// startStream runs the stream command and returns its stdout as a kopia
+// stream. The reader ends with EOF only once the command has exited 0;
+// closing it early stops the command.
+func startStream(ctx context.Context, o Options, w *ExecWork) (*kopia.Stream, error) {
+	pr, pw := io.Pipe()
+	r, err := startExec(ctx, o, w, podexec.Request{Stdout: pw}, func(err error) { pw.CloseWithError(err) })
+	if err != nil {
+		return nil, err
+	}
+	return &kopia.Stream{Name: w.FileName, Reader: &stopOnClose{PipeReader: pr, stop: r.cancel}, Result: r.result}, nil
+}
+
+// startExec starts w in the background; end is called with the command's
+// outcome (nil for exit 0) when it is over.
+func startExec(ctx context.Context, o Options, w *ExecWork, req podexec.Request, end func(error)) (*execRun, error) {
+	if o.KubeConfig == nil {
+		return nil, &kopia.Error{Class: kopia.ClassInternal, Err: errors.New("the mover has no Kubernetes client configuration to run the workload command with")}
+	}
+	cfg, err := o.KubeConfig()
+	if err != nil {
+		return nil, &kopia.Error{Class: kopia.ClassInvalidConfig, Err: fmt.Errorf("the mover cannot reach the API server to run the workload command (its ServiceAccount token is missing?): %w", err)}
+	}
+	r := &execRun{work: w, done: make(chan struct{}), stderr: tailWriter{max: stderrTail}}
+	if w.TimeoutSeconds > 0 {
+		ctx, r.cancel = context.WithTimeout(ctx, time.Duration(w.TimeoutSeconds)*time.Second)
+	} else {
+		ctx, r.cancel = context.WithCancel(ctx)
+	}
+	req.Namespace, req.Pod, req.Container, req.Command, req.Stderr = w.Namespace, w.Pod, w.Container, w.Command, &r.stderr
+	go func() {
+		defer close(r.done)
+		err := podexec.Run(ctx, cfg, req)
+		r.err = r.describe(err, ctx.Err())
+		end(r.err)
+	}()
+	return r, nil
+}
+
+// result waits for the command and says how it ended.
+func (r *execRun) result() error {
+	<-r.done
+	r.cancel()
+	return r.err
+}
+
+func (r *execRun) describe(err, ctxErr error) error {
+	if err == nil {
+		return nil
+	}
+	what := fmt.Sprintf("%q in pod %s/%s, container %s", strings.Join(r.work.Command, " "), r.work.Namespace, r.work.Pod, r.work.Container)
+	var msg string
+	if code, ok := podexec.ExitCode(err); ok {
+		msg = fmt.Sprintf("%s exited with code %d", what, code)
+	} else if errors.Is(ctxErr, context.DeadlineExceeded) {
+		msg = fmt.Sprintf("%s did not finish within its timeout of %s", what, time.Duration(r.work.TimeoutSeconds)*time.Second)
+	} else {
+		msg = fmt.Sprintf("%s could not be run: %v", what, err)
+	}
+	if t := strings.TrimSpace(r.stderr.String()); t != "" {
+		msg += "; stderr: " + t
+	}
+	return errors.New(msg)
+}
+
+// stopOnClose stops the command when the upload stops reading early.
+type stopOnClose struct {
+	*io.PipeReader
+	stop context.CancelFunc
+}
+
+func (s *stopOnClose) Close() error {
+	s.stop()
+	return s.PipeReader.Close()
+}
+
+// tailWriter keeps the last max bytes written to it.
+type tailWriter struct {
+	mu   sync.Mutex
+	max  int
+	buf  []byte
+	more bool
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf, t.more = append(t.buf[:0], t.buf[over:]...), true
+	}
+	return len(p), nil
+}
+
+func (t *tailWriter) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := string(t.buf)
+	if t.more {
+		s = "…" + s
+	}
+	return s
+}
