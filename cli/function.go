@@ -74,7 +74,7 @@ func (f *functionFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.deleteWindow, "delete-window", 10*time.Second, "cleanup: quiet period after the newest deletion before a repository's deletion batch starts")
 	fl.StringArrayVar(&f.hookDeny, "hook-deny-cidr", nil, "snapshot: a range httpRequest hooks may not connect to, beyond those always refused (loopback, link-local, cloud metadata, and the ServiceCIDRs, node pod ranges and node addresses read from the API server); repeatable")
 	fl.BoolVar(&f.progress, "progress", true, "snapshot, restore: read running movers' logs (pods/log) into status.progress")
-	fl.BoolVar(&f.workloadExecHooks, "workload-exec-hooks", false, "snapshot: run workloadExec hooks (needs pods/exec in every namespace; without it they fail, saying so)")
+	fl.BoolVar(&f.workloadExecHooks, "workload-exec-hooks", false, "snapshot, restore: run workloadExec hooks, stream sources and streamExec restores (needs pods/exec in every namespace; without it they fail, saying so)")
 	fl.StringArrayVar(&f.hookAllow, "hook-allow-cidr", nil, "snapshot: a range httpRequest hooks may connect to despite every refusal (repeatable)")
 	fl.StringVar(&f.maintQuick, "default-maintenance-quick", maintkernel.KopiaCadence.Quick, "maintenance: cron of the quick runs of a repository's default Maintenance, when its spec.maintenance.schedule names none (H: a minute stable per repository)")
 	fl.StringVar(&f.maintFull, "default-maintenance-full", maintkernel.KopiaCadence.Full, "maintenance: cron of the full runs (garbage collection) of a repository's default Maintenance, when its spec.maintenance.schedule names none")
@@ -191,7 +191,7 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 		case "restore":
 			fn := &restore.Function{Client: c, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,
 				Emitter: emitter, Recorder: recorder("snapflow-restore"), Access: cs.AuthorizationV1().SubjectAccessReviews(),
-				Logs: logs}
+				Logs: logs, WorkloadExec: f.workloadExecHooks}
 			out = append(out, runtime.Function{Name: n, Handle: fn.Handle, Requests: []string{events.RestoreRequested}})
 		case "maintenance":
 			for flag, v := range map[string]string{"--default-maintenance-quick": f.maintQuick, "--default-maintenance-full": f.maintFull} {

@@ -20,7 +20,7 @@ import (
 
 func newMoverCmd() *cobra.Command {
 	var o struct {
-		work, source, repoRoot, caFile, cacheDir, configDir, termLog, statusFile, cpuProfile string
+		work, digest, source, repoRoot, caFile, cacheDir, configDir, termLog, statusFile, cpuProfile string
 	}
 	cmd := &cobra.Command{
 		Use:   "mover",
@@ -52,6 +52,9 @@ mover Job's pod failure policy takes as final.`,
 			b, err := os.ReadFile(o.work)
 			if err != nil {
 				return fmt.Errorf("read the work spec: %w", err)
+			}
+			if o.digest != "" && mover.Digest(b) != o.digest {
+				return fmt.Errorf("the work spec %s is not the one the function wrote for this Job (digest %s, want %s): its ConfigMap was changed or made by someone else; delete the run's ConfigMap and run it again", o.work, mover.Digest(b), o.digest)
 			}
 			spec, err := mover.Parse(b)
 			if err != nil {
@@ -94,6 +97,7 @@ mover Job's pod failure policy takes as final.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.work, "work", "/etc/snapflow/work/"+mover.WorkSpecKey, "the work spec file")
+	f.StringVar(&o.digest, "work-digest", "", "refuse a work spec whose sha256 differs (sha256:<hex>), as a Job's is fixed when it is made")
 	f.StringVar(&o.source, "source", moverjob.SourceDir, "where the source volume is mounted")
 	f.StringVar(&o.repoRoot, "repository-root", "", "where a filesystem repository's volume is mounted")
 	f.StringVar(&o.caFile, "ca-file", "", "PEM CA bundle for the S3 endpoint")

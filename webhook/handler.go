@@ -125,6 +125,10 @@ func (h *Handler) handle(ctx context.Context, req admission.Request) admission.R
 		was, _ := old.(*snapv1.SnapshotPolicy)
 		r.Merge(validate.HooksAuthorProblem(was, p, authorOf(req), h.Controllers[req.UserInfo.Username]))
 	}
+	if rs, ok := obj.(*snapv1.Restore); ok && req.SubResource == "" {
+		was, _ := old.(*snapv1.Restore)
+		r.Merge(validate.RestoreAuthorProblem(was, rs, authorOf(req), h.Controllers[req.UserInfo.Username]))
+	}
 	if r.OK() {
 		return admission.Allowed("").WithWarnings(r.Warnings...)
 	}

@@ -50,6 +50,9 @@ type Function struct {
 	Access runtime.AccessReviewer
 	// Logs reads running movers' logs for status.progress (none: no progress).
 	Logs jobwatch.LogReader
+	// WorkloadExec lets streamExec restores run: the operator's opt-in
+	// (--workload-exec-hooks), as they need pods/exec.
+	WorkloadExec bool
 }
 
 func (f *Function) now() time.Time { return runtime.Now(f.Now) }

@@ -21,7 +21,7 @@ import (
 
 // build renders the restore's mover Job and work spec through the privilege
 // gate: a mover the namespace does not allow is a *privilege.NotPermitted.
-func (f *Function) build(ctx context.Context, rs *snapv1.Restore, res *resolution, repo *snapshot.RepositoryObject, mv *snapv1.MoverSpec, pvc, name string) (*batchv1.Job, *corev1.ConfigMap, error) {
+func (f *Function) build(ctx context.Context, rs *snapv1.Restore, res *resolution, repo *snapshot.RepositoryObject, mv *snapv1.MoverSpec, tgt *targetPlan, name string) (*batchv1.Job, *corev1.ConfigMap, error) {
 	work, mounts, err := snapshot.RepositoryWork(repo.Ref, repo.Obj, repo.Spec)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", repo.Key(), err)
@@ -35,7 +35,11 @@ func (f *Function) build(ctx context.Context, rs *snapv1.Restore, res *resolutio
 		return nil, nil, err
 	}
 	rw := &mover.RestoreWork{SnapshotID: res.snapshotID, Query: res.query, OnMissing: string(restoreplan.OnMissing(rs)),
-		WaitTimeoutSeconds: int64(wait / time.Second), Options: restoreplan.Options(rs.Spec.Options), Nothing: res.missing}
+		WaitTimeoutSeconds: int64(wait / time.Second), Options: restoreplan.Options(rs.Spec.Options), Nothing: res.missing, Stream: tgt.exec}
+	account := ""
+	if tgt.exec != nil {
+		account = name
+	}
 	spec := mover.WorkSpec{Operation: mover.OpRestore, Target: mover.Target{Kind: "Restore", Namespace: rs.Namespace, Name: rs.Name, UID: string(rs.UID)},
 		Repository: work, Restore: rw}
 	c := moverjob.EffectiveCache(mv, repo.Spec.MoverDefaults)
@@ -49,7 +53,7 @@ func (f *Function) build(ctx context.Context, rs *snapv1.Restore, res *resolutio
 		PasswordSecret: repo.Spec.Encryption.PasswordSecretRef.Name, PasswordKey: repo.Spec.Encryption.PasswordSecretRef.Key,
 		CredentialsSecret: mounts.Credentials, CABundle: mounts.CABundle,
 		// A restore's cache is its own (never a backup's Persistent one).
-		SourceClaim: pvc, SourceReadOnly: false, Cache: c,
+		SourceClaim: tgt.mount, SourceReadOnly: false, Cache: c, ExecAccount: account,
 		RepositoryClaim: mounts.RepoClaim, RepositoryNFS: mounts.RepoNFS, RepositoryHost: mounts.HostPath,
 		RepositoryHostTrusted: mounts.HostTrusted,
 		Mover:                 mv, Defaults: repo.Spec.MoverDefaults, FailurePolicy: rs.Spec.FailurePolicy,

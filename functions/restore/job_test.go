@@ -68,7 +68,7 @@ func TestRestoreJobTakesASlotAndWritesTheTarget(t *testing.T) {
 	f := &Function{MoverImage: "img"}
 	// No client: a default restore mover needs no namespace opt-in, so the
 	// gate never reads one.
-	job, cm, err := f.build(context.Background(), rs, &resolution{repo: repo.Ref, snapshotID: "k1"}, repo, rs.Spec.Mover, "t", "r-job")
+	job, cm, err := f.build(context.Background(), rs, &resolution{repo: repo.Ref, snapshotID: "k1"}, repo, rs.Spec.Mover, &targetPlan{mount: "t"}, "r-job")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestRestoreJobTakesASlotAndWritesTheTarget(t *testing.T) {
 
 	// The Restore's own cache budgets reach kopia.
 	mv := &snapv1.MoverSpec{Cache: &snapv1.MoverCache{ContentCacheSizeMb: ptr(int64(64)), MetadataCacheSizeMb: ptr(int64(32))}}
-	_, cm, err = f.build(context.Background(), rs, &resolution{repo: repo.Ref, snapshotID: "k1"}, repo, mv, "t", "r-job")
+	_, cm, err = f.build(context.Background(), rs, &resolution{repo: repo.Ref, snapshotID: "k1"}, repo, mv, &targetPlan{mount: "t"}, "r-job")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/conditions"
 	"github.com/snapflow/snapflow/internal/jobwatch"
+	"github.com/snapflow/snapflow/internal/execgrant"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
 	"github.com/snapflow/snapflow/internal/privilege"
@@ -39,6 +40,9 @@ const (
 	ReasonMoverStarted         = "MoverStarted"
 	ReasonUnsupported          = "Unsupported"
 	ReasonSnapshotMissing      = "SnapshotMissing"
+	// ReasonExecNotGranted: a streamExec restore may not exec into its
+	// workload.
+	ReasonExecNotGranted = "ExecNotGranted"
 )
 
 // Reconcile moves one Restore forward: resolve, prepare the target, start
@@ -75,7 +79,11 @@ func (f *Function) start(ctx context.Context, rs *snapv1.Restore, jobName string
 		return f.fail(ctx, rs, ReasonInvalidSpec, fmt.Sprintf("the Restore is invalid: %v", res.Errs))
 	}
 	if rs.Spec.Target.StreamExec != nil {
-		return f.fail(ctx, rs, ReasonUnsupported, "snapflow restores into a PVC: use spec.target.pvc (a new PVC), spec.target.pvcRef (an existing one) or spec.target.populator (a PVC naming this Restore in dataSourceRef); target.streamExec is not supported yet")
+		if msg, err := f.streamRefused(ctx, rs); err != nil {
+			return err
+		} else if msg != "" {
+			return f.fail(ctx, rs, ReasonExecNotGranted, msg)
+		}
 	}
 	out, err := f.pinned(ctx, rs)
 	if err != nil {
@@ -138,7 +146,7 @@ func (f *Function) start(ctx context.Context, rs *snapv1.Restore, jobName string
 	if err != nil {
 		return err
 	}
-	job, cm, err := f.build(ctx, rs, res, repo, mv, pvc, jobName)
+	job, cm, err := f.build(ctx, rs, res, repo, mv, tgt, jobName)
 	if errors.Is(err, privilege.ErrNotPermitted) {
 		return f.hold(ctx, rs, ReasonNotPermitted, err.Error())
 	} else if err != nil {
@@ -151,6 +159,15 @@ func (f *Function) start(ctx context.Context, rs *snapv1.Restore, jobName string
 	}
 	if err := f.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create the work spec ConfigMap: %w", err)
+	}
+	if tgt.exec != nil {
+		// Granted last, so that no refusal above leaves it behind.
+		err := execgrant.Ensure(ctx, f.Client, execgrant.Grant{Name: jobName, Namespace: rs.Namespace, Pod: tgt.exec.Pod, Owner: job.OwnerReferences[0]})
+		if errors.Is(err, execgrant.ErrGrant) {
+			return f.hold(ctx, rs, ReasonExecNotGranted, err.Error())
+		} else if err != nil {
+			return err
+		}
 	}
 	if err := f.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create the mover job: %w", err)
@@ -217,9 +234,11 @@ func pin(st *snapv1.RestoreStatus, rs *snapv1.Restore, res *resolution, now time
 	}
 }
 
-// targetPlan is the PVC the mover writes into and what status reports.
+// targetPlan is the PVC the mover writes into and what status reports,
+// or the command a streamExec restore pipes into.
 type targetPlan struct {
 	mount  string
+	exec   *mover.ExecWork
 	status snapv1.RestoreTargetStatus
 }
 
@@ -227,6 +246,9 @@ type targetPlan struct {
 // restore waits (or, for a conflict, fails).
 func (f *Function) target(ctx context.Context, rs *snapv1.Restore) (*targetPlan, string, string, error) {
 	t := rs.Spec.Target
+	if t.StreamExec != nil {
+		return f.streamTarget(ctx, rs)
+	}
 	if t.Populator != nil {
 		user, reason, msg, err := f.populated(ctx, rs)
 		if err != nil || reason != "" {
@@ -410,6 +432,10 @@ func finalized(rs *snapv1.Restore) bool {
 // finalize publishes a finished restore: the work spec goes, the CloudEvent
 // and a Kubernetes Event go out, and Ready tells the outcome.
 func (f *Function) finalize(ctx context.Context, rs *snapv1.Restore) error {
+	// A streamExec run's right to exec into its workload ends with it.
+	if err := execgrant.Revoke(ctx, f.Client, rs.Namespace, moverjob.Name(rs.Name, string(rs.UID))); err != nil {
+		return err
+	}
 	if rs.Spec.Target.Populator != nil && rs.Status.Phase == snapv1.RestoreCompleted {
 		if done, err := f.handOver(ctx, rs); err != nil || !done {
 			return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -473,9 +474,6 @@ func (f *Function) createJob(ctx context.Context, s *snapv1.Snapshot, p *runPlan
 	}
 	if p.exec != nil {
 		params.ExecAccount = name
-		if err := execgrant.Ensure(ctx, f.Client, execgrant.Grant{Name: name, Namespace: s.Namespace, Pod: p.exec.Pod, Owner: ownerRef(s)}); err != nil {
-			return err
-		}
 	}
 	if p.copyMethod == snapv1.CopyDirect && p.nfs == nil && p.exec == nil && moverjob.Colocates(p.repo.Spec.MoverDefaults) {
 		pl, err := f.directPlacement(ctx, s.Namespace, p.pvc)
@@ -494,10 +492,33 @@ func (f *Function) createJob(ctx context.Context, s *snapv1.Snapshot, p *runPlan
 	if err := f.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create the work spec ConfigMap: %w", err)
 	}
+	if p.exec != nil {
+		// Granted last, so that no refusal above leaves it behind.
+		if err := execgrant.Ensure(ctx, f.Client, execgrant.Grant{Name: name, Namespace: s.Namespace, Pod: p.exec.Pod, Owner: ownerRef(s),
+			ImagePullSecrets: f.moverPullSecrets(ctx, s.Namespace)}); err != nil {
+			return err
+		}
+	}
 	if err := f.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+		if p.exec != nil {
+			err = errors.Join(err, execgrant.Revoke(ctx, f.Client, s.Namespace, name))
+		}
 		return fmt.Errorf("create the mover job: %w", err)
 	}
 	return nil
+}
+
+// moverPullSecrets are the image pull secrets of the mover ServiceAccount
+// in ns, which a run's own ServiceAccount needs to pull the same image.
+func (f *Function) moverPullSecrets(ctx context.Context, ns string) []corev1.LocalObjectReference {
+	if f.MoverServiceAccount == "" {
+		return nil
+	}
+	var sa corev1.ServiceAccount
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: f.MoverServiceAccount}, &sa); err != nil {
+		return nil
+	}
+	return sa.ImagePullSecrets
 }
 
 // directPlacement reads the source claim and the pods of its namespace,

@@ -203,6 +203,8 @@ func (f *Function) start(ctx context.Context, s *snapv1.Snapshot) error {
 		return f.failRun(ctx, s, ReasonSourceInUse, err.Error(), "")
 	} else if errors.Is(err, privilege.ErrNotPermitted) {
 		return f.hold(ctx, s, gate{cond: wellknown.ConditionMoverPermitted, reason: ReasonNotPermitted, message: err.Error()})
+	} else if errors.Is(err, execgrant.ErrGrant) {
+		return f.hold(ctx, s, gate{cond: wellknown.ConditionMoverPermitted, reason: ReasonExecNotGranted, message: err.Error()})
 	} else if err != nil {
 		return err
 	}
@@ -292,7 +294,16 @@ func (f *Function) markStarted(ctx context.Context, s *snapv1.Snapshot, p *runPl
 	}
 	// Nobody would watch this mover: stop it.
 	runtime.Log(ctx).Info("stopping a mover created for a run that had ended", "snapshot", s.Namespace+"/"+s.Name, "job", jobName)
-	return f.stopMover(ctx, s)
+	if err := f.stopMover(ctx, s); err != nil {
+		return err
+	}
+	return f.revokeExec(ctx, s)
+}
+
+// revokeExec ends a stream run's exec grant, found under the run's fixed
+// name (never one read from status).
+func (f *Function) revokeExec(ctx context.Context, s *snapv1.Snapshot) error {
+	return execgrant.Revoke(ctx, f.Client, s.Namespace, moverjob.Name(s.Name, string(s.UID)))
 }
 
 // updateStatus re-reads the Snapshot and writes mutate's change; s is
@@ -500,6 +511,11 @@ func finalized(s *snapv1.Snapshot) bool {
 // finalize publishes a finished run: staged objects go, the CloudEvent and
 // a Kubernetes Event go out, and Ready tells the outcome.
 func (f *Function) finalize(ctx context.Context, s *snapv1.Snapshot) error {
+	// A stream run's right to exec into its workload ends with the run,
+	// before the slower cleanup below.
+	if err := f.revokeExec(ctx, s); err != nil {
+		return err
+	}
 	if err := f.unstage(ctx, s); err != nil {
 		return err
 	}
@@ -524,10 +540,6 @@ func (f *Function) finalize(ctx context.Context, s *snapv1.Snapshot) error {
 			return err
 		}
 	} else if err := f.reapProjection(ctx, s); err != nil {
-		return err
-	}
-	// A stream run's right to exec into its workload ends with it.
-	if err := execgrant.Revoke(ctx, f.Client, s.Namespace, jobNameOf(s)); err != nil {
 		return err
 	}
 	if err := f.emitResult(ctx, s); err != nil {

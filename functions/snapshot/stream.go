@@ -3,6 +3,7 @@ package snapshot
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -19,9 +20,14 @@ import (
 	"github.com/snapflow/snapflow/internal/privilege"
 )
 
-// ReasonNoWorkload is the Ready reason of a stream run waiting for a pod
-// to run its command in.
-const ReasonNoWorkload = "WaitingForWorkload"
+const (
+	// ReasonNoWorkload is the Ready reason of a stream run waiting for a
+	// pod to run its command in.
+	ReasonNoWorkload = "WaitingForWorkload"
+	// ReasonExecNotGranted: a stream run may not exec into its workload
+	// (its author may not, or its grant could not be made).
+	ReasonExecNotGranted = "ExecNotGranted"
+)
 
 // StreamsOff explains a stream source in an installation without pods/exec.
 const StreamsOff = "stream sources are off in this installation: the mover runs the command through pods/exec, which snapflow may grant a run only when the operator sets the chart value functions.snapshot.workloadExecHooks=true (flag --workload-exec-hooks); meanwhile dump into a PVC with a beforeSnapshot runJob hook and back that up"
@@ -45,7 +51,7 @@ func (f *Function) planStream(ctx context.Context, s *snapv1.Snapshot, p *runPla
 	if msg, err := f.authorMay(ctx, p.policy, authzv1.ResourceAttributes{Namespace: s.Namespace, Verb: "create", Resource: "pods", Subresource: "exec"}); err != nil {
 		return nil, nil, err
 	} else if msg != "" {
-		return fatal(ReasonNotPermitted, "the stream source's command %s", strings.Replace(msg, "a hook acts", "it acts", 1))
+		return fatal(ReasonExecNotGranted, "the stream source's command was %s", strings.Replace(msg, "a hook acts", "it acts", 1))
 	}
 	pod, container, why, err := WorkloadPod(ctx, f.Client, s.Namespace, st.WorkloadExec.PodSelector, st.WorkloadExec.Container)
 	if err != nil {
@@ -64,7 +70,7 @@ func (f *Function) planStream(ctx context.Context, s *snapv1.Snapshot, p *runPla
 		}
 	}
 	p.exec = &mover.ExecWork{Namespace: s.Namespace, Pod: pod, Container: container, Command: st.WorkloadExec.Command,
-		FileName: st.FileName, TimeoutSeconds: int64(timeout.Seconds())}
+		FileName: st.FileName, TimeoutSeconds: int64(math.Ceil(timeout.Seconds()))}
 	// Nothing is mounted or staged: the mover reads the command's output.
 	p.copyMethod = snapv1.CopyDirect
 	p.decision = snapv1.VolumePolicyDecision{CopyMethod: p.copyMethod, Message: "a stream source has no volume: volume policies do not apply"}
@@ -93,6 +99,7 @@ func WorkloadPod(ctx context.Context, c client.Client, ns string, selector metav
 		return "", "", "", fmt.Errorf("list the pods of the workload: %w", err)
 	}
 	slices.SortFunc(pods.Items, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	lacking := ""
 	for _, p := range pods.Items {
 		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
 			continue
@@ -102,9 +109,10 @@ func WorkloadPod(ctx context.Context, c client.Client, ns string, selector metav
 			ctr = p.Spec.Containers[0].Name
 		}
 		if !slices.ContainsFunc(p.Spec.Containers, func(x corev1.Container) bool { return x.Name == ctr }) {
-			return "", "", fmt.Sprintf("pod %s/%s has no container %s", ns, p.Name, ctr), nil
+			lacking = fmt.Sprintf(" (pod %s runs but has no container %s)", p.Name, ctr)
+			continue
 		}
 		return p.Name, ctr, "", nil
 	}
-	return "", "", fmt.Sprintf("no running pod in namespace %s matches the podSelector %s", ns, sel), nil
+	return "", "", fmt.Sprintf("no running pod in namespace %s matches the podSelector %s%s", ns, sel, lacking), nil
 }

@@ -243,6 +243,17 @@ func mutateObject(ctx context.Context, lk validate.Lookup, vp VolumePolicies, op
 			ops = append(ops, mutate.EnsureAnnotation(o.Annotations, wellknown.AnnotationHooksAuthor, author)...)
 		}
 		return ops, nil
+	case *snapv1.Restore:
+		var ops []jsonpatch.JsonPatchOperation
+		if req != nil {
+			was, _ := req.Old.(*snapv1.Restore)
+			author, err := validate.ExpectedRestoreAuthor(was, o, req.User, req.Controller)
+			if err != nil {
+				return nil, err
+			}
+			ops = mutate.EnsureAnnotation(o.Annotations, wellknown.AnnotationExecAuthor, author)
+		}
+		return ops, nil
 	}
 	return nil, nil
 }

@@ -30,13 +30,16 @@ var ErrGrant = errors.New("the run's exec grant could not be made")
 type Grant struct {
 	Name, Namespace, Pod string
 	Owner                metav1.OwnerReference
+	// ImagePullSecrets are the mover ServiceAccount's, which the run's
+	// account replaces.
+	ImagePullSecrets []corev1.LocalObjectReference
 }
 
 // Objects renders the grant.
 func Objects(g Grant) (*corev1.ServiceAccount, *rbacv1.Role, *rbacv1.RoleBinding) {
 	om := metav1.ObjectMeta{Name: g.Name, Namespace: g.Namespace, OwnerReferences: []metav1.OwnerReference{g.Owner},
 		Labels: map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue, wellknown.LabelExecGrantFor: g.Name}}
-	sa := &corev1.ServiceAccount{ObjectMeta: *om.DeepCopy()}
+	sa := &corev1.ServiceAccount{ObjectMeta: *om.DeepCopy(), ImagePullSecrets: g.ImagePullSecrets}
 	role := &rbacv1.Role{ObjectMeta: *om.DeepCopy(), Rules: rules(g.Pod)}
 	rb := &rbacv1.RoleBinding{ObjectMeta: *om.DeepCopy(),
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: g.Name, Namespace: g.Namespace}},

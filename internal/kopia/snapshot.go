@@ -196,6 +196,8 @@ func (r *Repo) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResul
 		if d := req.Policy.CheckpointInterval; d > 0 {
 			u.CheckpointInterval = d
 		}
+		// A stream's one file is the snapshot: no ignore rule may drop it.
+		u.DisableIgnoreRules = req.Stream != nil
 		// The prefetch walks until here: the lookups above leave a core idle too.
 		entry := req.Prefetch.source(dir)
 		man, err := u.Upload(logging.WithAdditionalLogger(ctx, counter.loggers), entry, tree, si, previous...)
@@ -218,6 +220,9 @@ func (r *Repo) Snapshot(ctx context.Context, req SnapshotRequest) (SnapshotResul
 				req.Dir, req.Policy.UploadLimitMB, res.Stats.BytesNew)}
 		}
 		if req.Stream != nil {
+			// Closing stops a command whose output was not read to its
+			// end (the upload stopped early), so Result never waits on it.
+			_ = req.Stream.Reader.Close()
 			if err := req.Stream.Result(); err != nil {
 				return &Error{Class: ClassCommandFailed, Err: fmt.Errorf("the command of stream %s failed, so its output may be cut anywhere and no snapshot was saved: %w", req.Stream.Name, err)}
 			}

@@ -104,6 +104,9 @@ func runRestore(ctx context.Context, o Options, start time.Time, open kopia.Open
 			}
 		}
 	}
+	if w.Stream != nil {
+		return restoreStream(ctx, o, r, info, start)
+	}
 	opts := w.Options
 	opts.Progress = func(st kopia.RestoreStats) { _ = o.Reporter.RestoreProgress(ctx, st) }
 	opts.ProgressInterval = o.ProgressInterval

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/snapflow/snapflow/internal/kopia"
@@ -35,7 +36,59 @@ func startStream(ctx context.Context, o Options, w *ExecWork) (*kopia.Stream, er
 	if err != nil {
 		return nil, err
 	}
-	return &kopia.Stream{Name: w.FileName, Reader: &stopOnClose{PipeReader: pr, stop: r.cancel}, Result: r.result}, nil
+	rd := &stopOnClose{PipeReader: pr, stop: r.cancel}
+	result := func() error {
+		err := r.result()
+		if err == nil && !rd.eof.Load() {
+			// Exit 0, but the upload stopped before the end of the output.
+			err = errors.New("the upload stopped before the end of the command's output")
+		}
+		return err
+	}
+	return &kopia.Stream{Name: w.FileName, Reader: rd, Result: result}, nil
+}
+
+// restoreStream pipes the one file of a stream snapshot into the
+// streamExec command. The restore succeeds only if the command read it
+// and exited 0.
+func restoreStream(ctx context.Context, o Options, r *kopia.Repo, info kopia.SnapshotInfo, start time.Time) (string, error) {
+	f, err := r.OpenStream(ctx, info.ID)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	w := o.Spec.Restore.Stream
+	in := &countingReader{r: f}
+	run, err := startExec(ctx, o, w, podexec.Request{Stdin: in}, func(error) {})
+	if err != nil {
+		return "", err
+	}
+	if err := run.result(); err != nil {
+		return "", &kopia.Error{Class: kopia.ClassCommandFailed, Err: fmt.Errorf("piping %s of kopia snapshot %s: %w", f.Name, info.ID, err)}
+	}
+	n := in.n.Load()
+	if n != f.Size {
+		return "", &kopia.Error{Class: kopia.ClassCommandFailed, Err: fmt.Errorf("the command exited 0 after reading %d of the %d bytes of %s (kopia snapshot %s), so it did not load all of it; a command must read its standard input to the end", n, f.Size, f.Name, info.ID)}
+	}
+	st := kopia.RestoreStats{Files: 1, Bytes: n, TotalBytes: f.Size}
+	res := RestoreResult{Start: start, End: o.Now(), SnapshotID: info.ID, Source: info.Source, Stats: st,
+		Message: fmt.Sprintf("piped %s of kopia snapshot %s (%d bytes) into %q in pod %s/%s", f.Name, info.ID, n, strings.Join(w.Command, " "), w.Namespace, w.Pod)}
+	if err := o.Reporter.RestoreDone(ctx, res); err != nil {
+		return "", fmt.Errorf("report the result: %w", err)
+	}
+	return res.Message, nil
+}
+
+// countingReader counts what the command was sent.
+type countingReader struct {
+	r io.Reader
+	n atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 // startExec starts w in the background; end is called with the command's
@@ -55,6 +108,7 @@ func startExec(ctx context.Context, o Options, w *ExecWork, req podexec.Request,
 		ctx, r.cancel = context.WithCancel(ctx)
 	}
 	req.Namespace, req.Pod, req.Container, req.Command, req.Stderr = w.Namespace, w.Pod, w.Container, w.Command, &r.stderr
+	req.NoFallback = true
 	go func() {
 		defer close(r.done)
 		err := podexec.Run(ctx, cfg, req)
@@ -90,10 +144,20 @@ func (r *execRun) describe(err, ctxErr error) error {
 	return errors.New(msg)
 }
 
-// stopOnClose stops the command when the upload stops reading early.
+// stopOnClose stops the command when the upload stops reading early, and
+// records whether it read to the end.
 type stopOnClose struct {
 	*io.PipeReader
 	stop context.CancelFunc
+	eof  atomic.Bool
+}
+
+func (s *stopOnClose) Read(p []byte) (int, error) {
+	n, err := s.PipeReader.Read(p)
+	if err == io.EOF {
+		s.eof.Store(true)
+	}
+	return n, err
 }
 
 func (s *stopOnClose) Close() error {

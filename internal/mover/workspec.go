@@ -9,6 +9,8 @@
 package mover
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -138,9 +140,12 @@ type ExecWork struct {
 	TimeoutSeconds int64 `json:"timeoutSeconds,omitempty"`
 }
 
-func (e *ExecWork) check(field string) error {
-	if e.Namespace == "" || e.Pod == "" || e.Container == "" || len(e.Command) == 0 || e.FileName == "" {
+func (e *ExecWork) check(field, ns string, file bool) error {
+	if e.Namespace == "" || e.Pod == "" || e.Container == "" || len(e.Command) == 0 || (file && e.FileName == "") {
 		return fmt.Errorf("work spec: %s needs namespace, pod, container, command and fileName", field)
+	}
+	if e.Namespace != ns {
+		return fmt.Errorf("work spec: %s runs in namespace %s, not the target's %s", field, e.Namespace, ns)
 	}
 	return nil
 }
@@ -173,6 +178,9 @@ type RestoreWork struct {
 	// Continue) and why; the mover only mounts the target, so a populated
 	// volume gets provisioned empty.
 	Nothing string `json:"nothing,omitempty"`
+	// Stream, for a streamExec target, is the command the snapshot's one
+	// file is piped into; nothing is mounted.
+	Stream *ExecWork `json:"stream,omitempty"`
 }
 
 // VerifyWork is one verification of one snapshot in one repository.
@@ -214,6 +222,13 @@ type WorkSpec struct {
 	MetadataCacheMB int64 `json:"metadataCacheMb,omitempty"`
 }
 
+// Digest is the digest of a rendered work spec the mover checks it
+// against (--work-digest).
+func Digest(b []byte) string {
+	h := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(h[:])
+}
+
 // Parse decodes and checks a work spec.
 func Parse(b []byte) (*WorkSpec, error) {
 	var w WorkSpec
@@ -229,11 +244,8 @@ func Parse(b []byte) (*WorkSpec, error) {
 			return nil, fmt.Errorf("work spec: operation snapshot needs a snapshot section")
 		}
 		if st := w.Snapshot.Stream; st != nil {
-			if err := st.check("snapshot.stream"); err != nil {
+			if err := st.check("snapshot.stream", w.Target.Namespace, true); err != nil {
 				return nil, err
-			}
-			if st.Namespace != w.Target.Namespace {
-				return nil, fmt.Errorf("work spec: snapshot.stream runs in namespace %s, not the target's %s", st.Namespace, w.Target.Namespace)
 			}
 		}
 	case OpBootstrap:
@@ -250,6 +262,11 @@ func Parse(b []byte) (*WorkSpec, error) {
 	case OpRestore:
 		if w.Restore == nil || (w.Restore.SnapshotID == "" && w.Restore.Query == nil && w.Restore.Nothing == "") {
 			return nil, fmt.Errorf("work spec: operation restore needs a restore section with a snapshotID or a query")
+		}
+		if st := w.Restore.Stream; st != nil {
+			if err := st.check("restore.stream", w.Target.Namespace, false); err != nil {
+				return nil, err
+			}
 		}
 	case OpVerify:
 		if w.Verify == nil || w.Verify.SnapshotID == "" || (w.Verify.Tier != "quick" && w.Verify.Tier != "deep") {

@@ -186,8 +186,12 @@ func render(p Params) (*batchv1.Job, *corev1.ConfigMap, error) {
 
 	// The termination message is part of the run's result (what a
 	// deletion finished), so its path is spelled out, not left to a default.
-	args := []string{"mover", "--work", WorkDir + "/" + mover.WorkSpecKey, "--cache-dir", CacheDir, "--config-dir", ConfigDir,
-		"--termination-log", corev1.TerminationMessagePathDefault}
+	// The digest rides in the pod template, which nobody can change: a
+	// ConfigMap edited (or made in advance) by anyone who may write
+	// ConfigMaps in the namespace is refused by the mover, so nobody can
+	// change what a run does, or which command it runs in a workload.
+	args := []string{"mover", "--work", WorkDir + "/" + mover.WorkSpecKey, "--work-digest", mover.Digest([]byte(work)),
+		"--cache-dir", CacheDir, "--config-dir", ConfigDir, "--termination-log", corev1.TerminationMessagePathDefault}
 	vols := []corev1.Volume{
 		{Name: "work", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: p.Name}}}},
 		{Name: "cache", VolumeSource: CacheVolume(p.Cache, p.CacheClaim)},

@@ -31,6 +31,10 @@ type Request struct {
 	// Stdout and Stderr receive the command's output; a nil one is not
 	// requested.
 	Stdout, Stderr io.Writer
+	// NoFallback uses the WebSocket protocol only. Data paths set it: over
+	// SPDY a dropped connection can read as exit 0, and a cut stream would
+	// pass for a whole one.
+	NoFallback bool
 }
 
 // Run runs r and returns when the command has ended and its output has
@@ -51,6 +55,10 @@ func Run(ctx context.Context, cfg *rest.Config, r Request) error {
 	if err != nil {
 		return err
 	}
+	opts := remotecommand.StreamOptions{Stdin: r.Stdin, Stdout: r.Stdout, Stderr: r.Stderr}
+	if r.NoFallback {
+		return ws.StreamWithContext(ctx, opts)
+	}
 	spdy, err := remotecommand.NewSPDYExecutor(cfg, http.MethodPost, req.URL())
 	if err != nil {
 		return err
@@ -61,7 +69,7 @@ func Run(ctx context.Context, cfg *rest.Config, r Request) error {
 	if err != nil {
 		return err
 	}
-	return exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: r.Stdin, Stdout: r.Stdout, Stderr: r.Stderr})
+	return exec.StreamWithContext(ctx, opts)
 }
 
 // ExitCode is the exit code of a command Run reports as failed, when the

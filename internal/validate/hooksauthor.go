@@ -52,20 +52,66 @@ func HasStream(p *snapv1.SnapshotPolicy) bool {
 // annotation will do). A controller (snapflow's own functions, adding a
 // finalizer) never becomes an author: its writes keep what was there.
 func ExpectedHooksAuthor(old, p *snapv1.SnapshotPolicy, user HooksAuthor, controller bool) (string, error) {
-	if len(RightedHooks(p)) == 0 && !HasStream(p) {
+	var was *string
+	if old != nil {
+		v := old.Annotations[wellknown.AnnotationHooksAuthor]
+		was = &v
+	}
+	return expectedAuthor(len(RightedHooks(p)) > 0 || HasStream(p), was, user, controller)
+}
+
+// expectedAuthor is the author annotation of an object that acts with
+// its author's rights when rights is set: the writer, except that a
+// controller keeps what was there (was: nil on CREATE).
+func expectedAuthor(rights bool, was *string, user HooksAuthor, controller bool) (string, error) {
+	if !rights {
 		return "", nil
 	}
 	if controller {
-		if old == nil {
+		if was == nil {
 			return "", nil
 		}
-		return old.Annotations[wellknown.AnnotationHooksAuthor], nil
+		return *was, nil
 	}
 	b, err := json.Marshal(user)
 	if err != nil {
-		return "", fmt.Errorf("encode the hooks author: %w", err)
+		return "", fmt.Errorf("encode the author: %w", err)
 	}
 	return string(b), nil
+}
+
+// ExpectedRestoreAuthor is the exec-author annotation a Restore must carry
+// once user has written it over old (nil on CREATE): with a streamExec
+// target, its writer, whose right to exec into the namespace's pods the
+// restore function checks before it pipes the data in.
+func ExpectedRestoreAuthor(old, r *snapv1.Restore, user HooksAuthor, controller bool) (string, error) {
+	var was *string
+	if old != nil {
+		v := old.Annotations[wellknown.AnnotationExecAuthor]
+		was = &v
+	}
+	return expectedAuthor(r.Spec.Target.StreamExec != nil, was, user, controller)
+}
+
+// RestoreAuthorProblem refuses an exec-author annotation that is not the
+// one admission computes.
+func RestoreAuthorProblem(old, r *snapv1.Restore, user HooksAuthor, controller bool) Result {
+	var res Result
+	want, err := ExpectedRestoreAuthor(old, r, user, controller)
+	if err != nil {
+		res.Also(fieldErr("metadata.annotations["+wellknown.AnnotationExecAuthor+"]", "%v", err))
+		return res
+	}
+	if got := r.Annotations[wellknown.AnnotationExecAuthor]; got != want {
+		res.Also(fieldErr("metadata.annotations["+wellknown.AnnotationExecAuthor+"]",
+			"is set by admission to the user who wrote this Restore's streamExec target, whose rights it runs with; leave it as it is (remove it from your manifest)"))
+	}
+	return res
+}
+
+// ParseRestoreAuthor reads the author of r's streamExec target.
+func ParseRestoreAuthor(r *snapv1.Restore) (HooksAuthor, error) {
+	return parseAuthor(r.Annotations[wellknown.AnnotationExecAuthor], fmt.Sprintf("Restore %s/%s", r.Namespace, r.Name), "the Restore", "its streamExec target", wellknown.AnnotationExecAuthor)
 }
 
 // HooksAuthorProblem refuses a hooks-author annotation that is not the one
@@ -86,13 +132,16 @@ func HooksAuthorProblem(old, p *snapv1.SnapshotPolicy, user HooksAuthor, control
 
 // ParseHooksAuthor reads the author of p's runJob and workloadExec hooks.
 func ParseHooksAuthor(p *snapv1.SnapshotPolicy) (HooksAuthor, error) {
+	return parseAuthor(p.Annotations[wellknown.AnnotationHooksAuthor], fmt.Sprintf("SnapshotPolicy %s/%s", p.Namespace, p.Name), "the policy", "its runJob and workloadExec hooks and stream sources", wellknown.AnnotationHooksAuthor)
+}
+
+func parseAuthor(v, object, it, what, annotation string) (HooksAuthor, error) {
 	var a HooksAuthor
-	v := p.Annotations[wellknown.AnnotationHooksAuthor]
 	if v == "" {
-		return a, fmt.Errorf("SnapshotPolicy %s/%s does not record who set its runJob and workloadExec hooks and stream sources (annotation %s, which admission sets); apply the policy again so admission records you", p.Namespace, p.Name, wellknown.AnnotationHooksAuthor)
+		return a, fmt.Errorf("%s does not record who set %s (annotation %s, which admission sets); apply %s again so admission records you", object, what, annotation, it)
 	}
 	if err := json.Unmarshal([]byte(v), &a); err != nil || a.Username == "" {
-		return a, fmt.Errorf("SnapshotPolicy %s/%s: annotation %s is not a user admission wrote (%v); apply the policy again so admission records you", p.Namespace, p.Name, wellknown.AnnotationHooksAuthor, err)
+		return a, fmt.Errorf("%s: annotation %s is not a user admission wrote (%v); apply %s again so admission records you", object, annotation, err, it)
 	}
 	return a, nil
 }

@@ -68,3 +68,26 @@ func TestHooksAuthor(t *testing.T) {
 		}
 	}
 }
+
+func TestRestoreAuthor(t *testing.T) {
+	alice := HooksAuthor{Username: "alice"}
+	stream := &snapv1.Restore{Spec: snapv1.RestoreSpec{Target: snapv1.RestoreTarget{StreamExec: &snapv1.StreamExecTarget{Command: []string{"psql"}}}}}
+	pvc := &snapv1.Restore{Spec: snapv1.RestoreSpec{Target: snapv1.RestoreTarget{PVCRef: &snapv1.LocalObjectRef{Name: "data"}}}}
+	if got, err := ExpectedRestoreAuthor(nil, stream, alice, false); err != nil || got != `{"username":"alice"}` {
+		t.Fatalf("a streamExec target gets its writer: %q %v", got, err)
+	}
+	if got, _ := ExpectedRestoreAuthor(nil, pvc, alice, false); got != "" {
+		t.Fatalf("a pvc target needs no author: %q", got)
+	}
+	if got, _ := ExpectedRestoreAuthor(nil, stream, alice, true); got != "" {
+		t.Fatalf("a controller never becomes one: %q", got)
+	}
+	forged := stream.DeepCopy()
+	forged.Annotations = map[string]string{wellknown.AnnotationExecAuthor: `{"username":"admin"}`}
+	if r := RestoreAuthorProblem(nil, forged, alice, false); r.OK() {
+		t.Fatal("a forged exec author must be refused")
+	}
+	if _, err := ParseRestoreAuthor(stream); err == nil || !strings.Contains(err.Error(), "apply the Restore again") {
+		t.Fatalf("no author: %v", err)
+	}
+}

@@ -166,12 +166,9 @@ func PolicyUnsupported(prev, cur *snapv1.SnapshotPolicySpec) Result {
 	return r
 }
 
-// RestoreUnsupported refuses a streamExec target, which no mover fills yet.
+// RestoreUnsupported refuses the mover settings a Restore cannot use.
 func RestoreUnsupported(cur *snapv1.RestoreSpec) Result {
 	var r Result
-	if cur.Target.StreamExec != nil {
-		r.Also(fieldErr("spec.target.streamExec", "not supported by snapflow yet: snapflow restores into PersistentVolumeClaims only; restore into a pvc target and load it from there; remove it"))
-	}
 	if cacheOwnership(cur.Mover) != nil {
 		r.Also(fieldErr("spec.mover.cache.ownership", "not supported by snapflow yet: %s; remove it", cacheOwnershipWhy))
 	}

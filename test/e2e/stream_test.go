@@ -12,9 +12,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/internal/moverjob"
 )
 
 func streamPolicy(ns, name, command string) []byte {
@@ -65,16 +67,7 @@ func TestStreamSourceBacksUpACommandsOutput(t *testing.T) {
 	if id := s.Status.Snapshot.Identity; id == nil || id.SourcePath != "/stream/pg.sql" {
 		t.Fatalf("identity %+v, want source path /stream/pg.sql", s.Status.Snapshot.Identity)
 	}
-	job := s.Status.Job.Name
-	// The run's right to exec ends with it.
-	eventually(t, func() error {
-		for _, o := range []client.Object{&rbacv1.RoleBinding{}, &rbacv1.Role{}, &corev1.ServiceAccount{}} {
-			if err := env.Client.Get(testContext(t), clientKey(ns, job), o); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("%T %s still there (%v)", o, job, err)
-			}
-		}
-		return nil
-	})
+	noGrant(t, ns, s.Status.Job.Name)
 
 	// The file restores byte for byte.
 	kubectl(t, restoreOf(ns, "back", "{snapshotRef: {name: dump}}", "{pvc: {name: restored, capacity: 1Gi}}"), 0, "apply", "-f", "-")
@@ -85,6 +78,26 @@ func TestStreamSourceBacksUpACommandsOutput(t *testing.T) {
 	}
 	if !bytes.Equal(got, dump) {
 		t.Fatalf("restored %d bytes, not the %d the command printed", len(got), len(dump))
+	}
+
+	// A streamExec restore pipes the file into a command in another
+	// workload, which reads it to the end.
+	runningPod(t, ns, "pg-new-0", map[string]string{"app": "pg-new"})
+	kubectl(t, streamRestore(ns, "into-pg", "cat > loaded.sql"), 0, "apply", "-f", "-")
+	rs := waitRestore(t, ns, "into-pg", snapv1.RestoreCompleted)
+	loaded, err := os.ReadFile(filepath.Join(env.Functions.Node.PodDir(ns, "pg-new-0"), "loaded.sql"))
+	if err != nil || !bytes.Equal(loaded, dump) {
+		t.Fatalf("the command read %d bytes (%v), not the %d backed up", len(loaded), err, len(dump))
+	}
+	if c := meta.FindStatusCondition(rs.Status.Conditions, "Ready"); c == nil || !strings.Contains(c.Message, "piped pg.sql") {
+		t.Fatalf("conditions %+v, want the piped file named", rs.Status.Conditions)
+	}
+	noGrant(t, ns, moverjob.Name(rs.Name, string(rs.UID)))
+	// A command that fails fails the restore, with its stderr.
+	kubectl(t, streamRestore(ns, "refused", "head -c 10 >/dev/null; echo relation already exists >&2; exit 3"), 0, "apply", "-f", "-")
+	bad := waitRestore(t, ns, "refused", snapv1.RestoreFailed)
+	if fl := bad.Status.Failure; fl == nil || fl.Class != "CommandFailed" || !strings.Contains(fl.Message, "code 3") || !strings.Contains(fl.Message, "relation already exists") {
+		t.Fatalf("failure %+v, want CommandFailed with the exit code and stderr", bad.Status.Failure)
 	}
 
 	// A command that prints part of its output and fails saves nothing.
@@ -112,5 +125,34 @@ func TestStreamSourceBacksUpACommandsOutput(t *testing.T) {
 			}
 		}
 		return fmt.Errorf("phase %s, conditions %+v", w.Status.Phase, w.Status.Conditions)
+	})
+}
+
+func streamRestore(ns, name, command string) []byte {
+	return []byte(fmt.Sprintf(`
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: Restore
+metadata: {name: %s, namespace: %s}
+spec:
+  source: {snapshotRef: {name: dump}}
+  target:
+    streamExec:
+      podSelector: {matchLabels: {app: pg-new}}
+      container: db
+      command: [sh, -c, %q]
+      timeout: 5m
+`, name, ns, command))
+}
+
+// noGrant waits for a run's right to exec into its workload to end.
+func noGrant(t *testing.T, ns, job string) {
+	t.Helper()
+	eventually(t, func() error {
+		for _, o := range []client.Object{&rbacv1.RoleBinding{}, &rbacv1.Role{}, &corev1.ServiceAccount{}} {
+			if err := env.Client.Get(testContext(t), clientKey(ns, job), o); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("%T %s still there (%v)", o, job, err)
+			}
+		}
+		return nil
 	})
 }

@@ -356,7 +356,7 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	scheduleFn := &schedule.Function{Client: scheduleClient, Now: o.Clock, Emitter: f.Emitted, Recorder: recorder("snapflow-schedule"),
 		Namespace: WebhookNamespace, GlobalVolumePolicies: global}
 	restoreFn := &restore.Function{Access: access(restoreCfg), Logs: logs(restoreCfg), Client: restoreClient, Namespace: WebhookNamespace, MoverImage: MoverImage, MoverServiceAccount: o.MoverServiceAccount, Now: o.Clock,
-		Emitter: f.Emitted, Recorder: recorder("snapflow-restore")}
+		Emitter: f.Emitted, Recorder: recorder("snapflow-restore"), WorkloadExec: true}
 	verifyFn := &verify.Function{Client: verifyClient, Namespace: WebhookNamespace, MoverImage: MoverImage, MoverServiceAccount: o.MoverServiceAccount, Now: o.Clock,
 		Emitter: f.Emitted, Recorder: recorder("snapflow-verify")}
 	maintenanceFn := &maintenance.Function{Client: maintenanceClient, Namespace: WebhookNamespace, MoverImage: MoverImage, MoverServiceAccount: o.MoverServiceAccount, Now: o.Clock,

@@ -191,9 +191,9 @@ snapshot cleanup retention schedule restore verify maintenance prune
 {{- range $v.functions.snapshot.hookAllowCIDRs }}
 - --hook-allow-cidr={{ . }}
 {{- end }}
-{{- if $v.functions.snapshot.workloadExecHooks }}
-- --workload-exec-hooks
 {{- end }}
+{{- if and (or (eq .name "snapshot") (eq .name "restore")) $v.functions.snapshot.workloadExecHooks }}
+- --workload-exec-hooks
 {{- end }}
 {{- if and (or (eq .name "snapshot") (eq .name "restore")) (not $v.functions.progress) }}
 - --progress=false

@@ -256,6 +256,20 @@ because the functions act on snapflow objects in every namespace. Notes:
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get", "create", "delete"]
+{{- if .Values.functions.snapshot.workloadExecHooks }}
+# streamExec restores, opted in with workloadExec hooks: each run gets its
+# own ServiceAccount, and a Role and RoleBinding letting it exec into the
+# one pod its command runs in; all three go when the run ends.
+- apiGroups: [""]
+  resources: ["pods/exec"]
+  verbs: ["get", "create"]
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  verbs: ["get", "create", "delete"]
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["roles", "rolebindings"]
+  verbs: ["get", "create", "update", "delete"]
+{{- end }}
 {{ include "snapflow.rules.events" . }}
 {{- end -}}
 
@@ -349,7 +363,8 @@ because the functions act on snapflow objects in every namespace. Notes:
 snapshot and restore functions also check a request's sender may create
 what it asks for. The snapshot function checks, whatever the sender
 settings, that whoever set a policy's runJob and workloadExec hooks may
-create Jobs and exec into pods themselves. */ -}}
+create Jobs and exec into pods themselves; with workloadExec on, the
+restore function checks the same of a streamExec Restore's author. */ -}}
 {{- define "snapflow.rules.senders" -}}
 {{- $senders := include "snapflow.senderAuth" .root }}
 {{- if $senders }}
@@ -357,7 +372,7 @@ create Jobs and exec into pods themselves. */ -}}
   resources: ["tokenreviews"]
   verbs: ["create"]
 {{- end }}
-{{- if or (eq .name "snapshot") (and $senders (eq .name "restore")) }}
+{{- if or (eq .name "snapshot") (and (eq .name "restore") (or $senders .root.Values.functions.snapshot.workloadExecHooks)) }}
 - apiGroups: ["authorization.k8s.io"]
   resources: ["subjectaccessreviews"]
   verbs: ["create"]
