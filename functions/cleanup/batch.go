@@ -256,7 +256,7 @@ func (f *Function) startBatch(ctx context.Context, repo *repoState, ready []*sna
 	if err := projection.Apply(ctx, f.Client, job, ro.Homes(), true, ""); err != nil {
 		return err
 	}
-	if err := f.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := runtime.CreateWorkSpec(ctx, f.Client, cm); err != nil {
 		return err
 	}
 	if err := f.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -84,8 +84,8 @@ func (f *Function) start(ctx context.Context, m *snapv1.Maintenance, repo *snaps
 			r.Phase, r.Message, r.Job, r.CompletedAt = mover.MaintenanceFailed, err.Error(), "", &now
 		})
 	}
-	if err := f.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create the maintenance work spec: %w", err)
+	if err := runtime.CreateWorkSpec(ctx, f.Client, cm); err != nil {
+		return err
 	}
 	if err := f.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create the maintenance job: %w", err)

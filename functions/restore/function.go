@@ -161,6 +161,9 @@ func (f *Function) handleRequest(ctx context.Context, e event.Event) error {
 		return events.Malformed("restore requested spec: %v", err)
 	}
 	// Overwriting a live volume is for a person at kubectl, not an event.
+	if rs.Spec.Target.StreamExec != nil {
+		return events.Malformed("restore requested spec.target.streamExec: an event may not pipe data into a workload, as the Restore would run with the restore function's rights; create the Restore with kubectl")
+	}
 	if rs.Spec.Target.PVCRef != nil {
 		return events.Malformed("restore requested spec.target.pvcRef: an event may not restore over an existing PVC; restore into a new PVC (target.pvc) or create the Restore with kubectl")
 	}

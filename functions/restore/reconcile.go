@@ -157,12 +157,13 @@ func (f *Function) start(ctx context.Context, rs *snapv1.Restore, jobName string
 	} else if err != nil {
 		return err
 	}
-	if err := f.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create the work spec ConfigMap: %w", err)
+	if err := runtime.CreateWorkSpec(ctx, f.Client, cm); err != nil {
+		return err
 	}
 	if tgt.exec != nil {
 		// Granted last, so that no refusal above leaves it behind.
-		err := execgrant.Ensure(ctx, f.Client, execgrant.Grant{Name: jobName, Namespace: rs.Namespace, Pod: tgt.exec.Pod, Owner: job.OwnerReferences[0]})
+		err := execgrant.Ensure(ctx, f.Client, execgrant.Grant{Name: jobName, Namespace: rs.Namespace, Pod: tgt.exec.Pod, Owner: job.OwnerReferences[0],
+			ImagePullSecrets: snapshot.PullSecrets(ctx, f.Client, rs.Namespace, f.MoverServiceAccount)})
 		if errors.Is(err, execgrant.ErrGrant) {
 			return f.hold(ctx, rs, ReasonExecNotGranted, err.Error())
 		} else if err != nil {
@@ -170,6 +171,9 @@ func (f *Function) start(ctx context.Context, rs *snapv1.Restore, jobName string
 		}
 	}
 	if err := f.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+		if tgt.exec != nil {
+			err = errors.Join(err, execgrant.Revoke(ctx, f.Client, rs.Namespace, jobName))
+		}
 		return fmt.Errorf("create the mover job: %w", err)
 	}
 	log.Info("restore mover job created", "job", jobName, "snapshot", res.snapshotID, "pvc", pvc)

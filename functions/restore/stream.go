@@ -32,6 +32,9 @@ func (f *Function) streamRefused(ctx context.Context, rs *snapv1.Restore) (strin
 	if err != nil {
 		return "not run: " + err.Error(), nil
 	}
+	if a.InstallAccount(f.Namespace) {
+		return fmt.Sprintf("not run: the Restore was written by %s, an account of snapflow itself, whose rights are never lent; apply the Restore yourself", a.Username), nil
+	}
 	err = runtime.Review(ctx, f.Access, authzv1.SubjectAccessReviewSpec{User: a.Username, UID: a.UID, Groups: a.Groups},
 		authzv1.ResourceAttributes{Namespace: rs.Namespace, Verb: "create", Resource: "pods", Subresource: "exec"})
 	if errors.Is(err, runtime.ErrForbidden) {

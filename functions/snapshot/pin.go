@@ -109,8 +109,8 @@ func (f *Function) syncPin(ctx context.Context, s *snapv1.Snapshot) error {
 		}
 		return nil // nothing changes until the credentials or the consent do
 	}
-	if err := f.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create the pin work spec: %w", err)
+	if err := runtime.CreateWorkSpec(ctx, f.Client, cm); err != nil {
+		return err
 	}
 	if err := f.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create the pin job: %w", err)

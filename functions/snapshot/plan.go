@@ -489,13 +489,13 @@ func (f *Function) createJob(ctx context.Context, s *snapv1.Snapshot, p *runPlan
 	if err := projection.Apply(ctx, f.Client, job, p.repo.Homes(), p.project, ""); err != nil {
 		return err
 	}
-	if err := f.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create the work spec ConfigMap: %w", err)
+	if err := runtime.CreateWorkSpec(ctx, f.Client, cm); err != nil {
+		return err
 	}
 	if p.exec != nil {
 		// Granted last, so that no refusal above leaves it behind.
 		if err := execgrant.Ensure(ctx, f.Client, execgrant.Grant{Name: name, Namespace: s.Namespace, Pod: p.exec.Pod, Owner: ownerRef(s),
-			ImagePullSecrets: f.moverPullSecrets(ctx, s.Namespace)}); err != nil {
+			ImagePullSecrets: PullSecrets(ctx, f.Client, s.Namespace, f.MoverServiceAccount)}); err != nil {
 			return err
 		}
 	}
@@ -508,14 +508,15 @@ func (f *Function) createJob(ctx context.Context, s *snapv1.Snapshot, p *runPlan
 	return nil
 }
 
-// moverPullSecrets are the image pull secrets of the mover ServiceAccount
-// in ns, which a run's own ServiceAccount needs to pull the same image.
-func (f *Function) moverPullSecrets(ctx context.Context, ns string) []corev1.LocalObjectReference {
-	if f.MoverServiceAccount == "" {
+// PullSecrets are the image pull secrets of the mover ServiceAccount
+// account in ns, which a run's own ServiceAccount needs to pull the same
+// image (none when it cannot be read).
+func PullSecrets(ctx context.Context, c client.Client, ns, account string) []corev1.LocalObjectReference {
+	if account == "" {
 		return nil
 	}
 	var sa corev1.ServiceAccount
-	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: f.MoverServiceAccount}, &sa); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: account}, &sa); err != nil {
 		return nil
 	}
 	return sa.ImagePullSecrets

@@ -203,8 +203,8 @@ func (f *Function) tier(ctx context.Context, p *snapv1.SnapshotPolicy, ref snapv
 			r.Slot, r.Phase, r.Message = metav1.NewTime(d.Slot), phaseFailed, err.Error()
 		})
 	}
-	if err := f.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create the verify work spec: %w", err)
+	if err := runtime.CreateWorkSpec(ctx, f.Client, cm); err != nil {
+		return err
 	}
 	if err := f.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create the verify job: %w", err)

@@ -58,17 +58,32 @@ func restoreStream(ctx context.Context, o Options, r *kopia.Repo, info kopia.Sna
 	}
 	defer f.Close()
 	w := o.Spec.Restore.Stream
-	in := &countingReader{r: f}
-	run, err := startExec(ctx, o, w, podexec.Request{Stdin: in}, func(error) {})
+	// The file is copied into a pipe the exec reads: once the command has
+	// ended the pipe is closed, which ends the copy, so the file is never
+	// closed under a reader, and n counts what the exec took.
+	pr, pw := io.Pipe()
+	var n int64
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		var err error
+		n, err = io.Copy(pw, f)
+		pw.CloseWithError(err)
+	}()
+	run, err := startExec(ctx, o, w, podexec.Request{Stdin: pr}, func(error) {})
 	if err != nil {
+		_ = pr.Close()
+		<-copied
 		return "", err
 	}
-	if err := run.result(); err != nil {
+	err = run.result()
+	_ = pr.Close()
+	<-copied
+	if err != nil {
 		return "", &kopia.Error{Class: kopia.ClassCommandFailed, Err: fmt.Errorf("piping %s of kopia snapshot %s: %w", f.Name, info.ID, err)}
 	}
-	n := in.n.Load()
 	if n != f.Size {
-		return "", &kopia.Error{Class: kopia.ClassCommandFailed, Err: fmt.Errorf("the command exited 0 after reading %d of the %d bytes of %s (kopia snapshot %s), so it did not load all of it; a command must read its standard input to the end", n, f.Size, f.Name, info.ID)}
+		return "", &kopia.Error{Class: kopia.ClassCommandFailed, Err: fmt.Errorf("the command exited 0 after taking %d of the %d bytes of %s (kopia snapshot %s), so it did not load all of it; a command must read its standard input to the end", n, f.Size, f.Name, info.ID)}
 	}
 	st := kopia.RestoreStats{Files: 1, Bytes: n, TotalBytes: f.Size}
 	res := RestoreResult{Start: start, End: o.Now(), SnapshotID: info.ID, Source: info.Source, Stats: st,
@@ -77,18 +92,6 @@ func restoreStream(ctx context.Context, o Options, r *kopia.Repo, info kopia.Sna
 		return "", fmt.Errorf("report the result: %w", err)
 	}
 	return res.Message, nil
-}
-
-// countingReader counts what the command was sent.
-type countingReader struct {
-	r io.Reader
-	n atomic.Int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n.Add(int64(n))
-	return n, err
 }
 
 // startExec starts w in the background; end is called with the command's

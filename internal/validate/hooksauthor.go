@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
@@ -144,4 +145,11 @@ func parseAuthor(v, object, it, what, annotation string) (HooksAuthor, error) {
 		return a, fmt.Errorf("%s: annotation %s is not a user admission wrote (%v); apply %s again so admission records you", object, annotation, err, it)
 	}
 	return a, nil
+}
+
+// InstallAccount says whether a is one of the ServiceAccounts of snapflow's
+// own namespace ns: they write objects for others (a Restore made from an
+// event, say), so their rights are never lent as an author's.
+func (a HooksAuthor) InstallAccount(ns string) bool {
+	return ns != "" && strings.HasPrefix(a.Username, "system:serviceaccount:"+ns+":")
 }

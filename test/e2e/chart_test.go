@@ -267,8 +267,8 @@ type chartCase struct {
 	// projection grants the functions cluster-wide Secret access for
 	// credential projection (an opt-in ClusterRole of its own).
 	projection bool
-	// exec turns workloadExec hooks on, granting the snapshot function
-	// pods/exec.
+	// exec turns workloadExec hooks and streams on, granting the snapshot
+	// and restore functions pods/exec.
 	exec bool
 	// noProgress turns progress off, and with it pods/log.
 	noProgress bool
@@ -587,13 +587,13 @@ func checkCase(t *testing.T, c chartCase, ns string, objs []chartObject) {
 		}
 		absent("Role/" + projection + "-batches")
 	}
-	// pods/exec, and the snapshot function's flag for it, only when the
-	// operator turns workloadExec hooks on.
+	// pods/exec, and the snapshot and restore functions' flag for it, only
+	// when the operator turns workloadExec hooks (and streams) on.
 	execArgs := 0
 	for _, o := range objs {
 		execArgs += strings.Count(fmt.Sprint(o), "--workload-exec-hooks")
 	}
-	if want := map[bool]int{false: 0, true: 1}[c.exec]; execArgs != want {
+	if want := map[bool]int{false: 0, true: 2}[c.exec]; execArgs != want {
 		t.Errorf("--workload-exec-hooks rendered %d times, want %d", execArgs, want)
 	}
 	// pods/log for the snapshot and restore functions, unless progress is off.
@@ -608,8 +608,8 @@ func checkCase(t *testing.T, c chartCase, ns string, objs []chartObject) {
 	}()
 	execGrants := 0
 	defer func() {
-		if c.exec && execGrants != 1 {
-			t.Errorf("the snapshot function is granted pods/exec %d times with workloadExecHooks on, want 1", execGrants)
+		if c.exec && execGrants != 2 {
+			t.Errorf("the snapshot and restore functions are granted pods/exec %d times with workloadExecHooks on, want 2", execGrants)
 		}
 	}()
 	for _, o := range objs {
@@ -625,7 +625,7 @@ func checkCase(t *testing.T, c chartCase, ns string, objs []chartObject) {
 					}
 					logGrants++
 				}
-				if res == "pods/exec" && !(c.exec && o.name() == "rel-snapflow-snapshot") {
+				if res == "pods/exec" && !(c.exec && (o.name() == "rel-snapflow-snapshot" || o.name() == "rel-snapflow-restore")) {
 					t.Errorf("ClusterRole %s grants pods/exec with workloadExecHooks=%v", o.name(), c.exec)
 				} else if res == "pods/exec" {
 					execGrants++

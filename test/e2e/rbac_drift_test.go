@@ -54,6 +54,10 @@ var unexercised = func() map[string]string {
 	add("maintenance of a ClusterRepository from a namespace other than snapflow's, which projects, is not driven",
 		"maintenance get /configmaps (projection)", "maintenance list /configmaps (projection)", "maintenance create /configmaps (projection)", "maintenance update /configmaps (projection)", "maintenance delete /configmaps (projection)",
 		"maintenance get /secrets (projection)", "maintenance list /secrets (projection)", "maintenance create /secrets (projection)", "maintenance update /secrets (projection)", "maintenance delete /secrets (projection)")
+	add("a work spec an earlier attempt left with other content is replaced (runtime.CreateWorkSpec); the suite does not change a run's spec between attempts",
+		"verify delete /configmaps", "maintenance delete /configmaps")
+	add("a stream run whose exec grant already exists (a redelivery between grant and Job) reconciles its Role; the suite does not interrupt a run there",
+		"snapshot update rbac.authorization.k8s.io/roles", "restore update rbac.authorization.k8s.io/roles")
 	add("a wedged maintenance mover's Job is deleted (internal/jobwatch); the suite wedges backup movers only",
 		"maintenance delete batch/jobs")
 	add("a full maintenance run's storage count lands on its repository's status; the suite runs full maintenance on a namespaced Repository only",

@@ -299,7 +299,7 @@ because the functions act on snapflow objects in every namespace. Notes:
   verbs: ["list"]
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["get", "create"]
+  verbs: ["get", "create", "delete"]
 {{ include "snapflow.rules.events" . }}
 {{- end -}}
 
@@ -339,7 +339,7 @@ because the functions act on snapflow objects in every namespace. Notes:
   verbs: ["list"]
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["get", "create"]
+  verbs: ["get", "create", "delete"]
 {{ include "snapflow.rules.events" . }}
 {{- end -}}
 
