@@ -56,6 +56,8 @@ var unexercised = func() map[string]string {
 		"maintenance get /secrets (projection)", "maintenance list /secrets (projection)", "maintenance create /secrets (projection)", "maintenance update /secrets (projection)", "maintenance delete /secrets (projection)")
 	add("a work spec an earlier attempt left with other content is replaced (runtime.CreateWorkSpec); the suite does not change a run's spec between attempts",
 		"verify delete /configmaps", "maintenance delete /configmaps")
+	add("the restore function never execs itself: it holds pods/exec because RBAC lets it put into a run's Role only what it holds",
+		"restore create /pods/exec", "restore get /pods/exec")
 	add("a stream run whose exec grant already exists (a redelivery between grant and Job) reconciles its Role; the suite does not interrupt a run there",
 		"snapshot update rbac.authorization.k8s.io/roles", "restore update rbac.authorization.k8s.io/roles")
 	add("a wedged maintenance mover's Job is deleted (internal/jobwatch); the suite wedges backup movers only",

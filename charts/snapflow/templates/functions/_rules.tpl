@@ -73,8 +73,11 @@ because the functions act on snapflow objects in every namespace. Notes:
   resources: ["serviceaccounts"]
   verbs: ["get", "create", "delete"]
 - apiGroups: ["rbac.authorization.k8s.io"]
-  resources: ["roles", "rolebindings"]
+  resources: ["roles"]
   verbs: ["get", "create", "update", "delete"]
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["rolebindings"]
+  verbs: ["get", "create", "delete"]
 {{- end }}
 # Work-spec ConfigMaps (a bootstrap's is replaced, never updated), recipe and global volume policies.
 - apiGroups: [""]
@@ -259,7 +262,9 @@ because the functions act on snapflow objects in every namespace. Notes:
 {{- if .Values.functions.snapshot.workloadExecHooks }}
 # streamExec restores, opted in with workloadExec hooks: each run gets its
 # own ServiceAccount, and a Role and RoleBinding letting it exec into the
-# one pod its command runs in; all three go when the run ends.
+# one pod its command runs in; all three go when the run ends. The function
+# never execs itself: it holds pods/exec because RBAC lets it grant only
+# what it holds.
 - apiGroups: [""]
   resources: ["pods/exec"]
   verbs: ["get", "create"]
@@ -267,8 +272,11 @@ because the functions act on snapflow objects in every namespace. Notes:
   resources: ["serviceaccounts"]
   verbs: ["get", "create", "delete"]
 - apiGroups: ["rbac.authorization.k8s.io"]
-  resources: ["roles", "rolebindings"]
+  resources: ["roles"]
   verbs: ["get", "create", "update", "delete"]
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["rolebindings"]
+  verbs: ["get", "create", "delete"]
 {{- end }}
 {{ include "snapflow.rules.events" . }}
 {{- end -}}
