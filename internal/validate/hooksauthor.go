@@ -97,17 +97,22 @@ func ExpectedRestoreAuthor(old, r *snapv1.Restore, user HooksAuthor, controller 
 // RestoreAuthorProblem refuses an exec-author annotation that is not the
 // one admission computes.
 func RestoreAuthorProblem(old, r *snapv1.Restore, user HooksAuthor, controller bool) Result {
-	var res Result
 	want, err := ExpectedRestoreAuthor(old, r, user, controller)
+	return authorProblem(want, err, r.Annotations[wellknown.AnnotationExecAuthor], wellknown.AnnotationExecAuthor,
+		"this Restore's streamExec target, whose rights it runs with")
+}
+
+// authorProblem refuses an author annotation (got) other than the one
+// admission computed (want); what says whose author it names.
+func authorProblem(want string, err error, got, annotation, what string) Result {
+	var r Result
+	field := "metadata.annotations[" + annotation + "]"
 	if err != nil {
-		res.Also(fieldErr("metadata.annotations["+wellknown.AnnotationExecAuthor+"]", "%v", err))
-		return res
+		r.Also(fieldErr(field, "%v", err))
+	} else if got != want {
+		r.Also(fieldErr(field, "is set by admission to the user who wrote %s; leave it as it is (remove it from your manifest)", what))
 	}
-	if got := r.Annotations[wellknown.AnnotationExecAuthor]; got != want {
-		res.Also(fieldErr("metadata.annotations["+wellknown.AnnotationExecAuthor+"]",
-			"is set by admission to the user who wrote this Restore's streamExec target, whose rights it runs with; leave it as it is (remove it from your manifest)"))
-	}
-	return res
+	return r
 }
 
 // ParseRestoreAuthor reads the author of r's streamExec target.
@@ -118,17 +123,9 @@ func ParseRestoreAuthor(r *snapv1.Restore) (HooksAuthor, error) {
 // HooksAuthorProblem refuses a hooks-author annotation that is not the one
 // admission computes: a user cannot lend a hook someone else's rights.
 func HooksAuthorProblem(old, p *snapv1.SnapshotPolicy, user HooksAuthor, controller bool) Result {
-	var r Result
 	want, err := ExpectedHooksAuthor(old, p, user, controller)
-	if err != nil {
-		r.Also(fieldErr("metadata.annotations["+wellknown.AnnotationHooksAuthor+"]", "%v", err))
-		return r
-	}
-	if got := p.Annotations[wellknown.AnnotationHooksAuthor]; got != want {
-		r.Also(fieldErr("metadata.annotations["+wellknown.AnnotationHooksAuthor+"]",
-			"is set by admission to the user who set this policy's runJob and workloadExec hooks and stream sources, whose rights those run with; leave it as it is (remove it from your manifest)"))
-	}
-	return r
+	return authorProblem(want, err, p.Annotations[wellknown.AnnotationHooksAuthor], wellknown.AnnotationHooksAuthor,
+		"this policy's runJob and workloadExec hooks and stream sources, whose rights those run with")
 }
 
 // ParseHooksAuthor reads the author of p's runJob and workloadExec hooks.
