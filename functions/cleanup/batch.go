@@ -91,7 +91,7 @@ func (f *Function) settleBatch(ctx context.Context, repo *repoState, pool map[ty
 
 // releaseFinished releases the members a finished batch deleted, as its own
 // pod reported them in its termination message, matched against the work
-// spec this function wrote. A Snapshot's status is never enough: whoever
+// spec this function wrote (the one the Job pins, not an edit made since). A Snapshot's status is never enough: whoever
 // may write status in its namespace could have written it.
 // pool holds the repository's deleting Snapshots, just listed; release
 // re-reads each before it removes the finalizer.
@@ -108,7 +108,7 @@ func (f *Function) releaseFinished(ctx context.Context, job *batchv1.Job, pool m
 		return nil, err
 	}
 	spec, err := mover.Parse([]byte(cm.Data[mover.WorkSpecKey]))
-	if err != nil || spec.Delete == nil || cm.Labels[wellknown.LabelManagedBy] != wellknown.ManagedByValue {
+	if err != nil || spec.Delete == nil || cm.Labels[wellknown.LabelManagedBy] != wellknown.ManagedByValue || !moverjob.Pinned(job, cm.Data[mover.WorkSpecKey]) {
 		runtime.Log(ctx).Info("deletion batch has no work spec of snapflow's; nothing released", "job", job.Name)
 		return nil, nil
 	}

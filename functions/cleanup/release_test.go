@@ -21,6 +21,7 @@ import (
 	"github.com/snapflow/snapflow/internal/deletion"
 	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/internal/mover"
+	"github.com/snapflow/snapflow/internal/moverjob"
 	"github.com/snapflow/snapflow/internal/scheme"
 )
 
@@ -35,7 +36,6 @@ func TestReleaseFinishedTrustsOnlyTheBatchPod(t *testing.T) {
 		return &snapv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name, UID: types.UID(uid),
 			DeletionTimestamp: &now, Finalizers: []string{wellknown.FinalizerSnapshotCleanup}}}
 	}
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "snapdel-1", UID: "job-uid"}}
 	work := mover.WorkSpec{Operation: mover.OpDelete, Repository: mover.Repository{Backend: kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: "/r"}}},
 		Target: mover.Target{Kind: "Repository", Namespace: "app", Name: "primary"},
 		Delete: &mover.DeleteWork{Members: []mover.DeleteMember{
@@ -49,6 +49,14 @@ func TestReleaseFinishedTrustsOnlyTheBatchPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The Job pins the spec it was made with; the ConfigMap is the
+	// tenant's to edit.
+	pinned := func(work string) *batchv1.Job {
+		return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "snapdel-1", UID: "job-uid"},
+			Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{
+				{Name: moverjob.ContainerName, Args: []string{"mover", "--work-digest", mover.Digest([]byte(work))}}}}}}}
+	}
+	job := pinned(body)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "snapdel-1", Labels: map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue}},
 		Data: map[string]string{mover.WorkSpecKey: body}}
 	terminated := func(name string, owned bool, msg string, at time.Time) *corev1.Pod {
@@ -70,6 +78,11 @@ func TestReleaseFinishedTrustsOnlyTheBatchPod(t *testing.T) {
 	f := &Function{Client: c}
 	pool := map[types.UID]*snapv1.Snapshot{"ua": snap("a", "ua"), "ub": snap("b", "ub"), "new-uc": snap("c", "new-uc")}
 	ref := snapv1.RepositoryRef{Kind: snapv1.KindRepository, Namespace: "app", Name: "primary"}
+	// A spec edited after the batch started (here: the Job pinned an
+	// earlier one) releases nothing.
+	if released, err := f.releaseFinished(ctx, pinned(body+" "), pool, ref); err != nil || len(released) != 0 {
+		t.Fatalf("with an edited work spec released %v (%v), want nothing", released, err)
+	}
 	released, err := f.releaseFinished(ctx, job, pool, ref)
 	if err != nil {
 		t.Fatal(err)

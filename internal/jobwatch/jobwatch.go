@@ -168,7 +168,8 @@ func waitingReason(p *corev1.Pod) string {
 
 // Report reads what j's mover found: the report in the termination message
 // of j's latest pod (only pods j controls), with the work spec the function
-// wrote for it (the ConfigMap of the Job's name, which must be snapflow's).
+// wrote for it (the ConfigMap of the Job's name, which must be snapflow's
+// and the one the Job's mover was started with).
 // A report counts only from a mover that exited 0, or with
 // mover.ExitReported or mover.ExitRetryable for a failure it recorded (the
 // latter read once the Job gave up retrying): any other exit is a crash,
@@ -186,6 +187,9 @@ func Report(ctx context.Context, c client.Client, j *batchv1.Job) (*mover.Report
 	}
 	if cm.Labels[wellknown.LabelManagedBy] != wellknown.ManagedByValue {
 		return nil, nil, fmt.Errorf("%w: configmap %s/%s is not snapflow's", mover.ErrReportMismatch, cm.Namespace, cm.Name)
+	}
+	if !moverjob.Pinned(j, cm.Data[mover.WorkSpecKey]) {
+		return nil, nil, fmt.Errorf("%w: configmap %s/%s changed after job %s started", mover.ErrReportMismatch, cm.Namespace, cm.Name, j.Name)
 	}
 	spec, err := mover.Parse([]byte(cm.Data[mover.WorkSpecKey]))
 	if err != nil {

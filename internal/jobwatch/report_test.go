@@ -18,6 +18,7 @@ import (
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/internal/mover"
+	"github.com/snapflow/snapflow/internal/moverjob"
 	"github.com/snapflow/snapflow/internal/scheme"
 )
 
@@ -42,6 +43,7 @@ func TestApplyReportTrustsOnlyTheJobsOwnMover(t *testing.T) {
 	failure := mover.TerminationMessage("Unreachable: down", mover.Report{Phase: "Failed", Started: at,
 		Failure: &mover.Failure{Class: "Unreachable", Message: "down"}, FailedAt: at})
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "billing", Name: "s-job", UID: "job-uid"}}
+	const editedSinceStart = "a work spec edited after its job started"
 	pod := func(controlled bool, code int32, msg string) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "billing", Name: "s-job-abcde", Labels: map[string]string{"job-name": "s-job"}},
 			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "mover",
@@ -80,9 +82,18 @@ func TestApplyReportTrustsOnlyTheJobsOwnMover(t *testing.T) {
 		}), true), mover.OpSnapshot, "s-uid", snapv1.SnapshotRunning, "not the snapshot work"},
 		{"a work spec for another object", pod(true, 0, success), cm(work(nil), true), mover.OpSnapshot, "other-uid", snapv1.SnapshotRunning, "not the snapshot work"},
 		{"a report of another source", pod(true, 0, success), cm(work(func(w *mover.WorkSpec) { w.Snapshot.Source.Hostname = "billing.other" }), true), mover.OpSnapshot, "s-uid", snapv1.SnapshotRunning, "reports kopia source"},
+		{editedSinceStart, pod(true, 0, success), cm(work(nil), true), mover.OpSnapshot, "s-uid", snapv1.SnapshotRunning, "changed after job s-job started"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// The Job pins the spec its mover started with (the mover
+			// checks it); edits after that are the tenant's.
+			pin := tt.cm.Data[mover.WorkSpecKey]
+			if tt.name == editedSinceStart {
+				pin = work(func(w *mover.WorkSpec) { w.Snapshot.Source.Path = "/elsewhere" })
+			}
+			job := job.DeepCopy()
+			job.Spec.Template.Spec.Containers = []corev1.Container{{Name: moverjob.ContainerName, Args: []string{"mover", "--work-digest", mover.Digest([]byte(pin))}}}
 			s := &snapv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Namespace: "billing", Name: "s", UID: "s-uid"}, Status: snapv1.SnapshotStatus{Phase: snapv1.SnapshotRunning}}
 			c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(s, job.DeepCopy(), tt.pod, tt.cm).WithStatusSubresource(&snapv1.Snapshot{}).Build()
 			why, err := ApplyReport(ctx, c, job, types.UID(tt.owner), tt.op)

@@ -493,3 +493,24 @@ func resources(d *snapv1.MoverDefaults, m *snapv1.MoverSpec) *corev1.ResourceReq
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Pinned reports whether work is the work spec j's mover was started with:
+// the digest in j's pod template, which the mover checked before it ran.
+// The work spec's ConfigMap sits in the run's namespace, so whoever may
+// write ConfigMaps there can change it after the mover read it; a function
+// reading the spec back to interpret the report (which members a deletion
+// removed, which volume a snapshot covered) must read the one that ran.
+func Pinned(j *batchv1.Job, work string) bool {
+	want := mover.Digest([]byte(work))
+	for _, c := range j.Spec.Template.Spec.Containers {
+		if c.Name != ContainerName {
+			continue
+		}
+		for i, a := range c.Args {
+			if a == "--work-digest" && i+1 < len(c.Args) {
+				return c.Args[i+1] == want
+			}
+		}
+	}
+	return false
+}

@@ -360,3 +360,38 @@ func TestCacheBudgets(t *testing.T) {
 		}
 	}
 }
+
+func TestPinnedAcceptsOnlyTheWorkSpecTheJobStartedWith(t *testing.T) {
+	job, cm, err := Build(params())
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := cm.Data[mover.WorkSpecKey]
+	edited := strings.Replace(work, `"snap"`, `"someone-else"`, 1)
+	if edited == work {
+		t.Fatal("the edit did not change the work spec")
+	}
+	unpinned := job.DeepCopy()
+	unpinned.Spec.Template.Spec.Containers[0].Args = slices.DeleteFunc(slices.Clone(unpinned.Spec.Template.Spec.Containers[0].Args),
+		func(a string) bool { return a == "--work-digest" || strings.HasPrefix(a, "sha256:") })
+	renamed := job.DeepCopy()
+	renamed.Spec.Template.Spec.Containers[0].Name = "sidecar"
+	for _, tc := range []struct {
+		name string
+		job  *batchv1.Job
+		work string
+		want bool
+	}{
+		{"the spec it was built with", job, work, true},
+		{"an edited spec", job, edited, false},
+		{"an empty spec", job, "", false},
+		{"a job without a digest", unpinned, work, false},
+		{"a digest on another container", renamed, work, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Pinned(tc.job, tc.work); got != tc.want {
+				t.Errorf("Pinned = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
