@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"time"
 
 	authzv1 "k8s.io/api/authorization/v1"
 
@@ -54,12 +52,10 @@ func (f *Function) streamTarget(ctx context.Context, rs *snapv1.Restore) (*targe
 	if why != "" {
 		return nil, ReasonTargetNotFound, why + "; the restore starts once one runs", nil
 	}
-	var timeout time.Duration
-	if t.Timeout != "" {
-		if timeout, err = time.ParseDuration(t.Timeout); err != nil {
-			return nil, ReasonTargetConflict, fmt.Sprintf("spec.target.streamExec.timeout %q: %v", t.Timeout, err), nil
-		}
+	timeout, err := mover.ExecTimeoutSeconds(t.Timeout)
+	if err != nil {
+		return nil, ReasonTargetConflict, fmt.Sprintf("spec.target.streamExec.timeout %q: %v", t.Timeout, err), nil
 	}
-	exec := &mover.ExecWork{Namespace: rs.Namespace, Pod: pod, Container: ctr, Command: t.Command, TimeoutSeconds: int64(math.Ceil(timeout.Seconds()))}
+	exec := &mover.ExecWork{Namespace: rs.Namespace, Pod: pod, Container: ctr, Command: t.Command, TimeoutSeconds: timeout}
 	return &targetPlan{exec: exec}, "", "", nil
 }

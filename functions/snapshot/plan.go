@@ -266,7 +266,7 @@ func (p *runPlan) nfsVolume() *corev1.NFSVolumeSource {
 // known: identity, collisions, volume policies, the mover's identity and
 // its privileges.
 func (f *Function) planRun(ctx context.Context, s *snapv1.Snapshot, p *runPlan, vol volumepolicy.Volume) (*runPlan, *gate, error) {
-	pol, repo := p.policy, p.repo
+	pol := p.policy
 	if g, err := f.planIdentity(ctx, s, p); g != nil || err != nil {
 		return nil, g, err
 	}
@@ -276,15 +276,7 @@ func (f *Function) planRun(ctx context.Context, s *snapv1.Snapshot, p *runPlan, 
 	if err := f.inheritIdentity(ctx, s, p); err != nil {
 		return nil, nil, err
 	}
-	p.podSC, p.sc = privilege.SecurityContexts(repo.Spec.MoverDefaults, p.mover)
-	var repoVol *corev1.VolumeSource
-	if !p.mounts.HostTrusted {
-		repoVol = privilege.RepositoryVolume(repo.Spec.Backend.Filesystem)
-	}
-	p.escalations = privilege.Mover(repo.Spec.MoverDefaults, p.mover, repoVol)
-	p.escalations = append(p.escalations, privilege.Export(p.nfs)...)
-	uid, gid := privilege.Effective(p.podSC, p.sc)
-	p.meta = kopia.Meta{UID: uid, GID: gid, FSGroup: p.podSC.FSGroup, Src: "default"}
+	p.settleMover()
 	switch mv := pol.Spec.Mover; {
 	case p.workload != nil:
 		// The data's group, which a restore inheriting this record gives
@@ -297,6 +289,20 @@ func (f *Function) planRun(ctx context.Context, s *snapv1.Snapshot, p *runPlan, 
 		p.meta.Src = "explicit"
 	}
 	return p, nil, nil
+}
+
+// settleMover sets the mover's security contexts from the repository's
+// defaults and p.mover, the escalations the privilege gate judges, and the
+// identity the run records.
+func (p *runPlan) settleMover() {
+	p.podSC, p.sc = privilege.SecurityContexts(p.repo.Spec.MoverDefaults, p.mover)
+	var repoVol *corev1.VolumeSource
+	if !p.mounts.HostTrusted {
+		repoVol = privilege.RepositoryVolume(p.repo.Spec.Backend.Filesystem)
+	}
+	p.escalations = append(privilege.Mover(p.repo.Spec.MoverDefaults, p.mover, repoVol), privilege.Export(p.nfs)...)
+	uid, gid := privilege.Effective(p.podSC, p.sc)
+	p.meta = kopia.Meta{UID: uid, GID: gid, FSGroup: p.podSC.FSGroup, Src: "default"}
 }
 
 // planIdentity resolves the run's kopia source and checks that the run's

@@ -3,10 +3,8 @@ package snapshot
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
-	"time"
 
 	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,9 +13,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
-	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/internal/mover"
-	"github.com/snapflow/snapflow/internal/privilege"
 )
 
 const (
@@ -63,26 +59,17 @@ func (f *Function) planStream(ctx context.Context, s *snapv1.Snapshot, p *runPla
 	if g, err := f.planIdentity(ctx, s, p); g != nil || err != nil {
 		return nil, g, err
 	}
-	var timeout time.Duration
-	if v := st.WorkloadExec.Timeout; v != "" {
-		if timeout, err = time.ParseDuration(v); err != nil {
-			return fatal(ReasonInvalidSpec, "stream.workloadExec.timeout %q: %v", v, err)
-		}
+	timeout, err := mover.ExecTimeoutSeconds(st.WorkloadExec.Timeout)
+	if err != nil {
+		return fatal(ReasonInvalidSpec, "stream.workloadExec.timeout %q: %v", st.WorkloadExec.Timeout, err)
 	}
 	p.exec = &mover.ExecWork{Namespace: s.Namespace, Pod: pod, Container: container, Command: st.WorkloadExec.Command,
-		FileName: st.FileName, TimeoutSeconds: int64(math.Ceil(timeout.Seconds()))}
+		FileName: st.FileName, TimeoutSeconds: timeout}
 	// Nothing is mounted or staged: the mover reads the command's output.
 	p.copyMethod = snapv1.CopyDirect
 	p.decision = snapv1.VolumePolicyDecision{CopyMethod: p.copyMethod, Message: "a stream source has no volume: volume policies do not apply"}
 	p.mover = p.policy.Spec.Mover
-	p.podSC, p.sc = privilege.SecurityContexts(p.repo.Spec.MoverDefaults, p.mover)
-	var repoVol *corev1.VolumeSource
-	if !p.mounts.HostTrusted {
-		repoVol = privilege.RepositoryVolume(p.repo.Spec.Backend.Filesystem)
-	}
-	p.escalations = privilege.Mover(p.repo.Spec.MoverDefaults, p.mover, repoVol)
-	uid, gid := privilege.Effective(p.podSC, p.sc)
-	p.meta = kopia.Meta{UID: uid, GID: gid, FSGroup: p.podSC.FSGroup, Src: "default"}
+	p.settleMover()
 	return p, nil, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/snapflow/snapflow/internal/kopia"
@@ -138,6 +139,23 @@ type ExecWork struct {
 	FileName string `json:"fileName"`
 	// TimeoutSeconds bounds the command (0: no bound but the Job's).
 	TimeoutSeconds int64 `json:"timeoutSeconds,omitempty"`
+}
+
+// ExecTimeoutSeconds is a workload command's timeout as the API spells it
+// (a Go duration, "" for none) in whole seconds, rounded up so that a
+// sub-second bound does not become none.
+func ExecTimeoutSeconds(v string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, err
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("a timeout cannot be negative")
+	}
+	return int64(math.Ceil(d.Seconds())), nil
 }
 
 func (e *ExecWork) check(field, ns string, file bool) error {

@@ -32,3 +32,23 @@ func TestParse(t *testing.T) {
 		})
 	}
 }
+
+func TestExecTimeoutSeconds(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    int64
+		wantErr bool
+	}{
+		{"", 0, false},
+		{"30s", 30, false},
+		{"1m30s", 90, false},
+		{"1500ms", 2, false}, // rounded up: a bound stays a bound
+		{"10", 0, true},      // no unit
+		{"-5s", 0, true},
+	} {
+		got, err := ExecTimeoutSeconds(tc.in)
+		if (err != nil) != tc.wantErr || got != tc.want {
+			t.Errorf("ExecTimeoutSeconds(%q) = %d, %v; want %d, error %v", tc.in, got, err, tc.want, tc.wantErr)
+		}
+	}
+}
