@@ -19,6 +19,7 @@ import (
 
 func testContext(t *testing.T) context.Context {
 	t.Helper()
+	quietAfter(t)
 	ctx, cancel := context.WithTimeout(context.Background(), harness.Timeout(3*time.Minute))
 	t.Cleanup(cancel)
 	return ctx
