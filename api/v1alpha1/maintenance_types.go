@@ -88,6 +88,12 @@ type MaintenanceRun struct {
 	// ReclaimedBytes is BytesBefore - BytesAfter, never below zero.
 	// +optional
 	ReclaimedBytes *int64 `json:"reclaimedBytes,omitempty"`
+	// ReclaimableBytes is what storage still held after the run beyond the
+	// contents snapshots reference (full runs only): contents no snapshot
+	// needs that are younger than the safety margin, and packs kopia
+	// deletes only once they are old enough. Later full runs free it.
+	// +optional
+	ReclaimableBytes *int64 `json:"reclaimableBytes,omitempty"`
 	// Safety is the kopia safety level the run used (full or none).
 	// +optional
 	Safety string `json:"safety,omitempty"`

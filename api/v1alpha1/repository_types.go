@@ -420,6 +420,11 @@ type StorageStats struct {
 	StoredBytes *int64 `json:"storedBytes,omitempty"`
 	// +optional
 	BlobCount *int64 `json:"blobCount,omitempty"`
+	// ReclaimableBytes is the part of StoredBytes no snapshot references,
+	// which later full maintenance runs free once kopia's safety margins
+	// have passed.
+	// +optional
+	ReclaimableBytes *int64 `json:"reclaimableBytes,omitempty"`
 	// +optional
 	StoredObservedAt *metav1.Time `json:"storedObservedAt,omitempty"`
 }
@@ -541,6 +546,7 @@ type RepositoryStatus struct {
 // +kubebuilder:printcolumn:name="Server",type=string,JSONPath=`.status.server.url`,priority=1
 // +kubebuilder:printcolumn:name="IndexBlobs",type=integer,JSONPath=`.status.storageStats.indexBlobCount`,priority=1
 // +kubebuilder:printcolumn:name="Stored",type=integer,JSONPath=`.status.storageStats.storedBytes`,priority=1
+// +kubebuilder:printcolumn:name="Reclaimable",type=integer,JSONPath=`.status.storageStats.reclaimableBytes`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Repository struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -589,6 +595,7 @@ type ClusterRepositorySpec struct {
 // +kubebuilder:printcolumn:name="Server",type=string,JSONPath=`.status.server.url`,priority=1
 // +kubebuilder:printcolumn:name="IndexBlobs",type=integer,JSONPath=`.status.storageStats.indexBlobCount`,priority=1
 // +kubebuilder:printcolumn:name="Stored",type=integer,JSONPath=`.status.storageStats.storedBytes`,priority=1
+// +kubebuilder:printcolumn:name="Reclaimable",type=integer,JSONPath=`.status.storageStats.reclaimableBytes`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ClusterRepository struct {
 	metav1.TypeMeta   `json:",inline"`

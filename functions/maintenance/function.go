@@ -511,7 +511,7 @@ func (f *Function) recordStorage(ctx context.Context, m *snapv1.Maintenance, run
 		if st.StorageStats != nil {
 			ss = *st.StorageStats
 		}
-		ss.StoredBytes, ss.BlobCount, ss.StoredObservedAt = run.BytesAfter, run.BlobsAfter, &at
+		ss.StoredBytes, ss.BlobCount, ss.ReclaimableBytes, ss.StoredObservedAt = run.BytesAfter, run.BlobsAfter, run.ReclaimableBytes, &at
 		st.StorageStats = &ss
 		return nil
 	}

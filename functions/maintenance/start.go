@@ -94,7 +94,7 @@ func (f *Function) start(ctx context.Context, m *snapv1.Maintenance, repo *snaps
 	return f.record(ctx, m, d.Mode, d.Slot, true, func(r *snapv1.MaintenanceRun) {
 		now := metav1.NewTime(f.now())
 		r.Phase, r.Job, r.StartedAt, r.CompletedAt, r.Message = mover.MaintenanceRunning, job.Name, &now, nil, fmt.Sprintf("%s maintenance as %s started (%s)", d.Mode, owner, d.Reason)
-		r.DurationSeconds, r.BlobsBefore, r.BytesBefore, r.BlobsAfter, r.BytesAfter, r.ReclaimedBytes, r.Safety = nil, nil, nil, nil, nil, nil, ""
+		r.DurationSeconds, r.BlobsBefore, r.BytesBefore, r.BlobsAfter, r.BytesAfter, r.ReclaimedBytes, r.ReclaimableBytes, r.Safety = nil, nil, nil, nil, nil, nil, nil, ""
 	})
 }
 

@@ -2,6 +2,7 @@ package kopia
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"github.com/kopia/kopia/repo"
 	"github.com/kopia/kopia/repo/blob"
 	"github.com/kopia/kopia/repo/maintenance"
+	"github.com/kopia/kopia/repo/maintenancestats"
 	"github.com/kopia/kopia/snapshot/snapshotmaintenance"
 )
 
@@ -58,7 +60,14 @@ type MaintainResult struct {
 	// quick run itself.
 	Counted       bool
 	Before, After StorageUsage
-	Duration      time.Duration
+	// Referenced is the packed size of the contents the full run's
+	// snapshot garbage collection found in use (nil: it recorded none, or
+	// a mover too old to count it reported the run). What storage holds
+	// beyond it (Reclaimable) is what later full runs can free: contents
+	// unreferenced but younger than the safety margin, and packs kopia
+	// deletes only once they are old enough.
+	Referenced *int64 `json:",omitempty"`
+	Duration   time.Duration
 }
 
 // ErrNotOwner is returned with a skipped result.
@@ -142,7 +151,10 @@ func (r *Repo) Maintain(ctx context.Context, o MaintainOptions) (MaintainResult,
 			return nil
 		}
 		// Counted in this session: it sees the blobs it deleted as gone.
-		res.After, err = storageUsage(ctx, dw)
+		if res.After, err = storageUsage(ctx, dw); err != nil {
+			return err
+		}
+		res.Referenced, err = referencedBytes(ctx, dw, started)
 		return err
 	})
 	if res.Skipped {
@@ -155,6 +167,44 @@ func (r *Repo) Maintain(ctx context.Context, o MaintainOptions) (MaintainResult,
 		return res, classify(err)
 	}
 	return res, nil
+}
+
+// Reclaimable is what storage held after a counted full run beyond the
+// contents snapshots reference, never below zero; ok is false when the
+// run did not count both.
+func (r MaintainResult) Reclaimable() (bytes int64, ok bool) {
+	if !r.Counted || r.Referenced == nil {
+		return 0, false
+	}
+	return max(r.After.Bytes-*r.Referenced, 0), true
+}
+
+// referencedBytes reads what the snapshot garbage collection of the run
+// that started at started found in use, from the run history kopia keeps
+// in the repository; nil when that run left no statistics.
+func referencedBytes(ctx context.Context, dr repo.DirectRepository, started time.Time) (*int64, error) {
+	s, err := maintenance.GetSchedule(ctx, dr)
+	if err != nil {
+		return nil, fmt.Errorf("read the maintenance history: %w", err)
+	}
+	kind := (&maintenancestats.SnapshotGCStats{}).Kind()
+	for _, run := range s.Runs[maintenance.TaskSnapshotGarbageCollection] {
+		if run.Start.Before(started.Add(-time.Second)) {
+			break // newest first: older runs are not this one's
+		}
+		if !run.Success {
+			continue
+		}
+		for _, e := range run.Extra {
+			var st maintenancestats.SnapshotGCStats
+			if e.Kind != kind || json.Unmarshal(e.Data, &st) != nil {
+				continue
+			}
+			used := st.InUseContentSize + st.InUseSystemContentSize
+			return &used, nil
+		}
+	}
+	return nil, nil
 }
 
 // storageUsage counts every blob the storage holds.

@@ -69,6 +69,13 @@ func TestMaintainReclaimsDeletedData(t *testing.T) {
 	if !kept.Counted || kept.After.Bytes < 4<<20 {
 		t.Fatalf("full maintenance with safety full freed fresh data: %d bytes left", kept.After.Bytes)
 	}
+	// What it kept is what a later run can free: no snapshot needs it.
+	if rec, ok := kept.Reclaimable(); !ok || rec < 4<<20 || rec > kept.After.Bytes {
+		t.Fatalf("reclaimable after deleting the only snapshot: %d (%v) of %d stored, want the 4 MiB it held", rec, ok, kept.After.Bytes)
+	}
+	if _, ok := q.Reclaimable(); ok {
+		t.Fatal("a quick run claims to know what is reclaimable")
+	}
 	// kopia dates contents and the maintenance start in whole seconds and
 	// keeps a content of the start's second even with no margins: let
 	// one pass since the backup, as any real deletion has.
@@ -79,6 +86,9 @@ func TestMaintainReclaimsDeletedData(t *testing.T) {
 	}
 	if full.TookOver || full.Before.Bytes-full.After.Bytes < 4<<20-(256<<10) {
 		t.Fatalf("full maintenance with safety none: %+v, want about 4 MiB reclaimed", full)
+	}
+	if rec, ok := full.Reclaimable(); !ok || rec > 256<<10 {
+		t.Fatalf("reclaimable after freeing it: %d (%v), want next to nothing", rec, ok)
 	}
 
 	// An alias hands over silently; takeover takes it from anyone.
@@ -91,5 +101,27 @@ func TestMaintainReclaimsDeletedData(t *testing.T) {
 	}
 	if _, err := r.Maintain(ctx, kopia.MaintainOptions{Mode: kopia.MaintainQuick, Safety: "some"}); kopia.ClassOf(err) != kopia.ClassInvalidConfig {
 		t.Fatalf("unknown safety: %v, want %s", err, kopia.ClassInvalidConfig)
+	}
+}
+
+// What is reclaimable is known only from a counted run whose garbage
+// collection left its statistics; a report from an older mover has none.
+func TestReclaimable(t *testing.T) {
+	n := func(v int64) *int64 { return &v }
+	after := kopia.StorageUsage{Blobs: 3, Bytes: 1000}
+	for _, tc := range []struct {
+		name string
+		res  kopia.MaintainResult
+		want int64
+		ok   bool
+	}{
+		{"counted", kopia.MaintainResult{Counted: true, After: after, Referenced: n(600)}, 400, true},
+		{"all referenced", kopia.MaintainResult{Counted: true, After: after, Referenced: n(1200)}, 0, true},
+		{"no statistics", kopia.MaintainResult{Counted: true, After: after}, 0, false},
+		{"not counted", kopia.MaintainResult{Referenced: n(600)}, 0, false},
+	} {
+		if got, ok := tc.res.Reclaimable(); got != tc.want || ok != tc.ok {
+			t.Errorf("%s: Reclaimable() = %d, %v; want %d, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
 	}
 }

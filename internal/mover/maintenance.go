@@ -156,11 +156,14 @@ func (k *KubeReporter) MaintenanceDone(ctx context.Context, rep MaintenanceRepor
 		m.Status.RepositoryOwner = res.Owner
 		r.Phase = MaintenanceSucceeded
 		r.DurationSeconds = ptr(int64(res.Duration.Round(time.Second) / time.Second))
-		r.BlobsBefore, r.BytesBefore, r.BlobsAfter, r.BytesAfter, r.ReclaimedBytes = nil, nil, nil, nil, nil
+		r.BlobsBefore, r.BytesBefore, r.BlobsAfter, r.BytesAfter, r.ReclaimedBytes, r.ReclaimableBytes = nil, nil, nil, nil, nil, nil
 		if res.Counted {
 			reclaimed := max(res.Before.Bytes-res.After.Bytes, 0)
 			r.BlobsBefore, r.BytesBefore, r.BlobsAfter, r.BytesAfter = ptr(res.Before.Blobs), ptr(res.Before.Bytes), ptr(res.After.Blobs), ptr(res.After.Bytes)
 			r.ReclaimedBytes = ptr(reclaimed)
+			if rec, ok := res.Reclaimable(); ok {
+				r.ReclaimableBytes = ptr(rec)
+			}
 		}
 		if w.Mode == kopia.MaintainFull {
 			m.Status.LastFullSucceeded, m.Status.LastReclaimedBytes = &at, r.ReclaimedBytes

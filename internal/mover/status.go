@@ -261,6 +261,7 @@ func (k *KubeReporter) BootstrapDone(ctx context.Context, r BootstrapResult) err
 			// A spec edit that reconnects to the same kopia repository
 			// keeps what its last full maintenance counted.
 			st.StorageStats.StoredBytes, st.StorageStats.BlobCount, st.StorageStats.StoredObservedAt = prev.StoredBytes, prev.BlobCount, prev.StoredObservedAt
+			st.StorageStats.ReclaimableBytes = prev.ReclaimableBytes
 			st.StorageStats.IndexBlobCount = prev.IndexBlobCount
 		}
 		st.LastReverifyAt = &at

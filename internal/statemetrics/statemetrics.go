@@ -98,6 +98,8 @@ var (
 		[]string{"repository_kind", "namespace", "repository"}}
 	RepoStoredBytes = &Desc{"snapflow_repository_stored_bytes", "Bytes the repository's storage holds, counted blob by blob by its last full maintenance run, after what it reclaimed.",
 		[]string{"repository_kind", "namespace", "repository"}}
+	RepoReclaimable = &Desc{"snapflow_repository_reclaimable_bytes", "Bytes of the repository's storage that no snapshot references, as its last full maintenance run found them; later full runs free them once kopia's safety margins pass.",
+		[]string{"repository_kind", "namespace", "repository"}}
 	RepoBlobs = &Desc{"snapflow_repository_blobs", "Blobs the repository's storage holds, counted by its last full maintenance run.",
 		[]string{"repository_kind", "namespace", "repository"}}
 	MaintenanceConfigured = &Desc{"kopiur_repository_maintenance_configured", "1 when a Maintenance maintains the repository, else 0.",
@@ -142,7 +144,7 @@ var (
 // Families lists every family, for registration.
 var Families = []*Desc{ResourcePhase, SnapshotLastSuccess, SnapshotConsecutiveFailures, SnapshotSize, SnapshotFiles, SnapshotDuration,
 	PolicyLastSuccess, PolicyLastDuration, PolicyLastSize, PolicyLastFiles, PolicyLastBackupSuccess, SnapshotVerified, SnapshotsLive,
-	WaitingForSlot, DeletionsHeld, RepoSize, RepoSnapshotCount, RepoStoredBytes, RepoBlobs, MaintenanceConfigured, MaintenanceWanted, MaintenanceReclaimed, RestoreDuration, SnapshotFailureClass, DeletionWaiting, PolicyInfo, PolicyCreated, PolicyVerificationFailed, RepositoryBreakerOpen, SnapshotGated, DeletionsPendingExternal, PruneBlocked, PruneLastRun, PruneRecordKnown, PVCProtected, CoverageKnown}
+	WaitingForSlot, DeletionsHeld, RepoSize, RepoSnapshotCount, RepoStoredBytes, RepoReclaimable, RepoBlobs, MaintenanceConfigured, MaintenanceWanted, MaintenanceReclaimed, RestoreDuration, SnapshotFailureClass, DeletionWaiting, PolicyInfo, PolicyCreated, PolicyVerificationFailed, RepositoryBreakerOpen, SnapshotGated, DeletionsPendingExternal, PruneBlocked, PruneLastRun, PruneRecordKnown, PVCProtected, CoverageKnown}
 
 // Samples derives every series from s.
 func Samples(s State) []Sample {
@@ -316,6 +318,9 @@ func Samples(s State) []Sample {
 			}
 			if ss.BlobCount != nil {
 				add(RepoBlobs, float64(*ss.BlobCount), string(kind), ns, name)
+			}
+			if ss.ReclaimableBytes != nil {
+				add(RepoReclaimable, float64(*ss.ReclaimableBytes), string(kind), ns, name)
 			}
 		}
 		v := 0.0

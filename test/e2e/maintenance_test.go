@@ -19,6 +19,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
+	"github.com/snapflow/snapflow/internal/repousage"
 )
 
 // waitMaintenanceRun waits until mode's run of Maintenance ns/name ended
@@ -52,6 +53,34 @@ func requestMaintenance(t *testing.T, ns, name, mode string, extra ...string) ti
 		wellknown.AnnotationMaintenanceRunReq + "=" + at.Format(time.RFC3339), wellknown.AnnotationMaintenanceRunMode + "=" + mode}
 	kubectl(t, nil, 0, append(args, extra...)...)
 	return at
+}
+
+// repositoryUsage is what `snapflow repository usage primary -o json` says
+// of ns's repository.
+func repositoryUsage(t *testing.T, ns string) repousage.Report {
+	t.Helper()
+	out, errOut, code := runSnapflow(t, "repository", "usage", "primary", "-n", ns, "-o", "json")
+	var rep repousage.Report
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
+		t.Fatalf("snapflow repository usage: exit %d\n%s\n%s", code, out, errOut)
+	}
+	return rep
+}
+
+// reclaimable waits until Repository primary in ns says want bytes of
+// its storage are reclaimable, as its last full maintenance run found.
+func reclaimable(t *testing.T, ns string, want int64) {
+	t.Helper()
+	eventually(t, func() error {
+		var r snapv1.Repository
+		if err := env.Client.Get(testContext(t), clientKey(ns, "primary"), &r); err != nil {
+			return err
+		}
+		if ss := r.Status.StorageStats; ss == nil || ss.ReclaimableBytes == nil || *ss.ReclaimableBytes != want {
+			return fmt.Errorf("repository storageStats %+v, want %d bytes reclaimable", ss, want)
+		}
+		return nil
+	})
 }
 
 // dirBytes sums the sizes of the regular files under dir.
@@ -108,9 +137,36 @@ func TestMaintenanceReclaimsDeletedBackups(t *testing.T) {
 		t.Fatalf("quick run %+v, status %+v", run, m.Status)
 	}
 
-	// Delete the backup; a full run with safety none gives its bytes back.
+	// Before any full run, `repository usage` knows the backup's share
+	// but not what storage holds, and says how to learn it.
+	use := repositoryUsage(t, ns)
+	if len(use.Groups) != 1 || use.Groups[0].Snapshots != 1 || use.Groups[0].Added.Day < 5<<19 || use.Groups[0].Policy != ns+"/app" ||
+		use.StoredBytes != nil || len(use.Notes) == 0 || !strings.Contains(use.Notes[0], "maintenance run") {
+		t.Fatalf("repository usage before a full run: %+v", use)
+	}
+
+	// Delete the backup. A full run with kopia's default margins frees
+	// nothing of it yet, but says what a later run will: its bytes, which
+	// no snapshot references any more.
 	kubectl(t, nil, 0, "delete", "snapshot", "s1", "-n", ns, "--wait=false")
 	waitGone(t, ns, "s1")
+	labels := []string{"repository_kind", "Repository", "namespace", ns, "repository", "primary"}
+	at = requestMaintenance(t, ns, "primary", "full")
+	kept, _ := waitMaintenanceRun(t, ns, "primary", "full", at)
+	if kept.Phase != "Succeeded" || kept.Safety != "full" || kept.ReclaimableBytes == nil || kept.BytesAfter == nil ||
+		*kept.ReclaimableBytes < 5<<19 || *kept.ReclaimableBytes > *kept.BytesAfter {
+		t.Fatalf("full run with safety full %+v: want about 3 MiB reclaimable, at most what is stored", kept)
+	}
+	reclaimable(t, ns, *kept.ReclaimableBytes)
+	if use = repositoryUsage(t, ns); len(use.Groups) != 0 || use.ReclaimableBytes == nil || *use.ReclaimableBytes != *kept.ReclaimableBytes {
+		t.Fatalf("repository usage after the run: %+v, want no snapshot and %d bytes reclaimable", use, *kept.ReclaimableBytes)
+	}
+	if out, errOut, code := runSnapflow(t, "repository", "usage", "primary", "-n", ns); code != 0 || !strings.Contains(out, "reclaimable:") {
+		t.Fatalf("snapflow repository usage: exit %d\n%s\n%s", code, out, errOut)
+	}
+	exported(t, map[string]float64{series("snapflow_repository_reclaimable_bytes", labels...): float64(*kept.ReclaimableBytes)})
+
+	// A full run with safety none gives the bytes back.
 	repoDir := filepath.Join(env.Functions.Node.PVCDir(ns, "kopia-repo"), "repository")
 	before := dirBytes(t, repoDir)
 	// As a user would: the CLI asks for the run and follows it.
@@ -129,6 +185,10 @@ func TestMaintenanceReclaimsDeletedBackups(t *testing.T) {
 	if run.Phase != "Succeeded" || run.ReclaimedBytes == nil || *run.ReclaimedBytes < 5<<19 || run.Safety != "none" {
 		t.Fatalf("full run %+v: want about 3 MiB reclaimed with safety none", run)
 	}
+	if run.ReclaimableBytes == nil || *run.ReclaimableBytes >= 5<<19 {
+		t.Fatalf("full run %+v: want next to nothing left reclaimable", run)
+	}
+	reclaimable(t, ns, *run.ReclaimableBytes)
 	if before-after < 5<<19 {
 		t.Fatalf("the repository holds %d bytes on disk after full maintenance, %d before: want about 3 MiB less", after, before)
 	}
@@ -152,10 +212,9 @@ func TestMaintenanceReclaimsDeletedBackups(t *testing.T) {
 		}
 		return nil
 	})
-	if wide := kubectl(t, nil, 0, "get", "repository", "primary", "-n", ns, "-o", "wide").Stdout; !strings.Contains(wide, "STORED") || !strings.Contains(wide, fmt.Sprint(*run.BytesAfter)) {
+	if wide := kubectl(t, nil, 0, "get", "repository", "primary", "-n", ns, "-o", "wide").Stdout; !strings.Contains(wide, "STORED") || !strings.Contains(wide, "RECLAIMABLE") || !strings.Contains(wide, fmt.Sprint(*run.BytesAfter)) {
 		t.Fatalf("kubectl get repository -o wide shows no stored bytes:\n%s", wide)
 	}
-	labels := []string{"repository_kind", "Repository", "namespace", ns, "repository", "primary"}
 	exported(t, map[string]float64{series("snapflow_repository_stored_bytes", labels...): float64(*run.BytesAfter),
 		series("snapflow_repository_blobs", labels...): float64(*run.BlobsAfter)})
 	eventually(t, func() error {
