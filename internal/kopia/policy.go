@@ -2,6 +2,7 @@ package kopia
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/kopia/kopia/repo/compression"
@@ -40,7 +41,10 @@ type Policy struct {
 func PolicyFromSpec(spec *snapv1.SnapshotPolicySpec) Policy {
 	var p Policy
 	if c := spec.Compression; c != nil {
-		p.Compressor, p.NeverCompress = c.Compressor, c.NeverCompress
+		p.Compressor = c.Compressor
+		// kopia matches extensions, not the globs users write; entries it
+		// cannot match (refused at admission) compress as usual.
+		p.NeverCompress = neverCompress(c.NeverCompress)
 	}
 	if f := spec.Files; f != nil {
 		p.IgnoreRules = f.IgnoreRules
@@ -75,6 +79,18 @@ func PolicyFromSpec(spec *snapv1.SnapshotPolicySpec) Policy {
 		}
 	}
 	return p
+}
+
+// neverCompress is the extensions of the entries kopia can match.
+func neverCompress(globs []string) []string {
+	var exts []string
+	for _, g := range globs {
+		if e, err := kopiaflags.NeverCompress([]string{g}); err == nil {
+			exts = append(exts, e...)
+		}
+	}
+	slices.Sort(exts)
+	return slices.Compact(exts)
 }
 
 // EffectiveIgnoreRules applies the replace semantics: nil is the default list.

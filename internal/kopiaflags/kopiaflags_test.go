@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,4 +76,42 @@ func readDoc(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+func TestNeverCompress(t *testing.T) {
+	for _, tc := range []struct {
+		in      []string
+		want    []string
+		wantErr string
+	}{
+		{in: nil, want: []string{}},
+		{in: []string{"*.zip", "*.gz", ".mp4", "*.gz"}, want: []string{".gz", ".mp4", ".zip"}},
+		{in: []string{"*.tar.gz"}, wantErr: `entry 0 ("*.tar.gz")`},
+		{in: []string{"*.gz", "videos/*"}, wantErr: `entry 1 ("videos/*")`},
+		{in: []string{"gz"}, wantErr: "one extension"},
+		{in: []string{"*."}, wantErr: "one extension"},
+		{in: []string{"*.g?"}, wantErr: "one extension"},
+	} {
+		got, err := NeverCompress(tc.in)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("NeverCompress(%q) error %v, want one with %q", tc.in, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("NeverCompress(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestCompressor(t *testing.T) {
+	for _, ok := range []string{"", "none", "zstd", "s2-default", "gzip"} {
+		if err := Compressor(ok); err != nil {
+			t.Errorf("Compressor(%q): %v", ok, err)
+		}
+	}
+	if err := Compressor("zstdd"); err == nil || !strings.Contains(err.Error(), "zstd") {
+		t.Errorf("Compressor(zstdd) = %v, want an error listing the known ones", err)
+	}
 }

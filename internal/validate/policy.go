@@ -37,6 +37,17 @@ func SnapshotPolicy(p *snapv1.SnapshotPolicy, opts Options) Result {
 		}
 	}
 	r.Also(extraArgs(s))
+	if c := s.Compression; c != nil {
+		if err := kopiaflags.Compressor(c.Compressor); err != nil {
+			r.Also(fieldErr("spec.compression.compressor", "%v", err))
+		}
+		// Entries kopia cannot match were admitted once and only cost
+		// compression work: runs ignore them (PolicyFromSpec) rather than
+		// fail a backup over a hint.
+		if _, err := kopiaflags.NeverCompress(c.NeverCompress); err != nil && opts.Admission {
+			r.Also(fieldErr("spec.compression.neverCompress", "%v", err))
+		}
+	}
 	if class, ok := p.Annotations[wellknown.AnnotationVolumeGroupSnapshotClass]; ok {
 		path := "metadata.annotations[" + wellknown.AnnotationVolumeGroupSnapshotClass + "]"
 		switch {

@@ -58,6 +58,18 @@ func TestSnapshotPolicyRules(t *testing.T) {
 	}{
 		{"valid", func(*snapv1.SnapshotPolicy) {}, "", "", admission},
 		{"rule 1: neither repository", func(p *snapv1.SnapshotPolicy) { p.Spec.Repository = nil }, "spec.repository", "got neither", admission},
+		{"compression: an unknown compressor", func(p *snapv1.SnapshotPolicy) {
+			p.Spec.Compression = &snapv1.Compression{Compressor: "zstdd"}
+		}, "spec.compression.compressor", `kopia has no compressor "zstdd"`, admission},
+		{"compression: a glob kopia cannot match", func(p *snapv1.SnapshotPolicy) {
+			p.Spec.Compression = &snapv1.Compression{Compressor: "zstd", NeverCompress: []string{"*.zip", "media/*"}}
+		}, "spec.compression.neverCompress", `entry 1 ("media/*")`, admission},
+		{"compression: a stored glob kopia cannot match does not fail a run", func(p *snapv1.SnapshotPolicy) {
+			p.Spec.Compression = &snapv1.Compression{Compressor: "zstd", NeverCompress: []string{"media/*"}}
+		}, "", "", Options{}},
+		{"compression: extensions as globs or bare", func(p *snapv1.SnapshotPolicy) {
+			p.Spec.Compression = &snapv1.Compression{Compressor: "zstd", NeverCompress: []string{"*.zip", ".gz"}}
+		}, "", "", admission},
 		{"rule 1: both repository forms", func(p *snapv1.SnapshotPolicy) {
 			p.Spec.Repositories = []snapv1.RepositoryRef{{Name: "b"}}
 		}, "spec.repositories", "got both", admission},
