@@ -55,7 +55,7 @@ so). Changes nothing.`,
 				if err := c.Get(ctx, client.ObjectKey{Name: ref.Name}, &r); err != nil {
 					return fmt.Errorf("read ClusterRepository %s: %w", ref.Name, err)
 				}
-				in.Stats = r.Status.StorageStats
+				in.Stats, in.RepositorySuspended = r.Status.StorageStats, r.Spec.Suspend
 			} else {
 				if in.Repository.Namespace, err = kube.namespace(namespace); err != nil {
 					return usage(err)
@@ -64,7 +64,7 @@ so). Changes nothing.`,
 				if err := c.Get(ctx, client.ObjectKey{Namespace: in.Repository.Namespace, Name: ref.Name}, &r); err != nil {
 					return fmt.Errorf("read Repository %s/%s: %w", in.Repository.Namespace, ref.Name, err)
 				}
-				in.Stats = r.Status.StorageStats
+				in.Stats, in.RepositorySuspended = r.Status.StorageStats, r.Spec.Suspend
 			}
 			narrowed, err := readUsage(cmd, c, &in)
 			if err != nil {

@@ -88,10 +88,10 @@ type MaintenanceRun struct {
 	// ReclaimedBytes is BytesBefore - BytesAfter, never below zero.
 	// +optional
 	ReclaimedBytes *int64 `json:"reclaimedBytes,omitempty"`
-	// ReclaimableBytes is what storage still held after the run beyond the
-	// contents snapshots reference (full runs only): contents no snapshot
-	// needs that are younger than the safety margin, and packs kopia
-	// deletes only once they are old enough. Later full runs free it.
+	// ReclaimableBytes is, at most, what later full runs can free (full
+	// runs only): the content no snapshot referenced when this run
+	// collected garbage, bounded by what storage still held beyond the
+	// referenced content afterwards.
 	// +optional
 	ReclaimableBytes *int64 `json:"reclaimableBytes,omitempty"`
 	// Safety is the kopia safety level the run used (full or none).

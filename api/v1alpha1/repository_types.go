@@ -420,9 +420,9 @@ type StorageStats struct {
 	StoredBytes *int64 `json:"storedBytes,omitempty"`
 	// +optional
 	BlobCount *int64 `json:"blobCount,omitempty"`
-	// ReclaimableBytes is the part of StoredBytes no snapshot references,
-	// which later full maintenance runs free once kopia's safety margins
-	// have passed.
+	// ReclaimableBytes is, at most, the part of StoredBytes later full
+	// maintenance runs free once kopia's safety margins have passed: the
+	// content no snapshot referenced at the last full run.
 	// +optional
 	ReclaimableBytes *int64 `json:"reclaimableBytes,omitempty"`
 	// +optional

@@ -60,13 +60,12 @@ type MaintainResult struct {
 	// quick run itself.
 	Counted       bool
 	Before, After StorageUsage
-	// Referenced is the packed size of the contents the full run's
-	// snapshot garbage collection found in use (nil: it recorded none, or
-	// a mover too old to count it reported the run). What storage holds
-	// beyond it (Reclaimable) is what later full runs can free: contents
-	// unreferenced but younger than the safety margin, and packs kopia
-	// deletes only once they are old enough.
-	Referenced *int64 `json:",omitempty"`
+	// Referenced and Unreferenced are the packed sizes of the contents
+	// the full run's snapshot garbage collection found in use and found
+	// no snapshot using (nil: it recorded none, or a mover too old to
+	// count them reported the run). See Reclaimable.
+	Referenced   *int64 `json:",omitempty"`
+	Unreferenced *int64 `json:",omitempty"`
 	Duration   time.Duration
 }
 
@@ -154,8 +153,10 @@ func (r *Repo) Maintain(ctx context.Context, o MaintainOptions) (MaintainResult,
 		if res.After, err = storageUsage(ctx, dw); err != nil {
 			return err
 		}
-		res.Referenced, err = referencedBytes(ctx, dw, started)
-		return err
+		// An estimate: a run that did its work is not failed for want
+		// of it.
+		res.Referenced, res.Unreferenced = gcCounts(ctx, dw, started)
+		return nil
 	})
 	if res.Skipped {
 		return res, err
@@ -169,23 +170,26 @@ func (r *Repo) Maintain(ctx context.Context, o MaintainOptions) (MaintainResult,
 	return res, nil
 }
 
-// Reclaimable is what storage held after a counted full run beyond the
-// contents snapshots reference, never below zero; ok is false when the
-// run did not count both.
+// Reclaimable is what later full runs can free, at most: the contents
+// no snapshot referenced when this run collected garbage (those younger
+// than the safety margin, and those it marked deleted), bounded by what
+// storage still held beyond the referenced ones once the run had freed
+// what it could. Indexes, logs and the live part of packs kopia does not
+// rewrite are never counted. ok is false when the run did not count.
 func (r MaintainResult) Reclaimable() (bytes int64, ok bool) {
-	if !r.Counted || r.Referenced == nil {
+	if !r.Counted || r.Referenced == nil || r.Unreferenced == nil {
 		return 0, false
 	}
-	return max(r.After.Bytes-*r.Referenced, 0), true
+	return min(max(r.After.Bytes-*r.Referenced, 0), *r.Unreferenced), true
 }
 
-// referencedBytes reads what the snapshot garbage collection of the run
-// that started at started found in use, from the run history kopia keeps
-// in the repository; nil when that run left no statistics.
-func referencedBytes(ctx context.Context, dr repo.DirectRepository, started time.Time) (*int64, error) {
+// gcCounts reads what the snapshot garbage collection of the run that
+// started at started counted, from the run history kopia keeps in the
+// repository; nil when that run left no statistics or they cannot be read.
+func gcCounts(ctx context.Context, dr repo.DirectRepository, started time.Time) (referenced, unreferenced *int64) {
 	s, err := maintenance.GetSchedule(ctx, dr)
 	if err != nil {
-		return nil, fmt.Errorf("read the maintenance history: %w", err)
+		return nil, nil
 	}
 	kind := (&maintenancestats.SnapshotGCStats{}).Kind()
 	for _, run := range s.Runs[maintenance.TaskSnapshotGarbageCollection] {
@@ -200,8 +204,8 @@ func referencedBytes(ctx context.Context, dr repo.DirectRepository, started time
 			if e.Kind != kind || json.Unmarshal(e.Data, &st) != nil {
 				continue
 			}
-			used := st.InUseContentSize + st.InUseSystemContentSize
-			return &used, nil
+			used, unused := st.InUseContentSize+st.InUseSystemContentSize, st.UnreferencedContentSize+st.UnreferencedRecentContentSize
+			return &used, &unused
 		}
 	}
 	return nil, nil

@@ -115,10 +115,11 @@ func TestReclaimable(t *testing.T) {
 		want int64
 		ok   bool
 	}{
-		{"counted", kopia.MaintainResult{Counted: true, After: after, Referenced: n(600)}, 400, true},
-		{"all referenced", kopia.MaintainResult{Counted: true, After: after, Referenced: n(1200)}, 0, true},
+		{"counted", kopia.MaintainResult{Counted: true, After: after, Referenced: n(600), Unreferenced: n(350)}, 350, true},
+		{"bounded by what is stored", kopia.MaintainResult{Counted: true, After: after, Referenced: n(600), Unreferenced: n(900)}, 400, true},
+		{"all referenced", kopia.MaintainResult{Counted: true, After: after, Referenced: n(1200), Unreferenced: n(0)}, 0, true},
 		{"no statistics", kopia.MaintainResult{Counted: true, After: after}, 0, false},
-		{"not counted", kopia.MaintainResult{Referenced: n(600)}, 0, false},
+		{"not counted", kopia.MaintainResult{Referenced: n(600), Unreferenced: n(1)}, 0, false},
 	} {
 		if got, ok := tc.res.Reclaimable(); got != tc.want || ok != tc.ok {
 			t.Errorf("%s: Reclaimable() = %d, %v; want %d, %v", tc.name, got, ok, tc.want, tc.ok)

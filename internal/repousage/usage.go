@@ -100,6 +100,8 @@ type Input struct {
 	// Repository; Stats its status.storageStats.
 	Repository snapv1.RepositoryRef
 	Stats      *snapv1.StorageStats
+	// RepositorySuspended is the repository's spec.suspend.
+	RepositorySuspended bool
 	// Snapshots and Policies are those of every namespace the caller could
 	// read; Explain keeps the Snapshots that write to Repository.
 	Snapshots []snapv1.Snapshot
@@ -115,7 +117,10 @@ func Explain(in Input) Report {
 		rep.StoredBytes, rep.BlobCount, rep.ReclaimableBytes, rep.StoredObservedAt = ss.StoredBytes, ss.BlobCount, ss.ReclaimableBytes, ss.StoredObservedAt
 		rep.LogicalBytes, rep.SnapshotCount = ss.TotalSize, ss.SnapshotCount
 	}
-	prunes := retentionPrunes(in.Policies, in.Snapshots)
+	prunes := map[string]bool{}
+	if !in.RepositorySuspended { // retention prunes nothing in a suspended repository
+		prunes = retentionPrunes(in.Policies, in.Snapshots)
+	}
 	groups := map[string]*Group{}
 	var newest = map[string]time.Time{}
 	unknownAdded := 0
@@ -126,8 +131,8 @@ func Explain(in Input) Report {
 			continue
 		}
 		rec := s.Status.Snapshot
-		if s.Status.Phase != snapv1.SnapshotSucceeded || rec == nil || rec.KopiaSnapshotID == "" {
-			continue // holds no data here
+		if !holdsData(s) || rec == nil || rec.KopiaSnapshotID == "" {
+			continue
 		}
 		id := identity(rec.Identity)
 		g := groups[id]
@@ -186,6 +191,9 @@ func Explain(in Input) Report {
 	if rep.StoredBytes == nil {
 		rep.Notes = append(rep.Notes, "no full maintenance run has counted this repository's storage yet: run `snapflow maintenance run NAME --full` to learn what it holds and what is reclaimable")
 	}
+	if rep.Total.Prunes > 0 {
+		rep.Notes = append(rep.Notes, "retention prunes are what GFS would prune now; the mass-deletion budget may hold some of them back")
+	}
 	if unknownAdded > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d Snapshots recorded no new-bytes figure and count as adding nothing", unknownAdded))
 	}
@@ -205,7 +213,9 @@ func retentionPrunes(policies []snapv1.SnapshotPolicy, snaps []snapv1.Snapshot) 
 	out := map[string]bool{}
 	for i := range policies {
 		p := &policies[i]
-		if p.Spec.Retention == nil {
+		// As the retention function: a suspended policy, or one being
+		// deleted, prunes nothing.
+		if p.Spec.Retention == nil || p.Spec.Suspend || p.DeletionTimestamp != nil {
 			continue
 		}
 		members := byPolicy[p.Namespace+"/"+p.Name]
@@ -219,6 +229,18 @@ func retentionPrunes(policies []snapv1.SnapshotPolicy, snaps []snapv1.Snapshot) 
 		}
 	}
 	return out
+}
+
+// holdsData says whether s's kopia snapshot is its own and still stored:
+// a backup that succeeded, one being deleted (the cleanup function marks
+// it Deleting until the batch removes it) and a discovered one. An
+// Unchanged run saved nothing; the earlier snapshot it matched counts.
+func holdsData(s *snapv1.Snapshot) bool {
+	switch s.Status.Phase {
+	case snapv1.SnapshotSucceeded, snapv1.SnapshotDeleting, snapv1.SnapshotDiscovered:
+		return true
+	}
+	return false
 }
 
 func repositoryOf(s *snapv1.Snapshot) *snapv1.RepositoryRef {

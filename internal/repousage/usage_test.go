@@ -29,7 +29,11 @@ func TestExplain(t *testing.T) {
 		}
 		return s
 	}
-	deleting := func(s *snapv1.Snapshot) { s.DeletionTimestamp = &metav1.Time{Time: now} }
+	// As the cleanup function leaves one it is deleting.
+	deleting := func(s *snapv1.Snapshot) {
+		s.DeletionTimestamp, s.Status.Phase = &metav1.Time{Time: now}, snapv1.SnapshotDeleting
+	}
+	unchanged := func(s *snapv1.Snapshot) { s.Status.Phase = snapv1.SnapshotUnchanged }
 	retain := func(s *snapv1.Snapshot) { s.Spec.DeletionPolicy = snapv1.DeletionRetain }
 	pin := func(s *snapv1.Snapshot) { s.Spec.Pin = true }
 	other := func(s *snapv1.Snapshot) { s.Status.Resolved.Repository.Name = "offsite" }
@@ -50,13 +54,14 @@ func TestExplain(t *testing.T) {
 			snap("app", "web-1", "web", "/www", 10*24*time.Hour, 300, 300, pin),
 			snap("app", "web-2", "web", "/www", 2*time.Hour, 50, 310),
 			snap("app", "web-x", "web", "/www", time.Hour, 999, 999, failed),      // holds no data
+			snap("app", "web-u", "web", "/www", time.Hour, 0, 310, unchanged),     // saved nothing of its own
 			snap("app", "db-off", "db", "/data", 30*time.Minute, 777, 777, other), // another repository
 			snap("billing", "x-1", "x", "/x", time.Hour, 1, 1),                    // its own primary
 		},
 		Policies: []snapv1.SnapshotPolicy{keepLatest("app", "db", 1), keepLatest("app", "web", 1)},
 	}
 	rep := Explain(in)
-	if rep.Repository != "Repository/app/primary" || *rep.StoredBytes != 10_000 || *rep.ReclaimableBytes != 2_000 || len(rep.Notes) != 0 {
+	if rep.Repository != "Repository/app/primary" || *rep.StoredBytes != 10_000 || *rep.ReclaimableBytes != 2_000 || len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "budget") {
 		t.Fatalf("report header %+v", rep)
 	}
 	if len(rep.Groups) != 2 {
@@ -81,11 +86,24 @@ func TestExplain(t *testing.T) {
 		t.Errorf("total %+v", rep.Total)
 	}
 
+	// Retention prunes nothing in a suspended repository, nor for a
+	// suspended policy.
+	in.RepositorySuspended = true
+	if rep := Explain(in); rep.Total.Prunes != 0 {
+		t.Errorf("a suspended repository: %d prunes", rep.Total.Prunes)
+	}
+	in.RepositorySuspended = false
+	in.Policies[0].Spec.Suspend = true
+	if rep := Explain(in); rep.Total.Prunes != 0 {
+		t.Errorf("a suspended policy: %d prunes", rep.Total.Prunes)
+	}
+	in.Policies[0].Spec.Suspend = false
+
 	// Without a counted full run, the report says how to get one.
 	in.Stats = nil
 	in.Snapshots[1].Status.Stats = nil
 	rep = Explain(in)
-	if len(rep.Notes) != 2 || !strings.Contains(rep.Notes[0], "maintenance run") || !strings.Contains(rep.Notes[1], "1 Snapshots") {
+	if len(rep.Notes) != 3 || !strings.Contains(rep.Notes[0], "maintenance run") || !strings.Contains(rep.Notes[2], "1 Snapshots") {
 		t.Errorf("notes %q", rep.Notes)
 	}
 }

@@ -98,7 +98,7 @@ var (
 		[]string{"repository_kind", "namespace", "repository"}}
 	RepoStoredBytes = &Desc{"snapflow_repository_stored_bytes", "Bytes the repository's storage holds, counted blob by blob by its last full maintenance run, after what it reclaimed.",
 		[]string{"repository_kind", "namespace", "repository"}}
-	RepoReclaimable = &Desc{"snapflow_repository_reclaimable_bytes", "Bytes of the repository's storage that no snapshot references, as its last full maintenance run found them; later full runs free them once kopia's safety margins pass.",
+	RepoReclaimable = &Desc{"snapflow_repository_reclaimable_bytes", "At most the bytes later full maintenance runs free: the content no snapshot referenced when the last full run collected garbage.",
 		[]string{"repository_kind", "namespace", "repository"}}
 	RepoBlobs = &Desc{"snapflow_repository_blobs", "Blobs the repository's storage holds, counted by its last full maintenance run.",
 		[]string{"repository_kind", "namespace", "repository"}}

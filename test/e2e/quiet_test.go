@@ -23,7 +23,9 @@ var quieted sync.Map
 // suite (every 8 s with this suite's backoff ceiling), and a dozen of them
 // left behind by tests that made them fail on purpose doubled the suite's
 // wall time. Tests run one at a time, so nothing still running relies on a
-// repository this suspends.
+// repository this suspends. A second run in one process (-count=2) would
+// find its namespaces' repositories suspended; make flake-hunt runs a
+// process per run.
 func quietAfter(t *testing.T) {
 	if strings.Contains(t.Name(), "/") {
 		return // a subtest's parent may still need its failing repository
