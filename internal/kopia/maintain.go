@@ -66,7 +66,7 @@ type MaintainResult struct {
 	// count them reported the run). See Reclaimable.
 	Referenced   *int64 `json:",omitempty"`
 	Unreferenced *int64 `json:",omitempty"`
-	Duration   time.Duration
+	Duration     time.Duration
 }
 
 // ErrNotOwner is returned with a skipped result.
