@@ -38,31 +38,27 @@ func quietAfter(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), harness.Timeout(time.Minute))
 		defer cancel()
 		suspend := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"suspend":true}}`))
+		quiet := func(obj client.Object, st snapv1.RepositoryStatus, suspended bool) {
+			if st.Phase == snapv1.RepositoryReady || suspended || obj.GetDeletionTimestamp() != nil {
+				return
+			}
+			if err := env.Client.Patch(ctx, obj, suspend); client.IgnoreNotFound(err) != nil {
+				t.Logf("quiet: suspend repository %s/%s: %v", obj.GetNamespace(), obj.GetName(), err)
+			}
+		}
 		var repos snapv1.RepositoryList
+		var cluster snapv1.ClusterRepositoryList
 		if err := env.Client.List(ctx, &repos); err != nil {
 			t.Logf("quiet: list repositories: %v", err)
-			return
 		}
-		for i := range repos.Items {
-			r := &repos.Items[i]
-			if r.Status.Phase != snapv1.RepositoryReady && !r.Spec.Suspend && r.DeletionTimestamp == nil {
-				if err := env.Client.Patch(ctx, r, suspend); client.IgnoreNotFound(err) != nil {
-					t.Logf("quiet: suspend repository %s/%s: %v", r.Namespace, r.Name, err)
-				}
-			}
-		}
-		var cluster snapv1.ClusterRepositoryList
 		if err := env.Client.List(ctx, &cluster); err != nil {
 			t.Logf("quiet: list cluster repositories: %v", err)
-			return
+		}
+		for i := range repos.Items {
+			quiet(&repos.Items[i], repos.Items[i].Status, repos.Items[i].Spec.Suspend)
 		}
 		for i := range cluster.Items {
-			r := &cluster.Items[i]
-			if r.Status.Phase != snapv1.RepositoryReady && !r.Spec.Suspend && r.DeletionTimestamp == nil {
-				if err := env.Client.Patch(ctx, r, suspend); client.IgnoreNotFound(err) != nil {
-					t.Logf("quiet: suspend cluster repository %s: %v", r.Name, err)
-				}
-			}
+			quiet(&cluster.Items[i], cluster.Items[i].Status, cluster.Items[i].Spec.Suspend)
 		}
 	})
 }
