@@ -130,15 +130,21 @@ func (f *Function) Resync(ctx context.Context) error {
 	if err := f.Client.List(ctx, &repos); err != nil {
 		return fmt.Errorf("list repositories: %w", err)
 	}
-	for _, r := range repos.Items {
-		errs = append(errs, f.ReconcileRepository(ctx, snapv1.KindRepository, r.Namespace, r.Name))
+	// The lists are read fresh, so what they show settled needs nothing;
+	// a change after them brings its own event, or the next pass.
+	for i := range repos.Items {
+		if r := &repos.Items[i]; !f.settled(repositoryObject(r)) {
+			errs = append(errs, f.ReconcileRepository(ctx, snapv1.KindRepository, r.Namespace, r.Name))
+		}
 	}
 	var crepos snapv1.ClusterRepositoryList
 	if err := f.Client.List(ctx, &crepos); err != nil {
 		return fmt.Errorf("list cluster repositories: %w", err)
 	}
-	for _, r := range crepos.Items {
-		errs = append(errs, f.ReconcileRepository(ctx, snapv1.KindClusterRepository, "", r.Name))
+	for i := range crepos.Items {
+		if r := &crepos.Items[i]; !f.settled(clusterRepositoryObject(r, f.Namespace)) {
+			errs = append(errs, f.ReconcileRepository(ctx, snapv1.KindClusterRepository, "", r.Name))
+		}
 	}
 	var snaps snapv1.SnapshotList
 	if err := f.Client.List(ctx, &snaps); err != nil {
@@ -147,6 +153,9 @@ func (f *Function) Resync(ctx context.Context) error {
 	for _, s := range snaps.Items {
 		if s.Status.Phase.IsTerminal() && finalized(&s) && pinInSync(&s) {
 			continue
+		}
+		if s.DeletionTimestamp != nil || !s.Status.Phase.IsKnown() || s.Spec.PolicyRef == nil {
+			continue // as ReconcileSnapshot would return at once
 		}
 		errs = append(errs, f.ReconcileSnapshot(ctx, s.Namespace, s.Name))
 	}

@@ -18,6 +18,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/internal/health"
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
@@ -42,7 +43,7 @@ func (f *Function) ReconcileRepository(ctx context.Context, kind snapv1.Reposito
 	if err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if r.Obj.GetDeletionTimestamp() != nil || r.Spec.Suspend {
+	if f.settled(r) {
 		return nil
 	}
 	gen := r.Obj.GetGeneration()
@@ -163,6 +164,25 @@ func (f *Function) bootstrapWaits(ctx context.Context, r *RepositoryObject, job 
 				Message: "bootstrap job " + job.Name + " connects to the repository", ObservedGeneration: gen})
 		}
 	})
+}
+
+// settled says ReconcileRepository has nothing to do for r, from r alone:
+// it is being deleted or suspended, or it connected at its generation with
+// no retry state left, no health probe due, and (a ClusterRepository) no
+// credentials projected into other namespaces to reap after its Job. The
+// resync skips such repositories without reading them again: it re-read
+// each one and its connect Job every pass.
+func (f *Function) settled(r *RepositoryObject) bool {
+	if r.Obj.GetDeletionTimestamp() != nil || r.Spec.Suspend {
+		return true
+	}
+	if !connectedAt(r.Status, r.Obj.GetGeneration()) || r.Status.Connect != nil {
+		return false
+	}
+	if s := health.FromSpec(r.Spec.Health); s.Enabled && !f.now().Before(health.Due(s, r.Status, f.retryBase())) {
+		return false
+	}
+	return !r.Homes().Needed(r.Namespace)
 }
 
 // connectedAt says the bootstrap of generation gen succeeded: the

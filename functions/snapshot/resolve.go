@@ -89,7 +89,9 @@ func GetRepository(ctx context.Context, c client.Client, installNS string, ref s
 		if err := c.Get(ctx, client.ObjectKey{Name: ref.Name}, &cr); err != nil {
 			return nil, err
 		}
-		return &RepositoryObject{Ref: ref, Namespace: installNS, Obj: &cr, Spec: &cr.Spec.RepositorySpec, Status: &cr.Status, Allowed: cr.Spec.AllowedNamespaces}, nil
+		o := clusterRepositoryObject(&cr, installNS)
+		o.Ref = ref
+		return o, nil
 	}
 	if ref.Namespace != "" {
 		ns = ref.Namespace
@@ -98,8 +100,21 @@ func GetRepository(ctx context.Context, c client.Client, installNS string, ref s
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &r); err != nil {
 		return nil, err
 	}
+	o := repositoryObject(&r)
 	ref.Kind = snapv1.KindRepository
-	return &RepositoryObject{Ref: ref, Namespace: ns, Obj: &r, Spec: &r.Spec, Status: &r.Status}, nil
+	o.Ref = ref
+	return o, nil
+}
+
+// repositoryObject and clusterRepositoryObject wrap a repository read or
+// listed, referred to by kind and name; installNS is where a
+// ClusterRepository's Secrets and Jobs live.
+func repositoryObject(r *snapv1.Repository) *RepositoryObject {
+	return &RepositoryObject{Ref: snapv1.RepositoryRef{Kind: snapv1.KindRepository, Name: r.Name}, Namespace: r.Namespace, Obj: r, Spec: &r.Spec, Status: &r.Status}
+}
+
+func clusterRepositoryObject(cr *snapv1.ClusterRepository, installNS string) *RepositoryObject {
+	return &RepositoryObject{Ref: snapv1.RepositoryRef{Kind: snapv1.KindClusterRepository, Name: cr.Name}, Namespace: installNS, Obj: cr, Spec: &cr.Spec.RepositorySpec, Status: &cr.Status, Allowed: cr.Spec.AllowedNamespaces}
 }
 
 // lookup adapts the client to the validator's Lookup port.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,6 +70,11 @@ func update[T client.Object](ctx context.Context, k *KubeReporter, obj T, mutate
 		orig := obj.DeepCopyObject().(client.Object)
 		if err := mutate(obj); err != nil {
 			return err
+		}
+		if equality.Semantic.DeepEqual(orig, obj) {
+			// Nothing to write: a redelivered report, or a failed
+			// bootstrap whose Job every resync reads again.
+			return nil
 		}
 		// A merge patch carries only what the mover changed, so status fields
 		// a different snapflow version knows and this one does not survive.
