@@ -321,8 +321,14 @@ func TestPruneFunctionReplansTheNotifiedRoot(t *testing.T) {
 		return fmt.Errorf("no removal notification yet")
 	})
 	time.Sleep(500 * time.Millisecond)
-	if _, statuses := tap.snapshot(); slices.ContainsFunc(statuses, func(s int) bool { return s != http.StatusOK }) {
-		t.Fatalf("the source answered %v", statuses)
+	if bodies, statuses := tap.snapshot(); slices.ContainsFunc(statuses, func(s int) bool { return s != http.StatusOK }) {
+		var refused []string
+		for i, s := range statuses {
+			if s != http.StatusOK {
+				refused = append(refused, fmt.Sprintf("%d for %s", s, bodies[i]))
+			}
+		}
+		t.Fatalf("the source answered %v: %s", statuses, strings.Join(refused, "; "))
 	}
 	if n := len(got.planned(t)); n != 2 {
 		t.Fatalf("%d plans after the removal, want still 2", n)

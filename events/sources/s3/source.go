@@ -160,6 +160,7 @@ func (s *Source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		e, err := s3CloudEvent(rec)
 		if err != nil {
+			s.log.Info("refused a record that makes no CloudEvent", "bucket", rec.Bucket, "key", rec.Key, "event", rec.EventName, "reason", err.Error())
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
