@@ -2,7 +2,6 @@ package kopia
 
 import (
 	"math"
-	"slices"
 	"time"
 
 	"github.com/kopia/kopia/repo/compression"
@@ -44,7 +43,7 @@ func PolicyFromSpec(spec *snapv1.SnapshotPolicySpec) Policy {
 		p.Compressor = c.Compressor
 		// kopia matches extensions, not the globs users write; entries it
 		// cannot match (refused at admission) compress as usual.
-		p.NeverCompress = neverCompress(c.NeverCompress)
+		p.NeverCompress, _ = kopiaflags.NeverCompress(c.NeverCompress)
 	}
 	if f := spec.Files; f != nil {
 		p.IgnoreRules = f.IgnoreRules
@@ -79,18 +78,6 @@ func PolicyFromSpec(spec *snapv1.SnapshotPolicySpec) Policy {
 		}
 	}
 	return p
-}
-
-// neverCompress is the extensions of the entries kopia can match.
-func neverCompress(globs []string) []string {
-	var exts []string
-	for _, g := range globs {
-		if e, err := kopiaflags.NeverCompress([]string{g}); err == nil {
-			exts = append(exts, e...)
-		}
-	}
-	slices.Sort(exts)
-	return slices.Compact(exts)
 }
 
 // EffectiveIgnoreRules applies the replace semantics: nil is the default list.

@@ -33,16 +33,21 @@ func Compressor(name string) error {
 // with a sorted list, so the globs users write ("*.gz") would match
 // nothing. "*.gz" and ".gz" both mean files ending in .gz; anything else
 // (a path, a glob in the middle, "*.tar.gz", whose last extension is .gz)
-// cannot be said to kopia and is an error naming the entry.
+// cannot be said to kopia: the error names the first such entry, and the
+// extensions of the others are returned all the same.
 func NeverCompress(globs []string) ([]string, error) {
 	exts := make([]string, 0, len(globs))
+	var err error
 	for i, g := range globs {
 		ext := strings.TrimPrefix(g, "*")
 		if !strings.HasPrefix(ext, ".") || len(ext) < 2 || strings.ContainsAny(ext[1:], "./\\*?[]{} ") {
-			return nil, fmt.Errorf("entry %d (%q): kopia skips compression by file extension only; write one extension as \"*.gz\" or \".gz\"", i, g)
+			if err == nil {
+				err = fmt.Errorf("entry %d (%q): kopia skips compression by file extension only; write one extension as \"*.gz\" or \".gz\"", i, g)
+			}
+			continue
 		}
 		exts = append(exts, ext)
 	}
 	slices.Sort(exts)
-	return slices.Compact(exts), nil
+	return slices.Compact(exts), err
 }
