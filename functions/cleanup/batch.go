@@ -91,8 +91,9 @@ func (f *Function) settleBatch(ctx context.Context, repo *repoState, pool map[ty
 
 // releaseFinished releases the members a finished batch deleted, as its own
 // pod reported them in its termination message, matched against the work
-// spec this function wrote (the one the Job pins, not an edit made since). A Snapshot's status is never enough: whoever
-// may write status in its namespace could have written it.
+// spec this function wrote (the one the Job pins, not an edit made since).
+// A Snapshot's status is never enough: whoever may write status in its
+// namespace could have written it.
 // pool holds the repository's deleting Snapshots, just listed; release
 // re-reads each before it removes the finalizer.
 func (f *Function) releaseFinished(ctx context.Context, job *batchv1.Job, pool map[types.UID]*snapv1.Snapshot, ref snapv1.RepositoryRef) (map[types.UID]bool, error) {
@@ -101,14 +102,13 @@ func (f *Function) releaseFinished(ctx context.Context, job *batchv1.Job, pool m
 		return nil, err
 	}
 	msg, exited0 := ended.Message, ended.ExitCode == 0
-	var cm corev1.ConfigMap
-	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: job.Name}, &cm); apierrors.IsNotFound(err) {
+	spec, err := jobwatch.WorkSpec(ctx, f.Client, job)
+	switch {
+	case apierrors.IsNotFound(err):
 		return nil, nil
-	} else if err != nil {
+	case err != nil && !errors.Is(err, mover.ErrReportMismatch):
 		return nil, err
-	}
-	spec, err := mover.Parse([]byte(cm.Data[mover.WorkSpecKey]))
-	if err != nil || spec.Delete == nil || cm.Labels[wellknown.LabelManagedBy] != wellknown.ManagedByValue || !moverjob.Pinned(job, cm.Data[mover.WorkSpecKey]) {
+	case err != nil || spec.Delete == nil:
 		runtime.Log(ctx).Info("deletion batch has no work spec of snapflow's; nothing released", "job", job.Name)
 		return nil, nil
 	}

@@ -168,8 +168,7 @@ func waitingReason(p *corev1.Pod) string {
 
 // Report reads what j's mover found: the report in the termination message
 // of j's latest pod (only pods j controls), with the work spec the function
-// wrote for it (the ConfigMap of the Job's name, which must be snapflow's
-// and the one the Job's mover was started with).
+// wrote for it (WorkSpec).
 // A report counts only from a mover that exited 0, or with
 // mover.ExitReported or mover.ExitRetryable for a failure it recorded (the
 // latter read once the Job gave up retrying): any other exit is a crash,
@@ -181,21 +180,35 @@ func Report(ctx context.Context, c client.Client, j *batchv1.Job) (*mover.Report
 	if err != nil {
 		return nil, nil, err
 	}
+	spec, err := WorkSpec(ctx, c, j)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rep, spec, nil
+}
+
+// WorkSpec reads the work spec j's mover was started with: the ConfigMap of
+// j's name, which must be snapflow's and match the digest j's pod template
+// pins. The ConfigMap sits in the run's namespace, so whoever may write
+// ConfigMaps there can change it after the mover read it. A spec that is
+// not the pinned one is an error wrapping mover.ErrReportMismatch; a
+// missing ConfigMap is the API server's NotFound.
+func WorkSpec(ctx context.Context, c client.Client, j *batchv1.Job) (*mover.WorkSpec, error) {
 	var cm corev1.ConfigMap
 	if err := c.Get(ctx, client.ObjectKey{Namespace: j.Namespace, Name: j.Name}, &cm); err != nil {
-		return nil, nil, fmt.Errorf("read the work spec of job %s: %w", j.Name, err)
+		return nil, fmt.Errorf("read the work spec of job %s: %w", j.Name, err)
 	}
 	if cm.Labels[wellknown.LabelManagedBy] != wellknown.ManagedByValue {
-		return nil, nil, fmt.Errorf("%w: configmap %s/%s is not snapflow's", mover.ErrReportMismatch, cm.Namespace, cm.Name)
+		return nil, fmt.Errorf("%w: configmap %s/%s is not snapflow's", mover.ErrReportMismatch, cm.Namespace, cm.Name)
 	}
 	if !moverjob.Pinned(j, cm.Data[mover.WorkSpecKey]) {
-		return nil, nil, fmt.Errorf("%w: configmap %s/%s changed after job %s started", mover.ErrReportMismatch, cm.Namespace, cm.Name, j.Name)
+		return nil, fmt.Errorf("%w: configmap %s/%s changed after job %s started", mover.ErrReportMismatch, cm.Namespace, cm.Name, j.Name)
 	}
 	spec, err := mover.Parse([]byte(cm.Data[mover.WorkSpecKey]))
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", mover.ErrReportMismatch, err)
+		return nil, fmt.Errorf("%w: %w", mover.ErrReportMismatch, err)
 	}
-	return rep, spec, nil
+	return spec, nil
 }
 
 // Reported is the report in the termination message of j's latest pod, as
