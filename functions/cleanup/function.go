@@ -16,7 +16,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
@@ -106,10 +105,8 @@ func (f *Function) Resync(ctx context.Context) error {
 		return err
 	}
 	for i := range pols.Items {
-		// A live policy that has the finalizer, and a deleted one that no
-		// longer has it, need nothing (reconcilePolicy would return).
 		p := &pols.Items[i]
-		if controllerutil.ContainsFinalizer(p, wellknown.FinalizerPolicyCleanup) == (p.DeletionTimestamp == nil) {
+		if policySettled(p) {
 			continue
 		}
 		errs = append(errs, f.reconcilePolicy(ctx, p.Namespace, p.Name))

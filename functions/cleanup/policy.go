@@ -13,6 +13,12 @@ import (
 	"github.com/snapflow/snapflow/functions/snapshot"
 )
 
+// policySettled says reconcilePolicy has nothing to do for p: it is live
+// and has the finalizer, or deleted and released already.
+func policySettled(p *snapv1.SnapshotPolicy) bool {
+	return controllerutil.ContainsFinalizer(p, wellknown.FinalizerPolicyCleanup) == (p.DeletionTimestamp == nil)
+}
+
 // reconcilePolicy keeps the policy-cleanup finalizer on a live policy and,
 // when the policy is deleted, cascades to its Snapshots: with
 // onPolicyDelete Retain (the default) they go with their kopia data kept;
@@ -23,14 +29,12 @@ func (f *Function) reconcilePolicy(ctx context.Context, ns, name string) error {
 	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if p.DeletionTimestamp == nil {
-		if controllerutil.AddFinalizer(&p, wellknown.FinalizerPolicyCleanup) {
-			return client.IgnoreNotFound(ignoreConflict(f.Client.Update(ctx, &p)))
-		}
+	if policySettled(&p) {
 		return nil
 	}
-	if !controllerutil.ContainsFinalizer(&p, wellknown.FinalizerPolicyCleanup) {
-		return nil
+	if p.DeletionTimestamp == nil {
+		controllerutil.AddFinalizer(&p, wellknown.FinalizerPolicyCleanup)
+		return client.IgnoreNotFound(ignoreConflict(f.Client.Update(ctx, &p)))
 	}
 	var list snapv1.SnapshotList
 	if err := f.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{wellknown.LabelConfig: name}); err != nil {

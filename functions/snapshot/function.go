@@ -154,8 +154,8 @@ func (f *Function) Resync(ctx context.Context) error {
 		if s.Status.Phase.IsTerminal() && finalized(&s) && pinInSync(&s) {
 			continue
 		}
-		if s.DeletionTimestamp != nil || !s.Status.Phase.IsKnown() || s.Spec.PolicyRef == nil {
-			continue // as ReconcileSnapshot would return at once
+		if notOurs(&s) {
+			continue
 		}
 		errs = append(errs, f.ReconcileSnapshot(ctx, s.Namespace, s.Name))
 	}

@@ -58,6 +58,13 @@ const (
 	ReasonRepositoryReclaiming  = wellknown.ReasonRepositoryReclaiming
 )
 
+// notOurs says the snapshot function leaves s alone: its deletion is the
+// cleanup function's, an unknown phase is a newer snapflow's, and a
+// Snapshot without a policy has nothing to run.
+func notOurs(s *snapv1.Snapshot) bool {
+	return s.DeletionTimestamp != nil || !s.Status.Phase.IsKnown() || s.Spec.PolicyRef == nil
+}
+
 // ReconcileSnapshot moves one Snapshot forward by at most one step per call
 // kind: resolve, stage, start the mover, observe the end, finalize.
 func (f *Function) ReconcileSnapshot(ctx context.Context, ns, name string) error {
@@ -65,8 +72,8 @@ func (f *Function) ReconcileSnapshot(ctx context.Context, ns, name string) error
 	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if s.DeletionTimestamp != nil || !s.Status.Phase.IsKnown() || s.Spec.PolicyRef == nil {
-		return nil // deletion is the cleanup function's; unknown phases are a newer snapflow's
+	if notOurs(&s) {
+		return nil
 	}
 	if s.Status.Phase.IsTerminal() {
 		if s.Status.Phase == snapv1.SnapshotDiscovered || finalized(&s) {
