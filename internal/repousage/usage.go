@@ -70,6 +70,24 @@ type Group struct {
 	// Deleting counts Snapshots being deleted: their data goes with the
 	// deletion, and its bytes with the full maintenance runs after it.
 	Deleting int `json:"deleting"`
+
+	latest time.Time // when the Snapshot LatestSize comes from ended
+}
+
+// plus adds o's counts to g's.
+func (g *Group) plus(o Group) {
+	g.Snapshots += o.Snapshots
+	g.LatestSize += o.LatestSize
+	g.Added.Day += o.Added.Day
+	g.Added.Week += o.Added.Week
+	g.Added.Month += o.Added.Month
+	g.Added.Older += o.Added.Older
+	g.Prunes += o.Prunes
+	g.PrunedAdded += o.PrunedAdded
+	g.PrunesKeepData += o.PrunesKeepData
+	g.Pinned += o.Pinned
+	g.PinnedAdded += o.PinnedAdded
+	g.Deleting += o.Deleting
 }
 
 // Total is the sum of the groups' Added ages.
@@ -122,7 +140,6 @@ func Explain(in Input) Report {
 		prunes = retentionPrunes(in.Policies, in.Snapshots)
 	}
 	groups := map[string]*Group{}
-	var newest = map[string]time.Time{}
 	unknownAdded := 0
 	for i := range in.Snapshots {
 		s := &in.Snapshots[i]
@@ -145,12 +162,12 @@ func Explain(in Input) Report {
 		}
 		g.Snapshots++
 		at := ended(s)
-		added, size := stat(s)
-		if s.Status.Stats == nil || s.Status.Stats.BytesNew == nil {
+		added, size, known := stat(s)
+		if !known {
 			unknownAdded++
 		}
-		if at.After(newest[id]) || newest[id].IsZero() {
-			newest[id], g.LatestSize = at, size
+		if g.Snapshots == 1 || at.After(g.latest) {
+			g.latest, g.LatestSize = at, size
 		}
 		g.Added.add(in.Now.Sub(at), added)
 		keeps := deletion.EffectivePolicy(s) != snapv1.DeletionDelete
@@ -176,16 +193,7 @@ func Explain(in Input) Report {
 		return cmp.Or(cmp.Compare(b.Total(), a.Total()), cmp.Compare(a.Identity, b.Identity))
 	})
 	for _, g := range rep.Groups {
-		t := &rep.Total
-		t.Snapshots += g.Snapshots
-		t.LatestSize += g.LatestSize
-		t.Added.Day, t.Added.Week, t.Added.Month, t.Added.Older = t.Added.Day+g.Added.Day, t.Added.Week+g.Added.Week, t.Added.Month+g.Added.Month, t.Added.Older+g.Added.Older
-		t.Prunes += g.Prunes
-		t.PrunedAdded += g.PrunedAdded
-		t.PrunesKeepData += g.PrunesKeepData
-		t.Pinned += g.Pinned
-		t.PinnedAdded += g.PinnedAdded
-		t.Deleting += g.Deleting
+		rep.Total.plus(g)
 	}
 	rep.Total.Identity = "TOTAL"
 	if rep.StoredBytes == nil {
@@ -264,14 +272,16 @@ func ended(s *snapv1.Snapshot) time.Time {
 	return s.CreationTimestamp.Time
 }
 
-func stat(s *snapv1.Snapshot) (added, size int64) {
+// stat is what s added and its source size; known is false when it
+// recorded no new-bytes figure (added is then 0).
+func stat(s *snapv1.Snapshot) (added, size int64, known bool) {
 	if st := s.Status.Stats; st != nil {
 		if st.BytesNew != nil {
-			added = *st.BytesNew
+			added, known = *st.BytesNew, true
 		}
 		if st.SizeBytes != nil {
 			size = *st.SizeBytes
 		}
 	}
-	return added, size
+	return added, size, known
 }
