@@ -23,11 +23,11 @@ import (
 	"github.com/snapflow/snapflow/events/sources/sink"
 	"github.com/snapflow/snapflow/events/sources/tick"
 	"github.com/snapflow/snapflow/functions/cleanup"
+	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/functions/maintenance"
 	prunefn "github.com/snapflow/snapflow/functions/prune"
 	"github.com/snapflow/snapflow/functions/restore"
 	"github.com/snapflow/snapflow/functions/retention"
-	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/functions/schedule"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/functions/verify"
@@ -53,7 +53,7 @@ type functionFlags struct {
 	workloadExecHooks                          bool
 	progress                                   bool
 	// local, in `snapflow dev`, delivers emitted events to the in-process functions.
-	local   *runtime.LateSink
+	local   *host.LateSink
 	maxJobs int
 	devLogs bool
 	// maintQuick and maintFull are the crons of default Maintenances.
@@ -101,7 +101,7 @@ func envOr(k, def string) string {
 }
 
 // functionsFor builds the named functions ("all" for every one).
-func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []string) ([]runtime.Function, error) {
+func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []string) ([]host.Function, error) {
 	cfg, err := f.kube.restConfig()
 	if err != nil {
 		return nil, err
@@ -114,13 +114,13 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 	if err != nil {
 		return nil, err
 	}
-	sink, err := runtime.NewSinkEmitter(f.sink, log.WithName("emit"), f.sinkTokenFile)
+	sink, err := host.NewSinkEmitter(f.sink, log.WithName("emit"), f.sinkTokenFile)
 	if err != nil {
 		return nil, err
 	}
-	var emitter runtime.Emitter = sink
+	var emitter host.Emitter = sink
 	if f.local != nil {
-		emitter = runtime.Fanout{sink, runtime.Trigger{Types: retention.Subscribes, Emitter: f.local}}
+		emitter = host.Fanout{sink, host.Trigger{Types: retention.Subscribes, Emitter: f.local}}
 	}
 	recorder := func(component string) record.EventRecorder {
 		b := record.NewBroadcaster(record.WithContext(ctx))
@@ -152,7 +152,7 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 	if f.progress {
 		logs = jobwatch.KubeLogs{Pods: cs.CoreV1()}
 	}
-	var out []runtime.Function
+	var out []host.Function
 	for _, n := range names {
 		switch n {
 		case "snapshot":
@@ -161,7 +161,7 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 				Access: cs.AuthorizationV1().SubjectAccessReviews(), Logs: logs,
 				HookEgress:        egress.Policy{Deny: deny, Allow: allow, Namespace: f.namespace},
 				WorkloadExecHooks: f.workloadExecHooks}
-			out = append(out, runtime.Function{Name: n, Handle: fn.Handle, Requests: []string{events.SnapshotRequested}})
+			out = append(out, host.Function{Name: n, Handle: fn.Handle, Requests: []string{events.SnapshotRequested}})
 		case "schedule":
 			if f.coverageGrace <= 0 {
 				return nil, fmt.Errorf("--coverage-grace %s: want a positive duration, e.g. 1h", f.coverageGrace)
@@ -176,23 +176,23 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 			}
 			fn := &schedule.Function{Client: c, Emitter: emitter, Recorder: recorder("snapflow-schedule"),
 				Namespace: f.namespace, GlobalVolumePolicies: global, CoverageEvery: every, CoverageGrace: f.coverageGrace}
-			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
+			out = append(out, host.Function{Name: n, Handle: fn.Handle})
 		case "retention":
 			fn := &retention.Function{Client: c, Emitter: emitter, Recorder: recorder("snapflow-retention")}
-			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
+			out = append(out, host.Function{Name: n, Handle: fn.Handle})
 		case "cleanup":
 			fn := &cleanup.Function{Client: c, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,
 				Window: f.deleteWindow, Emitter: emitter, Recorder: recorder("snapflow-cleanup")}
-			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
+			out = append(out, host.Function{Name: n, Handle: fn.Handle})
 		case "verify":
 			fn := &verify.Function{Client: c, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,
 				Emitter: emitter, Recorder: recorder("snapflow-verify")}
-			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
+			out = append(out, host.Function{Name: n, Handle: fn.Handle})
 		case "restore":
 			fn := &restore.Function{Client: c, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,
 				Emitter: emitter, Recorder: recorder("snapflow-restore"), Access: cs.AuthorizationV1().SubjectAccessReviews(),
 				Logs: logs, WorkloadExec: f.workloadExecHooks}
-			out = append(out, runtime.Function{Name: n, Handle: fn.Handle, Requests: []string{events.RestoreRequested}})
+			out = append(out, host.Function{Name: n, Handle: fn.Handle, Requests: []string{events.RestoreRequested}})
 		case "maintenance":
 			for flag, v := range map[string]string{"--default-maintenance-quick": f.maintQuick, "--default-maintenance-full": f.maintFull} {
 				if _, err := schedulekernel.Resolve(v, "", "", nil, "flag", "flag"); err != nil {
@@ -201,7 +201,7 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 			}
 			fn := &maintenance.Function{Client: c, Namespace: f.namespace, MoverImage: f.moverImage, MoverServiceAccount: f.moverSA,
 				Defaults: maintkernel.Defaults{Quick: f.maintQuick, Full: f.maintFull}, Emitter: emitter, Recorder: recorder("snapflow-maintenance")}
-			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
+			out = append(out, host.Function{Name: n, Handle: fn.Handle})
 		case "prune":
 			// Configured from KBBACKUP_PRUNE_* variables, like `snapflow prune`.
 			settings, err := prunefn.FromEnv(os.Getenv)
@@ -210,7 +210,7 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 			}
 			fn := &prunefn.Function{Client: c, Config: cfg, Settings: settings, Emitter: emitter, Recorder: recorder("snapflow-prune"),
 				Writer: c, Namespace: f.namespace, Record: f.pruneRecord}
-			out = append(out, runtime.Function{Name: n, Handle: fn.Handle})
+			out = append(out, host.Function{Name: n, Handle: fn.Handle})
 		default:
 			return nil, fmt.Errorf("unknown function %q (available: %s)", n, strings.Join(functionNames, ", "))
 		}
@@ -238,7 +238,7 @@ func (s *senderFlags) register(cmd *cobra.Command) {
 }
 
 // authenticator is nil only when the operator turned authentication off.
-func (s *senderFlags) authenticator(log logr.Logger, namespace string) (*runtime.Authenticator, error) {
+func (s *senderFlags) authenticator(log logr.Logger, namespace string) (*host.Authenticator, error) {
 	if s.anySender {
 		log.Info("sender authentication is off (--insecure-accept-any-sender): anyone who reaches this function can drive it")
 		return nil, nil
@@ -256,9 +256,9 @@ func (s *senderFlags) authenticator(log logr.Logger, namespace string) (*runtime
 	}
 	trusted := slices.Clone(s.trusted)
 	for _, t := range s.triggers {
-		trusted = append(trusted, runtime.KnativeTriggerSender(namespace, t))
+		trusted = append(trusted, host.KnativeTriggerSender(namespace, t))
 	}
-	return &runtime.Authenticator{Reviewer: cs.AuthenticationV1().TokenReviews(), Audience: s.audience, Trusted: trusted}, nil
+	return &host.Authenticator{Reviewer: cs.AuthenticationV1().TokenReviews(), Audience: s.audience, Trusted: trusted}, nil
 }
 
 func newFunctionCmd(kf *kubeFlags) *cobra.Command {
@@ -280,7 +280,7 @@ func newFunctionCmd(kf *kubeFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return runtime.Serve(cmd.Context(), runtime.Options{Addr: f.addr, Functions: fns, Log: log, Auth: auth})
+			return host.Serve(cmd.Context(), host.Options{Addr: f.addr, Functions: fns, Log: log, Auth: auth})
 		},
 	}
 	f.register(cmd)
@@ -303,7 +303,7 @@ ApiServerSource-shaped events and a periodic resync to the functions.`,
 			ctx := cmd.Context()
 			log := zap.New(zap.UseDevMode(f.devLogs)).WithName("dev")
 			ctrl.SetLogger(log)
-			f.local = &runtime.LateSink{}
+			f.local = &host.LateSink{}
 			fns, err := f.build(ctx, log, functionNames)
 			if err != nil {
 				return err
@@ -311,7 +311,7 @@ ApiServerSource-shaped events and a periodic resync to the functions.`,
 			listening := make(chan string, 1)
 			errc := make(chan error, 2)
 			go func() {
-				errc <- runtime.Serve(ctx, runtime.Options{Addr: f.addr, Functions: fns, Log: log.WithName("functions"), Listening: listening})
+				errc <- host.Serve(ctx, host.Options{Addr: f.addr, Functions: fns, Log: log.WithName("functions"), Listening: listening})
 			}()
 			var addr string
 			select {

@@ -14,7 +14,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/functions/snapshot"
-	"github.com/snapflow/snapflow/internal/expand"
+	"github.com/snapflow/snapflow/internal/fanout"
 	"github.com/snapflow/snapflow/internal/volumepolicy"
 )
 
@@ -53,7 +53,7 @@ finish, printing progress on stderr. It exits 1 when any of them failed.`,
 			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: o.policy}, &p); err != nil {
 				return fmt.Errorf("read SnapshotPolicy %s/%s: %w", ns, o.policy, err)
 			}
-			names, err := snapshot.Mint(ctx, c, &p, expand.Base(o.policy+"-manual", time.Now()), snapshot.Minted{Origin: snapv1.OriginManual})
+			names, err := snapshot.Mint(ctx, c, &p, fanout.Base(o.policy+"-manual", time.Now()), snapshot.Minted{Origin: snapv1.OriginManual})
 			if len(names) > 0 {
 				fmt.Fprintf(cmd.ErrOrStderr(), "created %d Snapshot(s) in %s: %s\n", len(names), ns, strings.Join(names, ", "))
 			}

@@ -30,7 +30,7 @@ import (
 	"github.com/snapflow/snapflow/bench/internal/report"
 	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/internal/mover"
-	"github.com/snapflow/snapflow/internal/restoreplan"
+	"github.com/snapflow/snapflow/internal/restore"
 )
 
 const password = "benchmark-password"
@@ -413,7 +413,7 @@ func (s *snapflowMover) restore(repo, dir, target string) (measure, error) {
 	// identity restore does.
 	w := mover.WorkSpec{Operation: mover.OpRestore, Target: mover.Target{Kind: "Restore", Name: "bench"},
 		Repository: mover.Repository{Backend: kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: "/"}}},
-		Restore:    &mover.RestoreWork{Query: &restoreplan.Query{Username: "bench", Hostname: "bench", Path: "/data"}, OnMissing: "Fail", Options: restoreplan.Options(nil)}}
+		Restore:    &mover.RestoreWork{Query: &restore.Query{Username: "bench", Hostname: "bench", Path: "/data"}, OnMissing: "Fail", Options: restore.Options(nil)}}
 	b, err := json.Marshal(w)
 	if err != nil {
 		return measure{}, err

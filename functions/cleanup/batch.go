@@ -20,9 +20,9 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/functions/snapshot"
-	"github.com/snapflow/snapflow/internal/deletion"
+	kernel "github.com/snapflow/snapflow/internal/cleanup"
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
@@ -68,7 +68,7 @@ func (f *Function) settleBatch(ctx context.Context, repo *repoState, pool map[ty
 			return nil, nil, err
 		}
 		if msg := failedMessage(&job); msg != "" {
-			runtime.Log(ctx).Info("deletion batch failed; its unfinished members go into the next batch", "job", job.Name, "reason", msg)
+			host.Log(ctx).Info("deletion batch failed; its unfinished members go into the next batch", "job", job.Name, "reason", msg)
 		}
 		if err := f.Client.Delete(ctx, &job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
 			return nil, nil, err
@@ -109,7 +109,7 @@ func (f *Function) releaseFinished(ctx context.Context, job *batchv1.Job, pool m
 	case err != nil && !errors.Is(err, mover.ErrReportMismatch):
 		return nil, err
 	case err != nil || spec.Delete == nil:
-		runtime.Log(ctx).Info("deletion batch has no work spec of snapflow's; nothing released", "job", job.Name)
+		host.Log(ctx).Info("deletion batch has no work spec of snapflow's; nothing released", "job", job.Name)
 		return nil, nil
 	}
 	members := spec.Delete.Members
@@ -135,7 +135,7 @@ func (f *Function) releaseFinished(ctx context.Context, job *batchv1.Job, pool m
 	if exited0 { // a crashed mover's message may be its log
 		done, err := mover.ParseDeleted(msg, len(members))
 		if err != nil {
-			runtime.Log(ctx).Info("deletion batch reported members it did not have; nothing released", "job", job.Name, "error", err.Error())
+			host.Log(ctx).Info("deletion batch reported members it did not have; nothing released", "job", job.Name, "error", err.Error())
 			return nil, nil
 		}
 		for _, i := range done {
@@ -144,7 +144,7 @@ func (f *Function) releaseFinished(ctx context.Context, job *batchv1.Job, pool m
 			if s == nil {
 				continue
 			}
-			if err := f.release(ctx, s, deletion.ReasonDeleted, "kopia snapshot "+m.SnapshotID+" deleted by batch job "+job.Name); err != nil {
+			if err := f.release(ctx, s, kernel.ReasonDeleted, "kopia snapshot "+m.SnapshotID+" deleted by batch job "+job.Name); err != nil {
 				return nil, err
 			}
 			released[s.UID] = true
@@ -229,7 +229,7 @@ func (f *Function) startBatch(ctx context.Context, repo *repoState, ready []*sna
 		RepositoryHostTrusted: mounts.HostTrusted,
 		Defaults:              repo.spec.MoverDefaults,
 	}
-	job, cm, err := runtime.BuildMoverJob(ctx, f.Client, params)
+	job, cm, err := host.BuildMoverJob(ctx, f.Client, params)
 	if errors.Is(err, privilege.ErrNotPermitted) {
 		// The data stays and so do the finalizers: the safe side.
 		for _, s := range ready {
@@ -237,7 +237,7 @@ func (f *Function) startBatch(ctx context.Context, repo *repoState, ready []*sna
 				f.Recorder.Event(s, corev1.EventTypeWarning, "DeletionNotPermitted", "the kopia data cannot be deleted yet: "+err.Error())
 			}
 		}
-		runtime.Log(ctx).Info("deletion batch refused by the privilege gate", "repository", repo.ref.Name, "reason", err.Error())
+		host.Log(ctx).Info("deletion batch refused by the privilege gate", "repository", repo.ref.Name, "reason", err.Error())
 		return nil
 	} else if err != nil {
 		return err
@@ -256,7 +256,7 @@ func (f *Function) startBatch(ctx context.Context, repo *repoState, ready []*sna
 	if err := projection.Apply(ctx, f.Client, job, ro.Homes(), true, ""); err != nil {
 		return err
 	}
-	if err := runtime.CreateWorkSpec(ctx, f.Client, cm); err != nil {
+	if err := host.CreateWorkSpec(ctx, f.Client, cm); err != nil {
 		return err
 	}
 	if err := f.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -266,7 +266,7 @@ func (f *Function) startBatch(ctx context.Context, repo *repoState, ready []*sna
 	for _, s := range ready {
 		errs = append(errs, f.noteBatch(ctx, s, name))
 	}
-	runtime.Log(ctx).Info("deletion batch started", "job", name, "repository", repo.ref.Name, "members", len(ready))
+	host.Log(ctx).Info("deletion batch started", "job", name, "repository", repo.ref.Name, "members", len(ready))
 	return errors.Join(errs...)
 }
 

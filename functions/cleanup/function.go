@@ -1,5 +1,5 @@
 // Package cleanup is the cleanup function: it owns the Snapshot finalizer.
-// For each deleted Snapshot it decides (internal/deletion) whether the
+// For each deleted Snapshot it decides (internal/cleanup) whether the
 // kopia data stays or goes, holds external deletions behind the
 // mass-deletion breaker, and deletes kopia snapshots in batches: one mover
 // Job per repository at a time, holding a Lease, removing every member in
@@ -20,7 +20,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 )
 
 // Defaults of the batching.
@@ -43,11 +43,11 @@ type Function struct {
 	MaxBatch int
 	Recorder record.EventRecorder
 	// Emitter sends dev.snapflow.deletion.held when a hold starts.
-	Emitter runtime.Emitter
+	Emitter host.Emitter
 	Now     func() time.Time
 }
 
-func (f *Function) now() time.Time { return runtime.Now(f.Now) }
+func (f *Function) now() time.Time { return host.Now(f.Now) }
 
 func (f *Function) window() time.Duration {
 	if f.Window > 0 {

@@ -18,7 +18,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
-	"github.com/snapflow/snapflow/internal/deletion"
+	kernel "github.com/snapflow/snapflow/internal/cleanup"
 	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
@@ -147,10 +147,10 @@ func TestAKeptReleaseAfterABatchSaysSo(t *testing.T) {
 		},
 	}).Build()
 	f := &Function{Client: c}
-	if err := f.release(ctx, s, deletion.ReasonSkipAnnotation, "kept"); err != nil {
+	if err := f.release(ctx, s, kernel.ReasonSkipAnnotation, "kept"); err != nil {
 		t.Fatal(err)
 	}
-	if want := "status:" + deletion.ReasonSkipAnnotation + " update"; strings.Join(seen, " ") != want {
+	if want := "status:" + kernel.ReasonSkipAnnotation + " update"; strings.Join(seen, " ") != want {
 		t.Fatalf("writes %v, want %s", seen, want)
 	}
 	// A release whose data the batch deleted writes no status first.
@@ -160,7 +160,7 @@ func TestAKeptReleaseAfterABatchSaysSo(t *testing.T) {
 	if err := c.Create(ctx, s2); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.release(ctx, s2, deletion.ReasonDeleted, "deleted"); err != nil {
+	if err := f.release(ctx, s2, kernel.ReasonDeleted, "deleted"); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Join(seen, " ") != "update" {
@@ -171,14 +171,14 @@ func TestAKeptReleaseAfterABatchSaysSo(t *testing.T) {
 	seen = nil
 	s3 := s.DeepCopy()
 	s3.Name, s3.UID, s3.ResourceVersion = "c", "uc", ""
-	s3.Status.Conditions[0].Reason = deletion.ReasonBreaker
+	s3.Status.Conditions[0].Reason = kernel.ReasonBreaker
 	if err := c.Create(ctx, s3); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.release(ctx, s3, deletion.ReasonDeleted, "deleted"); err != nil {
+	if err := f.release(ctx, s3, kernel.ReasonDeleted, "deleted"); err != nil {
 		t.Fatal(err)
 	}
-	if want := "status:" + deletion.ReasonDeleted + " update"; strings.Join(seen, " ") != want {
+	if want := "status:" + kernel.ReasonDeleted + " update"; strings.Join(seen, " ") != want {
 		t.Fatalf("writes %v, want %s", seen, want)
 	}
 }

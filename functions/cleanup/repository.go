@@ -18,9 +18,9 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/functions/snapshot"
-	"github.com/snapflow/snapflow/internal/deletion"
+	kernel "github.com/snapflow/snapflow/internal/cleanup"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/statuspatch"
 )
@@ -88,7 +88,7 @@ type repoState struct {
 	status    *snapv1.RepositoryStatus
 	homeNS    string // where its Secrets and volumes live and batches run
 	missing   bool
-	breaker   deletion.Breaker
+	breaker   kernel.Breaker
 	badAckMsg string
 }
 
@@ -117,7 +117,7 @@ func (f *Function) readRepo(ctx context.Context, ref snapv1.RepositoryRef) (*rep
 		}
 		st.obj, st.spec, st.status, st.homeNS = &r, &r.Spec, &r.Status, r.Namespace
 	}
-	st.breaker, st.badAckMsg = deletion.BreakerOf(st.spec, st.obj.GetAnnotations(), f.now())
+	st.breaker, st.badAckMsg = kernel.BreakerOf(st.spec, st.obj.GetAnnotations(), f.now())
 	return st, nil
 }
 
@@ -147,7 +147,7 @@ func (f *Function) reconcileRepository(ctx context.Context, ref snapv1.Repositor
 		return err
 	}
 	var toDelete []*snapv1.Snapshot
-	var pending []deletion.Pending
+	var pending []kernel.Pending
 	byName := map[string]*snapv1.Snapshot{}
 	gone := map[string]bool{} // namespace → terminating, read once per pass
 	for _, s := range members {
@@ -158,9 +158,9 @@ func (f *Function) reconcileRepository(ctx context.Context, ref snapv1.Repositor
 		if err != nil {
 			return err
 		}
-		d := deletion.Classify(s, facts)
+		d := kernel.Classify(s, facts)
 		switch {
-		case d.Action == deletion.Release:
+		case d.Action == kernel.Release:
 			if err := f.release(ctx, s, d.Reason, d.Message); err != nil {
 				return err
 			}
@@ -182,7 +182,7 @@ func (f *Function) reconcileRepository(ctx context.Context, ref snapv1.Repositor
 			key := s.Namespace + "/" + s.Name
 			byName[key] = s
 			if d.External {
-				pending = append(pending, deletion.Pending{Name: key, DeletedAt: s.DeletionTimestamp.Time})
+				pending = append(pending, kernel.Pending{Name: key, DeletedAt: s.DeletionTimestamp.Time})
 			}
 		}
 	}
@@ -245,8 +245,8 @@ func (f *Function) reconcileRepository(ctx context.Context, ref snapv1.Repositor
 
 // facts reads whether the Snapshot's schedule, policy and namespace still
 // exist, and what its repository says of namespace deletion.
-func (f *Function) facts(ctx context.Context, s *snapv1.Snapshot, repo *repoState, gone map[string]bool) (deletion.Facts, error) {
-	var fa deletion.Facts
+func (f *Function) facts(ctx context.Context, s *snapv1.Snapshot, repo *repoState, gone map[string]bool) (kernel.Facts, error) {
+	var fa kernel.Facts
 	if repo.spec != nil && repo.ref.Kind == snapv1.KindClusterRepository {
 		// Delete is refused on a Repository, which goes with the
 		// namespace; one stored before that rule is treated as Orphan.
@@ -309,8 +309,8 @@ func (f *Function) release(ctx context.Context, s *snapv1.Snapshot, reason, msg 
 	// or the breaker tripped while the batch that deleted it ran), say
 	// what happened first.
 	c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionDeletionHeld)
-	deleting := c != nil && (c.Reason == wellknown.ReasonDeletionInProgress || c.Reason == deletion.ReasonDeleted)
-	if (reason == deletion.ReasonDeleted) != deleting {
+	deleting := c != nil && (c.Reason == wellknown.ReasonDeletionInProgress || c.Reason == kernel.ReasonDeleted)
+	if (reason == kernel.ReasonDeleted) != deleting {
 		err := statuspatch.Update(ctx, f.Client, client.ObjectKeyFromObject(s), func() *snapv1.Snapshot { return &snapv1.Snapshot{} },
 			func(live *snapv1.Snapshot) error {
 				if live.UID != s.UID {
@@ -339,12 +339,12 @@ func (f *Function) release(ctx context.Context, s *snapv1.Snapshot, reason, msg 
 	}
 	if f.Recorder != nil {
 		typ := corev1.EventTypeNormal
-		if reason == deletion.ReasonRetainedOnSchedule || reason == deletion.ReasonRetainedOnPolicy || reason == deletion.ReasonRetainedOnNamespace {
+		if reason == kernel.ReasonRetainedOnSchedule || reason == kernel.ReasonRetainedOnPolicy || reason == kernel.ReasonRetainedOnNamespace {
 			typ = corev1.EventTypeWarning
 		}
 		f.Recorder.Event(s, typ, reason, msg)
 	}
-	runtime.Log(ctx).Info("released snapshot", "snapshot", s.Namespace+"/"+s.Name, "reason", reason)
+	host.Log(ctx).Info("released snapshot", "snapshot", s.Namespace+"/"+s.Name, "reason", reason)
 	return nil
 }
 
@@ -362,7 +362,7 @@ func (f *Function) markDeleting(ctx context.Context, s *snapv1.Snapshot, held me
 		if err := f.emitHeld(ctx, s, fmt.Sprintf("%s/held/%s/%d", s.UID, reason, since), reason, msg); err != nil {
 			// An unreachable sink must not stop deletions: the condition,
 			// the metrics and the Kubernetes Event still say it.
-			runtime.Log(ctx).Error(err, "could not send the deletion held event", "snapshot", s.Namespace+"/"+s.Name)
+			host.Log(ctx).Error(err, "could not send the deletion held event", "snapshot", s.Namespace+"/"+s.Name)
 		}
 	}
 	return f.patchSnapshot(ctx, s, func(st *snapv1.SnapshotStatus, gen int64) {
@@ -393,7 +393,7 @@ func (f *Function) patchSnapshot(ctx context.Context, s *snapv1.Snapshot, mutate
 }
 
 // reportBreaker marks held Snapshots and the repository's MassDeletionHeld.
-func (f *Function) reportBreaker(ctx context.Context, repo *repoState, pending []deletion.Pending, held map[string]bool, byName map[string]*snapv1.Snapshot) error {
+func (f *Function) reportBreaker(ctx context.Context, repo *repoState, pending []kernel.Pending, held map[string]bool, byName map[string]*snapv1.Snapshot) error {
 	if repo.missing {
 		return nil
 	}
@@ -402,7 +402,7 @@ func (f *Function) reportBreaker(ctx context.Context, repo *repoState, pending [
 	}
 	var cmd string
 	if len(held) > 0 {
-		cmd = deletion.AckCommand(repo.ref, repo.homeNS, pending)
+		cmd = kernel.AckCommand(repo.ref, repo.homeNS, pending)
 	}
 	names := make([]string, 0, len(held))
 	for n := range held {
@@ -414,7 +414,7 @@ func (f *Function) reportBreaker(ctx context.Context, repo *repoState, pending [
 		was := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionDeletionHeld)
 		msg := fmt.Sprintf("%d deletions are pending for %s %s, at or over its deletionProtection.threshold of %d, so every one is held. If they are intended, release them with: %s",
 			len(pending), repo.ref.Kind, repo.ref.Name, repo.breaker.Threshold, cmd)
-		if err := f.markDeleting(ctx, s, metav1.ConditionTrue, deletion.ReasonBreaker, msg); err != nil {
+		if err := f.markDeleting(ctx, s, metav1.ConditionTrue, kernel.ReasonBreaker, msg); err != nil {
 			return err
 		}
 		if (was == nil || was.Status != metav1.ConditionTrue) && f.Recorder != nil {

@@ -12,7 +12,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	kernel "github.com/snapflow/snapflow/internal/maintenance"
 	"github.com/snapflow/snapflow/internal/validate"
@@ -150,7 +150,7 @@ func (f *Function) keepDefault(ctx context.Context, obj client.Object, existing 
 // exactly the version read; a failure waits for the next resync.
 func (f *Function) remove(ctx context.Context, m *snapv1.Maintenance) {
 	if err := f.Client.Delete(ctx, m, client.Preconditions{UID: &m.UID, ResourceVersion: &m.ResourceVersion}); err != nil && !apierrors.IsNotFound(err) {
-		runtime.Log(ctx).Info("could not remove a stale default Maintenance", "maintenance", m.Namespace+"/"+m.Name, "error", err.Error())
+		host.Log(ctx).Info("could not remove a stale default Maintenance", "maintenance", m.Namespace+"/"+m.Name, "error", err.Error())
 	}
 }
 

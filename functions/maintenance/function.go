@@ -26,7 +26,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/conditions"
 	"github.com/snapflow/snapflow/internal/jobwatch"
@@ -48,11 +48,11 @@ type Function struct {
 	// empty).
 	Defaults kernel.Defaults
 	Recorder record.EventRecorder
-	Emitter  runtime.Emitter
+	Emitter  host.Emitter
 	Now      func() time.Time
 }
 
-func (f *Function) now() time.Time { return runtime.Now(f.Now) }
+func (f *Function) now() time.Time { return host.Now(f.Now) }
 
 func (f *Function) defaults() kernel.Defaults {
 	d := f.Defaults
@@ -227,7 +227,7 @@ func (f *Function) reconcile(ctx context.Context, m *snapv1.Maintenance, listed 
 func (f *Function) observe(ctx context.Context, m *snapv1.Maintenance, run *snapv1.MaintenanceRun) error {
 	var j batchv1.Job
 	err := f.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: run.Job}, &j)
-	if err == nil && !runtime.Owned(&j, m) {
+	if err == nil && !host.Owned(&j, m) {
 		// The Job's name is in status, which is not proof it is ours.
 		err = apierrors.NewNotFound(batchv1.Resource("jobs"), run.Job)
 	}
@@ -297,7 +297,7 @@ func (f *Function) sweep(ctx context.Context, m *snapv1.Maintenance) {
 		return
 	}
 	if err := projection.Sweep(ctx, f.Client, m.Namespace, f.now()); err != nil {
-		runtime.Log(ctx).Info("could not sweep credential copies of finished maintenance jobs", "namespace", m.Namespace, "error", err.Error())
+		host.Log(ctx).Info("could not sweep credential copies of finished maintenance jobs", "namespace", m.Namespace, "error", err.Error())
 	}
 }
 
@@ -330,7 +330,7 @@ func (f *Function) finished(ctx context.Context, ns, name, mode string, slot tim
 	// Only here, after the run: a failed write is logged, not retried,
 	// and the next full run writes a fresh count.
 	if err := f.recordStorage(ctx, &m, run); err != nil {
-		runtime.Log(ctx).Error(err, "could not record the full run's storage count on its repository", "maintenance", m.Namespace+"/"+m.Name)
+		host.Log(ctx).Error(err, "could not record the full run's storage count on its repository", "maintenance", m.Namespace+"/"+m.Name)
 	}
 	if f.Emitter == nil {
 		return nil

@@ -12,7 +12,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/kopia"
 	kernel "github.com/snapflow/snapflow/internal/maintenance"
@@ -70,7 +70,7 @@ func (f *Function) build(ctx context.Context, m *snapv1.Maintenance, repo *snaps
 	if safety == kopia.SafetyNone {
 		labels[wellknown.LabelReclaiming] = poolKeyOf(repo)
 	}
-	job, cm, err := runtime.BuildMoverJob(ctx, f.Client, moverjob.Params{
+	job, cm, err := host.BuildMoverJob(ctx, f.Client, moverjob.Params{
 		Name: name, Namespace: m.Namespace, Owner: ref,
 		Labels: labels,
 		Image:  f.MoverImage, ServiceAccount: f.MoverServiceAccount, Work: spec,

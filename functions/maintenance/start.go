@@ -12,7 +12,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	kernel "github.com/snapflow/snapflow/internal/maintenance"
 	"github.com/snapflow/snapflow/internal/mover"
@@ -21,7 +21,7 @@ import (
 
 // start begins the run d decided, once the live Maintenance still wants it.
 func (f *Function) start(ctx context.Context, m *snapv1.Maintenance, repo *snapshot.RepositoryObject, d kernel.Decision) error {
-	log := runtime.Log(ctx).WithValues("maintenance", m.Namespace+"/"+m.Name, "mode", d.Mode, "repository", repo.Key())
+	log := host.Log(ctx).WithValues("maintenance", m.Namespace+"/"+m.Name, "mode", d.Mode, "repository", repo.Key())
 	if repo.Spec.Suspend {
 		// A suspended repository is not touched; the due run goes once it
 		// is resumed.
@@ -84,7 +84,7 @@ func (f *Function) start(ctx context.Context, m *snapv1.Maintenance, repo *snaps
 			r.Phase, r.Message, r.Job, r.CompletedAt = mover.MaintenanceFailed, err.Error(), "", &now
 		})
 	}
-	if err := runtime.CreateWorkSpec(ctx, f.Client, cm); err != nil {
+	if err := host.CreateWorkSpec(ctx, f.Client, cm); err != nil {
 		return err
 	}
 	if err := f.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/snapflow/snapflow/events"
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 	engine "github.com/snapflow/snapflow/internal/prune"
 	"github.com/snapflow/snapflow/internal/prune/execute"
 	"github.com/snapflow/snapflow/internal/prune/kubeinv"
@@ -43,7 +43,7 @@ type Function struct {
 	Client   client.Reader
 	Config   *rest.Config
 	Settings Settings
-	Emitter  runtime.Emitter
+	Emitter  host.Emitter
 	// Recorder records Kubernetes Events on the BackupRepo.
 	Recorder record.EventRecorder
 	// Writer, Namespace and Record keep each BackupRepo's last runs in
@@ -92,7 +92,7 @@ func (f *Function) snsDecoder() events.S3Decoder {
 	return events.S3Decoder{SNS: f.SNS}
 }
 
-func (f *Function) now() time.Time { return runtime.Now(f.Now) }
+func (f *Function) now() time.Time { return host.Now(f.Now) }
 
 func (f *Function) kube() (client.Reader, error) {
 	if f.Config == nil {
@@ -141,7 +141,7 @@ func cause(e event.Event) string { return e.Source() + "#" + e.ID() }
 func (f *Function) tick(ctx context.Context, e event.Event) error {
 	if f.Settings.BackupRepo == "" {
 		f.logNoRep.Do(func() {
-			runtime.Log(ctx).Info("no BackupRepo configured (" + envPrefix + "BACKUP_REPO); ticks do nothing")
+			host.Log(ctx).Info("no BackupRepo configured (" + envPrefix + "BACKUP_REPO); ticks do nothing")
 		})
 		return nil
 	}
@@ -185,7 +185,7 @@ func (f *Function) handleS3(ctx context.Context, e event.Event) error {
 	if err != nil {
 		return err
 	}
-	log := runtime.Log(ctx)
+	log := host.Log(ctx)
 	if n.Test || len(n.Records) == 0 {
 		log.V(1).Info("s3 notification without object records; nothing to do", "test", n.Test)
 		return nil
@@ -281,7 +281,7 @@ func (f *Function) runAndReport(ctx context.Context, p params) error {
 func (f *Function) runAndReportRepo(ctx context.Context, src *kubeinv.Source, repo *kubeinv.Repo, p params) error {
 	ctx, cancel := context.WithTimeout(ctx, f.Settings.timeout())
 	defer cancel()
-	log := runtime.Log(ctx).WithValues("backupRepo", p.repo, "trigger", p.trigger, "mode", p.mode, "prefix", p.opts.Prefix)
+	log := host.Log(ctx).WithValues("backupRepo", p.repo, "trigger", p.trigger, "mode", p.mode, "prefix", p.opts.Prefix)
 	out, err := f.run(ctx, src, repo, p)
 	if f.recorded(p) {
 		f.remember(ctx, src.Client, runOf(p, f.now(), out, err))

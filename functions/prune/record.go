@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 	engine "github.com/snapflow/snapflow/internal/prune"
 	"github.com/snapflow/snapflow/internal/prune/kubeinv"
 	"github.com/snapflow/snapflow/internal/prune/ledger"
@@ -44,7 +44,7 @@ func (f *Function) remember(ctx context.Context, kc client.Reader, run ledger.Ru
 		u.SetGroupVersionKind(kubeinv.GVKBackupRepo)
 		return apierrors.IsNotFound(kc.Get(ctx, client.ObjectKey{Name: name}, u))
 	}
-	log := runtime.Log(ctx).WithValues("record", f.Namespace+"/"+name)
+	log := host.Log(ctx).WithValues("record", f.Namespace+"/"+name)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var cm corev1.ConfigMap
 		if err := f.Writer.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: name}, &cm); err != nil {

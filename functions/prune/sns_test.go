@@ -12,7 +12,7 @@ import (
 
 	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/events/snstest"
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 )
 
 func TestFromEnvSNSVerify(t *testing.T) {
@@ -118,7 +118,7 @@ func TestHandleS3VerifiesSNSOverHTTP(t *testing.T) {
 			listening := make(chan string, 1)
 			done := make(chan error, 1)
 			go func() {
-				done <- runtime.Serve(ctx, runtime.Options{Addr: "127.0.0.1:0", Functions: []runtime.Function{{Name: "prune", Handle: f.Handle}},
+				done <- host.Serve(ctx, host.Options{Addr: "127.0.0.1:0", Functions: []host.Function{{Name: "prune", Handle: f.Handle}},
 					Log: logr.Discard(), Listening: listening})
 			}()
 			defer func() {

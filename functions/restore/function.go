@@ -28,7 +28,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/moverjob"
 	"github.com/snapflow/snapflow/internal/validate"
@@ -43,11 +43,11 @@ type Function struct {
 	MoverImage string
 	// MoverServiceAccount is the ServiceAccount of mover pods.
 	MoverServiceAccount string
-	Emitter             runtime.Emitter
+	Emitter             host.Emitter
 	Recorder            record.EventRecorder
 	Now                 func() time.Time
 	// Access checks a request event's sender may create the Restore.
-	Access runtime.AccessReviewer
+	Access host.AccessReviewer
 	// Logs reads running movers' logs for status.progress (none: no progress).
 	Logs jobwatch.LogReader
 	// WorkloadExec lets streamExec restores run: the operator's opt-in
@@ -55,7 +55,7 @@ type Function struct {
 	WorkloadExec bool
 }
 
-func (f *Function) now() time.Time { return runtime.Now(f.Now) }
+func (f *Function) now() time.Time { return host.Now(f.Now) }
 
 // Handle is the CloudEvents entry point.
 func (f *Function) Handle(ctx context.Context, e event.Event) error {
@@ -149,7 +149,7 @@ func (f *Function) handleRequest(ctx context.Context, e event.Event) error {
 		return events.Malformed("restore requested name %q: %v", name, errs)
 	}
 	// The sender restores with its own rights, never the function's.
-	who, err := runtime.Authorize(ctx, f.Access, authzv1.ResourceAttributes{Verb: "create", Group: snapv1.GroupVersion.Group, Resource: "restores", Namespace: req.Namespace, Name: name})
+	who, err := host.Authorize(ctx, f.Access, authzv1.ResourceAttributes{Verb: "create", Group: snapv1.GroupVersion.Group, Resource: "restores", Namespace: req.Namespace, Name: name})
 	if err != nil {
 		return err
 	}
@@ -184,13 +184,13 @@ func (f *Function) handleRequest(ctx context.Context, e event.Event) error {
 		}
 		err = nil // a redelivery
 	}
-	if runtime.Refused(err) {
+	if host.Refused(err) {
 		return events.Malformed("the API server refused the Restore: %v", err)
 	}
 	if err != nil {
 		return err
 	}
-	runtime.Log(ctx).Info("restore requested", "restore", req.Namespace+"/"+name, "event", e.ID(), "requestedBy", who)
+	host.Log(ctx).Info("restore requested", "restore", req.Namespace+"/"+name, "event", e.ID(), "requestedBy", who)
 	return f.Reconcile(ctx, req.Namespace, name)
 }
 

@@ -11,12 +11,12 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
 	"github.com/snapflow/snapflow/internal/privilege"
-	"github.com/snapflow/snapflow/internal/restoreplan"
+	kernel "github.com/snapflow/snapflow/internal/restore"
 )
 
 // build renders the restore's mover Job and work spec through the privilege
@@ -30,12 +30,12 @@ func (f *Function) build(ctx context.Context, rs *snapv1.Restore, res *resolutio
 		return nil, nil, fmt.Errorf("ClusterRepository %s keeps its repository on a PVC, which a mover in namespace %s cannot mount; use an S3 or NFS backend for a shared repository", repo.Ref.Name, rs.Namespace)
 	}
 	work.Create = nil // a restore never creates a repository
-	wait, err := restoreplan.WaitTimeout(rs)
+	wait, err := kernel.WaitTimeout(rs)
 	if err != nil {
 		return nil, nil, err
 	}
-	rw := &mover.RestoreWork{SnapshotID: res.snapshotID, Query: res.query, OnMissing: string(restoreplan.OnMissing(rs)),
-		WaitTimeoutSeconds: int64(wait / time.Second), Options: restoreplan.Options(rs.Spec.Options), Nothing: res.missing, Stream: tgt.exec}
+	rw := &mover.RestoreWork{SnapshotID: res.snapshotID, Query: res.query, OnMissing: string(kernel.OnMissing(rs)),
+		WaitTimeoutSeconds: int64(wait / time.Second), Options: kernel.Options(rs.Spec.Options), Nothing: res.missing, Stream: tgt.exec}
 	account := ""
 	if tgt.exec != nil {
 		account = name
@@ -45,7 +45,7 @@ func (f *Function) build(ctx context.Context, rs *snapv1.Restore, res *resolutio
 	c := moverjob.EffectiveCache(mv, repo.Spec.MoverDefaults)
 	moverjob.CacheBudgets(&spec, c)
 	owner := metav1.OwnerReference{APIVersion: snapv1.GroupVersion.String(), Kind: "Restore", Name: rs.Name, UID: rs.UID, Controller: ptr(true), BlockOwnerDeletion: ptr(true)}
-	return runtime.BuildMoverJob(ctx, f.Client, moverjob.Params{
+	return host.BuildMoverJob(ctx, f.Client, moverjob.Params{
 		Name: name, Namespace: rs.Namespace, Owner: owner,
 		// Restores take a repository slot but are never queued behind backups.
 		Labels: map[string]string{wellknown.LabelRestore: rs.Name, wellknown.LabelOp: mover.OpRestore, wellknown.LabelRepoPool: snapshot.PoolKey(repo.Ref.Kind, repo.Namespace, repo.Ref.Name)},
@@ -101,7 +101,7 @@ func (f *Function) inheritedMover(ctx context.Context, rs *snapv1.Restore, rec *
 		c.Message = "the mover inherits the identity the backup recorded (" + privilege.Describe(rec.UID, rec.GID, rec.FSGroup) + ")"
 		return inherit(m, rec), c, nil
 	}
-	w, ni, err := runtime.Workload(ctx, f.Client, rs.Namespace, m.InheritSecurityContextFrom, "")
+	w, ni, err := host.Workload(ctx, f.Client, rs.Namespace, m.InheritSecurityContextFrom, "")
 	if ni != nil {
 		c.Status, c.Reason = metav1.ConditionFalse, ni.Reason
 		c.Message = ni.Message + "; the mover runs with its explicit and default settings"

@@ -13,7 +13,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/internal/moverjob"
 )
 
@@ -104,8 +104,8 @@ func (f *Function) handOver(ctx context.Context, rs *snapv1.Restore) (bool, erro
 	if primeErr != nil && !apierrors.IsNotFound(primeErr) {
 		return false, primeErr
 	}
-	if primeErr == nil && !runtime.Owned(&prime, rs) {
-		return false, fmt.Errorf("PVC %s/%s is not the prime PVC of Restore %s: %w", prime.Namespace, prime.Name, rs.Name, runtime.ErrNotOwned)
+	if primeErr == nil && !host.Owned(&prime, rs) {
+		return false, fmt.Errorf("PVC %s/%s is not the prime PVC of Restore %s: %w", prime.Namespace, prime.Name, rs.Name, host.ErrNotOwned)
 	}
 	if primeErr == nil && prime.Spec.VolumeName != "" {
 		var pv corev1.PersistentVolume
@@ -126,7 +126,7 @@ func (f *Function) handOver(ctx context.Context, rs *snapv1.Restore) (bool, erro
 		if prime.Spec.VolumeName == "" {
 			return false, nil // not bound yet: nothing to hand over
 		}
-		if _, err := runtime.DeleteOwned(ctx, f.Client, &prime, rs); err != nil {
+		if _, err := host.DeleteOwned(ctx, f.Client, &prime, rs); err != nil {
 			return false, err
 		}
 	}

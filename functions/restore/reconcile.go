@@ -15,7 +15,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/conditions"
 	"github.com/snapflow/snapflow/internal/execgrant"
@@ -24,7 +24,7 @@ import (
 	"github.com/snapflow/snapflow/internal/moverjob"
 	"github.com/snapflow/snapflow/internal/privilege"
 	"github.com/snapflow/snapflow/internal/projection"
-	"github.com/snapflow/snapflow/internal/restoreplan"
+	kernel "github.com/snapflow/snapflow/internal/restore"
 	"github.com/snapflow/snapflow/internal/statuspatch"
 	"github.com/snapflow/snapflow/internal/validate"
 )
@@ -73,7 +73,7 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 }
 
 func (f *Function) start(ctx context.Context, rs *snapv1.Restore, jobName string) error {
-	log := runtime.Log(ctx).WithValues("restore", rs.Namespace+"/"+rs.Name)
+	log := host.Log(ctx).WithValues("restore", rs.Namespace+"/"+rs.Name)
 	// The webhook's rules, again: it may have been bypassed.
 	if res := validate.Restore(rs, validate.Options{}); !res.OK() {
 		return f.fail(ctx, rs, ReasonInvalidSpec, fmt.Sprintf("the Restore is invalid: %v", res.Errs))
@@ -96,7 +96,7 @@ func (f *Function) start(ctx context.Context, rs *snapv1.Restore, jobName string
 		return f.hold(ctx, rs, ReasonWaitingForSnapshot, out.wait)
 	}
 	res := out.res
-	if res.missing != "" && restoreplan.OnMissing(rs) != "Continue" {
+	if res.missing != "" && kernel.OnMissing(rs) != "Continue" {
 		return f.fail(ctx, rs, ReasonSnapshotMissing, res.missing+" (spec.policy.onMissingSnapshot is Fail; set it to Continue to complete with nothing restored)")
 	}
 	// The repository may come from a Snapshot's or this Restore's status,
@@ -157,7 +157,7 @@ func (f *Function) start(ctx context.Context, rs *snapv1.Restore, jobName string
 	} else if err != nil {
 		return err
 	}
-	if err := runtime.CreateWorkSpec(ctx, f.Client, cm); err != nil {
+	if err := host.CreateWorkSpec(ctx, f.Client, cm); err != nil {
 		return err
 	}
 	if tgt.exec != nil {
@@ -226,7 +226,7 @@ func (f *Function) pinned(ctx context.Context, rs *snapv1.Restore) (outcome, err
 
 // pin records the resolution in status, once.
 func pin(st *snapv1.RestoreStatus, rs *snapv1.Restore, res *resolution, now time.Time) {
-	st.SourceKind = restoreplan.SourceKind(rs)
+	st.SourceKind = kernel.SourceKind(rs)
 	if st.Resolved != nil && st.Resolved.Repository != nil {
 		return
 	}
@@ -341,7 +341,7 @@ func (f *Function) observe(ctx context.Context, rs *snapv1.Restore, j *batchv1.J
 // status.progress, at most every mover.ProgressRefresh. Progress is only
 // shown: a failure to read or write it is logged, never the event's error.
 func (f *Function) observeProgress(ctx context.Context, rs *snapv1.Restore, j *batchv1.Job) error {
-	if rs.Status.Phase.IsTerminal() || !runtime.Owned(j, rs) {
+	if rs.Status.Phase.IsTerminal() || !host.Owned(j, rs) {
 		return nil
 	}
 	p, ok := jobwatch.Progress(ctx, f.Client, f.Logs, j, f.now())
@@ -355,7 +355,7 @@ func (f *Function) observeProgress(ctx context.Context, rs *snapv1.Restore, j *b
 		st.Progress = p.RestoreProgress()
 	})
 	if err != nil {
-		runtime.Log(ctx).Info("progress not recorded", "restore", rs.Namespace+"/"+rs.Name, "error", err.Error())
+		host.Log(ctx).Info("progress not recorded", "restore", rs.Namespace+"/"+rs.Name, "error", err.Error())
 	}
 	return nil
 }
@@ -366,7 +366,7 @@ func (f *Function) hold(ctx context.Context, rs *snapv1.Restore, reason, msg str
 		if st.Phase == "" {
 			st.Phase = snapv1.RestorePending
 		}
-		st.SourceKind = restoreplan.SourceKind(rs)
+		st.SourceKind = kernel.SourceKind(rs)
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: gen})
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: wellknown.ConditionReconciling, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: gen})
 	})
@@ -383,7 +383,7 @@ func (f *Function) failTail(ctx context.Context, rs *snapv1.Restore, class, msg,
 			return // the mover reported after all
 		}
 		st.Phase = snapv1.RestoreFailed
-		st.SourceKind = restoreplan.SourceKind(rs)
+		st.SourceKind = kernel.SourceKind(rs)
 		st.ObservedGeneration = gen
 		st.Failure = &snapv1.Failure{Class: class, Message: msg, StderrTail: tail}
 		if tail != "" {
@@ -405,7 +405,7 @@ func (f *Function) completeEmpty(ctx context.Context, rs *snapv1.Restore, res *r
 			return
 		}
 		repo := res.repo
-		st.Phase, st.SourceKind, st.ObservedGeneration = snapv1.RestoreCompleted, restoreplan.SourceKind(rs), gen
+		st.Phase, st.SourceKind, st.ObservedGeneration = snapv1.RestoreCompleted, kernel.SourceKind(rs), gen
 		st.Resolved = &snapv1.RestoreResolved{Resolution: "NoSnapshot", Repository: &repo, PinnedAt: &now}
 		st.Target = &snapv1.RestoreTargetStatus{PVCRef: pvc}
 		st.Timing = &snapv1.Timing{StartTime: &now, EndTime: &now}

@@ -14,7 +14,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/functions/snapshot"
-	"github.com/snapflow/snapflow/internal/restoreplan"
+	kernel "github.com/snapflow/snapflow/internal/restore"
 	"github.com/snapflow/snapflow/internal/validate"
 )
 
@@ -24,7 +24,7 @@ type resolution struct {
 	repo       snapv1.RepositoryRef
 	snapshotID string
 	snapshot   *snapv1.NamespacedObjectRef
-	query      *restoreplan.Query
+	query      *kernel.Query
 	recorded   *snapv1.RecordedIdentity
 	identity   *snapv1.Identity
 	// missing says why there is nothing to restore (onMissingSnapshot decides).
@@ -53,11 +53,11 @@ func (f *Function) resolve(ctx context.Context, rs *snapv1.Restore) (outcome, er
 			res.snapshotID = id.SnapshotID
 			return outcome{res: res}, nil
 		}
-		asOf, err := restoreplan.AsOf(id.AsOf)
+		asOf, err := kernel.AsOf(id.AsOf)
 		if err != nil {
 			return outcome{invalid: "spec.source.identity." + err.Error()}, nil
 		}
-		res.query = &restoreplan.Query{Username: id.Username, Hostname: id.Hostname, Path: id.SourcePath, AsOf: asOf, Offset: int(deref(id.Offset))}
+		res.query = &kernel.Query{Username: id.Username, Hostname: id.Hostname, Path: id.SourcePath, AsOf: asOf, Offset: int(deref(id.Offset))}
 		return outcome{res: res}, nil
 	}
 	return outcome{invalid: "spec.source names no source"}, nil
@@ -66,7 +66,7 @@ func (f *Function) resolve(ctx context.Context, rs *snapv1.Restore) (outcome, er
 // waitOrMissing waits for a source that may still appear, until waitTimeout
 // after the Restore's creation; then the source counts as missing.
 func (f *Function) waitOrMissing(rs *snapv1.Restore, repo snapv1.RepositoryRef, why string) (outcome, error) {
-	wait, err := restoreplan.WaitTimeout(rs)
+	wait, err := kernel.WaitTimeout(rs)
 	if err != nil {
 		return outcome{invalid: err.Error()}, nil
 	}
@@ -124,7 +124,7 @@ func (f *Function) fromPolicy(ctx context.Context, rs *snapv1.Restore) (outcome,
 	if ns == "" {
 		ns = rs.Namespace
 	}
-	asOf, err := restoreplan.AsOf(fp.AsOf)
+	asOf, err := kernel.AsOf(fp.AsOf)
 	if err != nil {
 		return outcome{invalid: "spec.source.fromPolicy." + err.Error()}, nil
 	}
@@ -168,7 +168,7 @@ func (f *Function) fromPolicy(ctx context.Context, rs *snapv1.Restore) (outcome,
 	if err := f.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{wellknown.LabelConfig: fp.Name}); err != nil {
 		return outcome{}, fmt.Errorf("list the Snapshots of SnapshotPolicy %s/%s: %w", ns, fp.Name, err)
 	}
-	var cands []restoreplan.Candidate
+	var cands []kernel.Candidate
 	idents := map[string]*snapv1.Identity{}
 	paths := map[string]bool{}
 	for i := range list.Items {
@@ -176,7 +176,7 @@ func (f *Function) fromPolicy(ctx context.Context, rs *snapv1.Restore) (outcome,
 		if !snapshot.HasData(s) || !sameRepo(s, repo) {
 			continue
 		}
-		cands = append(cands, restoreplan.Candidate{Name: s.Name, ID: s.Status.Snapshot.KopiaSnapshotID, Taken: snapshot.TakenAt(s), Recorded: s.Status.Recorded})
+		cands = append(cands, kernel.Candidate{Name: s.Name, ID: s.Status.Snapshot.KopiaSnapshotID, Taken: snapshot.TakenAt(s), Recorded: s.Status.Recorded})
 		if id := s.Status.Snapshot.Identity; id != nil {
 			idents[s.Name] = id
 			paths[id.SourcePath] = true
@@ -190,8 +190,8 @@ func (f *Function) fromPolicy(ctx context.Context, rs *snapv1.Restore) (outcome,
 		sort.Strings(ps)
 		return outcome{invalid: fmt.Sprintf("SnapshotPolicy %s backs up several volumes (%s), so its latest snapshot is ambiguous; restore one by spec.source.snapshotRef, or by spec.source.identity with its sourcePath", fp.Name, strings.Join(ps, ", "))}, nil
 	}
-	pick, err := restoreplan.PickCandidate(cands, asOf, int(deref(fp.Offset)), fmt.Sprintf("among the finished Snapshots of SnapshotPolicy %s in %s", fp.Name, validate.RepoKey(repo, ns)))
-	if errors.Is(err, restoreplan.ErrNoSnapshot) {
+	pick, err := kernel.PickCandidate(cands, asOf, int(deref(fp.Offset)), fmt.Sprintf("among the finished Snapshots of SnapshotPolicy %s in %s", fp.Name, validate.RepoKey(repo, ns)))
+	if errors.Is(err, kernel.ErrNoSnapshot) {
 		return f.waitOrMissing(rs, repo, err.Error())
 	}
 	if err != nil {

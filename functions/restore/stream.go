@@ -8,7 +8,7 @@ import (
 	authzv1 "k8s.io/api/authorization/v1"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/validate"
@@ -33,9 +33,9 @@ func (f *Function) streamRefused(ctx context.Context, rs *snapv1.Restore) (strin
 	if a.InstallAccount(f.Namespace) {
 		return fmt.Sprintf("not run: the Restore was written by %s, an account of snapflow itself, whose rights are never lent; apply the Restore yourself", a.Username), nil
 	}
-	err = runtime.Review(ctx, f.Access, authzv1.SubjectAccessReviewSpec{User: a.Username, UID: a.UID, Groups: a.Groups},
+	err = host.Review(ctx, f.Access, authzv1.SubjectAccessReviewSpec{User: a.Username, UID: a.UID, Groups: a.Groups},
 		authzv1.ResourceAttributes{Namespace: rs.Namespace, Verb: "create", Resource: "pods", Subresource: "exec"})
-	if errors.Is(err, runtime.ErrForbidden) {
+	if errors.Is(err, host.ErrForbidden) {
 		return fmt.Sprintf("not run: a streamExec restore acts with the rights of the user who wrote it (%s), and %v", a.Username, err), nil
 	}
 	return "", err

@@ -15,7 +15,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/functions/snapshot"
-	"github.com/snapflow/snapflow/internal/deletion"
+	"github.com/snapflow/snapflow/internal/cleanup"
 	kernel "github.com/snapflow/snapflow/internal/retention"
 )
 
@@ -39,7 +39,7 @@ func (f *Function) budget(ctx context.Context, p *snapv1.SnapshotPolicy, verdict
 	if err != nil {
 		return kernel.BudgetResult{}, 0, err
 	}
-	ack, bad := deletion.AckOf(p.Annotations, f.now())
+	ack, bad := cleanup.AckOf(p.Annotations, f.now())
 	if bad != "" && f.Recorder != nil {
 		f.Recorder.Event(p, corev1.EventTypeWarning, "InvalidAcknowledgement", bad)
 	}
@@ -62,11 +62,11 @@ func (f *Function) threshold(ctx context.Context, p *snapv1.SnapshotPolicy) (int
 	// budget a shared repository's owner set.
 	t := 0
 	for _, ref := range refs {
-		v := deletion.DefaultThreshold
+		v := cleanup.DefaultThreshold
 		r, err := snapshot.GetRepository(ctx, f.Client, "", ref, p.Namespace)
 		switch {
 		case err == nil:
-			v = deletion.ThresholdOf(r.Spec)
+			v = cleanup.ThresholdOf(r.Spec)
 		case !apierrors.IsNotFound(err):
 			return 0, fmt.Errorf("read repository %s for the retention budget: %w", ref.Name, err)
 		}
@@ -75,7 +75,7 @@ func (f *Function) threshold(ctx context.Context, p *snapv1.SnapshotPolicy) (int
 		}
 	}
 	if len(refs) == 0 {
-		return deletion.DefaultThreshold, nil
+		return cleanup.DefaultThreshold, nil
 	}
 	return t, nil
 }
@@ -130,5 +130,5 @@ func heldMessage(p *snapv1.SnapshotPolicy, b kernel.BudgetResult, threshold int)
 	return fmt.Sprintf("retention holds %d Snapshot(s) it would prune (%s): the policy may lose at most %d restore point(s) per %gh "+
 		"(the smallest deletionProtection.threshold of its repositories), so they are kept until the window rolls over. "+
 		"If the new retention is intended, prune them now with: %s",
-		len(b.Held), strings.Join(b.Held, ", "), threshold, kernel.BudgetWindow.Hours(), deletion.AckCommandFor("snapshotpolicy/"+p.Name+" -n "+p.Namespace, b.State.HeldSince))
+		len(b.Held), strings.Join(b.Held, ", "), threshold, kernel.BudgetWindow.Hours(), cleanup.AckCommandFor("snapshotpolicy/"+p.Name+" -n "+p.Namespace, b.State.HeldSince))
 }

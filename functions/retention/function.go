@@ -28,7 +28,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	kernel "github.com/snapflow/snapflow/internal/retention"
 	"github.com/snapflow/snapflow/internal/statuspatch"
@@ -44,12 +44,12 @@ var Subscribes = []string{events.SnapshotSucceeded, events.SnapshotUnchanged}
 // Function is the retention function.
 type Function struct {
 	Client   client.Client
-	Emitter  runtime.Emitter
+	Emitter  host.Emitter
 	Recorder record.EventRecorder
 	Now      func() time.Time
 }
 
-func (f *Function) now() time.Time { return runtime.Now(f.Now) }
+func (f *Function) now() time.Time { return host.Now(f.Now) }
 
 // Handle is the CloudEvents entry point.
 func (f *Function) Handle(ctx context.Context, e event.Event) error {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/internal/coverage"
 )
 
@@ -54,7 +54,7 @@ func (f *Function) coveragePass(ctx context.Context) {
 		grace = DefaultCoverageGrace
 	}
 	now := f.now()
-	log := runtime.Log(ctx).WithValues("record", f.Namespace+"/"+CoverageRecord)
+	log := host.Log(ctx).WithValues("record", f.Namespace+"/"+CoverageRecord)
 	cm, prev, err := f.readRecord(ctx)
 	if err != nil {
 		log.Error(err, "coverage pass skipped")
@@ -110,7 +110,7 @@ func (f *Function) readRecord(ctx context.Context) (*corev1.ConfigMap, coverage.
 	}
 	tr, err := coverage.DecodeTracked([]byte(cm.Data[coverageKey]))
 	if cm.Data[coverageKey] != "" && err != nil {
-		runtime.Log(ctx).Info("the coverage record is unreadable; starting it afresh", "error", err.Error())
+		host.Log(ctx).Info("the coverage record is unreadable; starting it afresh", "error", err.Error())
 	}
 	return cm, tr, nil
 }

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/snapflow/snapflow/functions/snapshot"
-	"github.com/snapflow/snapflow/internal/expand"
+	"github.com/snapflow/snapflow/internal/fanout"
 )
 
 func TestFiringFailuresStayBounded(t *testing.T) {
@@ -65,7 +65,7 @@ func TestTransientMintKeepsTheSlot(t *testing.T) {
 		{name: "too many requests", err: apierrors.NewTooManyRequests("busy", 1), want: true},
 		{name: "admission denial", err: apierrors.NewForbidden(gr, "x", errors.New("denied")), want: false},
 		{name: "invalid object", err: apierrors.NewInvalid(schema.GroupKind{Group: gr.Group, Kind: "Snapshot"}, "x", nil), want: false},
-		{name: "over the fan-out cap", err: fmt.Errorf("mint: %w", expand.ErrTooMany{N: 401}), want: false},
+		{name: "over the fan-out cap", err: fmt.Errorf("mint: %w", fanout.ErrTooMany{N: 401}), want: false},
 		{name: "nothing selected", err: fmt.Errorf("%w: no PVC", snapshot.ErrNothingSelected), want: false},
 	}
 	for _, tc := range tests {

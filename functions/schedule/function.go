@@ -28,7 +28,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/internal/conditions"
 	kernel "github.com/snapflow/snapflow/internal/schedule"
 	"github.com/snapflow/snapflow/internal/statuspatch"
@@ -49,7 +49,7 @@ type Function struct {
 	Workers int
 	// Emitter sends dev.snapflow.backup.stale when a schedule goes stale,
 	// and dev.snapflow.coverage.unprotected.
-	Emitter runtime.Emitter
+	Emitter host.Emitter
 	// Namespace is the functions' own, where CoverageRecord is kept; empty
 	// turns coverage passes off.
 	Namespace string
@@ -62,7 +62,7 @@ type Function struct {
 	CoverageEvery, CoverageGrace time.Duration
 }
 
-func (f *Function) now() time.Time { return runtime.Now(f.Now) }
+func (f *Function) now() time.Time { return host.Now(f.Now) }
 
 // Handle is the CloudEvents entry point.
 func (f *Function) Handle(ctx context.Context, e event.Event) error {

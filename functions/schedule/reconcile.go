@@ -16,10 +16,10 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/conditions"
-	"github.com/snapflow/snapflow/internal/expand"
+	"github.com/snapflow/snapflow/internal/fanout"
 	"github.com/snapflow/snapflow/internal/kubemeta"
 	"github.com/snapflow/snapflow/internal/moverjob"
 	kernel "github.com/snapflow/snapflow/internal/schedule"
@@ -299,9 +299,9 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 			suspended = append(suspended, fmt.Sprintf("%s (every repository suspended: %s)", p.Name, strings.Join(paused, ", ")))
 			continue
 		}
-		base := expand.Base(s.Name, slot)
+		base := fanout.Base(s.Name, slot)
 		if s.Spec.PolicySelector != nil {
-			base = expand.Base(s.Name+"-"+p.Name, slot)
+			base = fanout.Base(s.Name+"-"+p.Name, slot)
 		}
 		onDelete := snapv1.CascadeRetain
 		if s.Spec.Deletion != nil && s.Spec.Deletion.OnScheduleDelete != "" {
@@ -330,10 +330,10 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 	}
 	msg := fmt.Sprintf("slot %s created %d Snapshot(s)", slot.UTC().Format(time.RFC3339), len(minted))
 	if len(failed) > 0 && now.Before(giveUp) {
-		runtime.Log(ctx).Info("firing failed; the slot is held", "schedule", s.Namespace+"/"+s.Name, "slot", slot, "snapshots", minted, "until", giveUp)
+		host.Log(ctx).Info("firing failed; the slot is held", "schedule", s.Namespace+"/"+s.Name, "slot", slot, "snapshots", minted, "until", giveUp)
 		return false, hold(reasonFiringFailed, firingFailures(msg, failed))
 	}
-	runtime.Log(ctx).Info("fired", "schedule", s.Namespace+"/"+s.Name, "slot", slot, "snapshots", minted, "suspendedPolicies", suspended)
+	host.Log(ctx).Info("fired", "schedule", s.Namespace+"/"+s.Name, "slot", slot, "snapshots", minted, "suspendedPolicies", suspended)
 	if len(minted) > 0 {
 		f.event(s, false, reasonFired, "slot %s: created %s", slot.UTC().Format(time.RFC3339), strings.Join(minted, ", "))
 	}
@@ -408,7 +408,7 @@ func firingFailures(msg string, failed []string) string {
 }
 
 func containsSlot(name string, slot time.Time) bool {
-	return strings.Contains(name, "-"+slot.UTC().Format(expand.SlotFormat))
+	return strings.Contains(name, "-"+slot.UTC().Format(fanout.SlotFormat))
 }
 
 // nextFrom is the first firing after the schedule's last slot (or its
@@ -685,7 +685,7 @@ func (f *Function) staleness(ctx context.Context, s *snapv1.SnapshotSchedule, r 
 	}
 	if err != nil {
 		// The condition and the Kubernetes Event still say it.
-		runtime.Log(ctx).Error(err, "could not send the backup stale event", "schedule", s.Namespace+"/"+s.Name)
+		host.Log(ctx).Error(err, "could not send the backup stale event", "schedule", s.Namespace+"/"+s.Name)
 	}
 	return nil
 }

@@ -49,7 +49,7 @@ func moverOf(status batchv1.JobStatus) *batchv1.Job {
 
 // A run asked to stop loses its mover Job and ends Failed (Cancelled), so
 // its afterSnapshot hooks run as for any failed run; a Job it did not make
-// is left alone (runtime.DeleteOwned).
+// is left alone (host.DeleteOwned).
 func TestCancelStopsTheRun(t *testing.T) {
 	ctx := context.Background()
 	own := moverOf(batchv1.JobStatus{})

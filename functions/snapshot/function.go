@@ -23,7 +23,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/internal/egress"
 	"github.com/snapflow/snapflow/internal/jobwatch"
 )
@@ -40,7 +40,7 @@ type Function struct {
 	// MoverServiceAccount is the ServiceAccount of mover pods (it may patch status).
 	MoverServiceAccount string
 	// Access checks a request event's sender may create Snapshots.
-	Access runtime.AccessReviewer
+	Access host.AccessReviewer
 	// Logs reads running movers' logs for status.progress (none: no progress).
 	Logs jobwatch.LogReader
 	// RequestInterval is the least time between two request events'
@@ -62,7 +62,7 @@ type Function struct {
 	// RepositoryRetry is how long a Failed repository waits before its
 	// second bootstrap; RepositoryRetryMax caps the backoff after that.
 	RepositoryRetry, RepositoryRetryMax time.Duration
-	Emitter                             runtime.Emitter
+	Emitter                             host.Emitter
 	Recorder                            record.EventRecorder
 	Now                                 func() time.Time
 
@@ -76,7 +76,7 @@ func (f *Function) clientset() (*kubernetes.Clientset, error) {
 	return kubernetes.NewForConfig(f.Config)
 }
 
-func (f *Function) now() time.Time { return runtime.Now(f.Now) }
+func (f *Function) now() time.Time { return host.Now(f.Now) }
 
 // Handle is the CloudEvents entry point.
 func (f *Function) Handle(ctx context.Context, e event.Event) error {

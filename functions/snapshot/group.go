@@ -17,7 +17,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
-	"github.com/snapflow/snapflow/internal/expand"
+	"github.com/snapflow/snapflow/internal/fanout"
 	"github.com/snapflow/snapflow/internal/volumegroup"
 )
 
@@ -215,12 +215,12 @@ func (f *Function) labelMembers(ctx context.Context, s *snapv1.Snapshot, p *runP
 	for i := range list.Items {
 		metas[i], byName[list.Items[i].Name] = list.Items[i].ObjectMeta, &list.Items[i]
 	}
-	selected, err := expand.Match(p.policy, metas)
+	selected, err := fanout.Match(p.policy, metas)
 	if err != nil {
 		return nil, err
 	}
 	contested := map[string]bool{}
-	for _, o := range expand.Overlaps(p.policy, selected) {
+	for _, o := range fanout.Overlaps(p.policy, selected) {
 		contested[o.PVC] = true
 	}
 	names := selected[int(s.Spec.Source.SourceIndex)]

@@ -26,7 +26,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/internal/egress"
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/moverjob"
@@ -419,8 +419,8 @@ func (f *Function) authorMay(ctx context.Context, pol *snapv1.SnapshotPolicy, at
 	if a.InstallAccount(f.Namespace) {
 		return fmt.Sprintf("not run: the policy was written by %s, an account of snapflow itself, whose rights are never lent; apply the policy yourself", a.Username), nil
 	}
-	err = runtime.Review(ctx, f.Access, authzv1.SubjectAccessReviewSpec{User: a.Username, UID: a.UID, Groups: a.Groups}, attrs)
-	if errors.Is(err, runtime.ErrForbidden) {
+	err = host.Review(ctx, f.Access, authzv1.SubjectAccessReviewSpec{User: a.Username, UID: a.UID, Groups: a.Groups}, attrs)
+	if errors.Is(err, host.ErrForbidden) {
 		return fmt.Sprintf("not run: a hook acts with the rights of the user who set it (%s), and %v", a.Username, err), nil
 	}
 	return "", err
@@ -451,7 +451,7 @@ func (f *Function) jobHook(ctx context.Context, s *snapv1.Snapshot, pol *snapv1.
 			return false, "runJob hook " + name + " was " + msg, false, err
 		}
 		// snapflow creates the Job, so it passes the gate every mover does.
-		if err := runtime.Permit(ctx, f.Client, s.Namespace, privilege.RunJob(&j.Spec.Template)); errors.Is(err, privilege.ErrNotPermitted) {
+		if err := host.Permit(ctx, f.Client, s.Namespace, privilege.RunJob(&j.Spec.Template)); errors.Is(err, privilege.ErrNotPermitted) {
 			return false, "runJob hook " + name + " was not created: " + err.Error(), false, nil
 		} else if err != nil {
 			return false, "", false, err

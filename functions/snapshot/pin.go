@@ -12,7 +12,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
@@ -40,13 +40,13 @@ func (f *Function) syncPin(ctx context.Context, s *snapv1.Snapshot) error {
 	name := moverjob.Name(s.Name+"-pin", fmt.Sprintf("%s/%s/%v", s.UID, rec.KopiaSnapshotID, s.Spec.Pin))
 	var existing batchv1.Job
 	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, &existing); err == nil {
-		if !jobwatch.Done(&existing) || !runtime.Owned(&existing, s) {
+		if !jobwatch.Done(&existing) || !host.Owned(&existing, s) {
 			return nil // running, or not this Snapshot's
 		}
 		// The new kopia id, or why the pin failed (the KopiaPinned condition).
 		why, err := jobwatch.ApplyReport(ctx, f.Client, &existing, s.UID, mover.OpPin)
 		if why != "" {
-			runtime.Log(ctx).Info("pin job ended without a result", "snapshot", s.Namespace+"/"+s.Name, "job", name, "reason", why)
+			host.Log(ctx).Info("pin job ended without a result", "snapshot", s.Namespace+"/"+s.Name, "job", name, "reason", why)
 		}
 		return err
 	} else if !apierrors.IsNotFound(err) {
@@ -54,7 +54,7 @@ func (f *Function) syncPin(ctx context.Context, s *snapv1.Snapshot) error {
 	}
 	// The repository is read from status, which movers write.
 	if msg := AccessProblem(ctx, f.Client, s.Namespace, *s.Status.Resolved.Repository); msg != "" {
-		runtime.Log(ctx).Info("pin not synced: the Snapshot's recorded repository is not one its namespace may use", "snapshot", s.Namespace+"/"+s.Name, "problem", msg)
+		host.Log(ctx).Info("pin not synced: the Snapshot's recorded repository is not one its namespace may use", "snapshot", s.Namespace+"/"+s.Name, "problem", msg)
 		return nil
 	}
 	repo, err := f.getRepository(ctx, *s.Status.Resolved.Repository, s.Namespace)
@@ -72,7 +72,7 @@ func (f *Function) syncPin(ctx context.Context, s *snapv1.Snapshot) error {
 		return nil
 	}
 	work.Create = nil
-	job, cm, err := runtime.BuildMoverJob(ctx, f.Client, moverjob.Params{
+	job, cm, err := host.BuildMoverJob(ctx, f.Client, moverjob.Params{
 		Name: name, Namespace: s.Namespace, Owner: ownerRef(s),
 		// Pinning is bookkeeping: it takes no repository slot.
 		Labels: map[string]string{wellknown.LabelSnapshot: s.Name, wellknown.LabelOp: mover.OpPin},
@@ -109,13 +109,13 @@ func (f *Function) syncPin(ctx context.Context, s *snapv1.Snapshot) error {
 		}
 		return nil // nothing changes until the credentials or the consent do
 	}
-	if err := runtime.CreateWorkSpec(ctx, f.Client, cm); err != nil {
+	if err := host.CreateWorkSpec(ctx, f.Client, cm); err != nil {
 		return err
 	}
 	if err := f.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create the pin job: %w", err)
 	}
-	runtime.Log(ctx).Info("kopia pin job created", "snapshot", s.Namespace+"/"+s.Name, "pin", s.Spec.Pin, "kopiaSnapshot", rec.KopiaSnapshotID)
+	host.Log(ctx).Info("kopia pin job created", "snapshot", s.Namespace+"/"+s.Name, "pin", s.Spec.Pin, "kopiaSnapshot", rec.KopiaSnapshotID)
 	return nil
 }
 

@@ -17,7 +17,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/internal/execgrant"
 	"github.com/snapflow/snapflow/internal/identity"
 	"github.com/snapflow/snapflow/internal/jobwatch"
@@ -343,7 +343,7 @@ func (f *Function) inheritIdentity(ctx context.Context, s *snapv1.Snapshot, p *r
 		p.mover = privilege.Inherit(p.mover, privilege.ForBackup(id))
 		return nil
 	}
-	w, ni, err := runtime.Workload(ctx, f.Client, ns, p.mover.InheritSecurityContextFrom, p.pvc)
+	w, ni, err := host.Workload(ctx, f.Client, ns, p.mover.InheritSecurityContextFrom, p.pvc)
 	if err != nil || ni != nil || w == nil {
 		p.notInherited = ni
 		return err
@@ -495,7 +495,7 @@ func (f *Function) createJob(ctx context.Context, s *snapv1.Snapshot, p *runPlan
 	if err := projection.Apply(ctx, f.Client, job, p.repo.Homes(), p.project, ""); err != nil {
 		return err
 	}
-	if err := runtime.CreateWorkSpec(ctx, f.Client, cm); err != nil {
+	if err := host.CreateWorkSpec(ctx, f.Client, cm); err != nil {
 		return err
 	}
 	if p.exec != nil {

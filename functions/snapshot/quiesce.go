@@ -10,7 +10,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 )
 
 // The workload is quiesced by the beforeSnapshot hooks and resumed by the
@@ -174,7 +174,7 @@ func (f *Function) thawCloned(ctx context.Context, s *snapv1.Snapshot) error {
 	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: stagedName(s)}, &pvc); err != nil {
 		return client.IgnoreNotFound(err) // the run's end resumes it
 	}
-	if pvc.Status.Phase != corev1.ClaimBound || !runtime.Owned(&pvc, s) {
+	if pvc.Status.Phase != corev1.ClaimBound || !host.Owned(&pvc, s) {
 		return nil
 	}
 	_, err := f.afterHooks(ctx, s, nil, true)

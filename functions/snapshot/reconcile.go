@@ -15,7 +15,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/internal/conditions"
 	"github.com/snapflow/snapflow/internal/execgrant"
 	"github.com/snapflow/snapflow/internal/jobwatch"
@@ -87,7 +87,7 @@ func (f *Function) ReconcileSnapshot(ctx context.Context, ns, name string) error
 	if s.Status.Job != nil && s.Status.Job.Name != "" {
 		if err := f.thawCloned(ctx, &s); err != nil {
 			// Observing the mover matters more; the next event thaws.
-			runtime.Log(ctx).Error(err, "could not resume the workload of a cloned run yet", "snapshot", s.Namespace+"/"+s.Name)
+			host.Log(ctx).Error(err, "could not resume the workload of a cloned run yet", "snapshot", s.Namespace+"/"+s.Name)
 		}
 		return f.observeJob(ctx, &s)
 	}
@@ -119,7 +119,7 @@ func (f *Function) policyOf(ctx context.Context, s *snapv1.Snapshot) (*snapv1.Sn
 
 // start resolves the run, checks the gates and creates the mover Job.
 func (f *Function) start(ctx context.Context, s *snapv1.Snapshot) error {
-	log := runtime.Log(ctx).WithValues("snapshot", s.Namespace+"/"+s.Name)
+	log := host.Log(ctx).WithValues("snapshot", s.Namespace+"/"+s.Name)
 	plan, problem, err := f.plan(ctx, s)
 	if err != nil {
 		return err
@@ -154,7 +154,7 @@ func (f *Function) start(ctx context.Context, s *snapv1.Snapshot) error {
 		}
 	}
 	// Before hooks or staging: a refused run must not freeze the app.
-	if err := runtime.Permit(ctx, f.Client, s.Namespace, plan.escalations); errors.Is(err, privilege.ErrNotPermitted) {
+	if err := host.Permit(ctx, f.Client, s.Namespace, plan.escalations); errors.Is(err, privilege.ErrNotPermitted) {
 		return f.hold(ctx, s, gate{cond: wellknown.ConditionMoverPermitted, reason: ReasonNotPermitted, message: err.Error()})
 	} else if err != nil {
 		return err
@@ -300,7 +300,7 @@ func (f *Function) markStarted(ctx context.Context, s *snapv1.Snapshot, p *runPl
 		return err
 	}
 	// Nobody would watch this mover: stop it.
-	runtime.Log(ctx).Info("stopping a mover created for a run that had ended", "snapshot", s.Namespace+"/"+s.Name, "job", jobName)
+	host.Log(ctx).Info("stopping a mover created for a run that had ended", "snapshot", s.Namespace+"/"+s.Name, "job", jobName)
 	if err := f.stopMover(ctx, s); err != nil {
 		return err
 	}
@@ -332,7 +332,7 @@ func (f *Function) updateStatus(ctx context.Context, s *snapv1.Snapshot, mutate 
 func (f *Function) observeJob(ctx context.Context, s *snapv1.Snapshot) error {
 	var j batchv1.Job
 	err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Status.Job.Name}, &j)
-	if err == nil && !runtime.Owned(&j, s) {
+	if err == nil && !host.Owned(&j, s) {
 		// status.job is writable by movers: a Job this Snapshot did not make
 		// is neither judged nor deleted.
 		err = apierrors.NewNotFound(batchv1.Resource("jobs"), s.Status.Job.Name)
@@ -383,7 +383,7 @@ func (f *Function) observeProgress(ctx context.Context, s *snapv1.Snapshot, j *b
 		st.Progress = p.SnapshotProgress()
 	})
 	if err != nil {
-		runtime.Log(ctx).Info("progress not recorded", "snapshot", s.Namespace+"/"+s.Name, "error", err.Error())
+		host.Log(ctx).Info("progress not recorded", "snapshot", s.Namespace+"/"+s.Name, "error", err.Error())
 	}
 	return nil
 }
@@ -444,7 +444,7 @@ func (f *Function) cancel(ctx context.Context, s *snapv1.Snapshot, why string) e
 		// failed on its own): its report is taken, not thrown away with
 		// the Job, or the data would be in the repository untracked.
 		var j batchv1.Job
-		if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Status.Job.Name}, &j); err == nil && runtime.Owned(&j, s) {
+		if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Status.Job.Name}, &j); err == nil && host.Owned(&j, s) {
 			if _, done := jobwatch.Finished(&j); done {
 				return f.observeJob(ctx, s)
 			}
@@ -461,7 +461,7 @@ func (f *Function) cancel(ctx context.Context, s *snapv1.Snapshot, why string) e
 			// controller that is down leaves the Job unmarked, and then
 			// no Job of the cluster finishes either.
 			if t != nil && (t.ExitCode == 0 || t.ExitCode == mover.ExitReported) {
-				runtime.Log(ctx).Info("cancel waits: the mover has already reported", "snapshot", s.Namespace+"/"+s.Name, "exitCode", t.ExitCode)
+				host.Log(ctx).Info("cancel waits: the mover has already reported", "snapshot", s.Namespace+"/"+s.Name, "exitCode", t.ExitCode)
 				return nil
 			}
 		}
@@ -472,7 +472,7 @@ func (f *Function) cancel(ctx context.Context, s *snapv1.Snapshot, why string) e
 				// A beforeSnapshot hook is running (in another delivery, or
 				// as a Job): thawing now could come before its freeze. Its
 				// end is an event, which cancels then.
-				runtime.Log(ctx).Info("cancel waits for a running beforeSnapshot hook", "snapshot", s.Namespace+"/"+s.Name)
+				host.Log(ctx).Info("cancel waits for a running beforeSnapshot hook", "snapshot", s.Namespace+"/"+s.Name)
 				return nil
 			}
 		}
@@ -480,7 +480,7 @@ func (f *Function) cancel(ctx context.Context, s *snapv1.Snapshot, why string) e
 	if err := f.stopMover(ctx, s); err != nil {
 		return err
 	}
-	runtime.Log(ctx).Info("cancelled", "snapshot", s.Namespace+"/"+s.Name, "why", why)
+	host.Log(ctx).Info("cancelled", "snapshot", s.Namespace+"/"+s.Name, "why", why)
 	now := metav1.NewTime(f.now())
 	return f.updateStatus(ctx, s, func(st *snapv1.SnapshotStatus, _ int64) {
 		if st.Phase.IsTerminal() {
@@ -499,7 +499,7 @@ func (f *Function) cancel(ctx context.Context, s *snapv1.Snapshot, why string) e
 // (a Job's own default would orphan the pod and leave the mover running).
 func (f *Function) stopMover(ctx context.Context, s *snapv1.Snapshot) error {
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: jobNameOf(s)}}
-	if _, err := runtime.DeleteOwned(ctx, f.Client, job, s, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !errors.Is(err, runtime.ErrNotOwned) {
+	if _, err := host.DeleteOwned(ctx, f.Client, job, s, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !errors.Is(err, host.ErrNotOwned) {
 		return fmt.Errorf("stop the mover Job %s: %w", job.Name, err)
 	}
 	return nil

@@ -17,7 +17,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/internal/health"
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/mover"
@@ -289,7 +289,7 @@ func (f *Function) repositoryJob(ctx context.Context, r *RepositoryObject, jobNa
 	if b := r.Spec.Bootstrap; b != nil {
 		params.FailurePolicy = b.FailurePolicy
 	}
-	job, cm, err := runtime.BuildMoverJob(ctx, f.Client, params)
+	job, cm, err := host.BuildMoverJob(ctx, f.Client, params)
 	if errors.Is(err, privilege.ErrNotPermitted) {
 		return nil, nil, "", &refusal{ReasonNotPermitted, err.Error()}, nil
 	} else if err != nil {

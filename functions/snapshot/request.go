@@ -20,8 +20,8 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
-	"github.com/snapflow/snapflow/functions/runtime"
-	"github.com/snapflow/snapflow/internal/expand"
+	"github.com/snapflow/snapflow/functions/host"
+	"github.com/snapflow/snapflow/internal/fanout"
 	"github.com/snapflow/snapflow/internal/statuspatch"
 	"github.com/snapflow/snapflow/internal/validate"
 )
@@ -36,7 +36,7 @@ func needsExpansion(s *snapv1.Snapshot, p *snapv1.SnapshotPolicy) bool {
 }
 
 // Selected lists, for each pvcSelector source of p, the PVCs it matches now
-// (one metadata list of the namespace, matched as expand.Match does).
+// (one metadata list of the namespace, matched as fanout.Match does).
 func Selected(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy) (map[int][]string, error) {
 	hasSelector := false
 	for _, src := range p.Spec.Sources {
@@ -49,7 +49,7 @@ func Selected(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy) (m
 	if err != nil {
 		return nil, err
 	}
-	return expand.Match(p, metas)
+	return fanout.Match(p, metas)
 }
 
 // expansionRefusals are the policy conditions a firing's expansion
@@ -62,12 +62,12 @@ var expansionRefusals = []struct {
 }{
 	{typ: wellknown.ConditionFanoutCapped, reason: "TooManyChildren", fitsReason: "WithinCap",
 		fits: func() string {
-			return fmt.Sprintf("the last firing expanded within the cap of %d Snapshots", expand.MaxChildren)
+			return fmt.Sprintf("the last firing expanded within the cap of %d Snapshots", fanout.MaxChildren)
 		},
-		refused: func(err error) bool { var e expand.ErrTooMany; return errors.As(err, &e) }},
+		refused: func(err error) bool { var e fanout.ErrTooMany; return errors.As(err, &e) }},
 	{typ: wellknown.ConditionSourcesOverlap, reason: "PVCCoveredTwice", fitsReason: "NoOverlap",
 		fits:    func() string { return "no PVC was covered by two sources at the last firing" },
-		refused: func(err error) bool { var e expand.ErrOverlap; return errors.As(err, &e) }},
+		refused: func(err error) bool { var e fanout.ErrOverlap; return errors.As(err, &e) }},
 }
 
 // noteExpansion records on the policy why its last firing was refused, or
@@ -111,9 +111,9 @@ var ErrNothingSelected = errors.New("nothing to back up")
 // over the cap, no PVC selected, or the API server refusing the Snapshot.
 // Two sources covering one PVC too. Minting again unchanged cannot succeed.
 func MintRefused(err error) bool {
-	var tooMany expand.ErrTooMany
-	var overlap expand.ErrOverlap
-	return errors.As(err, &tooMany) || errors.As(err, &overlap) || errors.Is(err, ErrNothingSelected) || runtime.Refused(err)
+	var tooMany fanout.ErrTooMany
+	var overlap fanout.ErrOverlap
+	return errors.As(err, &tooMany) || errors.As(err, &overlap) || errors.Is(err, ErrNothingSelected) || host.Refused(err)
 }
 
 // Minted is what every Snapshot of one firing carries besides its pins.
@@ -133,20 +133,20 @@ type Minted struct {
 
 // Mint creates the Snapshots of one firing of p. Names are deterministic,
 // so minting the same firing twice creates nothing new. With an
-// expand.ErrOverlap it returns the names it minted for the other PVCs too.
+// fanout.ErrOverlap it returns the names it minted for the other PVCs too.
 func Mint(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy, base string, m Minted) ([]string, error) {
 	selected, err := Selected(ctx, c, p)
 	if err != nil {
 		return nil, err
 	}
-	children, err := expand.Children(p, base, selected)
+	children, err := fanout.Children(p, base, selected)
 	if noteErr := noteExpansion(ctx, c, p, err); noteErr != nil {
 		// The conditions only report; minting (or refusing) goes on.
-		runtime.Log(ctx).Info("could not record the expansion conditions on the policy", "policy", p.Namespace+"/"+p.Name, "error", noteErr.Error())
+		host.Log(ctx).Info("could not record the expansion conditions on the policy", "policy", p.Namespace+"/"+p.Name, "error", noteErr.Error())
 	}
 	// Contested PVCs are left out; the others are minted, and the overlap
 	// is still returned so every caller reports it.
-	var overlap expand.ErrOverlap
+	var overlap fanout.ErrOverlap
 	if err != nil && !errors.As(err, &overlap) {
 		return nil, err
 	}
@@ -192,7 +192,7 @@ func (f *Function) handleRequest(ctx context.Context, e event.Event) error {
 	}
 	// The sender backs up with its own rights, never the function's;
 	// checked first, so a sender learns nothing of a namespace it may not use.
-	who, err := runtime.Authorize(ctx, f.Access, authzv1.ResourceAttributes{Verb: "create", Group: snapv1.GroupVersion.Group, Resource: "snapshots", Namespace: req.Namespace})
+	who, err := host.Authorize(ctx, f.Access, authzv1.ResourceAttributes{Verb: "create", Group: snapv1.GroupVersion.Group, Resource: "snapshots", Namespace: req.Namespace})
 	if err != nil {
 		return err
 	}
@@ -220,7 +220,7 @@ func (f *Function) handleRequest(ctx context.Context, e event.Event) error {
 	if err != nil {
 		return err
 	}
-	runtime.Log(ctx).Info("minted snapshots for a request", "policy", req.Namespace+"/"+req.Policy, "snapshots", names, "requestedBy", who)
+	host.Log(ctx).Info("minted snapshots for a request", "policy", req.Namespace+"/"+req.Policy, "snapshots", names, "requestedBy", who)
 	return nil
 }
 

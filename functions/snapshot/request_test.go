@@ -17,7 +17,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/internal/scheme"
 )
 
@@ -37,7 +37,7 @@ func TestSnapshotRequestEvents(t *testing.T) {
 	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	f := &Function{Client: c, Access: allowOnly("ci"), Now: func() time.Time { return now }}
 	as := func(user string) context.Context {
-		return runtime.WithSender(ctx, runtime.Sender{User: authnv1.UserInfo{Username: user}})
+		return host.WithSender(ctx, host.Sender{User: authnv1.UserInfo{Username: user}})
 	}
 	request := func(id string, at time.Time) event.Event {
 		e := event.New()
@@ -56,7 +56,7 @@ func TestSnapshotRequestEvents(t *testing.T) {
 		return l.Items
 	}
 
-	if err := f.Handle(as("intruder"), request("1", now)); !errors.Is(err, runtime.ErrForbidden) {
+	if err := f.Handle(as("intruder"), request("1", now)); !errors.Is(err, host.ErrForbidden) {
 		t.Fatalf("a sender without create on snapshots: %v, want forbidden", err)
 	}
 	if n := len(snaps()); n != 0 {

@@ -17,7 +17,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 )
 
 var volumeSnapshotGVK = schema.GroupVersionKind{Group: "snapshot.storage.k8s.io", Version: "v1", Kind: "VolumeSnapshot"}
@@ -101,7 +101,7 @@ func (f *Function) stage(ctx context.Context, s *snapv1.Snapshot, p *runPlan) (b
 		if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, &live); err != nil {
 			return false, err
 		}
-		if !runtime.Owned(&live, s) {
+		if !host.Owned(&live, s) {
 			return false, f.hold(ctx, s, foreignStaged("PVC", name))
 		}
 	} else if err != nil {
@@ -149,7 +149,7 @@ func (f *Function) ownSnapshot(ctx context.Context, s *snapv1.Snapshot, p *runPl
 	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, vs); err != nil {
 		return from, err
 	}
-	if !runtime.Owned(vs, s) {
+	if !host.Owned(vs, s) {
 		g := foreignStaged("VolumeSnapshot", name)
 		return snapshotFrom{refused: &g}, nil
 	}
@@ -222,9 +222,9 @@ func (f *Function) unstage(ctx context.Context, s *snapv1.Snapshot) error {
 // deleteIfOwned deletes what s made under obj's name, and leaves (and logs)
 // an object of that name that s does not own.
 func deleteIfOwned(ctx context.Context, c client.Client, obj client.Object, s *snapv1.Snapshot, what string) error {
-	_, err := runtime.DeleteOwned(ctx, c, obj, s)
-	if errors.Is(err, runtime.ErrNotOwned) {
-		runtime.Log(ctx).Info(what+" left in place: this Snapshot does not own it", "snapshot", s.Namespace+"/"+s.Name, "name", obj.GetName())
+	_, err := host.DeleteOwned(ctx, c, obj, s)
+	if errors.Is(err, host.ErrNotOwned) {
+		host.Log(ctx).Info(what+" left in place: this Snapshot does not own it", "snapshot", s.Namespace+"/"+s.Name, "name", obj.GetName())
 		return nil
 	}
 	if err != nil {

@@ -26,7 +26,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/mover"
@@ -46,11 +46,11 @@ type Function struct {
 	MoverServiceAccount string
 	Recorder            record.EventRecorder
 	// Emitter sends dev.snapflow.verification.failed when a run fails.
-	Emitter runtime.Emitter
+	Emitter host.Emitter
 	Now     func() time.Time
 }
 
-func (f *Function) now() time.Time { return runtime.Now(f.Now) }
+func (f *Function) now() time.Time { return host.Now(f.Now) }
 
 // Handle is the CloudEvents entry point.
 func (f *Function) Handle(ctx context.Context, e event.Event) error {
@@ -151,7 +151,7 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 
 // tier starts or settles one tier's run in one repository.
 func (f *Function) tier(ctx context.Context, p *snapv1.SnapshotPolicy, ref snapv1.RepositoryRef, tier string, latest *snapv1.Snapshot, requested *time.Time) error {
-	log := runtime.Log(ctx).WithValues("policy", p.Namespace+"/"+p.Name, "tier", tier, "repository", validate.RepoKey(ref, p.Namespace))
+	log := host.Log(ctx).WithValues("policy", p.Namespace+"/"+p.Name, "tier", tier, "repository", validate.RepoKey(ref, p.Namespace))
 	run := findRun(p, ref, tier)
 	if run != nil && run.Phase == phaseRunning {
 		return f.observe(ctx, p, ref, tier, run)
@@ -203,7 +203,7 @@ func (f *Function) tier(ctx context.Context, p *snapv1.SnapshotPolicy, ref snapv
 			r.Slot, r.Phase, r.Message = metav1.NewTime(d.Slot), phaseFailed, err.Error()
 		})
 	}
-	if err := runtime.CreateWorkSpec(ctx, f.Client, cm); err != nil {
+	if err := host.CreateWorkSpec(ctx, f.Client, cm); err != nil {
 		return err
 	}
 	if err := f.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -222,7 +222,7 @@ func (f *Function) tier(ctx context.Context, p *snapv1.SnapshotPolicy, ref snapv
 func (f *Function) observe(ctx context.Context, p *snapv1.SnapshotPolicy, ref snapv1.RepositoryRef, tier string, run *snapv1.VerificationRun) error {
 	var j batchv1.Job
 	err := f.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: run.Job}, &j)
-	if err == nil && !runtime.Owned(&j, p) {
+	if err == nil && !host.Owned(&j, p) {
 		// the run's Job name is in status, which movers write
 		err = apierrors.NewNotFound(batchv1.Resource("jobs"), run.Job)
 	}
@@ -333,7 +333,7 @@ func (f *Function) tellFailed(ctx context.Context, p *snapv1.SnapshotPolicy, r *
 		f.Recorder.Event(p, corev1.EventTypeWarning, "VerificationFailed", r.Message)
 	}
 	if err := f.emitFailed(ctx, p, r); err != nil {
-		runtime.Log(ctx).Error(err, "could not send the verification failed event", "policy", p.Namespace+"/"+p.Name)
+		host.Log(ctx).Error(err, "could not send the verification failed event", "policy", p.Namespace+"/"+p.Name)
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
-	"github.com/snapflow/snapflow/functions/runtime"
+	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
@@ -69,7 +69,7 @@ func (f *Function) build(ctx context.Context, p *snapv1.SnapshotPolicy, ref snap
 	name := moverjob.Name(trim(p.Name, 40)+"-verify-"+tier, fmt.Sprintf("%s/%s/%s/%d", p.UID, tier, validate.RepoKey(ref, p.Namespace), slot.Unix()))
 	owner := metav1.OwnerReference{APIVersion: snapv1.GroupVersion.String(), Kind: "SnapshotPolicy", Name: p.Name, UID: p.UID, Controller: ptr(true), BlockOwnerDeletion: ptr(true)}
 	// Verification is outside the repository pool: it never parks a backup.
-	job, cm, err := runtime.BuildMoverJob(ctx, f.Client, moverjob.Params{
+	job, cm, err := host.BuildMoverJob(ctx, f.Client, moverjob.Params{
 		Name: name, Namespace: p.Namespace, Owner: owner,
 		Labels: map[string]string{wellknown.LabelVerify: p.Name, wellknown.LabelOp: mover.OpVerify},
 		Image:  f.MoverImage, ServiceAccount: f.MoverServiceAccount, Work: spec,

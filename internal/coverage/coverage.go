@@ -19,7 +19,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
-	"github.com/snapflow/snapflow/internal/expand"
+	"github.com/snapflow/snapflow/internal/fanout"
 	"github.com/snapflow/snapflow/internal/volumepolicy"
 )
 
@@ -104,13 +104,13 @@ func Verdicts(in Input) []Verdict {
 				covered[src.PVC.Name] = true
 			}
 		}
-		if selected, err := expand.Match(p, metas[p.Namespace]); err == nil {
+		if selected, err := fanout.Match(p, metas[p.Namespace]); err == nil {
 			for _, names := range selected {
 				for _, n := range names {
 					covered[n] = true
 				}
 			}
-			for _, o := range expand.Overlaps(p, selected) {
+			for _, o := range fanout.Overlaps(p, selected) {
 				overlapped[p.Namespace+"/"+p.Name+"/"+o.PVC] = true
 			}
 		}

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/snapflow/snapflow/internal/kopia"
-	"github.com/snapflow/snapflow/internal/restoreplan"
+	"github.com/snapflow/snapflow/internal/restore"
 )
 
 // In a namespace-bound repository a run touches only its own namespace's
@@ -38,7 +38,7 @@ func TestNamespaceBoundRuns(t *testing.T) {
 	t.Run("restore of another namespace's snapshot", func(t *testing.T) {
 		into := t.TempDir()
 		rep, err := run(&WorkSpec{Operation: OpRestore, Target: Target{Kind: "Restore", Namespace: "billing", Name: "rs"},
-			Restore: &RestoreWork{SnapshotID: theirs, OnMissing: "Fail", Options: restoreplan.Options(nil)}}, into)
+			Restore: &RestoreWork{SnapshotID: theirs, OnMissing: "Fail", Options: restore.Options(nil)}}, into)
 		refused(t, rep, err)
 		if entries, _ := os.ReadDir(into); len(entries) != 0 {
 			t.Fatalf("nothing may be written, found %d entries", len(entries))
@@ -46,7 +46,7 @@ func TestNamespaceBoundRuns(t *testing.T) {
 	})
 	t.Run("restore by query sees only its own namespace", func(t *testing.T) {
 		rep, err := run(&WorkSpec{Operation: OpRestore, Target: Target{Kind: "Restore", Namespace: "billing", Name: "rs"},
-			Restore: &RestoreWork{Query: &restoreplan.Query{Username: "pg", Hostname: "payroll"}, OnMissing: "Fail", Options: restoreplan.Options(nil)}}, t.TempDir())
+			Restore: &RestoreWork{Query: &restore.Query{Username: "pg", Hostname: "payroll"}, OnMissing: "Fail", Options: restore.Options(nil)}}, t.TempDir())
 		if err == nil || rep.r.Failure == nil || rep.r.Failure.Class != kopia.ClassSnapshotMissing {
 			t.Fatalf("want nothing found, got %v (%+v)", err, rep.r.Failure)
 		}
@@ -84,7 +84,7 @@ func TestNamespaceBoundRuns(t *testing.T) {
 		// The foreign snapshot is still there for its owner.
 		into := t.TempDir()
 		rep, err = run(&WorkSpec{Operation: OpRestore, Target: Target{Kind: "Restore", Namespace: "payroll", Name: "rs"},
-			Restore: &RestoreWork{SnapshotID: theirs, OnMissing: "Fail", Options: restoreplan.Options(nil)}}, into)
+			Restore: &RestoreWork{SnapshotID: theirs, OnMissing: "Fail", Options: restore.Options(nil)}}, into)
 		if err != nil {
 			t.Fatalf("its owner restores it: %v (%+v)", err, rep.r.Failure)
 		}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/snapflow/snapflow/internal/kopia"
-	"github.com/snapflow/snapflow/internal/restoreplan"
+	"github.com/snapflow/snapflow/internal/restore"
 )
 
 // RestoreResolution is the snapshot a restore reads, pinned once.
@@ -61,7 +61,7 @@ func runRestore(ctx context.Context, o Options, start time.Time, open kopia.Open
 	deadline := start.Add(time.Duration(w.WaitTimeoutSeconds) * time.Second)
 	for {
 		info, err = resolve(ctx, r, w, id)
-		if err == nil || !errors.Is(err, restoreplan.ErrNoSnapshot) || !o.Now().Before(deadline) {
+		if err == nil || !errors.Is(err, restore.ErrNoSnapshot) || !o.Now().Before(deadline) {
 			break
 		}
 		every := o.PollInterval
@@ -79,15 +79,15 @@ func runRestore(ctx context.Context, o Options, start time.Time, open kopia.Open
 		}
 	}
 	switch {
-	case errors.Is(err, restoreplan.ErrNoSnapshot) && w.OnMissing == "Continue":
+	case errors.Is(err, restore.ErrNoSnapshot) && w.OnMissing == "Continue":
 		msg := "nothing restored: " + err.Error() + " (onMissingSnapshot: Continue)"
 		if err := o.Reporter.RestoreDone(ctx, RestoreResult{Start: start, End: o.Now(), Message: msg}); err != nil {
 			return "", fmt.Errorf("report the result: %w", err)
 		}
 		return msg, nil
-	case errors.Is(err, restoreplan.ErrNoSnapshot):
+	case errors.Is(err, restore.ErrNoSnapshot):
 		return "", &kopia.Error{Class: kopia.ClassSnapshotMissing, Err: err}
-	case errors.Is(err, restoreplan.ErrAmbiguous):
+	case errors.Is(err, restore.ErrAmbiguous):
 		return "", &kopia.Error{Class: kopia.ClassInvalidConfig, Err: err}
 	case err != nil:
 		return "", err
@@ -131,7 +131,7 @@ func resolve(ctx context.Context, r *kopia.Repo, w *RestoreWork, id string) (kop
 		info, err := r.Get(ctx, id)
 		var ke *kopia.Error
 		if errors.As(err, &ke) && ke.Class == kopia.ClassSnapshotMissing {
-			return info, fmt.Errorf("%w: kopia snapshot %s is not in the repository (deleted by retention?)", restoreplan.ErrNoSnapshot, id)
+			return info, fmt.Errorf("%w: kopia snapshot %s is not in the repository (deleted by retention?)", restore.ErrNoSnapshot, id)
 		}
 		return info, err
 	}
@@ -144,5 +144,5 @@ func resolve(ctx context.Context, r *kopia.Repo, w *RestoreWork, id string) (kop
 	if err != nil {
 		return kopia.SnapshotInfo{}, err
 	}
-	return restoreplan.Pick(list, q)
+	return restore.Pick(list, q)
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/snapflow/snapflow/internal/kopia"
-	"github.com/snapflow/snapflow/internal/restoreplan"
+	"github.com/snapflow/snapflow/internal/restore"
 )
 
 const testPassword = "correct horse battery staple"
@@ -85,7 +85,7 @@ func TestRestoreRuns(t *testing.T) {
 		}
 		return string(b)
 	}
-	opts := restoreplan.Options(nil)
+	opts := restore.Options(nil)
 
 	t.Run("pinned id", func(t *testing.T) {
 		into := t.TempDir()
@@ -103,7 +103,7 @@ func TestRestoreRuns(t *testing.T) {
 	t.Run("query picks by offset and pins", func(t *testing.T) {
 		into := t.TempDir()
 		rep := &Recorder{Path: filepath.Join(t.TempDir(), "s.json")}
-		q := &restoreplan.Query{Username: "app", Hostname: "ns", Offset: 1}
+		q := &restore.Query{Username: "app", Hostname: "ns", Offset: 1}
 		if err := restoreRun(t, root, into, &RestoreWork{Query: q, OnMissing: "Fail", Options: opts}, rep); err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +115,7 @@ func TestRestoreRuns(t *testing.T) {
 		into := t.TempDir()
 		rep := &Recorder{Path: filepath.Join(t.TempDir(), "s.json")}
 		rep.r.Resolved = &RestoreResolution{SnapshotID: second}
-		q := &restoreplan.Query{Username: "app", Hostname: "ns", Offset: 1}
+		q := &restore.Query{Username: "app", Hostname: "ns", Offset: 1}
 		if err := restoreRun(t, root, into, &RestoreWork{Query: q, OnMissing: "Fail", Options: opts}, rep); err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +125,7 @@ func TestRestoreRuns(t *testing.T) {
 	})
 	t.Run("missing fails with SnapshotMissing", func(t *testing.T) {
 		rep := &Recorder{Path: filepath.Join(t.TempDir(), "s.json")}
-		q := &restoreplan.Query{Username: "nobody", Hostname: "ns"}
+		q := &restore.Query{Username: "nobody", Hostname: "ns"}
 		err := restoreRun(t, root, t.TempDir(), &RestoreWork{Query: q, OnMissing: "Fail", WaitTimeoutSeconds: 1, Options: opts}, rep)
 		var ke *kopia.Error
 		if !errors.As(err, &ke) || ke.Class != kopia.ClassSnapshotMissing || rep.r.Failure == nil {
@@ -135,7 +135,7 @@ func TestRestoreRuns(t *testing.T) {
 	t.Run("missing with Continue completes empty", func(t *testing.T) {
 		into := t.TempDir()
 		rep := &Recorder{Path: filepath.Join(t.TempDir(), "s.json")}
-		q := &restoreplan.Query{Username: "nobody", Hostname: "ns"}
+		q := &restore.Query{Username: "nobody", Hostname: "ns"}
 		if err := restoreRun(t, root, into, &RestoreWork{Query: q, OnMissing: "Continue", Options: opts}, rep); err != nil {
 			t.Fatal(err)
 		}

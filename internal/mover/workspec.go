@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/snapflow/snapflow/internal/kopia"
-	"github.com/snapflow/snapflow/internal/restoreplan"
+	"github.com/snapflow/snapflow/internal/restore"
 )
 
 // Operations a mover performs.
@@ -185,8 +185,8 @@ type DeleteWork struct {
 // the function, or the mover resolves Query against the repository (and
 // pins what it found on the Restore's status).
 type RestoreWork struct {
-	SnapshotID string             `json:"snapshotID,omitempty"`
-	Query      *restoreplan.Query `json:"query,omitempty"`
+	SnapshotID string         `json:"snapshotID,omitempty"`
+	Query      *restore.Query `json:"query,omitempty"`
 	// OnMissing is Fail or Continue (Completed with nothing restored).
 	OnMissing string `json:"onMissing"`
 	// WaitTimeoutSeconds is how long to poll for a snapshot to appear.

@@ -16,7 +16,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
-	"github.com/snapflow/snapflow/internal/deletion"
+	"github.com/snapflow/snapflow/internal/cleanup"
 	"github.com/snapflow/snapflow/internal/retention"
 	"github.com/snapflow/snapflow/internal/validate"
 )
@@ -170,7 +170,7 @@ func Explain(in Input) Report {
 			g.latest, g.LatestSize = at, size
 		}
 		g.Added.add(in.Now.Sub(at), added)
-		keeps := deletion.EffectivePolicy(s) != snapv1.DeletionDelete
+		keeps := cleanup.EffectivePolicy(s) != snapv1.DeletionDelete
 		switch {
 		case s.DeletionTimestamp != nil:
 			g.Deleting++

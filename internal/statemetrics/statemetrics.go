@@ -20,8 +20,8 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/cleanup"
 	"github.com/snapflow/snapflow/internal/coverage"
-	"github.com/snapflow/snapflow/internal/deletion"
 	"github.com/snapflow/snapflow/internal/maintenance"
 	"github.com/snapflow/snapflow/internal/prune/ledger"
 )
@@ -414,7 +414,7 @@ func gate(s snapv1.Snapshot) string {
 // pendingExternal: deleted from outside snapflow, with a kopia snapshot
 // its deletion policy says to delete, not released yet.
 func pendingExternal(s snapv1.Snapshot) bool {
-	return s.DeletionTimestamp != nil && deletion.IsExternal(&s) && deletion.EffectivePolicy(&s) == snapv1.DeletionDelete &&
+	return s.DeletionTimestamp != nil && cleanup.IsExternal(&s) && cleanup.EffectivePolicy(&s) == snapv1.DeletionDelete &&
 		s.Status.Snapshot != nil && s.Status.Snapshot.KopiaSnapshotID != "" && slices.Contains(s.Finalizers, wellknown.FinalizerSnapshotCleanup)
 }
 

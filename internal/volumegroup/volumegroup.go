@@ -1,5 +1,5 @@
 // Package volumegroup decides how the Snapshots of one firing share a CSI
-// VolumeGroupSnapshot (named by expand.GroupName): which volumes a group is
+// VolumeGroupSnapshot (named by fanout.GroupName): which volumes a group is
 // cut over, and which member VolumeSnapshot of a cut group holds a given
 // volume. It reads objects handed to it and owns no client, so the same
 // rules serve the snapshot function and its tests.

@@ -15,7 +15,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
-	"github.com/snapflow/snapflow/internal/deletion"
+	"github.com/snapflow/snapflow/internal/cleanup"
 	"github.com/snapflow/snapflow/internal/kopia"
 )
 
@@ -116,7 +116,7 @@ func TestMassDeletionIsHeldUntilAcknowledged(t *testing.T) {
 				return err
 			}
 			c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionDeletionHeld)
-			if s.Status.Phase != snapv1.SnapshotDeleting || c == nil || c.Status != "True" || c.Reason != deletion.ReasonBreaker {
+			if s.Status.Phase != snapv1.SnapshotDeleting || c == nil || c.Status != "True" || c.Reason != cleanup.ReasonBreaker {
 				return fmt.Errorf("%s: phase %s held %+v", n, s.Status.Phase, c)
 			}
 			cmd = c.Message[strings.Index(c.Message, "kubectl annotate"):]
@@ -161,9 +161,9 @@ func TestMassDeletionIsHeldUntilAcknowledged(t *testing.T) {
 			t.Errorf("unacknowledged %s: %v phase %s", n, err, s.Status.Phase)
 		}
 	}
-	out := kubectl(t, nil, 0, "-n", ns, "get", "events", "--field-selector", "reason="+deletion.ReasonDeleted, "-o", "name").Stdout
+	out := kubectl(t, nil, 0, "-n", ns, "get", "events", "--field-selector", "reason="+cleanup.ReasonDeleted, "-o", "name").Stdout
 	if n := len(strings.Fields(out)); n < 12 {
-		t.Errorf("want a %s event per released Snapshot, got %d", deletion.ReasonDeleted, n)
+		t.Errorf("want a %s event per released Snapshot, got %d", cleanup.ReasonDeleted, n)
 	}
 	// Acknowledging the rest releases them too.
 	if err := env.Client.Get(testContext(t), clientKey(ns, second[len(second)-1]), &s); err != nil {
@@ -255,8 +255,8 @@ func TestDeletingAPolicyRetainsItsBackups(t *testing.T) {
 	if !left[ids["one"]] || !left[ids["two"]] {
 		t.Fatalf("onPolicyDelete Retain (the default) must keep the kopia data: %v", left)
 	}
-	ev := kubectl(t, nil, 0, "-n", ns, "get", "events", "--field-selector", "reason="+deletion.ReasonRetainedOnPolicy, "-o", "name").Stdout
+	ev := kubectl(t, nil, 0, "-n", ns, "get", "events", "--field-selector", "reason="+cleanup.ReasonRetainedOnPolicy, "-o", "name").Stdout
 	if len(strings.Fields(ev)) < 2 {
-		t.Errorf("want a %s warning per Snapshot, got %q", deletion.ReasonRetainedOnPolicy, ev)
+		t.Errorf("want a %s warning per Snapshot, got %q", cleanup.ReasonRetainedOnPolicy, ev)
 	}
 }

@@ -16,8 +16,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/snapflow/snapflow/functions/host"
 	prunefn "github.com/snapflow/snapflow/functions/prune"
-	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/internal/prune/ledger"
 	"github.com/snapflow/snapflow/test/harness"
 )
@@ -192,9 +192,9 @@ var clock = &harness.Clock{}
 
 // pruneFunction serves the prune function with no default BackupRepo (each
 // test's prune requested event names its own); versitygw needs path-style.
-func pruneFunction(d harness.Deps) []runtime.Function {
+func pruneFunction(d harness.Deps) []host.Function {
 	c := d.As("prune")
 	fn := &prunefn.Function{Client: c, Settings: prunefn.Settings{PathStyle: true}, Emitter: d.Emitter, Recorder: d.Recorder("snapflow-prune"),
 		Writer: c, Namespace: harness.WebhookNamespace}
-	return []runtime.Function{{Name: "prune", Handle: fn.Handle}}
+	return []host.Function{{Name: "prune", Handle: fn.Handle}}
 }

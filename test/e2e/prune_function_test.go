@@ -31,8 +31,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/snapflow/snapflow/events"
+	"github.com/snapflow/snapflow/functions/host"
 	prunefn "github.com/snapflow/snapflow/functions/prune"
-	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/internal/prune"
 	"github.com/snapflow/snapflow/internal/prune/kubeinv"
 	"github.com/snapflow/snapflow/test/harness"
@@ -143,8 +143,8 @@ func servePruneFunction(t *testing.T, fn *prunefn.Function) string {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = runtime.Serve(ctx, runtime.Options{Addr: "127.0.0.1:0", Listening: listening, Log: logr.Discard(),
-			Functions: []runtime.Function{{Name: "prune", Handle: fn.Handle}}})
+		_ = host.Serve(ctx, host.Options{Addr: "127.0.0.1:0", Listening: listening, Log: logr.Discard(),
+			Functions: []host.Function{{Name: "prune", Handle: fn.Handle}}})
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	select {

@@ -54,7 +54,7 @@ var unexercised = func() map[string]string {
 	add("maintenance of a ClusterRepository from a namespace other than snapflow's, which projects, is not driven",
 		"maintenance get /configmaps (projection)", "maintenance list /configmaps (projection)", "maintenance create /configmaps (projection)", "maintenance update /configmaps (projection)", "maintenance delete /configmaps (projection)",
 		"maintenance get /secrets (projection)", "maintenance list /secrets (projection)", "maintenance create /secrets (projection)", "maintenance update /secrets (projection)", "maintenance delete /secrets (projection)")
-	add("a work spec an earlier attempt left with other content is replaced (runtime.CreateWorkSpec); the suite does not change a run's spec between attempts",
+	add("a work spec an earlier attempt left with other content is replaced (host.CreateWorkSpec); the suite does not change a run's spec between attempts",
 		"verify delete /configmaps", "maintenance delete /configmaps")
 	add("the restore function never execs itself: it holds pods/exec because RBAC lets it put into a run's Role only what it holds",
 		"restore create /pods/exec", "restore get /pods/exec")

@@ -27,10 +27,10 @@ import (
 	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/events/sources/kube"
 	"github.com/snapflow/snapflow/functions/cleanup"
+	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/functions/maintenance"
 	"github.com/snapflow/snapflow/functions/restore"
 	"github.com/snapflow/snapflow/functions/retention"
-	"github.com/snapflow/snapflow/functions/runtime"
 	"github.com/snapflow/snapflow/functions/schedule"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/functions/verify"
@@ -59,7 +59,7 @@ type FunctionsOptions struct {
 	// Clock is the schedule function's clock (time.Now when nil).
 	Clock func() time.Time
 	// Extra adds functions served next to the built-in ones, on /<name>.
-	Extra func(Deps) []runtime.Function
+	Extra func(Deps) []host.Function
 	// RBAC, when set, is applied before the functions start (ServiceAccounts,
 	// ClusterRoles and bindings, as the chart renders them), and each
 	// built-in function and the kube source then act as the user Identity
@@ -78,7 +78,7 @@ type FunctionsOptions struct {
 	// ServiceAccount and binding); see provisionTenants.
 	TenantRBAC func(namespace string) []byte
 	// SenderAudience, when set, makes the functions check every sender's
-	// bearer token for it (runtime.Authenticator), trusting TrustedSenders;
+	// bearer token for it (host.Authenticator), trusting TrustedSenders;
 	// the kube source then sends a token of SourceServiceAccount (a
 	// ServiceAccount of WebhookNamespace), as the chart's does.
 	SenderAudience       string
@@ -95,7 +95,7 @@ type Deps struct {
 	// Identity, its requests recorded in Functions.Access.
 	Client   client.Client
 	As       func(component string) client.Client
-	Emitter  runtime.Emitter
+	Emitter  host.Emitter
 	Recorder func(component string) record.EventRecorder
 }
 
@@ -246,7 +246,7 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	}
 	// The functions' events reach the retention function as a broker would
 	// deliver them; the test log sees them too.
-	toRetention := &runtime.LateSink{}
+	toRetention := &host.LateSink{}
 	if len(o.RBAC) > 0 {
 		if err := cp.applyRBAC(ctx, o.RBAC); err != nil {
 			stop()
@@ -297,7 +297,7 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	_, maintenanceClient := as("maintenance")
 	sourceCfg, _ := as("kube-source")
 	f.SenderAudience, f.cs = o.SenderAudience, cs
-	var auth *runtime.Authenticator
+	var auth *host.Authenticator
 	tokenFile := ""
 	if o.SenderAudience != "" {
 		// One server holds every function here, so one identity reviews
@@ -307,7 +307,7 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 			stop()
 			return nil, err
 		}
-		auth = &runtime.Authenticator{Reviewer: reviewer.AuthenticationV1().TokenReviews(), Audience: o.SenderAudience, Trusted: o.TrustedSenders}
+		auth = &host.Authenticator{Reviewer: reviewer.AuthenticationV1().TokenReviews(), Audience: o.SenderAudience, Trusted: o.TrustedSenders}
 		if tokenFile, err = f.tokenFile(ctx, cp.WorkDir, o.SourceServiceAccount); err != nil {
 			stop()
 			return nil, err
@@ -321,7 +321,7 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 			}
 		}
 	}
-	access := func(cfg *rest.Config) runtime.AccessReviewer {
+	access := func(cfg *rest.Config) host.AccessReviewer {
 		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			panic(fmt.Sprintf("clientset: %v", err)) // only a malformed config gets here
@@ -341,7 +341,7 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 		// As the e2e chart renders it (functions.snapshot.workloadExecHooks).
 		WorkloadExecHooks: true,
 		Access:            access(snapCfg), Logs: logs(snapCfg), MaxConcurrentJobs: o.MaxConcurrentJobs, RepositoryRetry: o.RepositoryRetry, RepositoryRetryMax: o.RepositoryRetryMax, GlobalVolumePoliciesConfigMap: o.GlobalVolumePoliciesConfigMap,
-		Emitter: runtime.Fanout{f.Emitted, runtime.Trigger{Types: retention.Subscribes, Emitter: toRetention}}, Recorder: recorder("snapflow-snapshot")}
+		Emitter: host.Fanout{f.Emitted, host.Trigger{Types: retention.Subscribes, Emitter: toRetention}}, Recorder: recorder("snapflow-snapshot")}
 	if o.DeleteWindow == 0 {
 		o.DeleteWindow = time.Second
 	}
@@ -365,7 +365,7 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 		// maintenance through run requests, not the wall clock.
 		Defaults: maintkernel.Defaults{Quick: "0 0 29 2 *", Full: "0 0 29 2 *"},
 		Emitter:  f.Emitted, Recorder: recorder("snapflow-maintenance")}
-	fns := []runtime.Function{{Name: "snapshot", Handle: fn.Handle, Requests: []string{events.SnapshotRequested}}, {Name: "cleanup", Handle: cleanupFn.Handle},
+	fns := []host.Function{{Name: "snapshot", Handle: fn.Handle, Requests: []string{events.SnapshotRequested}}, {Name: "cleanup", Handle: cleanupFn.Handle},
 		{Name: "retention", Handle: retentionFn.Handle}, {Name: "schedule", Handle: scheduleFn.Handle},
 		{Name: "restore", Handle: restoreFn.Handle, Requests: []string{events.RestoreRequested}},
 		{Name: "verify", Handle: verifyFn.Handle}, {Name: "maintenance", Handle: maintenanceFn.Handle}}
@@ -380,7 +380,7 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
-		errc <- runtime.Serve(ctx, runtime.Options{Addr: "127.0.0.1:0", Listening: listening, Auth: auth, Log: log.WithName("functions"), Functions: fns})
+		errc <- host.Serve(ctx, host.Options{Addr: "127.0.0.1:0", Listening: listening, Auth: auth, Log: log.WithName("functions"), Functions: fns})
 	}()
 	var sinks []string
 	select {

@@ -1,10 +1,10 @@
-// Package expand turns one firing of a SnapshotPolicy into the Snapshots
+// Package fanout turns one firing of a SnapshotPolicy into the Snapshots
 // that run it: one per (PVC, repository) pair, each pinning what the
 // admission rules require (spec.source for selector policies, spec.repository
 // for multi-repository ones), with deterministic names so a repeated firing
 // never mints twice. Schedules, `snapflow snapshot now` and the
 // `snapshot requested` event all use it.
-package expand
+package fanout
 
 import (
 	"fmt"

@@ -1,9 +1,9 @@
-// Package deletion decides what happens to a Snapshot's kopia data when the
+// Package cleanup decides what happens to a Snapshot's kopia data when the
 // Snapshot is deleted: release it untouched, hold it behind the
 // mass-deletion breaker, or delete the kopia snapshot. It is pure: callers
 // pass the Snapshot, the facts they read and the time; the safe answer
 // (keep the data) wins whenever a fact is missing.
-package deletion
+package cleanup
 
 import (
 	"fmt"

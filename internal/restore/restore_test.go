@@ -1,4 +1,4 @@
-package restoreplan
+package restore
 
 import (
 	"errors"

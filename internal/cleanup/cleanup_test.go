@@ -1,4 +1,4 @@
-package deletion
+package cleanup
 
 import (
 	"strings"

@@ -1,8 +1,8 @@
-// Package runtime serves snapflow's functions: each is a CloudEvents
+// Package host serves snapflow's functions: each is a CloudEvents
 // receiver over HTTP (Knative Serving calls it on $PORT), with health and
 // metrics endpoints, structured logs carrying the event id, and an emitter
 // that sends to K_SINK (a SinkBinding) when set.
-package runtime
+package host
 
 import (
 	"bytes"

@@ -1,8 +1,8 @@
-// Package restoreplan holds the pure decisions of a restore: which snapshot
+// Package restore holds the pure decisions of a restore: which snapshot
 // a query selects, how the tri-state options map onto kopia, and what to do
 // when nothing matches. The restore function and the mover both call it, so
 // a resolution made in either place is the same.
-package restoreplan
+package restore
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package expand
+package fanout
 
 import (
 	"fmt"

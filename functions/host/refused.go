@@ -1,4 +1,4 @@
-package runtime
+package host
 
 import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
