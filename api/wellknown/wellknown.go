@@ -80,6 +80,11 @@ const (
 	LabelExecGrantFor = SnapflowPrefix + "exec-grant-for"
 )
 
+// AnnotationBatchJobUID is on a repository's deletion Lease: the UID of
+// the batch Job its holder created. The holder names the Job, and whoever
+// may create Jobs in that namespace could place one under the name first.
+const AnnotationBatchJobUID = SnapflowPrefix + "batch-job-uid"
+
 // AnnotationAllowCredentialProjection ("true") on a ClusterRepository is its
 // owner's consent to copy its credentials into tenants' namespaces for runs
 // whose policy or Restore enables spec.credentialProjection.

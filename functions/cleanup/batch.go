@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
@@ -61,6 +62,23 @@ func (f *Function) settleBatch(ctx context.Context, repo *repoState, pool map[ty
 		return &job, nil, nil
 	case err != nil && !apierrors.IsNotFound(err):
 		return nil, nil, err
+	case err == nil && !ownBatch(&lease, &job) && !job.GetDeletionTimestamp().IsZero():
+		return &job, nil, nil // going: the next pass starts the batch again
+	case err == nil && !ownBatch(&lease, &job):
+		// Not the Job the Lease recorded: one placed first under the
+		// batch's name, or one a delivery created and stopped before it
+		// recorded. Nothing it reports is trusted; the members stay and go
+		// into the next batch (a kopia snapshot deleted already counts as
+		// done). A look-alike of ours is removed for that batch; any other
+		// Job is its owner's, and the repository's deletions wait for it.
+		if job.Labels[wellknown.LabelManagedBy] != wellknown.ManagedByValue || job.Labels[wellknown.LabelOp] != opDelete {
+			host.Log(ctx).Info("a Job snapflow did not create holds the deletion batch's name; deletions wait until it is removed", "job", job.Name, "namespace", job.Namespace)
+			return &job, nil, nil
+		}
+		host.Log(ctx).Info("deletion batch Job not recorded on the Lease; nothing it reports is trusted, its members go into the next batch", "job", job.Name)
+		if err := f.removeBatch(ctx, &job); err != nil {
+			return nil, nil, err
+		}
 	case err == nil:
 		// Released before the Job is reaped: its pod's message is the only
 		// record of what it deleted.
@@ -70,23 +88,54 @@ func (f *Function) settleBatch(ctx context.Context, repo *repoState, pool map[ty
 		if msg := failedMessage(&job); msg != "" {
 			host.Log(ctx).Info("deletion batch failed; its unfinished members go into the next batch", "job", job.Name, "reason", msg)
 		}
-		if err := f.Client.Delete(ctx, &job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
-			return nil, nil, err
-		}
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name}}
-		if err := f.Client.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
-			return nil, nil, err
-		}
-		if err := projection.Reap(ctx, f.Client, job.Namespace, job.Name); err != nil {
+		if err := f.removeBatch(ctx, &job); err != nil {
 			return nil, nil, err
 		}
 	}
 	// Free the Lease (optimistic: a concurrent holder change wins).
 	lease.Spec.HolderIdentity = nil
+	delete(lease.Annotations, wellknown.AnnotationBatchJobUID)
 	if err := f.Client.Update(ctx, &lease); err != nil && !apierrors.IsConflict(err) {
 		return nil, nil, err
 	}
 	return nil, released, nil
+}
+
+// ownBatch says whether job is the one the Lease's holder created: its UID
+// is the one recorded when it was created. A Job found by the holder's name
+// alone proves nothing.
+func ownBatch(lease *coordv1.Lease, job *batchv1.Job) bool {
+	uid := lease.Annotations[wellknown.AnnotationBatchJobUID]
+	return uid != "" && uid == string(job.UID)
+}
+
+// removeBatch deletes a finished batch Job (that very Job: UID
+// precondition), its work spec and the credentials projected for it.
+func (f *Function) removeBatch(ctx context.Context, job *batchv1.Job) error {
+	if err := f.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &job.UID}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name}}
+	if err := f.Client.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return projection.Reap(ctx, f.Client, job.Namespace, job.Name)
+}
+
+// recordBatch writes the UID of the batch Job just created onto the Lease
+// its name holds, the proof settleBatch asks for.
+func (f *Function) recordBatch(ctx context.Context, repo *repoState, job *batchv1.Job) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var lease coordv1.Lease
+		if err := f.Client.Get(ctx, client.ObjectKey{Namespace: repo.homeNS, Name: leaseName(repo)}, &lease); err != nil {
+			return err
+		}
+		if h := lease.Spec.HolderIdentity; h == nil || *h != job.Name || lease.Annotations[wellknown.AnnotationBatchJobUID] == string(job.UID) {
+			return nil
+		}
+		metav1.SetMetaDataAnnotation(&lease.ObjectMeta, wellknown.AnnotationBatchJobUID, string(job.UID))
+		return f.Client.Update(ctx, &lease)
+	})
 }
 
 // releaseFinished releases the members a finished batch deleted, as its own
@@ -259,7 +308,14 @@ func (f *Function) startBatch(ctx context.Context, repo *repoState, ready []*sna
 	if err := host.CreateWorkSpec(ctx, f.Client, cm); err != nil {
 		return err
 	}
-	if err := f.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+	// A Job already there under the name is not recorded: it is either
+	// this batch's, made by a delivery that stopped before recording, or
+	// someone else's; settleBatch treats both as untrusted.
+	if err := f.Client.Create(ctx, job); err == nil {
+		if err := f.recordBatch(ctx, repo, job); err != nil {
+			return err
+		}
+	} else if !apierrors.IsAlreadyExists(err) {
 		return err
 	}
 	var errs []error
@@ -306,10 +362,13 @@ func (f *Function) acquire(ctx context.Context, repo *repoState, job string) (bo
 	if err != nil {
 		return false, err
 	}
-	if h := lease.Spec.HolderIdentity; h != nil && *h != "" && *h != job {
-		return false, nil
+	if h := lease.Spec.HolderIdentity; h != nil && *h != "" {
+		// Held already, for this batch by another delivery or for another:
+		// either way its record stays as it is.
+		return *h == job, nil
 	}
 	lease.Spec.HolderIdentity, lease.Spec.AcquireTime = &job, &now
+	delete(lease.Annotations, wellknown.AnnotationBatchJobUID)
 	if err := f.Client.Update(ctx, &lease); err != nil {
 		if apierrors.IsConflict(err) {
 			return false, nil
