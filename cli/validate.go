@@ -22,8 +22,8 @@ import (
 
 	"github.com/snapflow/snapflow/internal/admission"
 	"github.com/snapflow/snapflow/internal/crdschema"
+	"github.com/snapflow/snapflow/internal/repository"
 	"github.com/snapflow/snapflow/internal/validate"
-	"github.com/snapflow/snapflow/webhook"
 )
 
 const kopiurAPIVersion = "kopiur.home-operations.com/v1alpha1"
@@ -75,7 +75,7 @@ read.`,
 				if err != nil {
 					return usage(fmt.Errorf("--cluster: %w", err))
 				}
-				live = webhook.NewClusterLookup(c, "")
+				live = repository.Lookup{Reader: c}
 			}
 			findings, err := validateManifests(cmd.Context(), files, showMutations, live)
 			if err != nil {

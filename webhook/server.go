@@ -29,6 +29,7 @@ import (
 	"github.com/snapflow/snapflow/internal/admission"
 	"github.com/snapflow/snapflow/internal/certs"
 	"github.com/snapflow/snapflow/internal/policysource"
+	"github.com/snapflow/snapflow/internal/repository"
 	"github.com/snapflow/snapflow/internal/scheme"
 )
 
@@ -200,7 +201,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if err != nil {
 		return fmt.Errorf("build manager: %w", err)
 	}
-	lookup := clusterLookup{r: mgr.GetClient(), live: mgr.GetAPIReader(), system: o.Namespace}
+	lookup := repository.Lookup{Reader: mgr.GetClient(), Live: mgr.GetAPIReader(), System: o.Namespace}
 	// ConfigMaps are read live: caching them would mean watching every
 	// ConfigMap in the cluster.
 	volumePolicies := &policysource.Resolver{Reader: mgr.GetAPIReader(), Namespace: o.Namespace, GlobalName: o.GlobalVolumePoliciesConfigMap}

@@ -22,13 +22,13 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/functions/host"
-	"github.com/snapflow/snapflow/functions/snapshot"
 	kernel "github.com/snapflow/snapflow/internal/cleanup"
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
 	"github.com/snapflow/snapflow/internal/privilege"
 	"github.com/snapflow/snapflow/internal/projection"
+	"github.com/snapflow/snapflow/internal/repository"
 )
 
 func leaseName(repo *repoState) string { return "snapflow-delete-" + poolKey(repo.ref) }
@@ -172,7 +172,7 @@ func (f *Function) releaseFinished(ctx context.Context, job *batchv1.Job, pool m
 		}
 		may, checked := allowed[s.Namespace]
 		if !checked {
-			may = snapshot.AccessProblem(ctx, f.Client, s.Namespace, ref) == ""
+			may = repository.AccessProblem(ctx, f.Client, s.Namespace, ref) == ""
 			allowed[s.Namespace] = may
 		}
 		if !may {
@@ -254,7 +254,7 @@ func (f *Function) startBatch(ctx context.Context, repo *repoState, ready []*sna
 		fmt.Fprintf(h, "%s\x00", s.UID)
 	}
 	name := "snapdel-" + poolKey(repo.ref)[:10] + "-" + hex.EncodeToString(h.Sum(nil))[:8]
-	work, mounts, err := snapshot.RepositoryWork(repo.ref, repo.obj, repo.spec)
+	work, mounts, err := repository.Work(repo.ref, repo.obj, repo.spec)
 	if err != nil {
 		return err
 	}
@@ -301,7 +301,7 @@ func (f *Function) startBatch(ctx context.Context, repo *repoState, ready []*sna
 	job.OwnerReferences, cm.OwnerReferences = nil, nil
 	// A ClusterRepository may name Secrets outside snapflow's namespace;
 	// its owner gave them to snapflow, so they are copied without asking.
-	ro := snapshot.RepositoryObject{Ref: repo.ref, Namespace: repo.homeNS, Spec: repo.spec}
+	ro := repository.Object{Ref: repo.ref, Namespace: repo.homeNS, Spec: repo.spec}
 	if err := projection.Apply(ctx, f.Client, job, ro.Homes(), true, ""); err != nil {
 		return err
 	}

@@ -19,9 +19,9 @@ import (
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/functions/host"
-	"github.com/snapflow/snapflow/functions/snapshot"
 	kernel "github.com/snapflow/snapflow/internal/cleanup"
 	"github.com/snapflow/snapflow/internal/mover"
+	"github.com/snapflow/snapflow/internal/repository"
 	"github.com/snapflow/snapflow/internal/statuspatch"
 )
 
@@ -42,7 +42,7 @@ func repoOf(s *snapv1.Snapshot) (snapv1.RepositoryRef, bool) {
 	return s.Status.Resolved.Repository.Qualified(s.Namespace), true
 }
 
-func poolKey(r snapv1.RepositoryRef) string { return snapshot.PoolKey(r.Kind, r.Namespace, r.Name) }
+func poolKey(r snapv1.RepositoryRef) string { return repository.PoolKey(r.Kind, r.Namespace, r.Name) }
 
 func repoFromLabels(j *batchv1.Job) snapv1.RepositoryRef {
 	r := snapv1.RepositoryRef{Kind: snapv1.RepositoryKind(j.Labels[wellknown.LabelRepositoryKind]), Name: j.Labels[wellknown.LabelRepository], Namespace: j.Labels[wellknown.LabelRepositoryNamespace]}
@@ -94,29 +94,15 @@ type repoState struct {
 
 func (f *Function) readRepo(ctx context.Context, ref snapv1.RepositoryRef) (*repoState, error) {
 	st := &repoState{ref: ref}
-	if ref.Kind == snapv1.KindClusterRepository {
-		var cr snapv1.ClusterRepository
-		err := f.Client.Get(ctx, client.ObjectKey{Name: ref.Name}, &cr)
-		if apierrors.IsNotFound(err) {
-			st.missing = true
-			return st, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		st.obj, st.spec, st.status, st.homeNS = &cr, &cr.Spec.RepositorySpec, &cr.Status, f.Namespace
-	} else {
-		var r snapv1.Repository
-		err := f.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &r)
-		if apierrors.IsNotFound(err) {
-			st.missing = true
-			return st, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		st.obj, st.spec, st.status, st.homeNS = &r, &r.Spec, &r.Status, r.Namespace
+	r, err := repository.Get(ctx, f.Client, f.Namespace, ref, ref.Namespace)
+	if apierrors.IsNotFound(err) {
+		st.missing = true
+		return st, nil
 	}
+	if err != nil {
+		return nil, err
+	}
+	st.obj, st.spec, st.status, st.homeNS = r.Obj, r.Spec, r.Status, r.Namespace
 	st.breaker, st.badAckMsg = kernel.BreakerOf(st.spec, st.obj.GetAnnotations(), f.now())
 	return st, nil
 }
@@ -168,7 +154,7 @@ func (f *Function) reconcileRepository(ctx context.Context, ref snapv1.Repositor
 			// The repository comes from status, which movers write: delete
 			// only from one the Snapshot's namespace may use, on the live
 			// Repository or ClusterRepository.
-			if msg := snapshot.AccessProblem(ctx, f.Client, s.Namespace, ref); msg != "" {
+			if msg := repository.AccessProblem(ctx, f.Client, s.Namespace, ref); msg != "" {
 				if err := f.markDeleting(ctx, s, metav1.ConditionFalse, "RepositoryNotAllowed",
 					fmt.Sprintf("%s; its kopia snapshot is not deleted. Annotate this Snapshot with %s to release it and keep the data", msg, wellknown.AnnotationSkipSnapshotCleanup)); err != nil {
 					return err
@@ -208,7 +194,7 @@ func (f *Function) reconcileRepository(ctx context.Context, ref snapv1.Repositor
 		// A suspended repository's data is not touched: deletions wait
 		// for the resume (a batch already running is let finish).
 		for _, s := range toDelete {
-			if err := f.markDeleting(ctx, s, metav1.ConditionFalse, snapshot.ReasonRepositorySuspended,
+			if err := f.markDeleting(ctx, s, metav1.ConditionFalse, wellknown.ReasonRepositorySuspended,
 				fmt.Sprintf("%s %s is suspended (spec.suspend: true), so its kopia snapshot is deleted once it is resumed; annotate this Snapshot with %s to release it now and keep the data", repo.ref.Kind, repo.ref.Name, wellknown.AnnotationSkipSnapshotCleanup)); err != nil {
 				return err
 			}

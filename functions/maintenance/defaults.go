@@ -13,8 +13,8 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/functions/host"
-	"github.com/snapflow/snapflow/functions/snapshot"
 	kernel "github.com/snapflow/snapflow/internal/maintenance"
+	"github.com/snapflow/snapflow/internal/repository"
 	"github.com/snapflow/snapflow/internal/validate"
 )
 
@@ -181,18 +181,18 @@ func (r *repositories) add(obj client.Object) {
 // find returns ref as snapshot.GetRepository would read it (nil when it
 // was not listed); installNS is where a ClusterRepository's references
 // live, ns the Maintenance's namespace.
-func (r *repositories) find(ref snapv1.RepositoryRef, ns, installNS string) *snapshot.RepositoryObject {
+func (r *repositories) find(ref snapv1.RepositoryRef, ns, installNS string) *repository.Object {
 	if ref.Kind == snapv1.KindClusterRepository {
 		cr, ok := r.byKey[string(ref.Kind)+"//"+ref.Name].(*snapv1.ClusterRepository)
 		if !ok {
 			return nil
 		}
-		return &snapshot.RepositoryObject{Ref: ref, Namespace: installNS, Obj: cr, Spec: &cr.Spec.RepositorySpec, Status: &cr.Status, Allowed: cr.Spec.AllowedNamespaces}
+		return &repository.Object{Ref: ref, Namespace: installNS, Obj: cr, Spec: &cr.Spec.RepositorySpec, Status: &cr.Status, Allowed: cr.Spec.AllowedNamespaces}
 	}
 	repo, ok := r.byKey[string(snapv1.KindRepository)+"/"+ns+"/"+ref.Name].(*snapv1.Repository)
 	if !ok {
 		return nil
 	}
 	ref.Kind, ref.Namespace = snapv1.KindRepository, ""
-	return &snapshot.RepositoryObject{Ref: ref, Namespace: ns, Obj: repo, Spec: &repo.Spec, Status: &repo.Status}
+	return &repository.Object{Ref: ref, Namespace: ns, Obj: repo, Spec: &repo.Spec, Status: &repo.Status}
 }

@@ -27,13 +27,13 @@ import (
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/functions/host"
-	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/conditions"
 	"github.com/snapflow/snapflow/internal/jobwatch"
 	"github.com/snapflow/snapflow/internal/kopia"
 	kernel "github.com/snapflow/snapflow/internal/maintenance"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/projection"
+	"github.com/snapflow/snapflow/internal/repository"
 	"github.com/snapflow/snapflow/internal/statuspatch"
 	"github.com/snapflow/snapflow/internal/validate"
 )
@@ -188,7 +188,7 @@ func (f *Function) reconcile(ctx context.Context, m *snapv1.Maintenance, listed 
 	// GitOps health), and again once what stalled it is fixed. A failed
 	// run's or a wait's reason stands until the next run decides.
 	c := meta.FindStatusCondition(m.Status.Conditions, wellknown.ConditionReady)
-	reset := c == nil || c.Status == metav1.ConditionFalse && (stalledReasons[c.Reason] || c.Reason == snapshot.ReasonRepositorySuspended && !repo.Spec.Suspend)
+	reset := c == nil || c.Status == metav1.ConditionFalse && (stalledReasons[c.Reason] || c.Reason == wellknown.ReasonRepositorySuspended && !repo.Spec.Suspend)
 	if reset && c != nil && c.Reason == "DuplicateMaintenance" {
 		// Ready again once the older twin is gone.
 		other, err := f.olderTwin(ctx, m)
@@ -420,7 +420,7 @@ func (f *Function) setReady(ctx context.Context, m *snapv1.Maintenance, status m
 // be maintained from here ("" when it can).
 // listed, when not nil, holds every repository of the cluster as a resync
 // listed them, so a tick reads no repository once per Maintenance.
-func (f *Function) repository(ctx context.Context, m *snapv1.Maintenance, listed *repositories) (*snapshot.RepositoryObject, string, error) {
+func (f *Function) repository(ctx context.Context, m *snapv1.Maintenance, listed *repositories) (*repository.Object, string, error) {
 	ref := m.Spec.Repository
 	if ref.Kind == "" {
 		ref.Kind = snapv1.KindRepository
@@ -430,7 +430,7 @@ func (f *Function) repository(ctx context.Context, m *snapv1.Maintenance, listed
 	}
 	ref.Namespace = ""
 	var (
-		repo *snapshot.RepositoryObject
+		repo *repository.Object
 		err  error
 	)
 	if listed != nil {
@@ -439,7 +439,7 @@ func (f *Function) repository(ctx context.Context, m *snapv1.Maintenance, listed
 			err = apierrors.NewNotFound(snapv1.GroupVersion.WithResource("repositories").GroupResource(), ref.Name)
 		}
 	} else {
-		repo, err = snapshot.GetRepository(ctx, f.Client, f.Namespace, ref, m.Namespace)
+		repo, err = repository.Get(ctx, f.Client, f.Namespace, ref, m.Namespace)
 	}
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Sprintf("%s %s does not exist", ref.Kind, ref.Name), nil
@@ -461,7 +461,7 @@ func (f *Function) repository(ctx context.Context, m *snapv1.Maintenance, listed
 
 // repositoryBusy names a running snapflow Job that uses the repository
 // ("" when none does).
-func (f *Function) repositoryBusy(ctx context.Context, repo *snapshot.RepositoryObject) (string, error) {
+func (f *Function) repositoryBusy(ctx context.Context, repo *repository.Object) (string, error) {
 	var jobs batchv1.JobList
 	if err := f.Client.List(ctx, &jobs, client.MatchingLabels{wellknown.LabelRepoPool: poolKeyOf(repo)}); err != nil {
 		return "", fmt.Errorf("list the repository's jobs: %w", err)
@@ -474,8 +474,8 @@ func (f *Function) repositoryBusy(ctx context.Context, repo *snapshot.Repository
 	return "", nil
 }
 
-func poolKeyOf(repo *snapshot.RepositoryObject) string {
-	return snapshot.PoolKey(repo.Ref.Kind, repo.Namespace, repo.Ref.Name)
+func poolKeyOf(repo *repository.Object) string {
+	return repository.PoolKey(repo.Ref.Kind, repo.Namespace, repo.Ref.Name)
 }
 
 // clusterID is the kube-system namespace's UID: what tells this cluster's

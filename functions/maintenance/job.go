@@ -13,13 +13,13 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/functions/host"
-	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/kopia"
 	kernel "github.com/snapflow/snapflow/internal/maintenance"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
 	"github.com/snapflow/snapflow/internal/privilege"
 	"github.com/snapflow/snapflow/internal/projection"
+	"github.com/snapflow/snapflow/internal/repository"
 )
 
 // refusedError marks what fails the run for good (until someone changes a
@@ -39,8 +39,8 @@ func isRefused(err error) bool {
 // Maintenance, mode and slot, so a redelivered event cannot start a second
 // run of one slot. Maintenance takes no repository pool slot: it is what
 // keeps an overloaded repository usable, so it never queues behind backups.
-func (f *Function) build(ctx context.Context, m *snapv1.Maintenance, repo *snapshot.RepositoryObject, d kernel.Decision, owner, safety string) (*batchv1.Job, *corev1.ConfigMap, error) {
-	work, mounts, err := snapshot.RepositoryWork(repo.Ref, repo.Obj, repo.Spec)
+func (f *Function) build(ctx context.Context, m *snapv1.Maintenance, repo *repository.Object, d kernel.Decision, owner, safety string) (*batchv1.Job, *corev1.ConfigMap, error) {
+	work, mounts, err := repository.Work(repo.Ref, repo.Obj, repo.Spec)
 	if err != nil {
 		return nil, nil, refused(fmt.Errorf("%s: %w", repo.Key(), err))
 	}
@@ -90,7 +90,7 @@ func (f *Function) build(ctx context.Context, m *snapv1.Maintenance, repo *snaps
 		// A ClusterRepository maintained from the namespace its
 		// spec.maintenance.namespace names: its credentials are copied
 		// there for the run, with its owner's consent.
-		if msg := snapshot.CopyRefused(ctx, f.Client, repo, m.Namespace, true, "the ClusterRepository's spec.maintenance.namespace"); msg != "" {
+		if msg := repository.CopyRefused(ctx, f.Client, repo, m.Namespace, true, "the ClusterRepository's spec.maintenance.namespace"); msg != "" {
 			return nil, nil, refused(errors.New(msg))
 		}
 		if err := projection.Apply(ctx, f.Client, job, repo.Homes(), true, ""); errors.Is(err, projection.ErrSource) {

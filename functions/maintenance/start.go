@@ -13,19 +13,19 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/functions/host"
-	"github.com/snapflow/snapflow/functions/snapshot"
 	kernel "github.com/snapflow/snapflow/internal/maintenance"
 	"github.com/snapflow/snapflow/internal/mover"
+	"github.com/snapflow/snapflow/internal/repository"
 	"github.com/snapflow/snapflow/internal/validate"
 )
 
 // start begins the run d decided, once the live Maintenance still wants it.
-func (f *Function) start(ctx context.Context, m *snapv1.Maintenance, repo *snapshot.RepositoryObject, d kernel.Decision) error {
+func (f *Function) start(ctx context.Context, m *snapv1.Maintenance, repo *repository.Object, d kernel.Decision) error {
 	log := host.Log(ctx).WithValues("maintenance", m.Namespace+"/"+m.Name, "mode", d.Mode, "repository", repo.Key())
 	if repo.Spec.Suspend {
 		// A suspended repository is not touched; the due run goes once it
 		// is resumed.
-		return f.setReady(ctx, m, metav1.ConditionFalse, snapshot.ReasonRepositorySuspended,
+		return f.setReady(ctx, m, metav1.ConditionFalse, wellknown.ReasonRepositorySuspended,
 			fmt.Sprintf("%s is suspended (spec.suspend: true): the %s run due at %s waits for it to be resumed", repo.Key(), d.Mode, d.Slot.UTC().Format(time.RFC3339)))
 	}
 	if repo.Status.Phase != snapv1.RepositoryReady {

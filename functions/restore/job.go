@@ -12,17 +12,17 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/functions/host"
-	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
 	"github.com/snapflow/snapflow/internal/privilege"
+	"github.com/snapflow/snapflow/internal/repository"
 	kernel "github.com/snapflow/snapflow/internal/restore"
 )
 
 // build renders the restore's mover Job and work spec through the privilege
 // gate: a mover the namespace does not allow is a *privilege.NotPermitted.
-func (f *Function) build(ctx context.Context, rs *snapv1.Restore, res *resolution, repo *snapshot.RepositoryObject, mv *snapv1.MoverSpec, tgt *targetPlan, name string) (*batchv1.Job, *corev1.ConfigMap, error) {
-	work, mounts, err := snapshot.RepositoryWork(repo.Ref, repo.Obj, repo.Spec)
+func (f *Function) build(ctx context.Context, rs *snapv1.Restore, res *resolution, repo *repository.Object, mv *snapv1.MoverSpec, tgt *targetPlan, name string) (*batchv1.Job, *corev1.ConfigMap, error) {
+	work, mounts, err := repository.Work(repo.Ref, repo.Obj, repo.Spec)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", repo.Key(), err)
 	}
@@ -48,7 +48,7 @@ func (f *Function) build(ctx context.Context, rs *snapv1.Restore, res *resolutio
 	return host.BuildMoverJob(ctx, f.Client, moverjob.Params{
 		Name: name, Namespace: rs.Namespace, Owner: owner,
 		// Restores take a repository slot but are never queued behind backups.
-		Labels: map[string]string{wellknown.LabelRestore: rs.Name, wellknown.LabelOp: mover.OpRestore, wellknown.LabelRepoPool: snapshot.PoolKey(repo.Ref.Kind, repo.Namespace, repo.Ref.Name)},
+		Labels: map[string]string{wellknown.LabelRestore: rs.Name, wellknown.LabelOp: mover.OpRestore, wellknown.LabelRepoPool: repository.PoolKey(repo.Ref.Kind, repo.Namespace, repo.Ref.Name)},
 		Image:  f.MoverImage, ServiceAccount: f.MoverServiceAccount, Work: spec,
 		PasswordSecret: repo.Spec.Encryption.PasswordSecretRef.Name, PasswordKey: repo.Spec.Encryption.PasswordSecretRef.Key,
 		CredentialsSecret: mounts.Credentials, CABundle: mounts.CABundle,

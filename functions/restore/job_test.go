@@ -10,8 +10,8 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
-	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/mover"
+	"github.com/snapflow/snapflow/internal/repository"
 )
 
 func i64(v int64) *int64 { return &v }
@@ -64,7 +64,7 @@ func TestRestoreJobTakesASlotAndWritesTheTarget(t *testing.T) {
 		Encryption: snapv1.RepositoryEncryption{PasswordSecretRef: snapv1.SecretKeyRef{Name: "pw", Key: "KOPIA_PASSWORD"}},
 		Create:     &snapv1.RepositoryCreate{Enabled: true},
 	}
-	repo := &snapshot.RepositoryObject{Ref: snapv1.RepositoryRef{Kind: snapv1.KindRepository, Name: "primary"}, Namespace: "ns", Spec: spec, Status: &snapv1.RepositoryStatus{}}
+	repo := &repository.Object{Ref: snapv1.RepositoryRef{Kind: snapv1.KindRepository, Name: "primary"}, Namespace: "ns", Spec: spec, Status: &snapv1.RepositoryStatus{}}
 	f := &Function{MoverImage: "img"}
 	// No client: a default restore mover needs no namespace opt-in, so the
 	// gate never reads one.
@@ -72,7 +72,7 @@ func TestRestoreJobTakesASlotAndWritesTheTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if job.Labels[wellknown.LabelRepoPool] != snapshot.PoolKey(snapv1.KindRepository, "ns", "primary") || job.Labels[wellknown.LabelOp] != mover.OpRestore {
+	if job.Labels[wellknown.LabelRepoPool] != repository.PoolKey(snapv1.KindRepository, "ns", "primary") || job.Labels[wellknown.LabelOp] != mover.OpRestore {
 		t.Errorf("labels %v: a restore takes a slot in its repository's pool", job.Labels)
 	}
 	var target *corev1.VolumeMount

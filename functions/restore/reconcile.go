@@ -24,6 +24,7 @@ import (
 	"github.com/snapflow/snapflow/internal/moverjob"
 	"github.com/snapflow/snapflow/internal/privilege"
 	"github.com/snapflow/snapflow/internal/projection"
+	"github.com/snapflow/snapflow/internal/repository"
 	kernel "github.com/snapflow/snapflow/internal/restore"
 	"github.com/snapflow/snapflow/internal/statuspatch"
 	"github.com/snapflow/snapflow/internal/validate"
@@ -101,21 +102,21 @@ func (f *Function) start(ctx context.Context, rs *snapv1.Restore, jobName string
 	}
 	// The repository may come from a Snapshot's or this Restore's status,
 	// which movers write: read only from one this namespace may use.
-	if msg := snapshot.AccessProblem(ctx, f.Client, rs.Namespace, res.repo); msg != "" {
+	if msg := repository.AccessProblem(ctx, f.Client, rs.Namespace, res.repo); msg != "" {
 		return f.fail(ctx, rs, "RepositoryNotAllowed", msg)
 	}
 	// The repository is read before the target is made, so consent to copy
 	// its credentials is checked before any side effect; a missing one is
 	// waited for below, after the target, as before.
-	var repo *snapshot.RepositoryObject
+	var repo *repository.Object
 	var repoErr error
 	if res.missing == "" || rs.Spec.Target.Populator != nil {
-		repo, repoErr = snapshot.GetRepository(ctx, f.Client, f.Namespace, res.repo, rs.Namespace)
+		repo, repoErr = repository.Get(ctx, f.Client, f.Namespace, res.repo, rs.Namespace)
 		if repoErr != nil && !apierrors.IsNotFound(repoErr) {
 			return repoErr
 		}
 		if repoErr == nil {
-			if msg := snapshot.ProjectionRefused(repo, rs.Namespace, snapshot.ProjectionEnabled(rs.Spec.CredentialProjection), "Restore "+rs.Name); msg != "" {
+			if msg := repository.ProjectionRefused(repo, rs.Namespace, repository.ProjectionEnabled(rs.Spec.CredentialProjection), "Restore "+rs.Name); msg != "" {
 				return f.fail(ctx, rs, ReasonInvalidSpec, msg)
 			}
 		}
@@ -450,7 +451,7 @@ func (f *Function) finalize(ctx context.Context, rs *snapv1.Restore) error {
 	if err := f.Client.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	if snapshot.ProjectionEnabled(rs.Spec.CredentialProjection) {
+	if repository.ProjectionEnabled(rs.Spec.CredentialProjection) {
 		if err := projection.Reap(ctx, f.Client, rs.Namespace, cm.Name); err != nil {
 			return err
 		}

@@ -14,8 +14,8 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
-	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/cleanup"
+	"github.com/snapflow/snapflow/internal/repository"
 	kernel "github.com/snapflow/snapflow/internal/retention"
 )
 
@@ -63,7 +63,7 @@ func (f *Function) threshold(ctx context.Context, p *snapv1.SnapshotPolicy) (int
 	t := 0
 	for _, ref := range refs {
 		v := cleanup.DefaultThreshold
-		r, err := snapshot.GetRepository(ctx, f.Client, "", ref, p.Namespace)
+		r, err := repository.Get(ctx, f.Client, "", ref, p.Namespace)
 		switch {
 		case err == nil:
 			v = cleanup.ThresholdOf(r.Spec)

@@ -30,6 +30,7 @@ import (
 	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/functions/snapshot"
+	"github.com/snapflow/snapflow/internal/repository"
 	kernel "github.com/snapflow/snapflow/internal/retention"
 	"github.com/snapflow/snapflow/internal/statuspatch"
 	"github.com/snapflow/snapflow/internal/validate"
@@ -95,7 +96,7 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 	if p.DeletionTimestamp != nil {
 		return nil // the policy cascade decides now
 	}
-	missing, paused, err := snapshot.PolicyRepositories(ctx, f.Client, &p)
+	missing, paused, err := repository.PolicyRepositories(ctx, f.Client, &p)
 	if err != nil {
 		return err
 	}

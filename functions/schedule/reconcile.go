@@ -22,6 +22,7 @@ import (
 	"github.com/snapflow/snapflow/internal/fanout"
 	"github.com/snapflow/snapflow/internal/kubemeta"
 	"github.com/snapflow/snapflow/internal/moverjob"
+	"github.com/snapflow/snapflow/internal/repository"
 	kernel "github.com/snapflow/snapflow/internal/schedule"
 	"github.com/snapflow/snapflow/internal/slots"
 )
@@ -291,7 +292,7 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 		}
 		// So is one whose every repository is suspended; with some of
 		// them suspended, only those repositories' runs are left out.
-		paused, all, err := snapshot.SuspendedRepositories(ctx, f.Client, p)
+		paused, all, err := repository.SuspendedRepositories(ctx, f.Client, p)
 		if err != nil {
 			return false, err
 		}

@@ -26,6 +26,7 @@ import (
 	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/internal/egress"
 	"github.com/snapflow/snapflow/internal/jobwatch"
+	"github.com/snapflow/snapflow/internal/repository"
 )
 
 // Function is the snapshot function's configuration and ports.
@@ -133,7 +134,7 @@ func (f *Function) Resync(ctx context.Context) error {
 	// The lists are read fresh, so what they show settled needs nothing;
 	// a change after them brings its own event, or the next pass.
 	for i := range repos.Items {
-		if r := &repos.Items[i]; !f.settled(repositoryObject(r)) {
+		if r := &repos.Items[i]; !f.settled(repository.FromRepository(r)) {
 			errs = append(errs, f.ReconcileRepository(ctx, snapv1.KindRepository, r.Namespace, r.Name))
 		}
 	}
@@ -142,7 +143,7 @@ func (f *Function) Resync(ctx context.Context) error {
 		return fmt.Errorf("list cluster repositories: %w", err)
 	}
 	for i := range crepos.Items {
-		if r := &crepos.Items[i]; !f.settled(clusterRepositoryObject(r, f.Namespace)) {
+		if r := &crepos.Items[i]; !f.settled(repository.FromCluster(r, f.Namespace)) {
 			errs = append(errs, f.ReconcileRepository(ctx, snapv1.KindClusterRepository, "", r.Name))
 		}
 	}

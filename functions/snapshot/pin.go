@@ -18,6 +18,7 @@ import (
 	"github.com/snapflow/snapflow/internal/moverjob"
 	"github.com/snapflow/snapflow/internal/privilege"
 	"github.com/snapflow/snapflow/internal/projection"
+	"github.com/snapflow/snapflow/internal/repository"
 )
 
 // syncPin brings the kopia pin of a finished Snapshot in line with
@@ -29,7 +30,7 @@ func (f *Function) syncPin(ctx context.Context, s *snapv1.Snapshot) error {
 	if s.DeletionTimestamp != nil || rec == nil || rec.KopiaSnapshotID == "" || s.Status.Resolved == nil || s.Status.Resolved.Repository == nil {
 		return nil
 	}
-	projected := ProjectionEnabled(s.Status.Resolved.CredentialProjection)
+	projected := repository.ProjectionEnabled(s.Status.Resolved.CredentialProjection)
 	if pinInSync(s) {
 		if projected {
 			// A finished pin Job's credential copies go with the next event.
@@ -53,7 +54,7 @@ func (f *Function) syncPin(ctx context.Context, s *snapv1.Snapshot) error {
 		return err
 	}
 	// The repository is read from status, which movers write.
-	if msg := AccessProblem(ctx, f.Client, s.Namespace, *s.Status.Resolved.Repository); msg != "" {
+	if msg := repository.AccessProblem(ctx, f.Client, s.Namespace, *s.Status.Resolved.Repository); msg != "" {
 		host.Log(ctx).Info("pin not synced: the Snapshot's recorded repository is not one its namespace may use", "snapshot", s.Namespace+"/"+s.Name, "problem", msg)
 		return nil
 	}
@@ -67,7 +68,7 @@ func (f *Function) syncPin(ctx context.Context, s *snapv1.Snapshot) error {
 	if repo.Status.Phase != snapv1.RepositoryReady {
 		return nil // the next event after it turns Ready retries
 	}
-	work, mounts, err := RepositoryWork(repo.Ref, repo.Obj, repo.Spec)
+	work, mounts, err := repository.Work(repo.Ref, repo.Obj, repo.Spec)
 	if err != nil {
 		return nil
 	}
@@ -94,7 +95,7 @@ func (f *Function) syncPin(ctx context.Context, s *snapv1.Snapshot) error {
 	// Copies go only to a namespace the repository still admits, with both
 	// owners' consent as it stands now.
 	if msg == "" {
-		msg = CopyRefused(ctx, f.Client, repo, s.Namespace, projected, "the Snapshot's SnapshotPolicy")
+		msg = repository.CopyRefused(ctx, f.Client, repo, s.Namespace, projected, "the Snapshot's SnapshotPolicy")
 	}
 	if msg == "" {
 		if err := projection.Apply(ctx, f.Client, job, repo.Homes(), true, ""); errors.Is(err, projection.ErrSource) {

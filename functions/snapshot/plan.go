@@ -2,11 +2,8 @@ package snapshot
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +23,7 @@ import (
 	"github.com/snapflow/snapflow/internal/moverjob"
 	"github.com/snapflow/snapflow/internal/privilege"
 	"github.com/snapflow/snapflow/internal/projection"
+	"github.com/snapflow/snapflow/internal/repository"
 	"github.com/snapflow/snapflow/internal/validate"
 	"github.com/snapflow/snapflow/internal/volumepolicy"
 )
@@ -33,9 +31,9 @@ import (
 // runPlan is everything resolved for one run.
 type runPlan struct {
 	policy   *snapv1.SnapshotPolicy
-	repo     *RepositoryObject
+	repo     *repository.Object
 	repoWork mover.Repository
-	mounts   JobMounts
+	mounts   repository.Mounts
 	src      snapv1.Source
 	pvc      string
 	// nfs is the export of an nfs source (pvc is then empty): the mover
@@ -79,50 +77,6 @@ func (p *runPlan) resolved() *snapv1.SnapshotResolved {
 		r.CredentialProjection = &snapv1.CredentialProjection{Enabled: true}
 	}
 	return r
-}
-
-// ProjectionEnabled reads a spec.credentialProjection.
-func ProjectionEnabled(c *snapv1.CredentialProjection) bool { return c != nil && c.Enabled }
-
-// ProjectionRefused explains why a run in namespace ns may not have the
-// repository's credentials copied there; empty when nothing needs copying,
-// or when both sides consent. Only a ClusterRepository is ever copied from:
-// its owner opts in with an annotation and limits who may use it through
-// allowedNamespaces (checked separately), and the run's owner opts in
-// through spec.credentialProjection (enabled; fix names where). A namespaced
-// Repository's Secrets belong to its namespace and are never copied out.
-func ProjectionRefused(repo *RepositoryObject, ns string, enabled bool, fix string) string {
-	away := repo.Homes().Elsewhere(ns)
-	if len(away) == 0 {
-		return ""
-	}
-	where := strings.Join(away, ", ")
-	if repo.Ref.Kind != snapv1.KindClusterRepository {
-		return fmt.Sprintf("%s keeps its credentials in namespace %s, which a mover in namespace %s cannot read, and a Repository's Secrets are never copied out of its namespace; back up into a Repository in %s, or a ClusterRepository that allows it",
-			repo.Key(), where, ns, ns)
-	}
-	if repo.Obj.GetAnnotations()[wellknown.AnnotationAllowCredentialProjection] != "true" {
-		return fmt.Sprintf("%s keeps its credentials in namespace %s, which a mover in namespace %s cannot read, and its owner has not allowed copying them (annotation %s: \"true\" on the ClusterRepository)",
-			repo.Key(), where, ns, wellknown.AnnotationAllowCredentialProjection)
-	}
-	if !enabled {
-		return fmt.Sprintf("%s keeps its credentials in namespace %s, which a mover in namespace %s cannot read; set spec.credentialProjection.enabled: true on %s to copy them into %s for each run (the copies are deleted when the run ends)",
-			repo.Key(), where, ns, fix, ns)
-	}
-	return ""
-}
-
-// CopyRefused is ProjectionRefused for copies made after the run's first
-// start (a pin, a verification), which also re-checks that the repository
-// still admits ns: consent is taken as it stands now, not as it was.
-func CopyRefused(ctx context.Context, c client.Client, repo *RepositoryObject, ns string, enabled bool, fix string) string {
-	if !repo.Homes().Needed(ns) {
-		return ""
-	}
-	if msg := TenancyProblem(ctx, c, ns, repo.Ref); msg != "" {
-		return msg
-	}
-	return ProjectionRefused(repo, ns, enabled, fix)
 }
 
 func (p *runPlan) cache() *snapv1.MoverCache {
@@ -185,7 +139,7 @@ func (f *Function) plan(ctx context.Context, s *snapv1.Snapshot) (*runPlan, *gat
 		return invalid("%s is ReadOnly; snapshots cannot be written to it", repo.Key())
 	}
 	p := &runPlan{policy: &pol, repo: repo}
-	if p.repoWork, p.mounts, err = RepositoryWork(repo.Ref, repo.Obj, repo.Spec); err != nil {
+	if p.repoWork, p.mounts, err = repository.Work(repo.Ref, repo.Obj, repo.Spec); err != nil {
 		return invalid("%s: %v", repo.Key(), err)
 	}
 	if repo.Ref.Kind == snapv1.KindClusterRepository && (p.mounts.RepoClaim != "" || p.mounts.Credentials != "") {
@@ -196,7 +150,7 @@ func (f *Function) plan(ctx context.Context, s *snapv1.Snapshot) (*runPlan, *gat
 		}
 	}
 	// Consent is checked before any side effect (hooks, staging).
-	if msg := ProjectionRefused(repo, s.Namespace, ProjectionEnabled(pol.Spec.CredentialProjection), "SnapshotPolicy "+pol.Name); msg != "" {
+	if msg := repository.ProjectionRefused(repo, s.Namespace, repository.ProjectionEnabled(pol.Spec.CredentialProjection), "SnapshotPolicy "+pol.Name); msg != "" {
 		return invalid("%s", msg)
 	}
 	p.project = repo.Homes().Needed(s.Namespace)
@@ -392,16 +346,8 @@ func phaseOr(p corev1.PersistentVolumeClaimPhase) string {
 }
 
 // poolKey identifies a repository's concurrency pool in a label value.
-func poolKey(r *RepositoryObject) string { return PoolKey(r.Ref.Kind, r.Namespace, r.Ref.Name) }
-
-// PoolKey is the wellknown.LabelRepoPool value of a repository's mover Jobs.
-func PoolKey(kind snapv1.RepositoryKind, namespace, name string) string {
-	key := "Repository/" + namespace + "/" + name
-	if kind == snapv1.KindClusterRepository {
-		key = "ClusterRepository/" + name
-	}
-	h := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(h[:])[:16]
+func poolKey(r *repository.Object) string {
+	return repository.PoolKey(r.Ref.Kind, r.Namespace, r.Ref.Name)
 }
 
 // reclaiming names a live maintenance Job of the repository that runs
@@ -410,7 +356,7 @@ func PoolKey(kind snapv1.RepositoryKind, namespace, name string) string {
 // Only a Maintenance's Job in the namespace that may maintain the
 // repository counts: anyone may label a Job of their own, and would
 // otherwise hold every backup of a shared repository.
-func (f *Function) reclaiming(ctx context.Context, r *RepositoryObject) (bool, string, error) {
+func (f *Function) reclaiming(ctx context.Context, r *repository.Object) (bool, string, error) {
 	ns := f.maintenanceNamespace(r)
 	var jobs batchv1.JobList
 	if err := f.Client.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{wellknown.LabelReclaiming: poolKey(r)}); err != nil {

@@ -11,6 +11,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/internal/preflight"
+	"github.com/snapflow/snapflow/internal/repository"
 	"github.com/snapflow/snapflow/internal/validate"
 )
 
@@ -60,7 +61,7 @@ func (f *Function) preflightHolds(ctx context.Context, s *snapv1.Snapshot, p *ru
 // maintenancesOf lists the Maintenances that maintain r: those of the
 // namespace allowed to maintain it (a ClusterRepository's maintenance
 // namespace, a Repository's own) that name it.
-func (f *Function) maintenancesOf(ctx context.Context, r *RepositoryObject) ([]snapv1.Maintenance, error) {
+func (f *Function) maintenancesOf(ctx context.Context, r *repository.Object) ([]snapv1.Maintenance, error) {
 	ns := f.maintenanceNamespace(r)
 	var list snapv1.MaintenanceList
 	if err := f.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
@@ -78,7 +79,7 @@ func (f *Function) maintenancesOf(ctx context.Context, r *RepositoryObject) ([]s
 
 // maintenanceNamespace is where r's Maintenances may live: a Repository's
 // own namespace, or the one a ClusterRepository names for maintenance.
-func (f *Function) maintenanceNamespace(r *RepositoryObject) string {
+func (f *Function) maintenanceNamespace(r *repository.Object) string {
 	if cr, ok := r.Obj.(*snapv1.ClusterRepository); ok {
 		return validate.MaintenanceNamespace(cr, f.Namespace)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
 	"github.com/snapflow/snapflow/internal/projection"
+	"github.com/snapflow/snapflow/internal/repository"
 )
 
 const (
@@ -31,7 +32,7 @@ const (
 // backups and restores wait with the reason instead of each failing. Each
 // due time names its own Job, so a redelivered event finds the Job it
 // started rather than starting another.
-func (f *Function) probe(ctx context.Context, r *RepositoryObject) error {
+func (f *Function) probe(ctx context.Context, r *repository.Object) error {
 	s := health.FromSpec(r.Spec.Health)
 	if !s.Enabled {
 		return nil
@@ -78,7 +79,7 @@ func (f *Function) probe(ctx context.Context, r *RepositoryObject) error {
 // removeProbe deletes a recorded probe's credential copies, work spec and
 // Job: one a day per repository would otherwise pile up (a
 // ClusterRepository's have no owner to be collected with).
-func (f *Function) removeProbe(ctx context.Context, r *RepositoryObject, job *batchv1.Job) error {
+func (f *Function) removeProbe(ctx context.Context, r *repository.Object, job *batchv1.Job) error {
 	if r.Homes().Needed(r.Namespace) {
 		if err := projection.Reap(ctx, f.Client, r.Namespace, job.Name); err != nil {
 			return err
@@ -109,7 +110,7 @@ func (f *Function) removeProbe(ctx context.Context, r *RepositoryObject, job *ba
 
 // isProbeOf says whether snapflow made obj for a probe of r: its labels,
 // and for a namespaced Repository its controller reference too.
-func (f *Function) isProbeOf(obj client.Object, r *RepositoryObject) bool {
+func (f *Function) isProbeOf(obj client.Object, r *repository.Object) bool {
 	l := obj.GetLabels()
 	if l[wellknown.LabelManagedBy] != wellknown.ManagedByValue || l[wellknown.LabelOp] != probeOp(r) || l[wellknown.LabelRepository] != r.Ref.Name {
 		return false
@@ -119,14 +120,14 @@ func (f *Function) isProbeOf(obj client.Object, r *RepositoryObject) bool {
 
 // probeOp is the op label of r's probe Jobs: a ClusterRepository's differs,
 // so a Job event finds its way back to the cluster-scoped object.
-func probeOp(r *RepositoryObject) string {
+func probeOp(r *repository.Object) string {
 	if r.Ref.Kind == snapv1.KindClusterRepository {
 		return opClusterProbe
 	}
 	return opProbe
 }
 
-func (f *Function) startProbe(ctx context.Context, r *RepositoryObject, jobName string, s health.Settings) error {
+func (f *Function) startProbe(ctx context.Context, r *repository.Object, jobName string, s health.Settings) error {
 	// The Job outlives its end long enough for its result to be read even
 	// where moverDefaults ask for a short TTL; removeProbe deletes it then.
 	job, cm, _, refused, err := f.repositoryJob(ctx, r, jobName, probeOp(r), mover.WorkSpec{Operation: mover.OpProbe}, probeMinTTL)
@@ -147,7 +148,7 @@ const probeMinTTL = 3600
 
 // recordProbe writes a probe's outcome and tells a change of readiness as
 // a Kubernetes Event.
-func (f *Function) recordProbe(ctx context.Context, r *RepositoryObject, s health.Settings, res health.Result) error {
+func (f *Function) recordProbe(ctx context.Context, r *repository.Object, s health.Settings, res health.Result) error {
 	var changed, msg string
 	err := f.updateRepoStatus(ctx, r, func(st *snapv1.RepositoryStatus, gen int64) {
 		// A probe speaks for the generation it was started at, and only

@@ -14,6 +14,7 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
+	"github.com/snapflow/snapflow/internal/repository"
 	"github.com/snapflow/snapflow/internal/scheme"
 )
 
@@ -24,7 +25,7 @@ func TestBackupWaitsForAReclaimingMaintenance(t *testing.T) {
 	const ns = "app"
 	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data"},
 		Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-data"}, Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}}
-	label := map[string]string{wellknown.LabelReclaiming: PoolKey(snapv1.KindRepository, ns, "primary")}
+	label := map[string]string{wellknown.LabelReclaiming: repository.PoolKey(snapv1.KindRepository, ns, "primary")}
 	isController := true
 	maint := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "primary-maint-full", Labels: label,
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: snapv1.GroupVersion.String(), Kind: "Maintenance", Name: "primary", UID: "m-uid", Controller: &isController}}}}

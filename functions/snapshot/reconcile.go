@@ -24,6 +24,7 @@ import (
 	"github.com/snapflow/snapflow/internal/moverjob"
 	"github.com/snapflow/snapflow/internal/privilege"
 	"github.com/snapflow/snapflow/internal/projection"
+	"github.com/snapflow/snapflow/internal/repository"
 	"github.com/snapflow/snapflow/internal/statuspatch"
 	"github.com/snapflow/snapflow/internal/validate"
 	"github.com/snapflow/snapflow/internal/volumepolicy"
@@ -590,7 +591,7 @@ func jobNameOf(s *snapv1.Snapshot) string {
 // stamps status.cleanup.credsReapedAt.
 func (f *Function) reapProjection(ctx context.Context, s *snapv1.Snapshot) error {
 	r := s.Status.Resolved
-	if r == nil || !ProjectionEnabled(r.CredentialProjection) || (s.Status.Cleanup != nil && s.Status.Cleanup.CredsReapedAt != nil) {
+	if r == nil || !repository.ProjectionEnabled(r.CredentialProjection) || (s.Status.Cleanup != nil && s.Status.Cleanup.CredsReapedAt != nil) {
 		return nil
 	}
 	if err := projection.Reap(ctx, f.Client, s.Namespace, jobNameOf(s)); err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/snapflow/snapflow/internal/moverjob"
 	"github.com/snapflow/snapflow/internal/privilege"
 	"github.com/snapflow/snapflow/internal/projection"
+	"github.com/snapflow/snapflow/internal/repository"
 )
 
 const (
@@ -148,7 +149,7 @@ func (f *Function) retryCeiling() time.Duration {
 // password Secret that does not exist, an image that does not pull), which
 // would otherwise show only on the pod until the Job's deadline; the Job
 // goes on, so the repository connects once someone fixes it.
-func (f *Function) bootstrapWaits(ctx context.Context, r *RepositoryObject, job *batchv1.Job) error {
+func (f *Function) bootstrapWaits(ctx context.Context, r *repository.Object, job *batchv1.Job) error {
 	why := jobwatch.Waiting(ctx, f.Client, job)
 	return f.updateRepoStatus(ctx, r, func(st *snapv1.RepositoryStatus, gen int64) {
 		if st.Phase == snapv1.RepositoryReady {
@@ -172,7 +173,7 @@ func (f *Function) bootstrapWaits(ctx context.Context, r *RepositoryObject, job 
 // credentials projected into other namespaces to reap after its Job. The
 // resync skips such repositories without reading them again: it re-read
 // each one and its connect Job every pass.
-func (f *Function) settled(r *RepositoryObject) bool {
+func (f *Function) settled(r *repository.Object) bool {
 	if r.Obj.GetDeletionTimestamp() != nil || r.Spec.Suspend {
 		return true
 	}
@@ -193,7 +194,7 @@ func connectedAt(st *snapv1.RepositoryStatus, gen int64) bool {
 
 // connected drops the retry state of a repository that connected and
 // probes it when a probe is due.
-func (f *Function) connected(ctx context.Context, r *RepositoryObject) error {
+func (f *Function) connected(ctx context.Context, r *repository.Object) error {
 	if r.Status.Connect != nil {
 		if err := f.updateRepoStatus(ctx, r, func(st *snapv1.RepositoryStatus, _ int64) { st.Connect = nil }); err != nil {
 			return err
@@ -212,7 +213,7 @@ func finishTime(j *batchv1.Job) time.Time {
 	return t
 }
 
-func (f *Function) startBootstrap(ctx context.Context, r *RepositoryObject, jobName string) error {
+func (f *Function) startBootstrap(ctx context.Context, r *repository.Object, jobName string) error {
 	op := opBootstrap
 	if r.Ref.Kind == snapv1.KindClusterRepository {
 		op = opClusterBootstrap
@@ -256,8 +257,8 @@ type refusal struct{ Reason, Message string }
 // repositoryJob builds the mover Job and work spec that run ws (its
 // operation and extra sections set) against r. ws.Repository and
 // ws.Target are filled here; a bootstrap alone may create the repository.
-func (f *Function) repositoryJob(ctx context.Context, r *RepositoryObject, jobName, op string, ws mover.WorkSpec, minTTL int32) (*batchv1.Job, *corev1.ConfigMap, string, *refusal, error) {
-	work, mounts, err := RepositoryWork(r.Ref, r.Obj, r.Spec)
+func (f *Function) repositoryJob(ctx context.Context, r *repository.Object, jobName, op string, ws mover.WorkSpec, minTTL int32) (*batchv1.Job, *corev1.ConfigMap, string, *refusal, error) {
+	work, mounts, err := repository.Work(r.Ref, r.Obj, r.Spec)
 	if err != nil {
 		return nil, nil, "", &refusal{"UnsupportedBackend", err.Error()}, nil
 	}
@@ -332,7 +333,7 @@ func (f *Function) createRepositoryJob(ctx context.Context, job *batchv1.Job, cm
 	return nil
 }
 
-func (f *Function) updateRepoStatus(ctx context.Context, r *RepositoryObject, mutate func(*snapv1.RepositoryStatus, int64)) error {
+func (f *Function) updateRepoStatus(ctx context.Context, r *repository.Object, mutate func(*snapv1.RepositoryStatus, int64)) error {
 	return client.IgnoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		live, err := f.getRepository(ctx, r.Ref, r.Obj.GetNamespace())
 		if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/internal/fanout"
+	"github.com/snapflow/snapflow/internal/repository"
 	"github.com/snapflow/snapflow/internal/statuspatch"
 	"github.com/snapflow/snapflow/internal/validate"
 )
@@ -45,7 +46,7 @@ func Selected(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy) (m
 	if !hasSelector {
 		return map[int][]string{}, nil
 	}
-	metas, err := lookup{c}.PVCs(ctx, p.Namespace)
+	metas, err := repository.Lookup{Reader: c}.PVCs(ctx, p.Namespace)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/internal/repository"
 )
 
 // The resync skips a repository only when ReconcileRepository would do
@@ -16,19 +17,19 @@ func TestSettled(t *testing.T) {
 	now := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
 	f := &Function{Now: func() time.Time { return now }, Namespace: "snapflow-system"}
 	observed := metav1.NewTime(now.Add(-10 * time.Minute)) // default probe interval 30m: not due
-	repo := func(mutate func(*snapv1.Repository)) *RepositoryObject {
+	repo := func(mutate func(*snapv1.Repository)) *repository.Object {
 		r := &snapv1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "primary", Generation: 2},
 			Status: snapv1.RepositoryStatus{Phase: snapv1.RepositoryReady, ObservedGeneration: 2,
 				StorageStats: &snapv1.StorageStats{LastObservedAt: &observed}}}
 		if mutate != nil {
 			mutate(r)
 		}
-		return repositoryObject(r)
+		return repository.FromRepository(r)
 	}
 	off := false
 	for _, tc := range []struct {
 		name string
-		r    *RepositoryObject
+		r    *repository.Object
 		want bool
 	}{
 		{"connected, probe not due", repo(nil), true},
@@ -54,11 +55,11 @@ func TestSettled(t *testing.T) {
 
 	// A ClusterRepository whose credentials live outside snapflow's
 	// namespace has copies to reap after its Jobs: never skipped.
-	cr := func(secretNS string) *RepositoryObject {
+	cr := func(secretNS string) *repository.Object {
 		c := &snapv1.ClusterRepository{ObjectMeta: metav1.ObjectMeta{Name: "shared", Generation: 1},
 			Status: snapv1.RepositoryStatus{Phase: snapv1.RepositoryReady, ObservedGeneration: 1, StorageStats: &snapv1.StorageStats{LastObservedAt: &observed}}}
 		c.Spec.Backend.S3 = &snapv1.S3Backend{Bucket: "b", Auth: &snapv1.ObjectStoreAuth{SecretRef: &snapv1.SecretRef{Name: "keys", Namespace: secretNS}}}
-		return clusterRepositoryObject(c, f.Namespace)
+		return repository.FromCluster(c, f.Namespace)
 	}
 	if !f.settled(cr("")) {
 		t.Error("a ClusterRepository with its Secret in snapflow's namespace should be settled")

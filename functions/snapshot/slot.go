@@ -13,6 +13,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/internal/jobwatch"
+	"github.com/snapflow/snapflow/internal/repository"
 	"github.com/snapflow/snapflow/internal/slots"
 )
 
@@ -20,7 +21,7 @@ import (
 // its mover Job takes the slot over (ReasonSlotAcquired).
 const ReasonSlotClaimed = "SlotClaimed"
 
-func (f *Function) caps(r *RepositoryObject) slots.Caps {
+func (f *Function) caps(r *repository.Object) slots.Caps {
 	c := slots.Caps{Pool: poolKey(r), Repository: r.Key(), ClusterCap: f.MaxConcurrentJobs}
 	if cc := r.Spec.Concurrency; cc != nil && cc.MaxConcurrentJobs != nil {
 		c.PoolCap = int(*cc.MaxConcurrentJobs)
@@ -90,7 +91,7 @@ func claimOf(s *snapv1.Snapshot) *slots.Occupant {
 		return nil
 	}
 	q := r.Repository.Qualified(s.Namespace)
-	return &slots.Occupant{Pool: PoolKey(q.Kind, q.Namespace, q.Name), Claim: true, At: c.LastTransitionTime.Time, ID: string(s.UID)}
+	return &slots.Occupant{Pool: repository.PoolKey(q.Kind, q.Namespace, q.Name), Claim: true, At: c.LastTransitionTime.Time, ID: string(s.UID)}
 }
 
 // occupants lists what holds slots: live mover Jobs, and the claims of

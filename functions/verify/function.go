@@ -32,6 +32,7 @@ import (
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/privilege"
 	"github.com/snapflow/snapflow/internal/projection"
+	"github.com/snapflow/snapflow/internal/repository"
 	"github.com/snapflow/snapflow/internal/schedule"
 	"github.com/snapflow/snapflow/internal/statuspatch"
 	"github.com/snapflow/snapflow/internal/validate"
@@ -114,7 +115,7 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 	if v == nil || (v.Quick == nil && v.Deep == nil) || p.DeletionTimestamp != nil || p.Spec.Suspend {
 		return nil
 	}
-	paused, _, err := snapshot.SuspendedRepositories(ctx, f.Client, &p)
+	paused, _, err := repository.SuspendedRepositories(ctx, f.Client, &p)
 	if err != nil {
 		return err
 	}
@@ -130,7 +131,7 @@ func (f *Function) Reconcile(ctx context.Context, ns, name string) error {
 		return err
 	}
 	var errs []error
-	if snapshot.ProjectionEnabled(p.Spec.CredentialProjection) {
+	if repository.ProjectionEnabled(p.Spec.CredentialProjection) {
 		// Credentials copied for finished verify Jobs go now.
 		errs = append(errs, projection.Sweep(ctx, f.Client, p.Namespace, f.now()))
 	}
@@ -159,7 +160,7 @@ func (f *Function) tier(ctx context.Context, p *snapv1.SnapshotPolicy, ref snapv
 	if latest == nil {
 		return nil // gated: nothing to verify until a backup exists
 	}
-	repo, err := snapshot.GetRepository(ctx, f.Client, f.Namespace, ref, p.Namespace)
+	repo, err := repository.Get(ctx, f.Client, f.Namespace, ref, p.Namespace)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -189,7 +190,7 @@ func (f *Function) tier(ctx context.Context, p *snapv1.SnapshotPolicy, ref snapv
 		return err // the namespace could not be read: the next event retries
 	}
 	if err == nil {
-		if msg := snapshot.CopyRefused(ctx, f.Client, repo, p.Namespace, snapshot.ProjectionEnabled(p.Spec.CredentialProjection), "SnapshotPolicy "+p.Name); msg != "" {
+		if msg := repository.CopyRefused(ctx, f.Client, repo, p.Namespace, repository.ProjectionEnabled(p.Spec.CredentialProjection), "SnapshotPolicy "+p.Name); msg != "" {
 			err = errors.New(msg)
 		}
 	}
@@ -392,7 +393,7 @@ func (f *Function) latestBackups(ctx context.Context, p *snapv1.SnapshotPolicy) 
 
 // tierSchedule resolves a tier's cron with the repository's timezone and
 // jitter defaults; nil when the tier has no schedule (request-only).
-func tierSchedule(p *snapv1.SnapshotPolicy, tier string, repo *snapshot.RepositoryObject) (*schedule.Spec, error) {
+func tierSchedule(p *snapv1.SnapshotPolicy, tier string, repo *repository.Object) (*schedule.Spec, error) {
 	var cs snapv1.CronSpec
 	switch v := p.Spec.Verification; tier {
 	case kernel.Quick:

@@ -13,9 +13,9 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/functions/host"
-	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/moverjob"
+	"github.com/snapflow/snapflow/internal/repository"
 	"github.com/snapflow/snapflow/internal/validate"
 	kernel "github.com/snapflow/snapflow/internal/verify"
 )
@@ -23,8 +23,8 @@ import (
 // build renders one verification's mover Job. Its name is derived from the
 // policy, tier, repository and slot, so a duplicate event cannot start a
 // second run for the same slot.
-func (f *Function) build(ctx context.Context, p *snapv1.SnapshotPolicy, ref snapv1.RepositoryRef, tier string, latest *snapv1.Snapshot, repo *snapshot.RepositoryObject, slot time.Time) (*batchv1.Job, *corev1.ConfigMap, error) {
-	work, mounts, err := snapshot.RepositoryWork(repo.Ref, repo.Obj, repo.Spec)
+func (f *Function) build(ctx context.Context, p *snapv1.SnapshotPolicy, ref snapv1.RepositoryRef, tier string, latest *snapv1.Snapshot, repo *repository.Object, slot time.Time) (*batchv1.Job, *corev1.ConfigMap, error) {
+	work, mounts, err := repository.Work(repo.Ref, repo.Obj, repo.Spec)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", repo.Key(), err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/snapflow/snapflow/events"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/kopia"
+	"github.com/snapflow/snapflow/internal/repository"
 )
 
 // repoNamespace applies a namespace with a password Secret, a repository
@@ -331,7 +332,7 @@ func TestParkedRunWaitsForASlot(t *testing.T) {
 	ctx := testContext(t)
 	blocker := &batchv1.Job{}
 	blocker.Namespace, blocker.Name = ns, "slot-holder"
-	blocker.Labels = map[string]string{wellknown.LabelRepoPool: snapshot.PoolKey(snapv1.KindRepository, ns, "primary"), wellknown.LabelManagedBy: wellknown.ManagedByValue}
+	blocker.Labels = map[string]string{wellknown.LabelRepoPool: repository.PoolKey(snapv1.KindRepository, ns, "primary"), wellknown.LabelManagedBy: wellknown.ManagedByValue}
 	blocker.Spec.Template.Spec = corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "sleep", Image: "busybox", Command: []string{"sleep", "120"}}}}
 	if err := env.Client.Create(ctx, blocker); err != nil {
 		t.Fatal(err)

@@ -20,7 +20,7 @@ import (
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/events"
-	"github.com/snapflow/snapflow/functions/snapshot"
+	"github.com/snapflow/snapflow/internal/repository"
 )
 
 // tick sends what a PingSource sends every minute.
@@ -153,7 +153,7 @@ func TestForbidSkipsAndReplaceWaitsForAQueuedRun(t *testing.T) {
 	// Another run holds the repository's only slot, so the first firing parks.
 	blocker := &batchv1.Job{}
 	blocker.Namespace, blocker.Name = ns, "slot-holder"
-	blocker.Labels = map[string]string{wellknown.LabelRepoPool: snapshot.PoolKey(snapv1.KindRepository, ns, "primary"), wellknown.LabelManagedBy: wellknown.ManagedByValue}
+	blocker.Labels = map[string]string{wellknown.LabelRepoPool: repository.PoolKey(snapv1.KindRepository, ns, "primary"), wellknown.LabelManagedBy: wellknown.ManagedByValue}
 	blocker.Spec.Template.Spec = corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "sleep", Image: "busybox", Command: []string{"sleep", "120"}}}}
 	if err := env.Client.Create(testContext(t), blocker); err != nil {
 		t.Fatal(err)

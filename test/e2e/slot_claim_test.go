@@ -19,6 +19,7 @@ import (
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/jobwatch"
+	"github.com/snapflow/snapflow/internal/repository"
 )
 
 // A run claims its repository slot before its beforeSnapshot hooks freeze
@@ -53,7 +54,7 @@ func TestASlotIsClaimedBeforeTheHooksFreeze(t *testing.T) {
 	ctx, stop := context.WithCancel(testContext(t))
 	defer stop()
 	var most atomic.Int32
-	pool := snapshot.PoolKey(snapv1.KindRepository, ns, "primary")
+	pool := repository.PoolKey(snapv1.KindRepository, ns, "primary")
 	go func() {
 		for ctx.Err() == nil {
 			var jobs batchv1.JobList

@@ -1,4 +1,4 @@
-package snapshot
+package repository
 
 import (
 	"strings"
@@ -17,20 +17,20 @@ func TestProjectionRefused(t *testing.T) {
 			Backend:    snapv1.Backend{S3: &snapv1.S3Backend{Bucket: "b", Auth: &snapv1.ObjectStoreAuth{SecretRef: &snapv1.SecretRef{Name: "s3", Namespace: pwNS}}}},
 		}
 	}
-	cluster := func(annotated bool, pwNS string) *RepositoryObject {
+	cluster := func(annotated bool, pwNS string) *Object {
 		cr := &snapv1.ClusterRepository{ObjectMeta: metav1.ObjectMeta{Name: "shared"}}
 		if annotated {
 			cr.Annotations = map[string]string{wellknown.AnnotationAllowCredentialProjection: "true"}
 		}
-		return &RepositoryObject{Ref: snapv1.RepositoryRef{Kind: snapv1.KindClusterRepository, Name: "shared"}, Namespace: "snapflow-system", Obj: cr, Spec: spec(pwNS)}
+		return &Object{Ref: snapv1.RepositoryRef{Kind: snapv1.KindClusterRepository, Name: "shared"}, Namespace: "snapflow-system", Obj: cr, Spec: spec(pwNS)}
 	}
-	namespaced := func(ns string) *RepositoryObject {
+	namespaced := func(ns string) *Object {
 		r := &snapv1.Repository{ObjectMeta: metav1.ObjectMeta{Name: "repo", Namespace: ns}}
-		return &RepositoryObject{Ref: snapv1.RepositoryRef{Kind: snapv1.KindRepository, Name: "repo", Namespace: ns}, Namespace: ns, Obj: r, Spec: spec("")}
+		return &Object{Ref: snapv1.RepositoryRef{Kind: snapv1.KindRepository, Name: "repo", Namespace: ns}, Namespace: ns, Obj: r, Spec: spec("")}
 	}
 	tests := []struct {
 		name    string
-		repo    *RepositoryObject
+		repo    *Object
 		enabled bool
 		want    string // substring; empty means allowed
 	}{
@@ -55,7 +55,7 @@ func TestProjectionRefused(t *testing.T) {
 }
 
 func TestHomesFlagsOneNameInTwoNamespaces(t *testing.T) {
-	r := &RepositoryObject{Ref: snapv1.RepositoryRef{Kind: snapv1.KindClusterRepository, Name: "shared"}, Namespace: "snapflow-system",
+	r := &Object{Ref: snapv1.RepositoryRef{Kind: snapv1.KindClusterRepository, Name: "shared"}, Namespace: "snapflow-system",
 		Spec: &snapv1.RepositorySpec{
 			Encryption: snapv1.RepositoryEncryption{PasswordSecretRef: snapv1.SecretKeyRef{Name: "kopia", Namespace: "vault"}},
 			Backend:    snapv1.Backend{S3: &snapv1.S3Backend{Bucket: "b", Auth: &snapv1.ObjectStoreAuth{SecretRef: &snapv1.SecretRef{Name: "kopia"}}}},

@@ -1,4 +1,4 @@
-package snapshot
+package repository
 
 import (
 	"strings"
@@ -8,11 +8,11 @@ import (
 )
 
 // moverDefaults.throttle goes into the work spec every mover reads.
-func TestRepositoryWorkCarriesTheThrottle(t *testing.T) {
+func TestWorkCarriesTheThrottle(t *testing.T) {
 	rate := int64(2 << 20)
 	spec := &snapv1.RepositorySpec{Backend: snapv1.Backend{Filesystem: &snapv1.FilesystemBackend{Path: "/r"}},
 		MoverDefaults: &snapv1.MoverDefaults{Throttle: &snapv1.Throttle{UploadBytesPerSecond: &rate, WriteOpsPerSecond: &rate}}}
-	w, _, err := RepositoryWork(snapv1.RepositoryRef{Kind: snapv1.KindRepository, Name: "r"}, nil, spec)
+	w, _, err := Work(snapv1.RepositoryRef{Kind: snapv1.KindRepository, Name: "r"}, nil, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,23 +24,23 @@ func TestRepositoryWorkCarriesTheThrottle(t *testing.T) {
 // A gcs repository reaches the mover as bucket and prefix in the work spec
 // (never the key), with its auth Secret as the Job's credentials; a
 // ClusterRepository's Secret lives where it says.
-func TestGCSRepositoryWork(t *testing.T) {
+func TestGCSWork(t *testing.T) {
 	spec := &snapv1.RepositorySpec{Backend: snapv1.Backend{GCS: &snapv1.GCSBackend{Bucket: "team", Prefix: "kopia/",
 		Auth: &snapv1.ObjectStoreAuth{SecretRef: &snapv1.SecretRef{Name: "gcs-key", Namespace: "vault"}}}},
 		Encryption: snapv1.RepositoryEncryption{PasswordSecretRef: snapv1.SecretKeyRef{Name: "pw", Namespace: "vault"}}}
-	w, m, err := RepositoryWork(snapv1.RepositoryRef{Kind: snapv1.KindClusterRepository, Name: "r"}, nil, spec)
+	w, m, err := Work(snapv1.RepositoryRef{Kind: snapv1.KindClusterRepository, Name: "r"}, nil, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if g := w.Backend.GCS; g == nil || g.Bucket != "team" || g.Prefix != "kopia/" || len(g.CredentialsJSON) != 0 || m.Credentials != "gcs-key" {
 		t.Fatalf("work %+v, mounts %+v", w.Backend.GCS, m)
 	}
-	r := &RepositoryObject{Ref: snapv1.RepositoryRef{Kind: snapv1.KindClusterRepository, Name: "r"}, Namespace: "snapflow-system", Spec: spec}
+	r := &Object{Ref: snapv1.RepositoryRef{Kind: snapv1.KindClusterRepository, Name: "r"}, Namespace: "snapflow-system", Spec: spec}
 	if h := r.Homes(); h.Secrets["gcs-key"] != "vault" {
 		t.Fatalf("homes %+v", h)
 	}
 	spec.Backend.GCS.Auth = nil
-	if _, _, err := RepositoryWork(snapv1.RepositoryRef{Kind: snapv1.KindRepository, Name: "r"}, nil, spec); err == nil {
+	if _, _, err := Work(snapv1.RepositoryRef{Kind: snapv1.KindRepository, Name: "r"}, nil, spec); err == nil {
 		t.Fatal("a gcs repository without a key resolved")
 	}
 }
@@ -49,7 +49,7 @@ func TestGCSRepositoryWork(t *testing.T) {
 // refused before any Job: no run reaches the bucket as the node.
 func TestS3WithoutKeysIsRefusedBeforeAJob(t *testing.T) {
 	spec := &snapv1.RepositorySpec{Backend: snapv1.Backend{S3: &snapv1.S3Backend{Bucket: "team"}}}
-	if _, _, err := RepositoryWork(snapv1.RepositoryRef{Kind: snapv1.KindRepository, Name: "r"}, nil, spec); err == nil || !strings.Contains(err.Error(), "spec.backend.s3.auth.secretRef") {
+	if _, _, err := Work(snapv1.RepositoryRef{Kind: snapv1.KindRepository, Name: "r"}, nil, spec); err == nil || !strings.Contains(err.Error(), "spec.backend.s3.auth.secretRef") {
 		t.Fatalf("err = %v", err)
 	}
 }
