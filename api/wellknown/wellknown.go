@@ -50,6 +50,8 @@ const (
 	LabelRepositoryNamespace = SnapflowPrefix + "repository-namespace"
 	// LabelOp says what a snapflow Job does (snapshot, bootstrap, hook, ...).
 	LabelOp = SnapflowPrefix + "op"
+	// OpDeleteBatch is the LabelOp of a repository's deletion batch Job.
+	OpDeleteBatch = "snapshot-delete-batch"
 	// LabelRepoPool marks Jobs that take a repository concurrency slot; its
 	// value is a hash of the repository key.
 	LabelRepoPool = SnapflowPrefix + "repo-pool"

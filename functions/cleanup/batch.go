@@ -71,7 +71,7 @@ func (f *Function) settleBatch(ctx context.Context, repo *repoState, pool map[ty
 		// into the next batch (a kopia snapshot deleted already counts as
 		// done). A look-alike of ours is removed for that batch; any other
 		// Job is its owner's, and the repository's deletions wait for it.
-		if job.Labels[wellknown.LabelManagedBy] != wellknown.ManagedByValue || job.Labels[wellknown.LabelOp] != opDelete {
+		if job.Labels[wellknown.LabelManagedBy] != wellknown.ManagedByValue || job.Labels[wellknown.LabelOp] != wellknown.OpDeleteBatch {
 			host.Log(ctx).Info("a Job snapflow did not create holds the deletion batch's name; deletions wait until it is removed", "job", job.Name, "namespace", job.Namespace)
 			return &job, nil, nil
 		}
@@ -262,7 +262,7 @@ func (f *Function) startBatch(ctx context.Context, repo *repoState, ready []*sna
 	for _, s := range ready {
 		members = append(members, mover.DeleteMember{Namespace: s.Namespace, Name: s.Name, UID: string(s.UID), SnapshotID: s.Status.Snapshot.KopiaSnapshotID})
 	}
-	labels := map[string]string{wellknown.LabelOp: opDelete, wellknown.LabelRepository: repo.ref.Name, wellknown.LabelRepositoryKind: string(repo.ref.Kind)}
+	labels := map[string]string{wellknown.LabelOp: wellknown.OpDeleteBatch, wellknown.LabelRepository: repo.ref.Name, wellknown.LabelRepositoryKind: string(repo.ref.Kind)}
 	if repo.ref.Namespace != "" {
 		labels[wellknown.LabelRepositoryNamespace] = repo.ref.Namespace
 	}

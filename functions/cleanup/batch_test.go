@@ -40,7 +40,7 @@ func TestSettleBatchTrustsOnlyTheRecordedJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	const name = "snapdel-1"
-	ours := map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue, wellknown.LabelOp: opDelete}
+	ours := map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue, wellknown.LabelOp: wellknown.OpDeleteBatch}
 	cases := []struct {
 		name         string
 		recorded     string // the UID on the Lease

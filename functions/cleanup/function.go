@@ -27,7 +27,6 @@ import (
 const (
 	DefaultWindow   = 10 * time.Second
 	DefaultMaxBatch = 200
-	opDelete        = "snapshot-delete-batch"
 )
 
 // Function is the cleanup function.
@@ -88,7 +87,7 @@ func (f *Function) Handle(ctx context.Context, e event.Event) error {
 			if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &j); err != nil {
 				return client.IgnoreNotFound(err)
 			}
-			if j.Labels[wellknown.LabelOp] == opDelete {
+			if j.Labels[wellknown.LabelOp] == wellknown.OpDeleteBatch {
 				return f.reconcileRepository(ctx, repoFromLabels(&j))
 			}
 		}

@@ -139,7 +139,9 @@ func TestExporterMetricsFollowTheObjects(t *testing.T) {
 	kubectl(t, snapshotOf(ns, "again", "app"), 0, "create", "-f", "-")
 	waitSnapshot(t, ns, "again", snapv1.SnapshotSucceeded)
 	kubectl(t, nil, 0, "-n", ns, "delete", "snapshot", "again", "bad", "--timeout=5m")
-	counted(t, before, series("kopiur_snapshot_deletions_total", "outcome", "deleted"), series("kopiur_snapshot_deletions_total", "outcome", "none"))
+	counted(t, before, series("kopiur_snapshot_deletions_total", "outcome", "deleted"), series("kopiur_snapshot_deletions_total", "outcome", "none"),
+		// "again" went through a deletion batch, watched as a Job.
+		series("kopiur_snapshot_delete_batch_members_total", "outcome", "deleted"), series("kopiur_snapshot_delete_batch_jobs_total", "outcome", "succeeded"))
 
 	// With its repository gone, a deleted Snapshot's data cannot be
 	// deleted: it waits, and says why.
@@ -171,7 +173,7 @@ func TestExporterMetricsFollowTheObjects(t *testing.T) {
 	kubectl(t, nil, 0, "-n", ns, "annotate", "snapshot", "good", wellknown.AnnotationSkipSnapshotCleanup+"=true")
 	check(nil, waiting, series("kopiur_snapshot_size_bytes", "namespace", ns, "name", "good", "policy", "app"))
 	// Its data was kept, and counted so.
-	counted(t, before, series("kopiur_snapshot_deletions_total", "outcome", "kept"))
+	counted(t, before, series("kopiur_snapshot_deletions_total", "outcome", "kept"), series("kopiur_orphaned_snapshots_total"))
 }
 
 // failUploadLimit adds a 3 MiB file to ns's app-data and fails the
