@@ -218,71 +218,62 @@ func runPrune(cmd *cobra.Command, o *pruneOptions) error {
 		return err
 	}
 	src := &kubeinv.Source{Client: c, Repo: o.backupRepo, Namespace: o.namespace}
-	// Read the repo, then its Secret, then the lists.
 	repo, err := src.GetRepo(ctx)
 	if err != nil {
 		return err
 	}
-	settings, err := src.ResolveS3(ctx, repo, kubeinv.S3Flags{Bucket: o.bucket, Endpoint: o.endpoint, Region: o.region,
-		PathStyle: o.pathStyle, CAFile: o.caFile, InsecureSkipTLSVerify: o.insecureTLS, UseRepoCredentials: o.useRepoCreds})
-	if err != nil {
-		return err
-	}
-	debug := newDebugWriter(stderr, o.debug, settings.Secrets())
-	in, err := src.Input(ctx, repo)
-	if err != nil {
-		return err
-	}
-	inv := prune.BuildInventory(in)
-	debugSettings(debug, o, settings, inv)
-	storeCfg := settings.StoreConfig()
-	if o.debug {
-		storeCfg.Debug = debug
-	}
-	store, err := s3store.New(storeCfg)
-	if err != nil {
-		return err
-	}
 	prog := newPruneProgress(stderr, o.progressEvery)
-	opts := o.plannerOptions()
-	detected := ""
-	if prune.NeedsVersioningQuery(o.versioningMode) {
-		if detected, err = store.BucketVersioning(ctx); err != nil {
-			return settings.Explain(err)
+	var debug *debugWriter
+	var store *s3store.Store
+	stats := func() {
+		if o.debug && store != nil {
+			fmt.Fprintf(debug, "debug: s3_requests %s\n", statsLine(store.Stats()))
 		}
 	}
-	if opts.Versioning, opts.VersioningSource, err = prune.ResolveVersioning(o.versioningMode, detected); err != nil {
-		return err
-	}
-	pl, err := execute.BuildPlan(ctx, &progressStore{Store: store, p: prog}, execute.PlanInput{Inventory: inv, Options: opts, Now: time.Now()})
-	if err != nil {
-		return settings.Explain(err)
-	}
-	prog.done()
-	if o.debug {
-		fmt.Fprintf(debug, "debug: s3_requests %s\n", statsLine(store.Stats()))
-	}
-	out := cmd.OutOrStdout()
+	mode := execute.ModeDelete
 	switch {
 	case o.command == "plan":
-		if err := printPrune(out, o, pl, nil); err != nil {
-			return err
-		}
-		return failOnOrphans(pl, o.failOnOrphans)
+		mode = execute.ModePlan
 	case o.dryRun:
-		ex := execute.DryRun(pl)
-		return printPrune(out, o, pl, &ex)
+		mode = execute.ModeDryRun
 	}
-	fin, ex, runErr := execute.Run(ctx, pl, inv, execute.Config{Store: store, Inventory: src, Concurrency: o.concurrency,
-		Now: time.Now, Progress: prog.candidates})
-	prog.done()
-	if o.debug {
-		fmt.Fprintf(debug, "debug: s3_requests %s\n", statsLine(store.Stats()))
-	}
-	if err := printPrune(out, o, fin, &ex); err != nil {
+	res, err := execute.Pipeline{
+		Source: src, Repo: repo, Mode: mode, Concurrency: o.concurrency, Now: time.Now,
+		S3: kubeinv.S3Flags{Bucket: o.bucket, Endpoint: o.endpoint, Region: o.region,
+			PathStyle: o.pathStyle, CAFile: o.caFile, InsecureSkipTLSVerify: o.insecureTLS, UseRepoCredentials: o.useRepoCreds},
+		Versioning: o.versioningMode, Options: o.plannerOptions(),
+		Configure: func(settings kubeinv.S3Settings, inv prune.Inventory, cfg *s3store.Config) {
+			debug = newDebugWriter(stderr, o.debug, settings.Secrets())
+			debugSettings(debug, o, settings, inv)
+			if o.debug {
+				cfg.Debug = debug
+			}
+		},
+		Store: func(s *s3store.Store) execute.Store {
+			store = s
+			return &progressStore{Store: s, p: prog}
+		},
+		Planned:  func(prune.Plan) { prog.done(); stats() },
+		Progress: prog.candidates,
+	}.Run(ctx)
+	if err != nil {
 		return err
 	}
-	return runErr
+	out := cmd.OutOrStdout()
+	if mode == execute.ModePlan {
+		if err := printPrune(out, o, res.Plan, nil); err != nil {
+			return err
+		}
+		return failOnOrphans(res.Plan, o.failOnOrphans)
+	}
+	if mode == execute.ModeDelete {
+		prog.done()
+		stats()
+	}
+	if err := printPrune(out, o, res.Final, res.Execution); err != nil {
+		return err
+	}
+	return res.RunErr
 }
 
 // failOnOrphans is exit code 2 of --fail-on-orphans: every candidate counts,

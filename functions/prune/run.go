@@ -31,63 +31,43 @@ type outcome struct {
 // notification the echo of a deletion.
 var errPrefixAbsent = errors.New("prefix names no pvc root in the bucket")
 
-// run is `snapflow prune` for one set of parameters, on the same building
-// blocks as the cli package: inventory (repo, Secret, then the lists), S3
-// settings, versioning, the discovery scan and classification, then the
-// dry run or the executor. Nothing survives the call: every run starts
-// from the cluster and the bucket as they are.
+// run is `snapflow prune` for one set of parameters: the same pipeline
+// as the CLI's, narrowed to a notified root when there is one.
 func (f *Function) run(ctx context.Context, src *kubeinv.Source, repo *kubeinv.Repo, p params) (outcome, error) {
 	var out outcome
-	settings, err := src.ResolveS3(ctx, repo, f.Settings.s3Flags())
-	if err != nil {
-		return out, err
-	}
-	in, err := src.Input(ctx, repo)
-	if err != nil {
-		return out, err
-	}
-	inv := engine.BuildInventory(in)
-	if p.root != "" {
-		if why := outsideScan(inv, p); why != "" {
-			out.skipped = why
-			return out, nil
-		}
-	}
-	st, err := s3store.New(settings.StoreConfig())
-	if err != nil {
-		return out, err
-	}
-	opts := p.opts
 	mode, err := engine.ParseVersioningMode(p.versioning)
 	if err != nil {
 		return out, err
 	}
-	detected := ""
-	if engine.NeedsVersioningQuery(mode) {
-		if detected, err = st.BucketVersioning(ctx); err != nil {
-			return out, settings.Explain(err)
-		}
-	}
-	if opts.Versioning, opts.VersioningSource, err = engine.ResolveVersioning(mode, detected); err != nil {
-		return out, err
-	}
-	top := &topWatch{Store: st}
-	pl, err := execute.BuildPlan(ctx, top, execute.PlanInput{Inventory: inv, Options: opts, Now: f.now()})
-	if err != nil {
-		if seg := firstSegment(opts.Prefix); seg != "" && top.absent(seg) {
-			return out, fmt.Errorf("%w: %s", errPrefixAbsent, seg)
-		}
-		return out, settings.Explain(err)
-	}
-	out.plan, out.final = pl, pl
+	pm := execute.ModePlan
 	switch p.mode {
 	case modeDryRun:
-		ex := execute.DryRun(pl)
-		out.ex = &ex
+		pm = execute.ModeDryRun
 	case modeDelete:
-		fin, ex, runErr := execute.Run(ctx, pl, inv, execute.Config{Store: st, Inventory: src, Concurrency: p.concurrency, Now: f.now})
-		out.final, out.ex, out.runErr = fin, &ex, runErr
+		pm = execute.ModeDelete
 	}
+	var top *topWatch
+	res, err := execute.Pipeline{
+		Source: src, Repo: repo, S3: f.Settings.s3Flags(), Versioning: mode, Options: p.opts,
+		Mode: pm, Concurrency: p.concurrency, Now: f.now,
+		Inventory: func(inv engine.Inventory) string {
+			if p.root == "" {
+				return ""
+			}
+			return outsideScan(inv, p)
+		},
+		Store: func(st *s3store.Store) execute.Store {
+			top = &topWatch{Store: st}
+			return top
+		},
+	}.Run(ctx)
+	if err != nil {
+		if seg := firstSegment(p.opts.Prefix); seg != "" && top != nil && top.absent(seg) {
+			return out, fmt.Errorf("%w: %s", errPrefixAbsent, seg)
+		}
+		return out, err
+	}
+	out.plan, out.final, out.ex, out.runErr, out.skipped = res.Plan, res.Final, res.Execution, res.RunErr, res.Skipped
 	return out, nil
 }
 
