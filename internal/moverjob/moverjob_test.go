@@ -395,3 +395,61 @@ func TestPinnedAcceptsOnlyTheWorkSpecTheJobStartedWith(t *testing.T) {
 		})
 	}
 }
+
+// The mover container's resources are the run's mover.resources, or else
+// the repository's moverDefaults.resources: the run's replace the
+// defaults as a whole, as a container's resources do.
+func TestBuildMoverResources(t *testing.T) {
+	q := resource.MustParse
+	defaults := &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: q("256Mi")}, Limits: corev1.ResourceList{corev1.ResourceMemory: q("1Gi")}}
+	own := &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: q("500m")}}
+	for _, tc := range []struct {
+		name     string
+		defaults *snapv1.MoverDefaults
+		mover    *snapv1.MoverSpec
+		want     corev1.ResourceRequirements
+	}{
+		{"none", nil, nil, corev1.ResourceRequirements{}},
+		{"the repository's", &snapv1.MoverDefaults{Resources: defaults}, &snapv1.MoverSpec{}, *defaults},
+		{"the run's over the repository's", &snapv1.MoverDefaults{Resources: defaults}, &snapv1.MoverSpec{Resources: own}, *own},
+		{"the run's alone", nil, &snapv1.MoverSpec{Resources: own}, *own},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := params()
+			p.Defaults, p.Mover = tc.defaults, tc.mover
+			job, _, err := Build(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := job.Spec.Template.Spec.Containers[0].Resources; !equality.Semantic.DeepEqual(got, tc.want) {
+				t.Errorf("resources %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// caBundleRef.key picks the ConfigMap key mounted as the mover's CA file
+// (ca.crt when unset); the mover always reads it at one path.
+func TestBuildMountsTheCABundleKey(t *testing.T) {
+	for key, want := range map[string]string{"": "ca.crt", "bundle.pem": "bundle.pem"} {
+		p := params()
+		p.CABundle = &snapv1.ConfigMapKeyRef{Name: "corp-ca", Key: key}
+		p.Work.Repository.Backend = kopia.Backend{S3: &kopia.S3Backend{Bucket: "b"}}
+		job, _, err := Build(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var items []corev1.KeyToPath
+		for _, v := range job.Spec.Template.Spec.Volumes {
+			if v.ConfigMap != nil && v.ConfigMap.Name == "corp-ca" {
+				items = v.ConfigMap.Items
+			}
+		}
+		if len(items) != 1 || items[0].Key != want || items[0].Path != "ca.crt" {
+			t.Errorf("key %q: items %+v, want %s mounted as ca.crt", key, items, want)
+		}
+		if args := strings.Join(job.Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(args, "--ca-file "+CADir+"/ca.crt") {
+			t.Errorf("key %q: args %s", key, args)
+		}
+	}
+}
