@@ -115,8 +115,16 @@ func (f *Function) removeBatch(ctx context.Context, job *batchv1.Job) error {
 	if err := f.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &job.UID}); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name}}
-	if err := f.Client.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
+	// The work spec, only if it is snapflow's (that very one: UID
+	// precondition): a ConfigMap of that name is otherwise its owner's.
+	var cm corev1.ConfigMap
+	err := f.Client.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: job.Name}, &cm)
+	switch {
+	case err == nil && cm.Labels[wellknown.LabelManagedBy] == wellknown.ManagedByValue:
+		if err := f.Client.Delete(ctx, &cm, client.Preconditions{UID: &cm.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	case err != nil && !apierrors.IsNotFound(err):
 		return err
 	}
 	return projection.Reap(ctx, f.Client, job.Namespace, job.Name)

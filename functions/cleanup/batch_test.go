@@ -159,3 +159,30 @@ func TestBatchLeaseRecordsTheCreatedJob(t *testing.T) {
 		t.Fatalf("a new holder inherited the old record: %v", l.Annotations)
 	}
 }
+
+// Removing a finished batch deletes its work spec only when it is
+// snapflow's: a ConfigMap of that name without the label is its owner's.
+func TestRemoveBatchLeavesOthersConfigMaps(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		labels   map[string]string
+		wantGone bool
+	}{
+		{map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue}, true},
+		{map[string]string{"app": "mine"}, false},
+	} {
+		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "snapdel-1", UID: "job-uid"}}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "snapdel-1", Labels: tc.labels}}
+		c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(job, cm).Build()
+		if err := (&Function{Client: c}).removeBatch(ctx, job); err != nil {
+			t.Fatal(err)
+		}
+		err := c.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{})
+		if gone := apierrors.IsNotFound(err); gone != tc.wantGone {
+			t.Errorf("labels %v: ConfigMap gone %v (%v), want %v", tc.labels, gone, err, tc.wantGone)
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(job), &batchv1.Job{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the finished Job is still there: %v", err)
+		}
+	}
+}

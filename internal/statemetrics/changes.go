@@ -1,8 +1,6 @@
 package statemetrics
 
 import (
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -29,15 +27,13 @@ var (
 		nil}
 	DeleteBatchMembers = &Desc{"kopiur_snapshot_delete_batch_members_total", "Members of deletion batches by what became of them: deleted (the batch deleted the kopia snapshot and the object went), kept (released with its data after a batch took it) or failed (it went into another batch).",
 		[]string{"outcome"}}
-	DeleteBatchJobs = &Desc{"kopiur_snapshot_delete_batch_jobs_total", "Deletion batch Jobs that finished, by outcome (succeeded or failed); a failed batch's members go into the next one.",
-		[]string{"outcome"}}
 	SnapshotRefusals = &Desc{"kopiur_snapshot_refusals_total", "Snapshot runs refused before their mover started, by reason (PrivilegedMoverNotPermitted, FailedValidation, IdentityCollision).",
 		[]string{"reason"}}
 )
 
 // Counters lists the counter families, for registration.
 var Counters = []*Desc{SnapshotsCompleted, ScheduleSnapshotsCreated, SnapshotDeletions, SnapshotDeletionFailures, SnapshotRefusals,
-	OrphanedSnapshots, DeleteBatchMembers, DeleteBatchJobs}
+	OrphanedSnapshots, DeleteBatchMembers}
 
 // Deletion outcomes.
 const (
@@ -45,8 +41,6 @@ const (
 	OutcomeKept    = "kept"
 	OutcomeNone    = "none"
 	OutcomeFailed  = "failed"
-	// Of a batch Job.
-	OutcomeSucceeded = "succeeded"
 )
 
 // refusedClasses are the failure classes of a run refused before it moved
@@ -94,39 +88,6 @@ func Changed(old, cur *snapv1.Snapshot) []Sample {
 		}
 	}
 	return out
-}
-
-// JobChanged is what one observed change of a deletion batch Job adds to
-// the counters: one count when it finishes (old is nil for a Job created
-// since the watch started).
-func JobChanged(old, cur *batchv1.Job) []Sample {
-	if cur == nil || cur.Labels[wellknown.LabelOp] != wellknown.OpDeleteBatch {
-		return nil
-	}
-	end, done := jobEnd(cur)
-	if !done {
-		return nil
-	}
-	if old != nil {
-		if _, was := jobEnd(old); was {
-			return nil
-		}
-	}
-	outcome := OutcomeSucceeded
-	if end == batchv1.JobFailed {
-		outcome = OutcomeFailed
-	}
-	return []Sample{{Desc: DeleteBatchJobs, Labels: []string{outcome}, Value: 1}}
-}
-
-// jobEnd is the condition type that ended j, if one did.
-func jobEnd(j *batchv1.Job) (batchv1.JobConditionType, bool) {
-	for _, c := range j.Status.Conditions {
-		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
-			return c.Type, true
-		}
-	}
-	return "", false
 }
 
 // refusal is why the run was refused before its mover started, if it was.

@@ -6,8 +6,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -81,62 +79,6 @@ func TestChanged(t *testing.T) {
 				t.Errorf("counted %v, want %v", got, tc.want)
 			}
 		})
-	}
-}
-
-// A deletion batch Job counts once, when it finishes; other Jobs, and a
-// resync of a finished one, count nothing.
-func TestJobChanged(t *testing.T) {
-	job := func(op string, end batchv1.JobConditionType) *batchv1.Job {
-		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "snapdel-1", Labels: map[string]string{wellknown.LabelOp: op}}}
-		if end != "" {
-			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobSuspended, Status: corev1.ConditionFalse}, {Type: end, Status: corev1.ConditionTrue}}
-		}
-		return j
-	}
-	running, done, failed := job(wellknown.OpDeleteBatch, ""), job(wellknown.OpDeleteBatch, batchv1.JobComplete), job(wellknown.OpDeleteBatch, batchv1.JobFailed)
-	for _, tc := range []struct {
-		name     string
-		old, cur *batchv1.Job
-		want     string
-	}{
-		{"a batch that succeeds", running, done, "kopiur_snapshot_delete_batch_jobs_total{succeeded}"},
-		{"a batch that fails", running, failed, "kopiur_snapshot_delete_batch_jobs_total{failed}"},
-		{"a batch that ended before it was seen", nil, done, "kopiur_snapshot_delete_batch_jobs_total{succeeded}"},
-		{"a resync of a finished batch", done, done, ""},
-		{"a batch still running", nil, running, ""},
-		{"a batch deleted", done, nil, ""},
-		{"a backup's Job", job("snapshot", ""), job("snapshot", batchv1.JobComplete), ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var got []string
-			for _, s := range JobChanged(tc.old, tc.cur) {
-				got = append(got, key(s))
-			}
-			if strings.Join(got, " ") != tc.want {
-				t.Errorf("counted %v, want %q", got, tc.want)
-			}
-		})
-	}
-	// Through the informer handler, as the exporter feeds it.
-	c := NewCounts()
-	reg := prometheus.NewRegistry()
-	if err := c.Register(reg); err != nil {
-		t.Fatal(err)
-	}
-	h := c.Handler()
-	h.OnAdd(done, true) // the first list: state
-	h.OnAdd(running, false)
-	h.OnUpdate(running, failed)
-	h.OnUpdate(failed, failed)
-	const want = `
-# HELP kopiur_snapshot_delete_batch_jobs_total Deletion batch Jobs that finished, by outcome (succeeded or failed); a failed batch's members go into the next one.
-# TYPE kopiur_snapshot_delete_batch_jobs_total counter
-kopiur_snapshot_delete_batch_jobs_total{outcome="failed"} 1
-kopiur_snapshot_delete_batch_jobs_total{outcome="succeeded"} 0
-`
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kopiur_snapshot_delete_batch_jobs_total"); err != nil {
-		t.Error(err)
 	}
 }
 

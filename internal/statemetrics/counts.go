@@ -2,14 +2,13 @@ package statemetrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	batchv1 "k8s.io/api/batch/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 )
 
-// Counts holds the counter families and feeds them from the Snapshot and
-// deletion batch Job informers' notifications.
+// Counts holds the counter families and feeds them from a Snapshot
+// informer's notifications.
 type Counts struct {
 	vecs map[*Desc]*prometheus.CounterVec
 }
@@ -30,9 +29,6 @@ func NewCounts() *Counts {
 	for _, o := range []string{OutcomeDeleted, OutcomeKept, OutcomeFailed} {
 		c.vecs[DeleteBatchMembers].WithLabelValues(o)
 	}
-	for _, o := range []string{OutcomeSucceeded, OutcomeFailed} {
-		c.vecs[DeleteBatchJobs].WithLabelValues(o)
-	}
 	return c
 }
 
@@ -47,43 +43,26 @@ func (c *Counts) Register(reg prometheus.Registerer) error {
 }
 
 // Observe counts one change (see Changed).
-func (c *Counts) Observe(old, cur *snapv1.Snapshot) { c.add(Changed(old, cur)) }
-
-// ObserveJob counts one change of a Job (see JobChanged).
-func (c *Counts) ObserveJob(old, cur *batchv1.Job) { c.add(JobChanged(old, cur)) }
-
-func (c *Counts) add(samples []Sample) {
-	for _, s := range samples {
+func (c *Counts) Observe(old, cur *snapv1.Snapshot) {
+	for _, s := range Changed(old, cur) {
 		c.vecs[s.Desc].WithLabelValues(s.Labels...).Add(s.Value)
 	}
 }
 
-// Handler turns a Snapshot or deletion batch Job informer's notifications
-// into counts. What the
+// Handler turns a Snapshot informer's notifications into counts. What the
 // first list finds is state, not change: it is not counted.
 func (c *Counts) Handler() toolscache.ResourceEventHandler {
 	return toolscache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
-			if initial {
-				return
-			}
-			switch o := obj.(type) {
-			case *snapv1.Snapshot:
-				c.Observe(nil, o)
-			case *batchv1.Job:
-				c.ObserveJob(nil, o)
+			if s, ok := obj.(*snapv1.Snapshot); ok && !initial {
+				c.Observe(nil, s)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
-			switch n := newObj.(type) {
-			case *snapv1.Snapshot:
-				if o, ok := oldObj.(*snapv1.Snapshot); ok {
-					c.Observe(o, n)
-				}
-			case *batchv1.Job:
-				if o, ok := oldObj.(*batchv1.Job); ok {
-					c.ObserveJob(o, n)
-				}
+			o, ok1 := oldObj.(*snapv1.Snapshot)
+			n, ok2 := newObj.(*snapv1.Snapshot)
+			if ok1 && ok2 {
+				c.Observe(o, n)
 			}
 		},
 		DeleteFunc: func(obj any) {

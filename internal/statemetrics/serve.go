@@ -12,16 +12,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
-	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/internal/coverage"
 	"github.com/snapflow/snapflow/internal/prune/ledger"
 )
@@ -47,12 +44,11 @@ type Options struct {
 	PruneRecord string
 }
 
-// watched are the kinds the gauges and counters derive from, read through
-// the watch cache (with coverage, the exporter also gets ConfigMaps, live).
-// Of Jobs, only deletion batches are watched.
+// watched are the kinds the gauges derive from, read through the watch
+// cache (with coverage, the exporter also gets ConfigMaps, live).
 func watched(o Options) []client.Object {
 	objs := []client.Object{&snapv1.Snapshot{}, &snapv1.SnapshotPolicy{}, &snapv1.SnapshotSchedule{}, &snapv1.Repository{},
-		&snapv1.ClusterRepository{}, &snapv1.Restore{}, &snapv1.Maintenance{}, &batchv1.Job{}}
+		&snapv1.ClusterRepository{}, &snapv1.Restore{}, &snapv1.Maintenance{}}
 	if o.Coverage {
 		objs = append(objs, &corev1.PersistentVolumeClaim{}, &corev1.PersistentVolume{}, &corev1.Namespace{})
 	}
@@ -63,18 +59,7 @@ func watched(o Options) []client.Object {
 // ctx ends. /readyz answers ok once every kind is synced.
 func Serve(ctx context.Context, o Options) error {
 	// Only status and names are read: managed fields are not kept.
-	ca, err := cache.New(o.Config, cache.Options{Scheme: o.Scheme, DefaultTransform: cache.TransformStripManagedFields(),
-		ByObject: map[client.Object]cache.ByObject{&batchv1.Job{}: {
-			// Only deletion batches are counted, from labels and
-			// conditions: the rest of each Job is not kept.
-			Label: labels.SelectorFromSet(labels.Set{wellknown.LabelOp: wellknown.OpDeleteBatch}),
-			Transform: func(obj any) (any, error) {
-				if j, ok := obj.(*batchv1.Job); ok {
-					j.ManagedFields, j.Spec = nil, batchv1.JobSpec{}
-				}
-				return obj, nil
-			},
-		}}})
+	ca, err := cache.New(o.Config, cache.Options{Scheme: o.Scheme, DefaultTransform: cache.TransformStripManagedFields()})
 	if err != nil {
 		return fmt.Errorf("watch cache: %w", err)
 	}
@@ -159,11 +144,10 @@ func Serve(ctx context.Context, o Options) error {
 			_ = srv.Close()
 			return fmt.Errorf("watch %T: %w", obj, err)
 		}
-		switch obj.(type) {
-		case *snapv1.Snapshot, *batchv1.Job:
+		if _, ok := obj.(*snapv1.Snapshot); ok {
 			if _, err := inf.AddEventHandler(counts.Handler()); err != nil {
 				_ = srv.Close()
-				return fmt.Errorf("count %T changes: %w", obj, err)
+				return fmt.Errorf("count Snapshot changes: %w", err)
 			}
 		}
 	}

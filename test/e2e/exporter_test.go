@@ -140,8 +140,8 @@ func TestExporterMetricsFollowTheObjects(t *testing.T) {
 	waitSnapshot(t, ns, "again", snapv1.SnapshotSucceeded)
 	kubectl(t, nil, 0, "-n", ns, "delete", "snapshot", "again", "bad", "--timeout=5m")
 	counted(t, before, series("kopiur_snapshot_deletions_total", "outcome", "deleted"), series("kopiur_snapshot_deletions_total", "outcome", "none"),
-		// "again" went through a deletion batch, watched as a Job.
-		series("kopiur_snapshot_delete_batch_members_total", "outcome", "deleted"), series("kopiur_snapshot_delete_batch_jobs_total", "outcome", "succeeded"))
+		// "again" went through a deletion batch.
+		series("kopiur_snapshot_delete_batch_members_total", "outcome", "deleted"))
 
 	// With its repository gone, a deleted Snapshot's data cannot be
 	// deleted: it waits, and says why.

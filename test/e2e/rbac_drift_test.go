@@ -86,7 +86,7 @@ var unexercised = func() map[string]string {
 		"exporter list kopiur.home-operations.com/snapshotschedules",
 		"exporter list kopiur.home-operations.com/repositories", "exporter list kopiur.home-operations.com/clusterrepositories",
 		"exporter list kopiur.home-operations.com/restores", "exporter list kopiur.home-operations.com/maintenances",
-		"exporter list batch/jobs", "exporter list /persistentvolumeclaims", "exporter list /persistentvolumes", "exporter list /namespaces")
+		"exporter list /persistentvolumeclaims", "exporter list /persistentvolumes", "exporter list /namespaces")
 	add("a restore from a ClusterRepository reads the namespace for allowedNamespaces.selector; the suite restores from namespaced repositories and by identity",
 		"restore get /namespaces")
 	add("policies, schedules and verification on a ClusterRepository read it; the suite's ClusterRepository tests take snapshots and delete them",
