@@ -66,6 +66,7 @@ func TestSettleBatchTrustsOnlyTheRecordedJob(t *testing.T) {
 				Data: map[string]string{mover.WorkSpecKey: body}}
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "p", Labels: map[string]string{"job-name": name},
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: name, UID: "job-uid", Controller: ptrTo(true)}}},
+				Spec: *job.Spec.Template.Spec.DeepCopy(),
 				Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "mover", State: corev1.ContainerState{
 					Terminated: &corev1.ContainerStateTerminated{Message: mover.FormatDeleted([]int{0})}}}}}}
 			holder := name

@@ -64,6 +64,7 @@ func TestReleaseFinishedTrustsOnlyTheBatchPod(t *testing.T) {
 			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "mover", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: msg}}}}}}
 		if owned {
 			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "snapdel-1", UID: "job-uid", Controller: ptrTo(true)}}
+			p.Spec = *job.Spec.Template.Spec.DeepCopy() // as the Job controller makes it
 		}
 		return p
 	}

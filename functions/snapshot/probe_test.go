@@ -27,6 +27,7 @@ func finishProbe(t *testing.T, c client.Client, job *batchv1.Job, at time.Time, 
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name + "-pod", Labels: map[string]string{"job-name": job.Name},
 		CreationTimestamp: metav1.NewTime(at),
 		OwnerReferences:   []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr(true)}}},
+		Spec: *job.Spec.Template.Spec.DeepCopy(), // as the Job controller makes it
 		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "mover",
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Message: mover.TerminationMessage("probe", rep)}}}}}}
 	if err := c.Create(ctx, pod); err != nil {

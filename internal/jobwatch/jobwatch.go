@@ -52,8 +52,9 @@ func PodMessage(ctx context.Context, c client.Client, j *batchv1.Job) string {
 
 // TerminationMessage is the termination message of j's latest pod (of its
 // container named container, any when ""), and whether that container
-// exited 0. It reads only pods j controls: a pod that merely carries the
-// job-name label could have been made by anyone in the namespace.
+// exited 0. It reads only pods that run j's template (runsJob): a pod that
+// merely carries the job-name label and a controller reference could have
+// been made by anyone in the namespace.
 func TerminationMessage(ctx context.Context, c client.Client, j *batchv1.Job, container string) (string, bool, error) {
 	t, err := Terminated(ctx, c, j, container)
 	if t == nil || err != nil {
@@ -72,7 +73,7 @@ func Terminated(ctx context.Context, c client.Client, j *batchv1.Job, container 
 	var last *corev1.Pod
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if !metav1.IsControlledBy(p, j) {
+		if !runsJob(p, j) {
 			continue
 		}
 		if last == nil || p.CreationTimestamp.After(last.CreationTimestamp.Time) {
@@ -341,7 +342,7 @@ func Progress(ctx context.Context, c client.Client, logs LogReader, j *batchv1.J
 	var running *corev1.Pod
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if metav1.IsControlledBy(p, j) && p.Status.Phase == corev1.PodRunning &&
+		if runsJob(p, j) && p.Status.Phase == corev1.PodRunning &&
 			(running == nil || p.CreationTimestamp.After(running.CreationTimestamp.Time)) {
 			running = p
 		}

@@ -44,6 +44,7 @@ func TestApplyReportTrustsOnlyTheJobsOwnMover(t *testing.T) {
 		Failure: &mover.Failure{Class: "Unreachable", Message: "down"}, FailedAt: at})
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "billing", Name: "s-job", UID: "job-uid"}}
 	const editedSinceStart = "a work spec edited after its job started"
+	const forged = "a pod with the Job's controller reference that runs something else"
 	pod := func(controlled bool, code int32, msg string) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "billing", Name: "s-job-abcde", Labels: map[string]string{"job-name": "s-job"}},
 			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "mover",
@@ -83,6 +84,9 @@ func TestApplyReportTrustsOnlyTheJobsOwnMover(t *testing.T) {
 		{"a work spec for another object", pod(true, 0, success), cm(work(nil), true), mover.OpSnapshot, "other-uid", snapv1.SnapshotRunning, "not the snapshot work"},
 		{"a report of another source", pod(true, 0, success), cm(work(func(w *mover.WorkSpec) { w.Snapshot.Source.Hostname = "billing.other" }), true), mover.OpSnapshot, "s-uid", snapv1.SnapshotRunning, "reports kopia source"},
 		{editedSinceStart, pod(true, 0, success), cm(work(nil), true), mover.OpSnapshot, "s-uid", snapv1.SnapshotRunning, "changed after job s-job started"},
+		// A controller reference is no proof: anyone who may create pods
+		// can write one. This pod runs another program.
+		{forged, pod(true, 0, success), cm(work(nil), true), mover.OpSnapshot, "s-uid", snapv1.SnapshotRunning, "no report"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -94,8 +98,14 @@ func TestApplyReportTrustsOnlyTheJobsOwnMover(t *testing.T) {
 			}
 			job := job.DeepCopy()
 			job.Spec.Template.Spec.Containers = []corev1.Container{{Name: moverjob.ContainerName, Args: []string{"mover", "--work-digest", mover.Digest([]byte(pin))}}}
+			// The Job controller makes its pods from the template.
+			pod := tt.pod.DeepCopy()
+			pod.Spec = *job.Spec.Template.Spec.DeepCopy()
+			if tt.name == forged {
+				pod.Spec.Containers[0].Image, pod.Spec.Containers[0].Command = "busybox", []string{"sh", "-c", "echo forged"}
+			}
 			s := &snapv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Namespace: "billing", Name: "s", UID: "s-uid"}, Status: snapv1.SnapshotStatus{Phase: snapv1.SnapshotRunning}}
-			c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(s, job.DeepCopy(), tt.pod, tt.cm).WithStatusSubresource(&snapv1.Snapshot{}).Build()
+			c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(s, job.DeepCopy(), pod, tt.cm).WithStatusSubresource(&snapv1.Snapshot{}).Build()
 			why, err := ApplyReport(ctx, c, job, types.UID(tt.owner), tt.op)
 			if err != nil {
 				t.Fatal(err)
