@@ -79,6 +79,9 @@ func (f *Function) settleBatch(ctx context.Context, repo *repoState, pool map[ty
 		if err := f.removeBatch(ctx, &job); err != nil {
 			return nil, nil, err
 		}
+		if err := f.unbatch(ctx, pool, job.Name, nil); err != nil {
+			return nil, nil, err
+		}
 	case err == nil:
 		// Released before the Job is reaped: its pod's message is the only
 		// record of what it deleted.
@@ -91,6 +94,9 @@ func (f *Function) settleBatch(ctx context.Context, repo *repoState, pool map[ty
 		if err := f.removeBatch(ctx, &job); err != nil {
 			return nil, nil, err
 		}
+		if err := f.unbatch(ctx, pool, job.Name, released); err != nil {
+			return nil, nil, err
+		}
 	}
 	// Free the Lease (optimistic: a concurrent holder change wins).
 	lease.Spec.HolderIdentity = nil
@@ -99,6 +105,24 @@ func (f *Function) settleBatch(ctx context.Context, repo *repoState, pool map[ty
 		return nil, nil, err
 	}
 	return nil, released, nil
+}
+
+// unbatch takes the members a finished batch did not release out of it, so
+// the next batch counts as another attempt even when it has the same
+// members and so the same name (kopiur_snapshot_deletion_failures_total).
+func (f *Function) unbatch(ctx context.Context, pool map[types.UID]*snapv1.Snapshot, job string, released map[types.UID]bool) error {
+	var errs []error
+	for uid, s := range pool {
+		if released[uid] || s.Status.Cleanup == nil || s.Status.Cleanup.Batch != job {
+			continue
+		}
+		errs = append(errs, client.IgnoreNotFound(f.patchSnapshot(ctx, s, func(st *snapv1.SnapshotStatus, _ int64) {
+			if st.Cleanup != nil && st.Cleanup.Batch == job {
+				st.Cleanup.Batch = ""
+			}
+		})))
+	}
+	return errors.Join(errs...)
 }
 
 // ownBatch says whether job is the one the Lease's holder created: its UID

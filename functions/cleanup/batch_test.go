@@ -57,7 +57,8 @@ func TestSettleBatchTrustsOnlyTheRecordedJob(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			snap := &snapv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "a", UID: "ua",
-				DeletionTimestamp: &now, Finalizers: []string{wellknown.FinalizerSnapshotCleanup}}}
+				DeletionTimestamp: &now, Finalizers: []string{wellknown.FinalizerSnapshotCleanup}},
+				Status: snapv1.SnapshotStatus{Cleanup: &snapv1.CleanupStatus{Batch: name, Attempts: 1}}}
 			job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name, UID: "job-uid", Labels: tc.labels},
 				Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{
 					{Name: moverjob.ContainerName, Args: []string{"mover", "--work-digest", mover.Digest([]byte(body))}}}}}},
@@ -77,7 +78,7 @@ func TestSettleBatchTrustsOnlyTheRecordedJob(t *testing.T) {
 			c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
 				&snapv1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "primary"}},
 				&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}},
-				snap, job, cm, pod, lease).Build()
+				snap, job, cm, pod, lease).WithStatusSubresource(snap).Build()
 			f := &Function{Client: c}
 			running, released, err := f.settleBatch(ctx, repo, map[types.UID]*snapv1.Snapshot{"ua": snap})
 			if err != nil {
@@ -89,6 +90,11 @@ func TestSettleBatchTrustsOnlyTheRecordedJob(t *testing.T) {
 			var s snapv1.Snapshot
 			if err := c.Get(ctx, client.ObjectKeyFromObject(snap), &s); tc.wantReleased != apierrors.IsNotFound(err) {
 				t.Errorf("snapshot a after settle: %v (finalizers %v)", err, s.Finalizers)
+			}
+			// A member left in a batch that is gone leaves it, so the next
+			// batch, even of the same name, counts as another attempt.
+			if !tc.wantReleased && tc.wantJobGone && (s.Status.Cleanup == nil || s.Status.Cleanup.Batch != "") {
+				t.Errorf("member still in the removed batch: %+v", s.Status.Cleanup)
 			}
 			if (running != nil) != tc.wantBlocks {
 				t.Errorf("batch still running: %v, want %v", running != nil, tc.wantBlocks)
