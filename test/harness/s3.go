@@ -20,11 +20,14 @@ type S3Options struct {
 	Versioning bool
 	// EventWebhookURL receives S3 event notifications.
 	EventWebhookURL string
+	// TLSCert and TLSKey, when set, are PEM files: the gateway serves
+	// HTTPS with them.
+	TLSCert, TLSKey string
 }
 
 // S3 is a running versitygw posix gateway on a loopback port.
 type S3 struct {
-	// Endpoint is host:port, Address the http:// URL.
+	// Endpoint is host:port, URL the http:// (https:// with TLS) URL.
 	Endpoint  string
 	URL       string
 	AccessKey string
@@ -89,6 +92,10 @@ func StartS3(opts S3Options) (*S3, error) {
 	s.URL = "http://" + s.Endpoint
 
 	args := []string{"--port", s.Endpoint}
+	if opts.TLSCert != "" {
+		args = append(args, "--cert", opts.TLSCert, "--key", opts.TLSKey)
+		s.URL = "https://" + s.Endpoint
+	}
 	if opts.EventWebhookURL != "" {
 		args = append(args, "--event-webhook-url", opts.EventWebhookURL)
 	}
