@@ -72,7 +72,11 @@ func (f *Function) settleBatch(ctx context.Context, repo *repoState, pool map[ty
 		// done). A look-alike of ours is removed for that batch; any other
 		// Job is its owner's, and the repository's deletions wait for it.
 		if job.Labels[wellknown.LabelManagedBy] != wellknown.ManagedByValue || job.Labels[wellknown.LabelOp] != wellknown.OpDeleteBatch {
-			host.Log(ctx).Info("a Job snapflow did not create holds the deletion batch's name; deletions wait until it is removed", "job", job.Name, "namespace", job.Namespace)
+			msg := fmt.Sprintf("Job %s/%s, which snapflow did not create, holds the name of this repository's next deletion batch; its deletions wait until that Job is deleted", job.Namespace, job.Name)
+			host.Log(ctx).Info(msg)
+			if f.Recorder != nil && repo.obj != nil {
+				f.Recorder.Event(repo.obj, corev1.EventTypeWarning, "DeletionBatchBlocked", msg)
+			}
 			return &job, nil, nil
 		}
 		host.Log(ctx).Info("deletion batch Job not recorded on the Lease; nothing it reports is trusted, its members go into the next batch", "job", job.Name)

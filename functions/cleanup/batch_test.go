@@ -2,6 +2,7 @@ package cleanup
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -31,7 +33,7 @@ func TestSettleBatchTrustsOnlyTheRecordedJob(t *testing.T) {
 	ctx := context.Background()
 	now := metav1.NewTime(time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC))
 	ref := snapv1.RepositoryRef{Kind: snapv1.KindRepository, Namespace: "app", Name: "primary"}
-	repo := &repoState{ref: ref, homeNS: "app"}
+	repo := &repoState{ref: ref, homeNS: "app", obj: &snapv1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "primary"}}}
 	work := mover.WorkSpec{Operation: mover.OpDelete, Repository: mover.Repository{Backend: kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: "/r"}}},
 		Target: mover.Target{Kind: "Repository", Namespace: "app", Name: "primary"},
 		Delete: &mover.DeleteWork{Members: []mover.DeleteMember{{Namespace: "app", Name: "a", UID: "ua", SnapshotID: "k1"}}}}
@@ -79,7 +81,8 @@ func TestSettleBatchTrustsOnlyTheRecordedJob(t *testing.T) {
 				&snapv1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "primary"}},
 				&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}},
 				snap, job, cm, pod, lease).WithStatusSubresource(snap).Build()
-			f := &Function{Client: c}
+			rec := record.NewFakeRecorder(4)
+			f := &Function{Client: c, Recorder: rec}
 			running, released, err := f.settleBatch(ctx, repo, map[types.UID]*snapv1.Snapshot{"ua": snap})
 			if err != nil {
 				t.Fatal(err)
@@ -98,6 +101,16 @@ func TestSettleBatchTrustsOnlyTheRecordedJob(t *testing.T) {
 			}
 			if (running != nil) != tc.wantBlocks {
 				t.Errorf("batch still running: %v, want %v", running != nil, tc.wantBlocks)
+			}
+			// Someone else's Job blocking the deletions says so.
+			blocked := false
+			for len(rec.Events) > 0 {
+				if e := <-rec.Events; strings.Contains(e, "DeletionBatchBlocked") {
+					blocked = strings.Contains(e, name)
+				}
+			}
+			if blocked != tc.wantBlocks {
+				t.Errorf("DeletionBatchBlocked event naming the Job: %v, want %v", blocked, tc.wantBlocks)
 			}
 			err = c.Get(ctx, client.ObjectKeyFromObject(job), &batchv1.Job{})
 			if gone := apierrors.IsNotFound(err); gone != tc.wantJobGone {
