@@ -73,7 +73,7 @@ func TestSettleBatchTrustsOnlyTheRecordedJob(t *testing.T) {
 				Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "mover", State: corev1.ContainerState{
 					Terminated: &corev1.ContainerStateTerminated{Message: mover.FormatDeleted([]int{0})}}}}}}
 			holder := name
-			lease := &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: leaseName(repo)}, Spec: coordv1.LeaseSpec{HolderIdentity: &holder}}
+			lease := &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "snapflow-system", Name: leaseName(repo)}, Spec: coordv1.LeaseSpec{HolderIdentity: &holder}}
 			if tc.recorded != "" {
 				lease.Annotations = map[string]string{wellknown.AnnotationBatchJobUID: tc.recorded}
 			}
@@ -82,7 +82,7 @@ func TestSettleBatchTrustsOnlyTheRecordedJob(t *testing.T) {
 				&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}},
 				snap, job, cm, pod, lease).WithStatusSubresource(snap).Build()
 			rec := record.NewFakeRecorder(4)
-			f := &Function{Client: c, Recorder: rec}
+			f := &Function{Client: c, Recorder: rec, Namespace: "snapflow-system"}
 			running, released, err := f.settleBatch(ctx, repo, map[types.UID]*snapv1.Snapshot{"ua": snap})
 			if err != nil {
 				t.Fatal(err)
@@ -135,10 +135,10 @@ func TestBatchLeaseRecordsTheCreatedJob(t *testing.T) {
 	ctx := context.Background()
 	repo := &repoState{ref: snapv1.RepositoryRef{Kind: snapv1.KindRepository, Namespace: "app", Name: "primary"}, homeNS: "app"}
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
-	f := &Function{Client: c, Now: func() time.Time { return time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC) }}
+	f := &Function{Client: c, Namespace: "snapflow-system", Now: func() time.Time { return time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC) }}
 	lease := func() *coordv1.Lease {
 		var l coordv1.Lease
-		if err := c.Get(ctx, client.ObjectKey{Namespace: "app", Name: leaseName(repo)}, &l); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "snapflow-system", Name: leaseName(repo)}, &l); err != nil {
 			t.Fatal(err)
 		}
 		return &l

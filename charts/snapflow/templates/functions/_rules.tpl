@@ -140,8 +140,9 @@ because the functions act on snapflow objects in every namespace. Notes:
 - apiGroups: [""]
   resources: ["namespaces"]
   verbs: ["get"]
-# One deletion Job per repository at a time, guarded by a Lease; what it
-# deleted is read from its pod's termination message and its work spec.
+# One deletion Job per repository at a time, guarded by a Lease in
+# snapflow's namespace (rbac.yaml); what it deleted is read from its pod's
+# termination message and its work spec.
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["get", "create", "delete"]
@@ -151,9 +152,6 @@ because the functions act on snapflow objects in every namespace. Notes:
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get", "create", "delete"]
-- apiGroups: ["coordination.k8s.io"]
-  resources: ["leases"]
-  verbs: ["get", "create", "update"]
 {{ include "snapflow.rules.events" . }}
 {{- end -}}
 
