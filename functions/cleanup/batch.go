@@ -66,6 +66,11 @@ func (f *Function) settleBatch(ctx context.Context, repo *repoState, pool map[ty
 		return &job, nil, nil
 	case err != nil && !apierrors.IsNotFound(err):
 		return nil, nil, err
+	case err != nil:
+		// Gone before it was settled: its members go into the next batch.
+		if err := f.unbatch(ctx, pool, holder, nil); err != nil {
+			return nil, nil, err
+		}
 	case err == nil && !ownBatch(&lease, &job) && !job.GetDeletionTimestamp().IsZero():
 		return &job, nil, nil // going: the next pass starts the batch again
 	case err == nil && !ownBatch(&lease, &job):
@@ -187,6 +192,10 @@ func (f *Function) recordBatch(ctx context.Context, repo *repoState, job *batchv
 // re-reads each before it removes the finalizer.
 func (f *Function) releaseFinished(ctx context.Context, job *batchv1.Job, pool map[types.UID]*snapv1.Snapshot, ref snapv1.RepositoryRef) (map[types.UID]bool, error) {
 	ended, err := jobwatch.Terminated(ctx, f.Client, job, "mover")
+	if errors.Is(err, mover.ErrReportMismatch) {
+		host.Log(ctx).Info("deletion batch report not read; nothing released", "job", job.Name, "reason", err.Error())
+		return nil, nil
+	}
 	if err != nil || ended == nil {
 		return nil, err
 	}

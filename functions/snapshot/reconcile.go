@@ -454,7 +454,7 @@ func (f *Function) cancel(ctx context.Context, s *snapv1.Snapshot, why string) e
 			// the report away. The Job's end is an event; it is
 			// observed then.
 			t, err := jobwatch.Terminated(ctx, f.Client, &j, moverjob.ContainerName)
-			if err != nil {
+			if err != nil && !errors.Is(err, mover.ErrReportMismatch) {
 				return err
 			}
 			// No time limit: the mover has written its snapshot, and

@@ -64,21 +64,34 @@ func TerminationMessage(ctx context.Context, c client.Client, j *batchv1.Job, co
 }
 
 // Terminated is how the container of j's latest pod ended (nil while none
-// has ended with a message, or with container named).
+// has ended with a message, or with container named). Only pods that run
+// j's template count; when j controls pods but none runs it, the error
+// wraps mover.ErrReportMismatch and says why.
 func Terminated(ctx context.Context, c client.Client, j *batchv1.Job, container string) (*corev1.ContainerStateTerminated, error) {
 	var pods corev1.PodList
 	if err := c.List(ctx, &pods, client.InNamespace(j.Namespace), client.MatchingLabels{"job-name": j.Name}); err != nil {
 		return nil, fmt.Errorf("list the pods of job %s: %w", j.Name, err)
 	}
-	var last *corev1.Pod
+	var last, odd *corev1.Pod
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if !runsJob(p, j) {
+		if !metav1.IsControlledBy(p, j) {
+			continue
+		}
+		if templateMismatch(p, j) != "" {
+			if odd == nil || p.CreationTimestamp.After(odd.CreationTimestamp.Time) {
+				odd = p
+			}
 			continue
 		}
 		if last == nil || p.CreationTimestamp.After(last.CreationTimestamp.Time) {
 			last = p
 		}
+	}
+	if last == nil && odd != nil {
+		// Said, not skipped in silence: admission that rewrites a mover's
+		// command or image makes every report unreadable.
+		return nil, fmt.Errorf("%w: pod %s of job %s does not run the job's template, so what it reports is not read: %s", mover.ErrReportMismatch, odd.Name, j.Name, templateMismatch(odd, j))
 	}
 	if last == nil {
 		return nil, nil

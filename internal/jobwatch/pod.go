@@ -1,6 +1,7 @@
 package jobwatch
 
 import (
+	"fmt"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -9,53 +10,62 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// runsJob says whether pod p is one of j's and runs what j's template
-// says: what a function reads from a pod (its termination message, its
-// progress) counts only then. A controller reference and the job-name
-// label are no proof: whoever may create pods in the namespace can write
-// both. So each container and init container of the template must be in
-// the pod with the same image, command, arguments (a mover's carry the
-// digest of its work spec), working directory and security context, with
-// every environment variable, source and mount of the template's; each
-// volume of the template must be the same volume; and the pod may not
-// share a process, PID or IPC namespace the template does not. What
-// admission adds to every pod (a sidecar, an injected variable or mount,
-// an image digest, the default ServiceAccount) is allowed: it cannot
-// change what the template's containers run. Admission that rewrites a
-// mover's command or arguments, or its image to other content, makes its
-// reports unreadable: the run ends without a report.
-func runsJob(p *corev1.Pod, j *batchv1.Job) bool {
-	if !metav1.IsControlledBy(p, j) {
-		return false
-	}
+// templateMismatch says how pod p, which j controls, does not run what j's
+// template says ("" when it does): a function reads a pod's termination
+// message or progress only then. A controller reference and the job-name
+// label are no proof, since whoever may create pods in the namespace can
+// write both. So each container and init container of the template must be
+// in the pod with the same image, command, arguments (a mover's carry the
+// digest of its work spec) and working directory, with every variable,
+// source and mount of the template's; each volume of the template must be
+// the same volume; and the pod may not share a process, PID or IPC
+// namespace the template does not, nor carry ephemeral containers (a
+// debugger attached to a mover could rewrite what it reports).
+//
+// What admission adds to every pod is allowed (a sidecar, an injected
+// variable or mount, a security context, an image digest, the default
+// ServiceAccount), except variables that change which program runs or
+// which certificates it trusts. This raises the bar; it is no proof
+// either: someone who may create pods in a namespace can still assemble
+// one that passes, and can only affect that namespace's own runs.
+func templateMismatch(p *corev1.Pod, j *batchv1.Job) string {
 	t, s := &j.Spec.Template.Spec, &p.Spec
-	if !sameBool(s.ShareProcessNamespace, t.ShareProcessNamespace) || (s.HostPID && !t.HostPID) || (s.HostIPC && !t.HostIPC) ||
-		account(s.ServiceAccountName) != account(t.ServiceAccountName) {
-		return false
-	}
-	for _, tc := range t.Containers {
-		if !hasContainer(s.Containers, tc) {
-			return false
-		}
+	switch {
+	case !sameBool(s.ShareProcessNamespace, t.ShareProcessNamespace) || (s.HostPID && !t.HostPID) || (s.HostIPC && !t.HostIPC):
+		return "it shares a process, PID or IPC namespace its template does not"
+	case len(s.EphemeralContainers) > 0:
+		return "it has ephemeral containers (a debugger was attached)"
+	case account(s.ServiceAccountName) != account(t.ServiceAccountName):
+		return fmt.Sprintf("it runs as ServiceAccount %q, its template as %q", account(s.ServiceAccountName), account(t.ServiceAccountName))
 	}
 	for _, tc := range t.InitContainers {
-		if !hasContainer(s.InitContainers, tc) {
-			return false
+		if why := containerMismatch(s.InitContainers, tc); why != "" {
+			return why
+		}
+	}
+	for _, tc := range t.Containers {
+		if why := containerMismatch(s.Containers, tc); why != "" {
+			return why
 		}
 	}
 	for _, tv := range t.Volumes {
-		ok := false
+		same := false
 		for _, v := range s.Volumes {
 			if v.Name == tv.Name {
-				ok = equality.Semantic.DeepEqual(v.VolumeSource, tv.VolumeSource)
+				same = equality.Semantic.DeepEqual(v.VolumeSource, tv.VolumeSource)
 				break
 			}
 		}
-		if !ok {
-			return false
+		if !same {
+			return fmt.Sprintf("its volume %q is not its template's", tv.Name)
 		}
 	}
-	return true
+	return ""
+}
+
+// runsJob says whether p is one of j's pods and runs j's template.
+func runsJob(p *corev1.Pod, j *batchv1.Job) bool {
+	return metav1.IsControlledBy(p, j) && templateMismatch(p, j) == ""
 }
 
 func sameBool(a, b *bool) bool { return (a != nil && *a) == (b != nil && *b) }
@@ -87,19 +97,34 @@ func sameImage(pod, tmpl string) bool {
 	return ok && want == digest
 }
 
-// hasContainer says whether cs has want's container as the template
-// describes it (more variables, sources or mounts allowed).
-func hasContainer(cs []corev1.Container, want corev1.Container) bool {
+// steering are variables that, added to a container, change which
+// program its command runs or which certificates it trusts.
+var steering = map[string]bool{"PATH": true, "LD_PRELOAD": true, "LD_LIBRARY_PATH": true, "SSL_CERT_FILE": true, "SSL_CERT_DIR": true}
+
+// containerMismatch says how cs lacks want's container as the template
+// describes it ("" when it has it; more variables, sources or mounts are
+// allowed, but no variable in steering the template does not set).
+func containerMismatch(cs []corev1.Container, want corev1.Container) string {
 	for _, c := range cs {
 		if c.Name != want.Name {
 			continue
 		}
-		return sameImage(c.Image, want.Image) && equality.Semantic.DeepEqual(c.Command, want.Command) &&
-			equality.Semantic.DeepEqual(c.Args, want.Args) && c.WorkingDir == want.WorkingDir &&
-			equality.Semantic.DeepEqual(c.SecurityContext, want.SecurityContext) &&
-			containsAll(c.Env, want.Env) && containsAll(c.EnvFrom, want.EnvFrom) && containsAll(c.VolumeMounts, want.VolumeMounts)
+		switch {
+		case !sameImage(c.Image, want.Image):
+			return fmt.Sprintf("container %q runs image %q, its template %q", c.Name, c.Image, want.Image)
+		case !equality.Semantic.DeepEqual(c.Command, want.Command) || !equality.Semantic.DeepEqual(c.Args, want.Args) || c.WorkingDir != want.WorkingDir:
+			return fmt.Sprintf("container %q runs another command, arguments or working directory than its template", c.Name)
+		case !containsAll(c.Env, want.Env) || !containsAll(c.EnvFrom, want.EnvFrom) || !containsAll(c.VolumeMounts, want.VolumeMounts):
+			return fmt.Sprintf("container %q lacks variables or mounts of its template", c.Name)
+		}
+		for _, e := range c.Env {
+			if steering[e.Name] && !containsAll(want.Env, []corev1.EnvVar{e}) {
+				return fmt.Sprintf("container %q sets %s, which its template does not", c.Name, e.Name)
+			}
+		}
+		return ""
 	}
-	return false
+	return fmt.Sprintf("it has no container %q", want.Name)
 }
 
 // containsAll says whether every element of want is in have.

@@ -48,7 +48,21 @@ func TestRunsJob(t *testing.T) {
 		{"a shared process namespace", func(p *corev1.Pod) { p.Spec.ShareProcessNamespace = &yes }, false},
 		{"the host's PID namespace", func(p *corev1.Pod) { p.Spec.HostPID = true }, false},
 		{"another service account", func(p *corev1.Pod) { p.Spec.ServiceAccountName = "powerful" }, false},
-		{"another security context", func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: &yes} }, false},
+		{"a security context admission filled in", func(p *corev1.Pod) {
+			p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{RunAsUser: ptr(int64(1000680000))}
+		}, true},
+		{"an injected proxy", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, corev1.EnvVar{Name: "HTTPS_PROXY", Value: "http://proxy:3128"})
+		}, true},
+		{"a PATH that finds another program", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, corev1.EnvVar{Name: "PATH", Value: "/tmp"})
+		}, false},
+		{"another CA file", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, corev1.EnvVar{Name: "SSL_CERT_FILE", Value: "/tmp/ca.pem"})
+		}, false},
+		{"a debugger attached", func(p *corev1.Pod) {
+			p.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debugger", Image: "busybox"}, TargetContainerName: "mover"}}
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "snap-x", Labels: map[string]string{"job-name": "snap"},

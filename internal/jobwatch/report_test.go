@@ -86,7 +86,7 @@ func TestApplyReportTrustsOnlyTheJobsOwnMover(t *testing.T) {
 		{editedSinceStart, pod(true, 0, success), cm(work(nil), true), mover.OpSnapshot, "s-uid", snapv1.SnapshotRunning, "changed after job s-job started"},
 		// A controller reference is no proof: anyone who may create pods
 		// can write one. This pod runs another program.
-		{forged, pod(true, 0, success), cm(work(nil), true), mover.OpSnapshot, "s-uid", snapv1.SnapshotRunning, "no report"},
+		{forged, pod(true, 0, success), cm(work(nil), true), mover.OpSnapshot, "s-uid", snapv1.SnapshotRunning, `container "mover" runs image "busybox"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

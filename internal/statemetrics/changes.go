@@ -60,7 +60,9 @@ func Changed(old, cur *snapv1.Snapshot) []Sample {
 			if outcome == OutcomeKept {
 				add(OrphanedSnapshots)
 			}
-			if old.Status.Cleanup != nil && old.Status.Cleanup.Batch != "" && outcome != OutcomeNone {
+			// A batch took it at least once (a failed batch's members
+			// leave it until the next one).
+			if attempts(old.Status) > 0 && outcome != OutcomeNone {
 				add(DeleteBatchMembers, outcome)
 			}
 		}

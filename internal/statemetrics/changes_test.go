@@ -28,6 +28,7 @@ func TestChanged(t *testing.T) {
 		return snap("run", snapv1.SnapshotDeleting, 0, func(s *snapv1.Snapshot) { s.Status.Cleanup = &snapv1.CleanupStatus{Attempts: n} })
 	}
 	inBatch := func(s *snapv1.Snapshot) { s.Status.Cleanup = &snapv1.CleanupStatus{Batch: "snapdel-1", Attempts: 1} }
+	afterBatch := func(s *snapv1.Snapshot) { s.Status.Cleanup = &snapv1.CleanupStatus{Attempts: 1} }
 	withData := func(m ...func(*snapv1.Snapshot)) snapv1.Snapshot {
 		return snap("run", snapv1.SnapshotDeleting, 0, append([]func(*snapv1.Snapshot){func(s *snapv1.Snapshot) {
 			s.Status.Snapshot = &snapv1.SnapshotRecord{KopiaSnapshotID: "k1"}
@@ -62,6 +63,8 @@ func TestChanged(t *testing.T) {
 		{"deleted from its batch", ptr.To(withData(deleting, inBatch)), nil, []string{"kopiur_snapshot_deletions_total{deleted}", "kopiur_snapshot_delete_batch_members_total{deleted}"}},
 		{"deleted, the breaker's mark overwritten before release", ptr.To(withData(reason(wellknown.ReasonKopiaSnapshotDeleted), inBatch)), nil, []string{"kopiur_snapshot_deletions_total{deleted}", "kopiur_snapshot_delete_batch_members_total{deleted}"}},
 		{"released with the skip annotation after a batch took it", ptr.To(withData(skipped, reason("SkipSnapshotCleanup"), inBatch)), nil,
+			[]string{"kopiur_snapshot_deletions_total{kept}", "kopiur_orphaned_snapshots_total{}", "kopiur_snapshot_delete_batch_members_total{kept}"}},
+		{"released with the skip annotation between two batches", ptr.To(withData(skipped, reason("SkipSnapshotCleanup"), afterBatch)), nil,
 			[]string{"kopiur_snapshot_deletions_total{kept}", "kopiur_orphaned_snapshots_total{}", "kopiur_snapshot_delete_batch_members_total{kept}"}},
 		{"held by the breaker, then released", ptr.To(withData(reason("MassDeletionBreaker"))), nil, []string{"kopiur_snapshot_deletions_total{kept}", "kopiur_orphaned_snapshots_total{}"}},
 		{"released by its deletion policy", ptr.To(withData()), nil, []string{"kopiur_snapshot_deletions_total{kept}", "kopiur_orphaned_snapshots_total{}"}},
