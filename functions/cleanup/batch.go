@@ -31,11 +31,15 @@ import (
 	"github.com/snapflow/snapflow/internal/repository"
 )
 
-// leaseName is the repository's deletion Lease, in snapflow's own
-// namespace for every repository: the Lease records which Job a batch is,
-// and a tenant who may write Leases in a Repository's namespace must not
-// be able to change that record.
 func leaseName(repo *repoState) string { return "snapflow-delete-" + poolKey(repo.ref) }
+
+// leaseKey is the repository's deletion Lease, in snapflow's own namespace
+// for every repository: the Lease records which Job a batch is, and a
+// tenant who may write Leases in a Repository's namespace must not be able
+// to change that record.
+func (f *Function) leaseKey(repo *repoState) client.ObjectKey {
+	return client.ObjectKey{Namespace: f.Namespace, Name: leaseName(repo)}
+}
 
 // settleBatch looks at the repository's batch Job: it returns the Job while
 // one runs; once it finished it removes it and frees the Lease.
@@ -44,7 +48,7 @@ func (f *Function) settleBatch(ctx context.Context, repo *repoState, pool map[ty
 		return nil, nil, nil
 	}
 	var lease coordv1.Lease
-	err := f.Client.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: leaseName(repo)}, &lease)
+	err := f.Client.Get(ctx, f.leaseKey(repo), &lease)
 	if apierrors.IsNotFound(err) {
 		return nil, nil, nil
 	}
@@ -172,7 +176,7 @@ func (f *Function) removeBatch(ctx context.Context, job *batchv1.Job) error {
 func (f *Function) recordBatch(ctx context.Context, repo *repoState, job *batchv1.Job) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var lease coordv1.Lease
-		if err := f.Client.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: leaseName(repo)}, &lease); err != nil {
+		if err := f.Client.Get(ctx, f.leaseKey(repo), &lease); err != nil {
 			return err
 		}
 		if h := lease.Spec.HolderIdentity; h == nil || *h != job.Name || lease.Annotations[wellknown.AnnotationBatchJobUID] == string(job.UID) {
@@ -395,9 +399,10 @@ func (f *Function) noteBatch(ctx context.Context, s *snapv1.Snapshot, job string
 func (f *Function) acquire(ctx context.Context, repo *repoState, job string) (bool, error) {
 	now := metav1.NewMicroTime(f.now())
 	var lease coordv1.Lease
-	err := f.Client.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: leaseName(repo)}, &lease)
+	err := f.Client.Get(ctx, f.leaseKey(repo), &lease)
 	if apierrors.IsNotFound(err) {
-		lease = coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: f.Namespace, Name: leaseName(repo),
+		key := f.leaseKey(repo)
+		lease = coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
 			Labels: map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue}},
 			Spec: coordv1.LeaseSpec{HolderIdentity: &job, AcquireTime: &now}}
 		if err := f.Client.Create(ctx, &lease); err != nil {

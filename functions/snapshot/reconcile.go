@@ -134,7 +134,7 @@ func (f *Function) start(ctx context.Context, s *snapv1.Snapshot) error {
 	claim := claimOf(s)
 	claimed := claim != nil && claim.Pool == poolKey(plan.repo)
 	if !claimed && plan.repo.Spec.Suspend {
-		return f.hold(ctx, s, gate{cond: wellknown.ConditionReady, reason: ReasonRepositorySuspended,
+		return f.hold(ctx, s, gate{cond: wellknown.ConditionReady, reason: wellknown.ReasonRepositorySuspended,
 			message: fmt.Sprintf("%s is suspended (spec.suspend: true); this run starts once it is resumed", plan.repo.Key())})
 	}
 	if plan.skip {

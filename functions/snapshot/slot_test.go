@@ -67,7 +67,7 @@ func TestAClaimedRunGoesOn(t *testing.T) {
 	if err := f.ReconcileSnapshot(ctx, "app", "s2"); err != nil {
 		t.Fatal(err)
 	}
-	if c := meta.FindStatusCondition(snapshotNamed(t, c, "s2").Status.Conditions, wellknown.ConditionReady); c == nil || c.Reason != ReasonRepositorySuspended {
+	if c := meta.FindStatusCondition(snapshotNamed(t, c, "s2").Status.Conditions, wellknown.ConditionReady); c == nil || c.Reason != wellknown.ReasonRepositorySuspended {
 		t.Fatalf("an unclaimed run of a suspended repository: %+v, want RepositorySuspended", c)
 	}
 	if err := f.ReconcileSnapshot(ctx, "app", "s1"); err != nil {

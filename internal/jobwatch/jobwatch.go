@@ -72,28 +72,13 @@ func Terminated(ctx context.Context, c client.Client, j *batchv1.Job, container 
 	if err := c.List(ctx, &pods, client.InNamespace(j.Namespace), client.MatchingLabels{"job-name": j.Name}); err != nil {
 		return nil, fmt.Errorf("list the pods of job %s: %w", j.Name, err)
 	}
-	var last, odd *corev1.Pod
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if !metav1.IsControlledBy(p, j) {
-			continue
-		}
-		if templateMismatch(p, j) != "" {
-			if odd == nil || p.CreationTimestamp.After(odd.CreationTimestamp.Time) {
-				odd = p
-			}
-			continue
-		}
-		if last == nil || p.CreationTimestamp.After(last.CreationTimestamp.Time) {
-			last = p
-		}
-	}
-	if last == nil && odd != nil {
+	last := newest(pods.Items, func(p *corev1.Pod) bool { return runsJob(p, j) })
+	if last == nil {
 		// Said, not skipped in silence: admission that rewrites a mover's
 		// command or image makes every report unreadable.
-		return nil, fmt.Errorf("%w: pod %s of job %s does not run the job's template, so what it reports is not read: %s", mover.ErrReportMismatch, odd.Name, j.Name, templateMismatch(odd, j))
-	}
-	if last == nil {
+		if odd := newest(pods.Items, func(p *corev1.Pod) bool { return metav1.IsControlledBy(p, j) }); odd != nil {
+			return nil, fmt.Errorf("%w: pod %s of job %s does not run the job's template, so what it reports is not read: %s", mover.ErrReportMismatch, odd.Name, j.Name, templateMismatch(odd, j))
+		}
 		return nil, nil
 	}
 	for _, cs := range last.Status.ContainerStatuses {
@@ -143,16 +128,9 @@ func Waiting(ctx context.Context, c client.Client, j *batchv1.Job) string {
 	if err := c.List(ctx, &pods, client.InNamespace(j.Namespace), client.MatchingLabels{"job-name": j.Name}); err != nil {
 		return ""
 	}
-	var latest *corev1.Pod
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if !metav1.IsControlledBy(p, j) || (p.Status.Phase != corev1.PodPending && p.Status.Phase != "") {
-			continue
-		}
-		if latest == nil || p.CreationTimestamp.After(latest.CreationTimestamp.Time) {
-			latest = p
-		}
-	}
+	latest := newest(pods.Items, func(p *corev1.Pod) bool {
+		return metav1.IsControlledBy(p, j) && (p.Status.Phase == corev1.PodPending || p.Status.Phase == "")
+	})
 	if latest == nil {
 		return ""
 	}
@@ -352,14 +330,7 @@ func Progress(ctx context.Context, c client.Client, logs LogReader, j *batchv1.J
 	if err := c.List(ctx, &pods, client.InNamespace(j.Namespace), client.MatchingLabels{"job-name": j.Name}); err != nil {
 		return mover.Progress{}, false
 	}
-	var running *corev1.Pod
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if runsJob(p, j) && p.Status.Phase == corev1.PodRunning &&
-			(running == nil || p.CreationTimestamp.After(running.CreationTimestamp.Time)) {
-			running = p
-		}
-	}
+	running := newest(pods.Items, func(p *corev1.Pod) bool { return runsJob(p, j) && p.Status.Phase == corev1.PodRunning })
 	if running == nil {
 		return mover.Progress{}, false
 	}

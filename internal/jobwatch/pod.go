@@ -68,6 +68,17 @@ func runsJob(p *corev1.Pod, j *batchv1.Job) bool {
 	return metav1.IsControlledBy(p, j) && templateMismatch(p, j) == ""
 }
 
+// newest is the latest created of the pods keep accepts, or nil.
+func newest(pods []corev1.Pod, keep func(*corev1.Pod) bool) *corev1.Pod {
+	var last *corev1.Pod
+	for i := range pods {
+		if p := &pods[i]; keep(p) && (last == nil || p.CreationTimestamp.After(last.CreationTimestamp.Time)) {
+			last = p
+		}
+	}
+	return last
+}
+
 func sameBool(a, b *bool) bool { return (a != nil && *a) == (b != nil && *b) }
 
 // account is the ServiceAccount a pod runs as: admission puts "default"
