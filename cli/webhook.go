@@ -10,12 +10,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/snapflow/snapflow/internal/admission"
 	"github.com/snapflow/snapflow/webhook"
 )
 
 func newWebhookCmd(kube *kubeFlags) *cobra.Command {
 	o := webhook.Options{}
-	var sans, mutating, validating, controllers string
+	var sans, mutating, validating, controllers, jobControllers string
 	var devLogs bool
 	cmd := &cobra.Command{
 		Use:   "webhook",
@@ -36,6 +37,7 @@ they are reloaded when the files change.`,
 			o.MutatingConfigs = splitList(mutating)
 			o.ValidatingConfigs = splitList(validating)
 			o.ControllerUsers = splitList(controllers)
+			o.JobControllers = splitList(jobControllers)
 			cfg, err := kube.restConfig()
 			if err != nil {
 				return err
@@ -61,6 +63,7 @@ they are reloaded when the files change.`,
 	f.StringVar(&o.GlobalVolumePoliciesConfigMap, "global-backup-volume-policies-configmap", "", "ConfigMap in the webhook's namespace whose volumePolicies every Snapshot inherits after its recipe's own (optional)")
 	f.BoolVar(&o.VeleroBackups, "velero-backups", false, "also merge the global volume policies into velero.io Backups (needs the snapflow-velero webhook configuration)")
 	f.StringVar(&controllers, "controller-users", "", "comma-separated users (snapflow's functions' ServiceAccounts, system:serviceaccount:NS:NAME) that may write controller-owned labels and annotations such as pruned-by; the webhook's own identity always may")
+	f.StringVar(&jobControllers, "job-controller-users", strings.Join(admission.DefaultJobControllers, ","), "comma-separated users the Kubernetes Job controller acts as; only they may create pods labelled app.kubernetes.io/managed-by=snapflow, whose reports the functions trust")
 	f.BoolVar(&devLogs, "dev-logs", false, "human-readable logs instead of JSON")
 	return cmd
 }

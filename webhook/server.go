@@ -77,7 +77,11 @@ type Options struct {
 	// (snapflow's functions' ServiceAccounts). The webhook's own identity is
 	// added: in `snapflow dev` the functions share it.
 	ControllerUsers []string
-	Log             logr.Logger
+	// JobControllers are the identities the Kubernetes Job controller acts
+	// as; only they may create pods labelled as snapflow's (default
+	// admission.DefaultJobControllers).
+	JobControllers []string
+	Log            logr.Logger
 }
 
 func (o *Options) defaults() {
@@ -107,6 +111,9 @@ func (o *Options) defaults() {
 	}
 	if o.VeleroBackups && !slices.Contains(o.MutatingConfigs, DefaultVeleroConfig) {
 		o.MutatingConfigs = append(o.MutatingConfigs, DefaultVeleroConfig)
+	}
+	if len(o.JobControllers) == 0 {
+		o.JobControllers = admission.DefaultJobControllers
 	}
 	if o.MetricsAddr == "" {
 		o.MetricsAddr = ":8080"
@@ -221,6 +228,12 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 			srv.Register(path, LimitBody(&crwebhook.Admission{Handler: h, RecoverPanic: ptr.To(true)}, o.MaxRequestBytes))
 		}
 	}
+	jobControllers := map[string]bool{}
+	for _, u := range o.JobControllers {
+		jobControllers[u] = true
+	}
+	o.Log.Info("pods labelled as snapflow's may be created by", "users", o.JobControllers)
+	srv.Register(MoverPodPath, LimitBody(&crwebhook.Admission{Handler: &MoverPods{JobControllers: jobControllers, Log: o.Log.WithName("mover-pods")}, RecoverPanic: ptr.To(true)}, o.MaxRequestBytes))
 	if o.VeleroBackups {
 		v := &VeleroBackups{Client: direct, Policies: &policysource.Resolver{Reader: direct, Namespace: o.Namespace, GlobalName: o.GlobalVolumePoliciesConfigMap}, Log: o.Log.WithName("velero")}
 		srv.Register(VeleroMutatePath, LimitBody(&crwebhook.Admission{Handler: v, RecoverPanic: ptr.To(true)}, o.MaxRequestBytes))

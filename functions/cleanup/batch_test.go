@@ -67,7 +67,7 @@ func TestSettleBatchTrustsOnlyTheRecordedJob(t *testing.T) {
 				Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}}}
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name, Labels: map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue}},
 				Data: map[string]string{mover.WorkSpecKey: body}}
-			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "p", Labels: map[string]string{"job-name": name},
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "p", Labels: map[string]string{"job-name": name, "app.kubernetes.io/managed-by": "snapflow"},
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: name, UID: "job-uid", Controller: ptrTo(true)}}},
 				Spec: *job.Spec.Template.Spec.DeepCopy(),
 				Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "mover", State: corev1.ContainerState{

@@ -60,7 +60,7 @@ func TestReleaseFinishedTrustsOnlyTheBatchPod(t *testing.T) {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "snapdel-1", Labels: map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue}},
 		Data: map[string]string{mover.WorkSpecKey: body}}
 	terminated := func(name string, owned bool, msg string, at time.Time) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name, Labels: map[string]string{"job-name": "snapdel-1"}, CreationTimestamp: metav1.NewTime(at)},
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name, Labels: map[string]string{"job-name": "snapdel-1", "app.kubernetes.io/managed-by": "snapflow"}, CreationTimestamp: metav1.NewTime(at)},
 			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "mover", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: msg}}}}}}
 		if owned {
 			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "snapdel-1", UID: "job-uid", Controller: ptrTo(true)}}
@@ -108,7 +108,7 @@ func TestReleaseFinishedNeedsACleanExit(t *testing.T) {
 	ctx := context.Background()
 	now := metav1.NewTime(time.Date(2026, 12, 4, 3, 0, 0, 0, time.UTC))
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "snapdel-2", UID: "job-uid"}}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "p", Labels: map[string]string{"job-name": "snapdel-2"},
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "p", Labels: map[string]string{"job-name": "snapdel-2", "app.kubernetes.io/managed-by": "snapflow"},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "snapdel-2", UID: "job-uid", Controller: ptrTo(true)}}},
 		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "mover", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: mover.FormatDeleted([]int{0})}}}}}}
 	s := &snapv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "a", UID: "ua", DeletionTimestamp: &now, Finalizers: []string{wellknown.FinalizerSnapshotCleanup}}}

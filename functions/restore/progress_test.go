@@ -35,7 +35,7 @@ func TestObserveProgress(t *testing.T) {
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "kopiur.home-operations.com/v1alpha1", Kind: "Restore", Name: "back", UID: "rs-uid", Controller: ptr(true)}}}}
 	foreign := owned.DeepCopy()
 	foreign.OwnerReferences = nil
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "back-1-x", Labels: map[string]string{"job-name": "back-1"},
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "back-1-x", Labels: map[string]string{"job-name": "back-1", "app.kubernetes.io/managed-by": "snapflow"},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "back-1", UID: "job-uid", Controller: ptr(true)}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(rs, pod).WithStatusSubresource(&snapv1.Restore{}).Build()

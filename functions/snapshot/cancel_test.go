@@ -117,7 +117,7 @@ func TestCancelWaitsForAMoverThatHasReported(t *testing.T) {
 	job := moverOf(batchv1.JobStatus{})
 	isController := true
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: job.Name + "-x1", Labels: map[string]string{"job-name": job.Name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: job.Name + "-x1", Labels: map[string]string{"job-name": job.Name, "app.kubernetes.io/managed-by": "snapflow"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: &isController}}},
 		Status: corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{Name: moverjob.ContainerName,
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Message: `{"snapshotID":"k1"}`}}}}},

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,9 @@ import (
 func finishProbe(t *testing.T, c client.Client, job *batchv1.Job, at time.Time, code int32, rep mover.Report) {
 	t.Helper()
 	ctx := context.Background()
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name + "-pod", Labels: map[string]string{"job-name": job.Name},
+	labels := map[string]string{"job-name": job.Name}
+	maps.Copy(labels, job.Spec.Template.Labels)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name + "-pod", Labels: labels,
 		CreationTimestamp: metav1.NewTime(at),
 		OwnerReferences:   []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr(true)}}},
 		Spec: *job.Spec.Template.Spec.DeepCopy(), // as the Job controller makes it

@@ -28,7 +28,7 @@ func TestObserveProgress(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 12, 6, 1, 0, 0, 0, time.UTC)
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "snap-1", UID: "job-uid"}}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "snap-1-x", Labels: map[string]string{"job-name": "snap-1"},
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "snap-1-x", Labels: map[string]string{"job-name": "snap-1", "app.kubernetes.io/managed-by": "snapflow"},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "snap-1", UID: "job-uid", Controller: ptr(true)}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	snap := &snapv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "snap", UID: "snap-uid"},

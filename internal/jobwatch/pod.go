@@ -2,12 +2,16 @@ package jobwatch
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/snapflow/snapflow/api/wellknown"
 )
 
 // templateMismatch says how pod p, which j controls, does not run what j's
@@ -22,6 +26,9 @@ import (
 // namespace the template does not, nor carry ephemeral containers (a
 // debugger attached to a mover could rewrite what it reports).
 //
+// The pod must carry snapflow's managed-by label, which snapflow's
+// admission lets only the Job controller write, and its template's labels.
+//
 // What admission adds to every pod is allowed (a sidecar, an injected
 // variable or mount, a security context, an image digest, the default
 // ServiceAccount), except variables that change which program runs or
@@ -30,6 +37,16 @@ import (
 // one that passes, and can only affect that namespace's own runs.
 func templateMismatch(p *corev1.Pod, j *batchv1.Job) string {
 	t, s := &j.Spec.Template.Spec, &p.Spec
+	if p.Labels[wellknown.LabelManagedBy] != wellknown.ManagedByValue {
+		// Admission lets only the Job controller create pods with this
+		// label (admission.MoverPodProblem): without it, anyone could.
+		return fmt.Sprintf("it is not labelled %s=%s", wellknown.LabelManagedBy, wellknown.ManagedByValue)
+	}
+	for _, k := range slices.Sorted(maps.Keys(j.Spec.Template.Labels)) {
+		if v, ok := p.Labels[k]; !ok || v != j.Spec.Template.Labels[k] {
+			return fmt.Sprintf("it lacks its template's label %s=%s", k, j.Spec.Template.Labels[k])
+		}
+	}
 	switch {
 	case !sameBool(s.ShareProcessNamespace, t.ShareProcessNamespace) || (s.HostPID && !t.HostPID) || (s.HostIPC && !t.HostIPC):
 		return "it shares a process, PID or IPC namespace its template does not"

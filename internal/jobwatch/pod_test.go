@@ -13,7 +13,7 @@ import (
 // else under the Job's controller reference is not.
 func TestRunsJob(t *testing.T) {
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "snap", UID: "job-uid"},
-		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app.kubernetes.io/managed-by": "snapflow", "snapflow.dev/op": "snapshot"}}, Spec: corev1.PodSpec{
 			ServiceAccountName: "snapflow-mover",
 			InitContainers:     []corev1.Container{{Name: "prime", Image: "snapflow:1", Args: []string{"prime"}}},
 			Containers: []corev1.Container{{Name: "mover", Image: "snapflow:1", Command: []string{"snapflow"}, Args: []string{"mover", "--work-digest", "abc"},
@@ -36,6 +36,10 @@ func TestRunsJob(t *testing.T) {
 		}, true},
 		{"the image pinned to a digest by a policy engine", func(p *corev1.Pod) { p.Spec.Containers[0].Image = "snapflow:1@sha256:aa" }, true},
 		{"no controller reference", func(p *corev1.Pod) { p.OwnerReferences = nil }, false},
+		{"with a label admission added", func(p *corev1.Pod) { p.Labels["team"] = "storage" }, true},
+		{"without snapflow's label, which only the Job controller may write", func(p *corev1.Pod) { delete(p.Labels, "app.kubernetes.io/managed-by") }, false},
+		{"without a label of its template", func(p *corev1.Pod) { delete(p.Labels, "snapflow.dev/op") }, false},
+		{"with another value of a template label", func(p *corev1.Pod) { p.Labels["snapflow.dev/op"] = "delete" }, false},
 		{"another image pinned to a digest", func(p *corev1.Pod) { p.Spec.Containers[0].Image = "evil:1@sha256:aa" }, false},
 		{"another image", func(p *corev1.Pod) { p.Spec.Containers[0].Image = "busybox" }, false},
 		{"other arguments", func(p *corev1.Pod) { p.Spec.Containers[0].Args = []string{"sh", "-c", "echo deleted"} }, false},
@@ -65,7 +69,7 @@ func TestRunsJob(t *testing.T) {
 		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "snap-x", Labels: map[string]string{"job-name": "snap"},
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "snap-x", Labels: map[string]string{"job-name": "snap", "app.kubernetes.io/managed-by": "snapflow", "snapflow.dev/op": "snapshot"},
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "snap", UID: "job-uid", Controller: &yes}}},
 				Spec: *job.Spec.Template.Spec.DeepCopy()}
 			tc.change(p)
@@ -78,7 +82,7 @@ func TestRunsJob(t *testing.T) {
 	// names none.
 	bare := job.DeepCopy()
 	bare.Spec.Template.Spec.ServiceAccountName = ""
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "snap", UID: "job-uid", Controller: &yes}}},
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: bare.Spec.Template.Labels, OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "snap", UID: "job-uid", Controller: &yes}}},
 		Spec: *bare.Spec.Template.Spec.DeepCopy()}
 	p.Spec.ServiceAccountName = "default"
 	if !runsJob(p, bare) {

@@ -39,7 +39,7 @@ func TestProgress(t *testing.T) {
 		return mover.Progress{Started: at, At: at.Add(time.Second), Files: 1, Bytes: bytes}.String() + "\n"
 	}
 	pod := func(name string, owned bool, created time.Time, phase corev1.PodPhase) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name, Labels: map[string]string{"job-name": "snap"}, CreationTimestamp: metav1.NewTime(created)},
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name, Labels: map[string]string{"job-name": "snap", "app.kubernetes.io/managed-by": "snapflow"}, CreationTimestamp: metav1.NewTime(created)},
 			Status: corev1.PodStatus{Phase: phase}}
 		if owned {
 			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "snap", UID: "job-uid", Controller: ptrTo(true)}}

@@ -46,7 +46,7 @@ func TestApplyReportTrustsOnlyTheJobsOwnMover(t *testing.T) {
 	const editedSinceStart = "a work spec edited after its job started"
 	const forged = "a pod with the Job's controller reference that runs something else"
 	pod := func(controlled bool, code int32, msg string) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "billing", Name: "s-job-abcde", Labels: map[string]string{"job-name": "s-job"}},
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "billing", Name: "s-job-abcde", Labels: map[string]string{"job-name": "s-job", "app.kubernetes.io/managed-by": "snapflow"}},
 			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "mover",
 				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Message: msg}}}}}}
 		if controlled {

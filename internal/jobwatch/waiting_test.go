@@ -22,7 +22,7 @@ func TestWaiting(t *testing.T) {
 	at := time.Date(2026, 12, 5, 6, 0, 0, 0, time.UTC)
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "boot", UID: "job-uid"}}
 	pod := func(name string, owned bool, created time.Time, st corev1.PodStatus) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name, Labels: map[string]string{"job-name": "boot"}, CreationTimestamp: metav1.NewTime(created)}, Status: st}
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name, Labels: map[string]string{"job-name": "boot", "app.kubernetes.io/managed-by": "snapflow"}, CreationTimestamp: metav1.NewTime(created)}, Status: st}
 		if owned {
 			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "boot", UID: "job-uid", Controller: ptrTo(true)}}
 		}

@@ -230,7 +230,18 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 			return nil, err
 		}
 	}
-	f.Node = localnode.New(localnode.Options{Client: cp.Client, Root: nodeRoot, Kubeconfig: cp.Kubeconfig, AsServiceAccount: o.PodsAsServiceAccounts, RunAsPodUser: asUsers,
+	// The node creates the Jobs' pods as the Job controller does on a
+	// cluster (kube-controller-manager with service account credentials),
+	// with the rights the API server's bootstrap RBAC gives it: the webhook
+	// refuses snapflow-labelled pods from anyone else.
+	jcCfg := rest.CopyConfig(cp.Config)
+	jcCfg.Impersonate = rest.ImpersonationConfig{UserName: JobControllerUser}
+	jobController, err := client.New(jcCfg, client.Options{Scheme: cp.Scheme})
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	f.Node = localnode.New(localnode.Options{Client: cp.Client, JobController: jobController, Root: nodeRoot, Kubeconfig: cp.Kubeconfig, AsServiceAccount: o.PodsAsServiceAccounts, RunAsPodUser: asUsers,
 		Binaries: map[string]string{"snapflow": snapflowBin}, Runtime: moverRT, Log: log.WithName("node")})
 	if err := f.Node.ServeExec(ctx); err != nil {
 		stop()

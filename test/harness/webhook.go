@@ -32,6 +32,11 @@ import (
 // WebhookNamespace is where the webhook keeps its certificate Secret.
 const WebhookNamespace = "snapflow-system"
 
+// JobControllerUser is who the local node creates Jobs' pods as: the Job
+// controller's ServiceAccount, one of the webhook's default job
+// controllers.
+const JobControllerUser = "system:serviceaccount:kube-system:job-controller"
+
 // Webhook is snapflow's admission server running in-process against the
 // control plane, registered through the real webhook configurations in
 // config/webhook/webhooks.yaml (with their Service pointed at a loopback URL,

@@ -129,7 +129,7 @@ func (n *Node) runPod(ctx context.Context, j *batchv1.Job, log interface{ Info(s
 		Spec: *spec.DeepCopy(),
 	}
 	pod.Spec.NodeName = NodeName
-	if err := n.o.Client.Create(ctx, pod); err != nil {
+	if err := n.o.JobController.Create(ctx, pod); err != nil {
 		return false, "create pod: " + err.Error(), nil
 	}
 	// As a kubelet waits for attach and mount, the pod stays Pending until
@@ -307,7 +307,7 @@ func (n *Node) pendingPod(ctx context.Context, j *batchv1.Job) {
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: j.Name, UID: j.UID, Controller: ptr(true)}}},
 		Spec: *j.Spec.Template.Spec.DeepCopy(),
 	}
-	if err := n.o.Client.Create(ctx, pod); err != nil {
+	if err := n.o.JobController.Create(ctx, pod); err != nil {
 		return
 	}
 	pod.Status.Phase = corev1.PodPending

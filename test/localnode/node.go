@@ -32,6 +32,10 @@ import (
 // Options configure a Node.
 type Options struct {
 	Client client.Client
+	// JobController, when set, creates the Jobs' pods, as the Job
+	// controller's identity does on a cluster: snapflow's admission lets
+	// only that identity create pods labelled as snapflow's.
+	JobController client.Client
 	// Root holds the volumes' directories.
 	Root string
 	// Kubeconfig is handed to containers as KUBECONFIG, standing in for the
@@ -95,6 +99,9 @@ func (n *Node) SetRuntimeEnv(name, value string) {
 func New(o Options) *Node {
 	if o.Interval == 0 {
 		o.Interval = 100 * time.Millisecond
+	}
+	if o.JobController == nil {
+		o.JobController = o.Client
 	}
 	return &Node{o: o, running: map[types.UID]context.CancelFunc{}, done: map[types.UID]bool{}, claims: map[string]int{}}
 }

@@ -1,0 +1,70 @@
+package admission
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func TestMoverPodProblem(t *testing.T) {
+	controllers := map[string]bool{DefaultJobControllers[0]: true, DefaultJobControllers[1]: true}
+	const tenant = "system:serviceaccount:app:deployer"
+	yes := true
+	job := func(uid string) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "snap-abc", UID: types.UID(uid), Controller: &yes}}
+	}
+	pod := func(labels map[string]string, owners []metav1.OwnerReference) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "p", Labels: labels, OwnerReferences: owners}}
+	}
+	ours := map[string]string{"app.kubernetes.io/managed-by": "snapflow", "job-name": "snap-abc", "batch.kubernetes.io/job-name": "snap-abc", "controller-uid": "u1"}
+	with := func(m map[string]string, k, v string) map[string]string {
+		out := map[string]string{}
+		for a, b := range m {
+			out[a] = b
+		}
+		if v == "" {
+			delete(out, k)
+		} else {
+			out[k] = v
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name     string
+		user     string
+		old, pod *corev1.Pod
+		want     string // a substring of the problem, "" when allowed
+	}{
+		{"the Job controller creates a mover pod", DefaultJobControllers[0], nil, pod(ours, job("u1")), ""},
+		{"the controller manager's own user creates one", DefaultJobControllers[1], nil, pod(ours, job("u1")), ""},
+		{"a tenant creates a pod claiming a mover Job", tenant, nil, pod(ours, job("u1")), "metadata.labels: " + tenant + " may not create"},
+		{"a tenant creates a labelled pod with no owner", tenant, nil, pod(ours, nil), "may not create"},
+		{"a tenant creates an unlabelled pod", tenant, nil, pod(with(ours, "app.kubernetes.io/managed-by", ""), job("u1")), ""},
+		{"another tool's managed-by value is not snapflow's", tenant, nil, pod(with(ours, "app.kubernetes.io/managed-by", "Helm"), job("u1")), ""},
+		{"a tenant adds snapflow's label to its pod", tenant, pod(with(ours, "app.kubernetes.io/managed-by", ""), job("u1")), pod(ours, job("u1")),
+			"metadata.labels[app.kubernetes.io/managed-by]"},
+		{"a tenant points a mover pod at another Job", tenant, pod(ours, job("u1")), pod(with(ours, "job-name", "snap-other"), job("u1")), "metadata.labels[job-name]"},
+		{"a tenant adds a controller-uid label", tenant, pod(ours, job("u1")), pod(with(ours, "batch.kubernetes.io/controller-uid", "u2"), job("u1")), "batch.kubernetes.io/controller-uid"},
+		{"a tenant gives a labelled orphan a controller", tenant, pod(ours, nil), pod(ours, job("u1")), "metadata.ownerReferences: " + tenant + " may not make Job snap-abc"},
+		{"a tenant swaps the controller", tenant, pod(ours, job("u1")), pod(ours, job("u2")), "metadata.ownerReferences"},
+		{"a tenant annotates a mover pod", tenant, pod(ours, job("u1")), func() *corev1.Pod { p := pod(ours, job("u1")); p.Annotations = map[string]string{"a": "b"}; return p }(), ""},
+		{"the garbage collector drops the owner", "system:serviceaccount:kube-system:generic-garbage-collector", pod(ours, job("u1")), pod(ours, nil), ""},
+		{"a tenant removes snapflow's label", tenant, pod(ours, job("u1")), pod(with(ours, "app.kubernetes.io/managed-by", ""), job("u1")), ""},
+		{"the Job controller updates its pod", DefaultJobControllers[0], pod(ours, nil), pod(ours, job("u1")), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := MoverPodProblem(tc.user, controllers, tc.old, tc.pod)
+			switch {
+			case tc.want == "" && got != "":
+				t.Fatalf("refused: %s", got)
+			case tc.want != "" && !strings.Contains(got, tc.want):
+				t.Fatalf("problem %q, want it to contain %q", got, tc.want)
+			case tc.want != "" && !strings.Contains(got, "only the Job controller ("+DefaultJobControllers[1]+", "+DefaultJobControllers[0]+") may"):
+				t.Fatalf("problem %q does not say who may", got)
+			}
+		})
+	}
+}
