@@ -43,8 +43,9 @@ func (m *MoverPods) handle(req admission.Request) admission.Response {
 	if req.Kind.Kind != "Pod" || req.Kind.Group != "" {
 		return admission.Denied("this endpoint admits Pods, not " + req.Kind.Kind + ": check the webhook configuration's rules")
 	}
-	// Status and other subresources cannot change labels or owners.
-	if req.SubResource != "" || (req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) {
+	// A status write can change labels (not owners); other subresources
+	// can change neither.
+	if (req.SubResource != "" && req.SubResource != "status") || (req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) {
 		return admission.Allowed("")
 	}
 	var pod corev1.Pod

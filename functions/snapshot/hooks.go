@@ -443,6 +443,14 @@ func (f *Function) jobHook(ctx context.Context, s *snapv1.Snapshot, pol *snapv1.
 		if j.Spec.Template.Spec.RestartPolicy == "" {
 			j.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyNever
 		}
+		if j.Spec.ManualSelector == nil || !*j.Spec.ManualSelector {
+			// Its pods then count as snapflow's (admission keeps them
+			// the Job controller's), so a failure can quote their output.
+			if j.Spec.Template.Labels == nil {
+				j.Spec.Template.Labels = map[string]string{}
+			}
+			j.Spec.Template.Labels[wellknown.LabelManagedBy] = wellknown.ManagedByValue
+		}
 		if j.Spec.ActiveDeadlineSeconds == nil {
 			d := int64(hookTimeout(h.Timeout) / time.Second)
 			j.Spec.ActiveDeadlineSeconds = &d

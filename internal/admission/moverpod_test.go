@@ -13,9 +13,10 @@ func TestMoverPodProblem(t *testing.T) {
 	controllers := map[string]bool{DefaultJobControllers[0]: true, DefaultJobControllers[1]: true}
 	const tenant = "system:serviceaccount:app:deployer"
 	yes := true
-	job := func(uid string) []metav1.OwnerReference {
-		return []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "snap-abc", UID: types.UID(uid), Controller: &yes}}
+	jobNamed := func(name, uid string) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: name, UID: types.UID(uid), Controller: &yes}}
 	}
+	job := func(uid string) []metav1.OwnerReference { return jobNamed("snap-abc", uid) }
 	pod := func(labels map[string]string, owners []metav1.OwnerReference) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "p", Labels: labels, OwnerReferences: owners}}
 	}
@@ -46,10 +47,23 @@ func TestMoverPodProblem(t *testing.T) {
 		{"another tool's managed-by value is not snapflow's", tenant, nil, pod(with(ours, "app.kubernetes.io/managed-by", "Helm"), job("u1")), ""},
 		{"a tenant adds snapflow's label to its pod", tenant, pod(with(ours, "app.kubernetes.io/managed-by", ""), job("u1")), pod(ours, job("u1")),
 			"metadata.labels[app.kubernetes.io/managed-by]"},
-		{"a tenant points a mover pod at another Job", tenant, pod(ours, job("u1")), pod(with(ours, "job-name", "snap-other"), job("u1")), "metadata.labels[job-name]"},
-		{"a tenant adds a controller-uid label", tenant, pod(ours, job("u1")), pod(with(ours, "batch.kubernetes.io/controller-uid", "u2"), job("u1")), "batch.kubernetes.io/controller-uid"},
+		{"a tenant points a mover pod at another Job", tenant, pod(ours, job("u1")),
+			pod(with(with(with(ours, "job-name", "snap-other"), "batch.kubernetes.io/job-name", "snap-other"), "controller-uid", "u2"), jobNamed("snap-other", "u2")),
+			"metadata.labels[batch.kubernetes.io/job-name]: " + tenant + " may not set"},
+		{"a tenant adds a controller-uid label", tenant, pod(ours, job("u1")), pod(with(ours, "batch.kubernetes.io/controller-uid", "u1"), job("u1")), "metadata.labels[batch.kubernetes.io/controller-uid]: " + tenant},
+		{"a tenant relabels a mover pod for another Job", tenant, pod(ours, job("u1")), pod(with(ours, "job-name", "snap-other"), job("u1")),
+			`metadata.labels[job-name]: a pod labelled app.kubernetes.io/managed-by=snapflow names "snap-other", but its controller is Job snap-abc (uid u1)`},
+		// The Job controller makes pods from any Job's template: one whose
+		// template copies the labels of snapflow's Job gets a pod whose
+		// labels name another Job than its controller.
+		{"the Job controller makes a pod of a Job that copies snapflow's labels", DefaultJobControllers[0], nil, pod(ours, jobNamed("tenant-job", "u9")),
+			`metadata.labels[batch.kubernetes.io/job-name]: a pod labelled app.kubernetes.io/managed-by=snapflow names "snap-abc", but its controller is Job tenant-job (uid u9)`},
+		{"the Job controller makes a pod of a Job with a manual selector", DefaultJobControllers[0], nil,
+			pod(with(with(ours, "controller-uid", ""), "batch.kubernetes.io/controller-uid", ""), job("u1")), "carries neither batch.kubernetes.io/controller-uid nor controller-uid"},
+		{"another controller's pod labelled as snapflow's", DefaultJobControllers[1], nil,
+			pod(ours, []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "snap-abc", UID: "u1", Controller: &yes}}), "is controlled by ReplicaSet snap-abc, not by a Job"},
 		{"a tenant gives a labelled orphan a controller", tenant, pod(ours, nil), pod(ours, job("u1")), "metadata.ownerReferences: " + tenant + " may not make Job snap-abc"},
-		{"a tenant swaps the controller", tenant, pod(ours, job("u1")), pod(ours, job("u2")), "metadata.ownerReferences"},
+		{"a tenant swaps the controller", tenant, pod(ours, job("u1")), pod(ours, job("u2")), `names "u1", but its controller is Job snap-abc (uid u2)`},
 		{"a tenant annotates a mover pod", tenant, pod(ours, job("u1")), func() *corev1.Pod { p := pod(ours, job("u1")); p.Annotations = map[string]string{"a": "b"}; return p }(), ""},
 		{"the garbage collector drops the owner", "system:serviceaccount:kube-system:generic-garbage-collector", pod(ours, job("u1")), pod(ours, nil), ""},
 		{"a tenant removes snapflow's label", tenant, pod(ours, job("u1")), pod(with(ours, "app.kubernetes.io/managed-by", ""), job("u1")), ""},
@@ -62,7 +76,7 @@ func TestMoverPodProblem(t *testing.T) {
 				t.Fatalf("refused: %s", got)
 			case tc.want != "" && !strings.Contains(got, tc.want):
 				t.Fatalf("problem %q, want it to contain %q", got, tc.want)
-			case tc.want != "" && !strings.Contains(got, "only the Job controller ("+DefaultJobControllers[1]+", "+DefaultJobControllers[0]+") may"):
+			case strings.Contains(tc.want, " may not ") && !strings.Contains(got, "only the Job controller ("+DefaultJobControllers[1]+", "+DefaultJobControllers[0]+") may"):
 				t.Fatalf("problem %q does not say who may", got)
 			}
 		})

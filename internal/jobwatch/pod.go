@@ -26,15 +26,18 @@ import (
 // namespace the template does not, nor carry ephemeral containers (a
 // debugger attached to a mover could rewrite what it reports).
 //
-// The pod must carry snapflow's managed-by label, which snapflow's
-// admission lets only the Job controller write, and its template's labels.
+// The pod must carry snapflow's managed-by label and its template's labels
+// (among them the Job's UID): snapflow's admission lets only the Job
+// controller create such a pod, and only with the name and UID of the Job
+// that controls it (admission.MoverPodProblem). Without that admission
+// entry this check is no proof: someone who may create pods in a
+// namespace could assemble one that passes, though it could only affect
+// that namespace's own runs.
 //
 // What admission adds to every pod is allowed (a sidecar, an injected
 // variable or mount, a security context, an image digest, the default
 // ServiceAccount), except variables that change which program runs or
-// which certificates it trusts. This raises the bar; it is no proof
-// either: someone who may create pods in a namespace can still assemble
-// one that passes, and can only affect that namespace's own runs.
+// which certificates it trusts.
 func templateMismatch(p *corev1.Pod, j *batchv1.Job) string {
 	t, s := &j.Spec.Template.Spec, &p.Spec
 	if p.Labels[wellknown.LabelManagedBy] != wellknown.ManagedByValue {

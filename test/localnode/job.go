@@ -123,7 +123,7 @@ func (n *Node) runPod(ctx context.Context, j *batchv1.Job, log interface{ Info(s
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: j.Namespace, Name: j.Name + "-" + rand.String(5),
-			Labels:          mergeLabels(j.Spec.Template.Labels, map[string]string{"job-name": j.Name, "batch.kubernetes.io/job-name": j.Name, "controller-uid": string(j.UID)}),
+			Labels:          mergeLabels(j.Spec.Template.Labels, map[string]string{"job-name": j.Name, "batch.kubernetes.io/job-name": j.Name, "controller-uid": string(j.UID), "batch.kubernetes.io/controller-uid": string(j.UID)}),
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: j.Name, UID: j.UID, Controller: ptr(true)}},
 		},
 		Spec: *spec.DeepCopy(),
@@ -303,7 +303,7 @@ func failJobRule(j *batchv1.Job, statuses []corev1.ContainerStatus) (bool, strin
 func (n *Node) pendingPod(ctx context.Context, j *batchv1.Job) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: j.Namespace, Name: j.Name + "-" + rand.String(5),
-			Labels:          mergeLabels(j.Spec.Template.Labels, map[string]string{"job-name": j.Name, "batch.kubernetes.io/job-name": j.Name, "controller-uid": string(j.UID)}),
+			Labels:          mergeLabels(j.Spec.Template.Labels, map[string]string{"job-name": j.Name, "batch.kubernetes.io/job-name": j.Name, "controller-uid": string(j.UID), "batch.kubernetes.io/controller-uid": string(j.UID)}),
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: j.Name, UID: j.UID, Controller: ptr(true)}}},
 		Spec: *j.Spec.Template.Spec.DeepCopy(),
 	}
