@@ -416,13 +416,8 @@ func (f *Function) reportBreaker(ctx context.Context, repo *repoState, pending [
 	} else if c != nil && c.Status == status && c.Message == msg {
 		return nil
 	}
-	return client.IgnoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		live, err := f.readRepo(ctx, repo.ref)
-		if err != nil || live.missing {
-			return err
-		}
-		orig := live.obj.DeepCopyObject().(client.Object)
-		meta.SetStatusCondition(&live.status.Conditions, metav1.Condition{Type: wellknown.ConditionMassDeletionHeld, Status: status, Reason: reason, Message: msg, ObservedGeneration: live.obj.GetGeneration()})
-		return f.Client.Status().Patch(ctx, live.obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
-	}))
+	return repository.UpdateStatus(ctx, f.Client, f.Namespace, repo.ref, repo.ref.Namespace, func(live *repository.Object) error {
+		meta.SetStatusCondition(&live.Status.Conditions, metav1.Condition{Type: wellknown.ConditionMassDeletionHeld, Status: status, Reason: reason, Message: msg, ObservedGeneration: live.Obj.GetGeneration()})
+		return nil
+	})
 }

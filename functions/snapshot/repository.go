@@ -8,11 +8,9 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
@@ -334,19 +332,10 @@ func (f *Function) createRepositoryJob(ctx context.Context, job *batchv1.Job, cm
 }
 
 func (f *Function) updateRepoStatus(ctx context.Context, r *repository.Object, mutate func(*snapv1.RepositoryStatus, int64)) error {
-	return client.IgnoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		live, err := f.getRepository(ctx, r.Ref, r.Obj.GetNamespace())
-		if err != nil {
-			return err
-		}
-		orig := live.Obj.DeepCopyObject().(client.Object)
-		before := live.Status.DeepCopy()
+	return repository.UpdateStatus(ctx, f.Client, f.Namespace, r.Ref, r.Obj.GetNamespace(), func(live *repository.Object) error {
 		mutate(live.Status, live.Obj.GetGeneration())
-		if equality.Semantic.DeepEqual(before, live.Status) {
-			return nil // nothing to write: spare the API server a request
-		}
-		return f.Client.Status().Patch(ctx, live.Obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
-	}))
+		return nil
+	})
 }
 
 // replaceWorkSpec deletes the work-spec ConfigMap under cm's name, if

@@ -6,17 +6,16 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/internal/kopia"
+	"github.com/snapflow/snapflow/internal/statuspatch"
 )
 
 // ErrAlreadyFinished means the target already holds a terminal result: a
@@ -60,26 +59,16 @@ func update[T client.Object](ctx context.Context, k *KubeReporter, obj T, mutate
 		// Only a UID pins the object the work was for.
 		return fmt.Errorf("%w: target %s %s names no UID", ErrReportMismatch, k.Target.Kind, k.key())
 	}
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := k.Client.Get(ctx, k.key(), obj); err != nil {
-			return fmt.Errorf("read %s %s: %w", k.Target.Kind, k.key(), err)
-		}
-		if string(obj.GetUID()) != k.Target.UID {
+	err := statuspatch.Patch(ctx, k.Client, k.key(), func() T { return obj.DeepCopyObject().(T) }, func(live T) error {
+		if string(live.GetUID()) != k.Target.UID {
 			return ErrTargetReplaced
 		}
-		orig := obj.DeepCopyObject().(client.Object)
-		if err := mutate(obj); err != nil {
-			return err
-		}
-		if equality.Semantic.DeepEqual(orig, obj) {
-			// Nothing to write: a redelivered report, or a failed
-			// bootstrap whose Job every resync reads again.
-			return nil
-		}
-		// A merge patch carries only what the mover changed, so status fields
-		// a different snapflow version knows and this one does not survive.
-		return k.Client.Status().Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+		return mutate(live)
 	})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("read %s %s: %w", k.Target.Kind, k.key(), err)
+	}
+	return err
 }
 
 // updateSnapshot applies mutate to the live Snapshot and writes its status.
@@ -128,21 +117,17 @@ func (k *KubeReporter) DeleteDone(ctx context.Context, results []MemberResult) e
 	var errs []error
 	for _, r := range results {
 		m := r.Member
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			var s snapv1.Snapshot
-			if err := k.Client.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: m.Name}, &s); err != nil {
-				return err
-			}
+		key := types.NamespacedName{Namespace: m.Namespace, Name: m.Name}
+		err := statuspatch.Update(ctx, k.Client, key, func() *snapv1.Snapshot { return &snapv1.Snapshot{} }, func(s *snapv1.Snapshot) error {
 			if string(s.UID) != m.UID {
-				return nil // a new object under the old name: not ours to mark
+				return statuspatch.Skip // a new object under the old name: not ours to mark
 			}
-			orig := s.DeepCopy()
 			if s.Status.Cleanup == nil {
 				s.Status.Cleanup = &snapv1.CleanupStatus{}
 			}
 			if r.Deleted {
 				if s.Status.Cleanup.Message == "" {
-					return nil
+					return statuspatch.Skip
 				}
 				s.Status.Cleanup.Message = ""
 			} else {
@@ -154,7 +139,7 @@ func (k *KubeReporter) DeleteDone(ctx context.Context, results []MemberResult) e
 					Reason: ReasonSnapshotNotOwned, ObservedGeneration: s.Generation,
 					Message: r.Message + "; annotate this Snapshot with " + wellknown.AnnotationSkipSnapshotCleanup + " to release it and keep the data"})
 			}
-			return k.Client.Status().Patch(ctx, &s, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+			return nil
 		})
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("record deletion of %s/%s: %w", m.Namespace, m.Name, err))

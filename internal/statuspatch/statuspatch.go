@@ -16,6 +16,13 @@ import (
 // Update applies mutate to the live object at key and patches its status.
 // A mutate that returns Skip, or changes nothing, writes nothing. A missing object is not an error.
 func Update[T client.Object](ctx context.Context, c client.Client, key client.ObjectKey, newObj func() T, mutate func(T) error) error {
+	return client.IgnoreNotFound(Patch(ctx, c, key, newObj, mutate))
+}
+
+// Patch is Update for a writer that must know when the object is gone
+// (a report must not go into the void): it returns the not-found error.
+// Any other error of mutate ends it and is returned as it is.
+func Patch[T client.Object](ctx context.Context, c client.Client, key client.ObjectKey, newObj func() T, mutate func(T) error) error {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		live := newObj()
 		if err := c.Get(ctx, key, live); err != nil {
@@ -37,7 +44,7 @@ func Update[T client.Object](ctx context.Context, c client.Client, key client.Ob
 	if err == Skip {
 		return nil
 	}
-	return client.IgnoreNotFound(err)
+	return err
 }
 
 // Skip, returned by a mutate, ends Update without writing.
