@@ -44,8 +44,8 @@ func (f *Function) build(ctx context.Context, m *snapv1.Maintenance, repo *repos
 	if err != nil {
 		return nil, nil, refused(fmt.Errorf("%s: %w", repo.Key(), err))
 	}
-	if repo.Ref.Kind == snapv1.KindClusterRepository && mounts.RepoClaim != "" && repo.Namespace != m.Namespace {
-		return nil, nil, refused(fmt.Errorf("ClusterRepository %s keeps its repository on a PVC of namespace %s, which a maintenance job in namespace %s cannot mount; set its spec.maintenance.namespace to %s", repo.Ref.Name, repo.Namespace, m.Namespace, repo.Namespace))
+	if why := repo.ClaimProblem(mounts, "maintenance job", m.Namespace); why != "" {
+		return nil, nil, refused(fmt.Errorf("%s; set its spec.maintenance.namespace to %s", why, repo.Namespace))
 	}
 	// Maintenance never creates a repository; the mover refuses a spec
 	// that asks it to.

@@ -26,8 +26,8 @@ func (f *Function) build(ctx context.Context, rs *snapv1.Restore, res *resolutio
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", repo.Key(), err)
 	}
-	if repo.Ref.Kind == snapv1.KindClusterRepository && mounts.RepoClaim != "" {
-		return nil, nil, fmt.Errorf("ClusterRepository %s keeps its repository on a PVC, which a mover in namespace %s cannot mount; use an S3 or NFS backend for a shared repository", repo.Ref.Name, rs.Namespace)
+	if why := repo.ClaimProblem(mounts, "restore mover", rs.Namespace); why != "" {
+		return nil, nil, fmt.Errorf("%s; use an S3 or NFS backend for a shared repository", why)
 	}
 	work.Create = nil // a restore never creates a repository
 	wait, err := kernel.WaitTimeout(rs)

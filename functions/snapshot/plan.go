@@ -142,12 +142,8 @@ func (f *Function) plan(ctx context.Context, s *snapv1.Snapshot) (*runPlan, *gat
 	if p.repoWork, p.mounts, err = repository.Work(repo.Ref, repo.Obj, repo.Spec); err != nil {
 		return invalid("%s: %v", repo.Key(), err)
 	}
-	if repo.Ref.Kind == snapv1.KindClusterRepository && (p.mounts.RepoClaim != "" || p.mounts.Credentials != "") {
-		// Volumes and Secrets of a ClusterRepository live in snapflow's
-		// namespace; a mover in the consumer namespace cannot mount them.
-		if p.mounts.RepoClaim != "" {
-			return invalid("ClusterRepository %s keeps its repository on a PVC, which a mover in namespace %s cannot mount; use an S3 or NFS backend for a shared repository", ref.Name, s.Namespace)
-		}
+	if why := repo.ClaimProblem(p.mounts, "mover", s.Namespace); why != "" {
+		return invalid("%s; use an S3 or NFS backend for a shared repository", why)
 	}
 	// Consent is checked before any side effect (hooks, staging).
 	if msg := repository.ProjectionRefused(repo, s.Namespace, repository.ProjectionEnabled(pol.Spec.CredentialProjection), "SnapshotPolicy "+pol.Name); msg != "" {

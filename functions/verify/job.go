@@ -28,8 +28,8 @@ func (f *Function) build(ctx context.Context, p *snapv1.SnapshotPolicy, ref snap
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", repo.Key(), err)
 	}
-	if repo.Ref.Kind == snapv1.KindClusterRepository && mounts.RepoClaim != "" {
-		return nil, nil, fmt.Errorf("ClusterRepository %s keeps its repository on a PVC, which a verify job in namespace %s cannot mount", repo.Ref.Name, p.Namespace)
+	if why := repo.ClaimProblem(mounts, "verify job", p.Namespace); why != "" {
+		return nil, nil, fmt.Errorf("%s; use an S3 or NFS backend for a shared repository", why)
 	}
 	work.Create = nil
 	v := p.Spec.Verification

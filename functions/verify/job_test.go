@@ -124,7 +124,7 @@ func TestBuildRefusesAClusterRepositoryOnAPVC(t *testing.T) {
 		Spec: snapv1.SnapshotPolicySpec{Verification: &snapv1.Verification{Quick: &snapv1.QuickVerification{}}}}
 	latest := &snapv1.Snapshot{Status: snapv1.SnapshotStatus{Snapshot: &snapv1.SnapshotRecord{KopiaSnapshotID: "k1"}}}
 	_, _, err := f.build(context.Background(), p, repo.Ref, kernel.Quick, latest, repo, time.Now())
-	if err == nil || !strings.Contains(err.Error(), "keeps its repository on a PVC, which a verify job in namespace app cannot mount") {
+	if err == nil || !strings.Contains(err.Error(), "keeps its repository on a PVC of namespace snapflow-system, which a verify job in namespace app cannot mount; use an S3 or NFS backend") {
 		t.Fatalf("err %v", err)
 	}
 }

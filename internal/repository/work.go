@@ -124,3 +124,14 @@ func throttleOf(d *snapv1.MoverDefaults) *kopia.Throttle {
 	return &kopia.Throttle{UploadBytesPerSecond: f(t.UploadBytesPerSecond), DownloadBytesPerSecond: f(t.DownloadBytesPerSecond),
 		ReadsPerSecond: f(t.ReadOpsPerSecond), WritesPerSecond: f(t.WriteOpsPerSecond)}
 }
+
+// ClaimProblem says why a mover (what, e.g. "verify job") in namespace ns
+// cannot mount repository r's PVC, or "" when it can: a ClusterRepository's
+// claim lives in snapflow's namespace, and a pod mounts claims of its own
+// namespace only. The caller adds the fix that fits its kind.
+func (r *Object) ClaimProblem(m Mounts, what, ns string) string {
+	if r.Ref.Kind != snapv1.KindClusterRepository || m.RepoClaim == "" || ns == r.Namespace {
+		return ""
+	}
+	return fmt.Sprintf("ClusterRepository %s keeps its repository on a PVC of namespace %s, which a %s in namespace %s cannot mount", r.Ref.Name, r.Namespace, what, ns)
+}
