@@ -233,7 +233,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		jobControllers[u] = true
 	}
 	o.Log.Info("pods labelled as snapflow's may be created by", "users", o.JobControllers)
-	srv.Register(MoverPodPath, LimitBody(&crwebhook.Admission{Handler: &MoverPods{JobControllers: jobControllers, Log: o.Log.WithName("mover-pods")}, RecoverPanic: ptr.To(true)}, o.MaxRequestBytes))
+	movers := LimitBody(&crwebhook.Admission{Handler: &Movers{JobControllers: jobControllers, Controllers: controllers, Log: o.Log.WithName("movers")}, RecoverPanic: ptr.To(true)}, o.MaxRequestBytes)
+	srv.Register(MoverPodPath, movers)
+	srv.Register(MoverJobPath, movers)
 	if o.VeleroBackups {
 		v := &VeleroBackups{Client: direct, Policies: &policysource.Resolver{Reader: direct, Namespace: o.Namespace, GlobalName: o.GlobalVolumePoliciesConfigMap}, Log: o.Log.WithName("velero")}
 		srv.Register(VeleroMutatePath, LimitBody(&crwebhook.Admission{Handler: v, RecoverPanic: ptr.To(true)}, o.MaxRequestBytes))

@@ -52,7 +52,7 @@ func TestReleaseFinishedTrustsOnlyTheBatchPod(t *testing.T) {
 	// The Job pins the spec it was made with; the ConfigMap is the
 	// tenant's to edit.
 	pinned := func(work string) *batchv1.Job {
-		return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "snapdel-1", UID: "job-uid"},
+		return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "snapdel-1", UID: "job-uid", Labels: map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue}},
 			Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{
 				{Name: moverjob.ContainerName, Args: []string{"mover", "--work-digest", mover.Digest([]byte(work))}}}}}}}
 	}

@@ -68,6 +68,13 @@ func TerminationMessage(ctx context.Context, c client.Client, j *batchv1.Job, co
 // j's template count; when j controls pods but none runs it, the error
 // wraps mover.ErrReportMismatch and says why.
 func Terminated(ctx context.Context, c client.Client, j *batchv1.Job, container string) (*corev1.ContainerStateTerminated, error) {
+	if j.Labels[wellknown.LabelManagedBy] != wellknown.ManagedByValue {
+		// Admission lets only snapflow's functions create a Job with this
+		// label (admission.MoverJobProblem): a Job found under a mover's
+		// name without it is someone else's, whatever its pods say.
+		return nil, fmt.Errorf("%w: job %s is not labelled %s=%s, so it is not snapflow's and what its pods report is not read",
+			mover.ErrReportMismatch, j.Name, wellknown.LabelManagedBy, wellknown.ManagedByValue)
+	}
 	var pods corev1.PodList
 	if err := c.List(ctx, &pods, client.InNamespace(j.Namespace), client.MatchingLabels{"job-name": j.Name}); err != nil {
 		return nil, fmt.Errorf("list the pods of job %s: %w", j.Name, err)

@@ -29,10 +29,11 @@ import (
 // The pod must carry snapflow's managed-by label and its template's labels
 // (among them the Job's UID): snapflow's admission lets only the Job
 // controller create such a pod, and only with the name and UID of the Job
-// that controls it (admission.MoverPodProblem). Without that admission
-// entry this check is no proof: someone who may create pods in a
-// namespace could assemble one that passes, though it could only affect
-// that namespace's own runs.
+// that controls it (admission.MoverPodProblem); and Terminated reads only
+// a Job with that label, which only snapflow's functions may create
+// (admission.MoverJobProblem). Without those admission entries this check
+// is no proof: someone who may create pods in a namespace could assemble
+// one that passes, though it could only affect that namespace's own runs.
 //
 // What admission adds to every pod is allowed (a sidecar, an injected
 // variable or mount, a security context, an image digest, the default

@@ -42,9 +42,10 @@ func TestApplyReportTrustsOnlyTheJobsOwnMover(t *testing.T) {
 		Snapshot: &mover.Result{Start: at, End: at, Source: src, Snapshot: kopia.SnapshotResult{ID: "k1"}}})
 	failure := mover.TerminationMessage("Unreachable: down", mover.Report{Phase: "Failed", Started: at,
 		Failure: &mover.Failure{Class: "Unreachable", Message: "down"}, FailedAt: at})
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "billing", Name: "s-job", UID: "job-uid"}}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "billing", Name: "s-job", UID: "job-uid", Labels: map[string]string{wellknown.LabelManagedBy: wellknown.ManagedByValue}}}
 	const editedSinceStart = "a work spec edited after its job started"
 	const forged = "a pod with the Job's controller reference that runs something else"
+	const squatted = "a Job someone else made under the mover's name"
 	pod := func(controlled bool, code int32, msg string) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "billing", Name: "s-job-abcde", Labels: map[string]string{"job-name": "s-job", "app.kubernetes.io/managed-by": "snapflow"}},
 			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "mover",
@@ -87,6 +88,9 @@ func TestApplyReportTrustsOnlyTheJobsOwnMover(t *testing.T) {
 		// A controller reference is no proof: anyone who may create pods
 		// can write one. This pod runs another program.
 		{forged, pod(true, 0, success), cm(work(nil), true), mover.OpSnapshot, "s-uid", snapv1.SnapshotRunning, `container "mover" runs image "busybox"`},
+		// Only snapflow's functions may create a Job with snapflow's label:
+		// one without it is not read, however well its pods match it.
+		{squatted, pod(true, 0, success), cm(work(nil), true), mover.OpSnapshot, "s-uid", snapv1.SnapshotRunning, "job s-job is not labelled app.kubernetes.io/managed-by=snapflow"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -97,6 +101,9 @@ func TestApplyReportTrustsOnlyTheJobsOwnMover(t *testing.T) {
 				pin = work(func(w *mover.WorkSpec) { w.Snapshot.Source.Path = "/elsewhere" })
 			}
 			job := job.DeepCopy()
+			if tt.name == squatted {
+				job.Labels = nil
+			}
 			job.Spec.Template.Spec.Containers = []corev1.Container{{Name: moverjob.ContainerName, Args: []string{"mover", "--work-digest", mover.Digest([]byte(pin))}}}
 			// The Job controller makes its pods from the template.
 			pod := tt.pod.DeepCopy()

@@ -116,7 +116,7 @@ func TestKnativeProgressSourceResendsRunningMovers(t *testing.T) {
 			Spec: batchv1.JobSpec{Suspend: ptr.To(true), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 				RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "mover", Image: "snapflow/snapflow"}}}}},
 		}
-		if err := env.Client.Create(ctx, j); err != nil {
+		if err := asFunction(t, "snapshot").Create(ctx, j); err != nil {
 			t.Fatal(err)
 		}
 		j.Status.Active = active

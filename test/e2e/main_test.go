@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/snapflow/snapflow/functions/host"
@@ -181,10 +182,21 @@ func chartIdentity(component string) string {
 // them to the webhook.
 func functionIdentities() []string {
 	var out []string
-	for _, fn := range []string{"snapshot", "cleanup", "retention", "schedule", "restore", "verify", "prune"} {
+	for _, fn := range []string{"snapshot", "cleanup", "retention", "schedule", "restore", "verify", "prune", "maintenance"} {
 		out = append(out, chartIdentity(fn))
 	}
 	return out
+}
+
+// asFunction is a client acting as snapflow's function fn, the only
+// identities that may create Jobs labelled as snapflow's.
+func asFunction(t *testing.T, fn string) client.Client {
+	t.Helper()
+	c, err := env.ClientAs(chartIdentity(fn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // clock is the functions' clock: real time until a test sets it.

@@ -78,4 +78,29 @@ spec:
 		`names "first-mover", but its controller is Job other-mover`)
 	// Removing the label only makes it untrusted.
 	kubectl(t, nil, 0, "-n", ns, "label", "pod", "theirs", "app.kubernetes.io/managed-by-")
+
+	// A function finds its Job by a name anyone can work out, so only
+	// snapflow's functions may create a Job labelled as snapflow's, or
+	// label one so: a Job swapped in under a mover's name is not read.
+	// (Suspended: the local node runs none of these.)
+	job := func(name, labels string) []byte {
+		return []byte(fmt.Sprintf(`apiVersion: batch/v1
+kind: Job
+metadata: {name: %s, namespace: %s, labels: {%s}}
+spec:
+  suspend: true
+  template:
+    metadata: {labels: {app.kubernetes.io/managed-by: snapflow}}
+    spec:
+      restartPolicy: Never
+      containers: [{name: mover, image: snapflow/snapflow, args: ["sh", "-c", "echo deleted"]}]
+`, name, ns, labels))
+	}
+	jobWho := "only snapflow's functions (the webhook's --controller-users) may"
+	refused(kubectl(t, job("squatter", "app.kubernetes.io/managed-by: snapflow"), 1, "create", "-f", "-"),
+		"metadata.labels: ", "may not create a Job labelled app.kubernetes.io/managed-by=snapflow", jobWho)
+	kubectl(t, job("by-a-function", "app.kubernetes.io/managed-by: snapflow"), 0, "create", "--dry-run=server", "--as", chartIdentity("snapshot"), "-f", "-")
+	kubectl(t, job("tenant-job", "team: storage"), 0, "create", "-f", "-")
+	refused(kubectl(t, nil, 1, "-n", ns, "label", "job", "tenant-job", "app.kubernetes.io/managed-by=snapflow"),
+		"metadata.labels[app.kubernetes.io/managed-by]: ", "may not label a Job snapflow", jobWho)
 }

@@ -155,7 +155,7 @@ func TestForbidSkipsAndReplaceWaitsForAQueuedRun(t *testing.T) {
 	blocker.Namespace, blocker.Name = ns, "slot-holder"
 	blocker.Labels = map[string]string{wellknown.LabelRepoPool: repository.PoolKey(snapv1.KindRepository, ns, "primary"), wellknown.LabelManagedBy: wellknown.ManagedByValue}
 	blocker.Spec.Template.Spec = corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "sleep", Image: "busybox", Command: []string{"sleep", "120"}}}}
-	if err := env.Client.Create(testContext(t), blocker); err != nil {
+	if err := asFunction(t, "snapshot").Create(testContext(t), blocker); err != nil {
 		t.Fatal(err)
 	}
 	kubectl(t, []byte(`

@@ -32,6 +32,14 @@ import (
 // WebhookNamespace is where the webhook keeps its certificate Secret.
 const WebhookNamespace = "snapflow-system"
 
+// ClientAs is a client of the control plane acting as user
+// (impersonated), as a test needs to act as one of snapflow's functions.
+func (cp *ControlPlane) ClientAs(user string) (client.Client, error) {
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	return client.New(cfg, client.Options{Scheme: cp.Scheme})
+}
+
 // JobControllerUser is who the local node creates Jobs' pods as: the Job
 // controller's ServiceAccount, one of the webhook's default job
 // controllers.

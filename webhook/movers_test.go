@@ -16,9 +16,13 @@ import (
 // The mover-pod endpoint decodes both versions of a pod, leaves
 // subresources and deletions alone, and fails closed on what it cannot
 // read.
-func TestMoverPodsEndpoint(t *testing.T) {
+func TestMoversEndpoint(t *testing.T) {
 	const jc = "system:serviceaccount:kube-system:job-controller"
-	m := &MoverPods{JobControllers: map[string]bool{jc: true}, Log: logr.Discard()}
+	const function = "system:serviceaccount:snapflow-system:snapflow-snapshot"
+	m := &Movers{JobControllers: map[string]bool{jc: true}, Controllers: map[string]bool{function: true}, Log: logr.Discard()}
+	moverJob := `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"snap-abc","namespace":"app","labels":{"app.kubernetes.io/managed-by":"snapflow"}}}`
+	plainJob := `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"snap-abc","namespace":"app"}}`
+	job := metav1.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"}
 	mover := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"app","labels":{"app.kubernetes.io/managed-by":"snapflow","job-name":"snap"}}}`
 	plain := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"app","labels":{"job-name":"snap"}}}`
 	pod := metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}
@@ -39,7 +43,11 @@ func TestMoverPodsEndpoint(t *testing.T) {
 		{"an ephemeral container is attached", pod, admissionv1.Update, "alice", "ephemeralcontainers", mover, plain, true, ""},
 		{"a deletion", pod, admissionv1.Delete, "alice", "", "", mover, true, ""},
 		{"an unreadable pod", pod, admissionv1.Create, "alice", "", `{"metadata":`, "", false, "decode the pod"},
-		{"another kind sent by a misconfigured rule", metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, admissionv1.Create, "alice", "", mover, "", false, "admits Pods, not Deployment"},
+		{"a function creates a mover Job", job, admissionv1.Create, function, "", moverJob, "", true, ""},
+		{"a tenant creates a Job under a mover's name", job, admissionv1.Create, "alice", "", moverJob, "", false, "metadata.labels: alice may not create a Job labelled"},
+		{"the Job controller is no function", job, admissionv1.Create, jc, "", moverJob, "", false, "may not create a Job"},
+		{"a tenant labels its Job through the status subresource", job, admissionv1.Update, "alice", "status", moverJob, plainJob, false, "metadata.labels[app.kubernetes.io/managed-by]"},
+		{"another kind sent by a misconfigured rule", metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, admissionv1.Create, "alice", "", mover, "", false, "admits Pods and Jobs, not Deployment"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -68,6 +69,15 @@ func TestMoverPodProblem(t *testing.T) {
 		{"the garbage collector drops the owner", "system:serviceaccount:kube-system:generic-garbage-collector", pod(ours, job("u1")), pod(ours, nil), ""},
 		{"a tenant removes snapflow's label", tenant, pod(ours, job("u1")), pod(with(ours, "app.kubernetes.io/managed-by", ""), job("u1")), ""},
 		{"the Job controller updates its pod", DefaultJobControllers[0], pod(ours, nil), pod(ours, job("u1")), ""},
+		{"a tenant swaps a running mover's image", tenant, func() *corev1.Pod {
+			p := pod(ours, job("u1"))
+			p.Spec.Containers = []corev1.Container{{Name: "mover", Image: "snapflow:1"}}
+			return p
+		}(), func() *corev1.Pod {
+			p := pod(ours, job("u1"))
+			p.Spec.Containers = []corev1.Container{{Name: "mover", Image: "snapflow:1@sha256:old"}}
+			return p
+		}(), "spec.containers[mover].image: " + tenant + " may not change"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := MoverPodProblem(tc.user, controllers, tc.old, tc.pod)
@@ -77,6 +87,43 @@ func TestMoverPodProblem(t *testing.T) {
 			case tc.want != "" && !strings.Contains(got, tc.want):
 				t.Fatalf("problem %q, want it to contain %q", got, tc.want)
 			case strings.Contains(tc.want, " may not ") && !strings.Contains(got, "only the Job controller ("+DefaultJobControllers[1]+", "+DefaultJobControllers[0]+") may"):
+				t.Fatalf("problem %q does not say who may", got)
+			}
+		})
+	}
+}
+
+func TestMoverJobProblem(t *testing.T) {
+	const function = "system:serviceaccount:snapflow-system:snapflow-snapshot"
+	const tenant = "system:serviceaccount:app:deployer"
+	controllers := map[string]bool{function: true}
+	job := func(managedBy string) *batchv1.Job {
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "snap-abc"}}
+		if managedBy != "" {
+			j.Labels = map[string]string{"app.kubernetes.io/managed-by": managedBy}
+		}
+		return j
+	}
+	for _, tc := range []struct {
+		name     string
+		user     string
+		old, job *batchv1.Job
+		want     string
+	}{
+		{"a function creates a mover Job", function, nil, job("snapflow"), ""},
+		{"a tenant creates a Job under a mover's name with snapflow's label", tenant, nil, job("snapflow"), "metadata.labels: " + tenant + " may not create a Job labelled app.kubernetes.io/managed-by=snapflow"},
+		{"a tenant creates its own Job", tenant, nil, job(""), ""},
+		{"a tenant's Job managed by another tool", tenant, nil, job("Helm"), ""},
+		{"a tenant labels its Job as snapflow's", tenant, job(""), job("snapflow"), "metadata.labels[app.kubernetes.io/managed-by]: " + tenant + " may not label a Job snapflow"},
+		{"a tenant annotates a mover Job", tenant, job("snapflow"), job("snapflow"), ""},
+		{"a tenant removes the label", tenant, job("snapflow"), job(""), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := MoverJobProblem(tc.user, controllers, tc.old, tc.job)
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Fatalf("problem %q, want %q", got, tc.want)
+			}
+			if got != "" && !strings.Contains(got, "only snapflow's functions") {
 				t.Fatalf("problem %q does not say who may", got)
 			}
 		})

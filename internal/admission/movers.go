@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -44,8 +45,9 @@ var (
 //     could carry the labels of snapflow's and have its pod adopted by
 //     snapflow's Job once orphaned.
 //
-// Anything else about such pods, and every other pod, is left alone:
-// removing the labels or the owner only makes a pod untrusted.
+// Nor may anyone else change the image of such a pod's container. Anything
+// else about such pods, and every other pod, is left alone: removing the
+// labels or the owner only makes a pod untrusted.
 func MoverPodProblem(user string, jobControllers map[string]bool, old, pod *corev1.Pod) string {
 	if pod.Labels[wellknown.LabelManagedBy] != wellknown.ManagedByValue {
 		return ""
@@ -68,6 +70,20 @@ func MoverPodProblem(user string, jobControllers map[string]bool, old, pod *core
 			return fmt.Sprintf("metadata.labels[%s]: %s may not set this label on a pod labelled %s=%s: %s", k, user, wellknown.LabelManagedBy, wellknown.ManagedByValue, fix)
 		}
 	}
+	// A running mover's image may be swapped on a pod (another digest of
+	// the same repository would pass the template check).
+	for _, list := range []struct {
+		field    string
+		old, new []corev1.Container
+	}{{"spec.initContainers", old.Spec.InitContainers, pod.Spec.InitContainers}, {"spec.containers", old.Spec.Containers, pod.Spec.Containers}} {
+		for _, c := range list.new {
+			for _, o := range list.old {
+				if o.Name == c.Name && o.Image != c.Image {
+					return fmt.Sprintf("%s[%s].image: %s may not change the image of a pod labelled %s=%s: %s", list.field, c.Name, user, wellknown.LabelManagedBy, wellknown.ManagedByValue, fix)
+				}
+			}
+		}
+	}
 	if c := metav1.GetControllerOfNoCopy(pod); c != nil {
 		if was := metav1.GetControllerOfNoCopy(old); was == nil || was.UID != c.UID || was.Kind != c.Kind || was.Name != c.Name {
 			return fmt.Sprintf("metadata.ownerReferences: %s may not make %s %s the controller of a pod labelled %s=%s: %s", user, c.Kind, c.Name, wellknown.LabelManagedBy, wellknown.ManagedByValue, fix)
@@ -78,8 +94,8 @@ func MoverPodProblem(user string, jobControllers map[string]bool, old, pod *core
 
 // jobIdentityProblem says how a pod labelled as snapflow's that has a
 // controller is not one of that Job's pods by its labels ("" when it is;
-// an orphan is trusted by nothing, and only the Job its labels name can
-// adopt it).
+// an orphan is trusted by nothing: another Job may adopt it, but the
+// functions read only pods whose controller is the Job they made).
 func jobIdentityProblem(pod *corev1.Pod) string {
 	c := metav1.GetControllerOfNoCopy(pod)
 	if c == nil {
@@ -105,6 +121,26 @@ func jobIdentityProblem(pod *corev1.Pod) string {
 		if !found {
 			return fmt.Sprintf("metadata.labels: %s controlled by Job %s carries neither %s: a Job whose selector the API server generates gives its pods both", label, c.Name, strings.Join(want.keys, " nor "))
 		}
+	}
+	return ""
+}
+
+// MoverJobProblem says why user may not write job (old is nil on create),
+// or "" when it may. A function finds its mover Job by a name anyone can
+// work out, and reads what the Job's pods report only when the Job carries
+// snapflow's label; so only snapflow's functions (controllers) may create
+// a Job with that label or add it to one. A Job without it is left alone.
+func MoverJobProblem(user string, controllers map[string]bool, old, job *batchv1.Job) string {
+	if job.Labels[wellknown.LabelManagedBy] != wellknown.ManagedByValue || controllers[user] {
+		return ""
+	}
+	fix := fmt.Sprintf("only snapflow's functions (the webhook's --controller-users) may, since they trust what its pods report; drop the label %s=%s",
+		wellknown.LabelManagedBy, wellknown.ManagedByValue)
+	if old == nil {
+		return fmt.Sprintf("metadata.labels: %s may not create a Job labelled %s=%s: %s", user, wellknown.LabelManagedBy, wellknown.ManagedByValue, fix)
+	}
+	if old.Labels[wellknown.LabelManagedBy] != wellknown.ManagedByValue {
+		return fmt.Sprintf("metadata.labels[%s]: %s may not label a Job %s: %s", wellknown.LabelManagedBy, user, wellknown.ManagedByValue, fix)
 	}
 	return ""
 }
