@@ -431,7 +431,7 @@ func (f *Function) jobHook(ctx context.Context, s *snapv1.Snapshot, pol *snapv1.
 	if list == ListAfter {
 		short = "post"
 	}
-	name := moverjob.Name(fmt.Sprintf("%s-%s-%d", s.Name, short, i), string(s.UID))
+	name := hookJobName(s, short, i)
 	var j batchv1.Job
 	err = f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, &j)
 	if apierrors.IsNotFound(err) {
@@ -488,4 +488,20 @@ func (f *Function) jobHook(ctx context.Context, s *snapv1.Snapshot, pol *snapv1.
 		return false, fmt.Sprintf("job %s did not finish within %s", name, hookTimeout(h.Timeout)), false, nil
 	}
 	return false, "", true, nil
+}
+
+// trimName cuts s to at most n characters, as a name's prefix.
+func trimName(s string, n int) string {
+	if len(s) > n {
+		s = s[:n]
+	}
+	return strings.TrimRight(s, "-.")
+}
+
+// hookJobName names s's i-th runJob hook of a list (short "pre" or
+// "post"). It has its own hash key: moverjob.Name cuts a long base, so
+// with the Snapshot's UID alone a hook of a long-named Snapshot would take
+// the mover Job's name, and be read as the mover.
+func hookJobName(s *snapv1.Snapshot, short string, i int) string {
+	return moverjob.Name(fmt.Sprintf("%s-%s-%d", trimName(s.Name, 40), short, i), fmt.Sprintf("%s/%s/%d", s.UID, short, i))
 }

@@ -165,9 +165,11 @@ func (f *Function) start(ctx context.Context, s *snapv1.Snapshot) error {
 	var existing batchv1.Job
 	err = f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: jobName}, &existing)
 	switch {
-	case err == nil:
+	case err == nil && isMoverJob(&existing, s):
 		// A duplicate event raced us past the status write: adopt the Job.
 		return f.markStarted(ctx, s, plan, jobName)
+	case err == nil:
+		return f.failRun(ctx, s, "MoverJobNameTaken", fmt.Sprintf("job %s, which is not this Snapshot's mover, has the name its mover Job needs; delete it and create a new Snapshot", jobName), "")
 	case !apierrors.IsNotFound(err):
 		return err
 	}
@@ -333,7 +335,7 @@ func (f *Function) updateStatus(ctx context.Context, s *snapv1.Snapshot, mutate 
 func (f *Function) observeJob(ctx context.Context, s *snapv1.Snapshot) error {
 	var j batchv1.Job
 	err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Status.Job.Name}, &j)
-	if err == nil && !host.Owned(&j, s) {
+	if err == nil && !isMoverJob(&j, s) {
 		// status.job is writable by movers: a Job this Snapshot did not make
 		// is neither judged nor deleted.
 		err = apierrors.NewNotFound(batchv1.Resource("jobs"), s.Status.Job.Name)
@@ -624,4 +626,11 @@ func (p *runPlan) workSpec(s *snapv1.Snapshot) mover.WorkSpec {
 	}
 	moverjob.CacheBudgets(&w, p.cache())
 	return w
+}
+
+// isMoverJob says whether j is the backup mover Job this Snapshot made:
+// snapflow's, controlled by s, and labelled for the snapshot operation
+// (a hook Job is snapflow's and s's too, but runs its author's spec).
+func isMoverJob(j *batchv1.Job, s *snapv1.Snapshot) bool {
+	return host.Owned(j, s) && j.Labels[wellknown.LabelOp] == mover.OpSnapshot
 }

@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -898,6 +900,31 @@ func TestChartKnativeManifests(t *testing.T) {
 	}
 	if compared < 40 {
 		t.Errorf("compared only %d objects", compared)
+	}
+
+	// The webhook of config/webhook trusts the same functions as the
+	// chart's: they alone may create mover Jobs and write controller-owned
+	// metadata, so a missing one breaks its function.
+	webhookFile := repoPath(t, "config", "webhook", "manifests.yaml")
+	users := func(objs []chartObject, name string) []string {
+		for _, o := range objs {
+			if o.kind() != "Deployment" || o.name() != name {
+				continue
+			}
+			b, _ := json.Marshal(o.dig("spec", "template", "spec", "containers"))
+			m := regexp.MustCompile(`--controller-users=([^"]*)`).FindSubmatch(b)
+			if m == nil {
+				t.Fatalf("Deployment %s passes no --controller-users", name)
+			}
+			list := strings.Split(string(m[1]), ",")
+			slices.Sort(list)
+			return list
+		}
+		t.Fatalf("no Deployment %s", name)
+		return nil
+	}
+	if dir, fromChart := users(decodeManifests(t, webhookFile, readFile(t, webhookFile)), "snapflow-webhook"), users(chart, "snapflow-webhook"); !slices.Equal(dir, fromChart) {
+		t.Errorf("config/webhook's --controller-users %v, the chart's %v", dir, fromChart)
 	}
 }
 
