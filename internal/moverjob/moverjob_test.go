@@ -326,6 +326,8 @@ func TestEffectiveCacheOverlays(t *testing.T) {
 			snapv1.MoverCache{Capacity: q("16Gi"), StorageClassName: &class, ContentCacheSizeMb: n(100)}},
 		{"class and budget replaced", &snapv1.MoverSpec{Cache: &snapv1.MoverCache{StorageClassName: &fast, MetadataCacheSizeMb: n(50)}}, repo,
 			snapv1.MoverCache{Capacity: q("8Gi"), StorageClassName: &fast, ContentCacheSizeMb: n(100), MetadataCacheSizeMb: n(50)}},
+		{"the recipe's content budget over the repository's", &snapv1.MoverSpec{Cache: &snapv1.MoverCache{ContentCacheSizeMb: n(300)}}, repo,
+			snapv1.MoverCache{Capacity: q("8Gi"), StorageClassName: &class, ContentCacheSizeMb: n(300)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
