@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -61,12 +60,12 @@ func (f *Function) build(ctx context.Context, m *snapv1.Maintenance, repo *repos
 	// its own volume of the same shape.
 	cache := moverjob.EffectiveCache(m.Spec.Mover, repo.Spec.MoverDefaults)
 	moverjob.CacheBudgets(&spec, cache)
-	name := moverjob.Name(trim(m.Name, 36)+"-maint-"+d.Mode, fmt.Sprintf("%s/%s/%d", m.UID, d.Mode, d.Slot.Unix()))
+	name := moverjob.Name(moverjob.Prefix(m.Name, 36)+"-maint-"+d.Mode, fmt.Sprintf("%s/%s/%d", m.UID, d.Mode, d.Slot.Unix()))
 	t := true
 	ref := metav1.OwnerReference{APIVersion: snapv1.GroupVersion.String(), Kind: "Maintenance", Name: m.Name, UID: m.UID, Controller: &t, BlockOwnerDeletion: &t}
 	// A label value holds 63 characters; the Job's controller reference
 	// names the Maintenance in full.
-	labels := map[string]string{wellknown.LabelMaintenance: trim(m.Name, 63), wellknown.LabelOp: mover.OpMaintenance}
+	labels := map[string]string{wellknown.LabelMaintenance: moverjob.Prefix(m.Name, 63), wellknown.LabelOp: mover.OpMaintenance}
 	if safety == kopia.SafetyNone {
 		labels[wellknown.LabelReclaiming] = poolKeyOf(repo)
 	}
@@ -100,11 +99,4 @@ func (f *Function) build(ctx context.Context, m *snapv1.Maintenance, repo *repos
 		}
 	}
 	return job, cm, nil
-}
-
-func trim(s string, n int) string {
-	if len(s) > n {
-		s = s[:n]
-	}
-	return strings.TrimRight(s, "-._")
 }

@@ -490,18 +490,10 @@ func (f *Function) jobHook(ctx context.Context, s *snapv1.Snapshot, pol *snapv1.
 	return false, "", true, nil
 }
 
-// trimName cuts s to at most n characters, as a name's prefix.
-func trimName(s string, n int) string {
-	if len(s) > n {
-		s = s[:n]
-	}
-	return strings.TrimRight(s, "-.")
-}
-
 // hookJobName names s's i-th runJob hook of a list (short "pre" or
 // "post"). It has its own hash key: moverjob.Name cuts a long base, so
 // with the Snapshot's UID alone a hook of a long-named Snapshot would take
 // the mover Job's name, and be read as the mover.
 func hookJobName(s *snapv1.Snapshot, short string, i int) string {
-	return moverjob.Name(fmt.Sprintf("%s-%s-%d", trimName(s.Name, 40), short, i), fmt.Sprintf("%s/%s/%d", s.UID, short, i))
+	return moverjob.Name(fmt.Sprintf("%s-%s-%d", moverjob.Prefix(s.Name, 40), short, i), fmt.Sprintf("%s/%s/%d", s.UID, short, i))
 }

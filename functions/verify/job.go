@@ -3,7 +3,6 @@ package verify
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -66,7 +65,7 @@ func (f *Function) build(ctx context.Context, p *snapv1.SnapshotPolicy, ref snap
 	}
 	spec := mover.WorkSpec{Operation: mover.OpVerify, Target: mover.Target{Kind: "SnapshotPolicy", Namespace: p.Namespace, Name: p.Name, UID: string(p.UID)},
 		Repository: work, Verify: vw}
-	name := moverjob.Name(trim(p.Name, 40)+"-verify-"+tier, fmt.Sprintf("%s/%s/%s/%d", p.UID, tier, validate.RepoKey(ref, p.Namespace), slot.Unix()))
+	name := moverjob.Name(moverjob.Prefix(p.Name, 40)+"-verify-"+tier, fmt.Sprintf("%s/%s/%s/%d", p.UID, tier, validate.RepoKey(ref, p.Namespace), slot.Unix()))
 	owner := metav1.OwnerReference{APIVersion: snapv1.GroupVersion.String(), Kind: "SnapshotPolicy", Name: p.Name, UID: p.UID, Controller: ptr(true), BlockOwnerDeletion: ptr(true)}
 	// Verification is outside the repository pool: it never parks a backup.
 	job, cm, err := host.BuildMoverJob(ctx, f.Client, moverjob.Params{
@@ -102,13 +101,6 @@ func scratchVolume(d *snapv1.DeepVerification, defaults *snapv1.MoverDefaults) *
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: *capacity}},
 		},
 	}}}
-}
-
-func trim(s string, n int) string {
-	if len(s) > n {
-		s = s[:n]
-	}
-	return strings.TrimRight(s, "-.")
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -126,6 +126,16 @@ func Name(base, uid string) string {
 	return base + "-" + suffix
 }
 
+// Prefix cuts an object's name to at most n characters for use in front
+// of a suffix (in a Job name or a label value), with no trailing '-', '.'
+// or '_'.
+func Prefix(name string, n int) string {
+	if len(name) > n {
+		name = name[:n]
+	}
+	return strings.TrimRight(name, "-._")
+}
+
 // Build renders the ConfigMap holding the work spec and the Job that runs
 // it. A Job that needs the namespace's privileged-movers opt-in it does not
 // have is refused with a *privilege.NotPermitted: every mover passes here,

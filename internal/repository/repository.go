@@ -80,26 +80,37 @@ func (r *Object) Homes() projection.Homes {
 // Get reads the repository ref points at, from consumer namespace
 // ns; installNS is where a ClusterRepository's Secrets and Jobs live.
 func Get(ctx context.Context, c client.Client, installNS string, ref snapv1.RepositoryRef, ns string) (*Object, error) {
+	key := keyOf(ref, ns)
 	if ref.Kind == snapv1.KindClusterRepository {
 		var cr snapv1.ClusterRepository
-		if err := c.Get(ctx, client.ObjectKey{Name: ref.Name}, &cr); err != nil {
+		if err := c.Get(ctx, key, &cr); err != nil {
 			return nil, err
 		}
 		o := FromCluster(&cr, installNS)
 		o.Ref = ref
 		return o, nil
 	}
-	if ref.Namespace != "" {
-		ns = ref.Namespace
-	}
 	var r snapv1.Repository
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &r); err != nil {
+	if err := c.Get(ctx, key, &r); err != nil {
 		return nil, err
 	}
 	o := FromRepository(&r)
 	ref.Kind = snapv1.KindRepository
 	o.Ref = ref
 	return o, nil
+}
+
+// keyOf is where the repository ref points at from consumer namespace ns
+// lives: a ClusterRepository by name, a Repository in the namespace the
+// reference names, else in ns.
+func keyOf(ref snapv1.RepositoryRef, ns string) client.ObjectKey {
+	switch {
+	case ref.Kind == snapv1.KindClusterRepository:
+		return client.ObjectKey{Name: ref.Name}
+	case ref.Namespace != "":
+		return client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}
+	}
+	return client.ObjectKey{Namespace: ns, Name: ref.Name}
 }
 
 // FromRepository and FromCluster wrap a repository read or

@@ -15,16 +15,11 @@ import (
 // conflict, nothing when mutate changes nothing or returns
 // statuspatch.Skip. A repository that is gone is not an error.
 func UpdateStatus(ctx context.Context, c client.Client, installNS string, ref snapv1.RepositoryRef, ns string, mutate func(*Object) error) error {
-	key := client.ObjectKey{Name: ref.Name}
 	newObj := func() client.Object { return &snapv1.ClusterRepository{} }
 	if ref.Kind != snapv1.KindClusterRepository {
-		key.Namespace = ns
-		if ref.Namespace != "" {
-			key.Namespace = ref.Namespace
-		}
 		newObj = func() client.Object { return &snapv1.Repository{} }
 	}
-	return statuspatch.Update(ctx, c, key, newObj, func(live client.Object) error {
+	return statuspatch.Update(ctx, c, keyOf(ref, ns), newObj, func(live client.Object) error {
 		var o *Object
 		switch r := live.(type) {
 		case *snapv1.ClusterRepository:

@@ -234,9 +234,7 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	// cluster (kube-controller-manager with service account credentials),
 	// with the rights the API server's bootstrap RBAC gives it: the webhook
 	// refuses snapflow-labelled pods from anyone else.
-	jcCfg := rest.CopyConfig(cp.Config)
-	jcCfg.Impersonate = rest.ImpersonationConfig{UserName: JobControllerUser}
-	jobController, err := client.New(jcCfg, client.Options{Scheme: cp.Scheme})
+	jobController, err := cp.ClientAs(JobControllerUser)
 	if err != nil {
 		stop()
 		return nil, err
