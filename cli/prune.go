@@ -30,17 +30,16 @@ const (
 
 // pruneOptions are the flags of `snapflow prune`.
 type pruneOptions struct {
-	backupRepo, namespace, prefix          string
-	bucket, endpoint, region, caFile       string
-	pathStyle, insecureTLS, useRepoCreds   bool
-	kubeMode                               string
-	kube                                   *kubeFlags
-	requestTimeout, timeout, minAge        time.Duration
-	manifestName, bucketVersioning, output string
-	includeRetained, deleteStray, purge    bool
-	showAll, debug, failOnOrphans, dryRun  bool
-	confirm                                string
-	concurrency                            int
+	// run holds the flags the prune function takes as KBBACKUP_PRUNE_*
+	// variables: one struct, checked by one Validate.
+	run                                   execute.Settings
+	useRepoCreds                          bool
+	kubeMode                              string
+	kube                                  *kubeFlags
+	requestTimeout                        time.Duration
+	output                                string
+	showAll, debug, failOnOrphans, dryRun bool
+	confirm                               string
 
 	// command is "plan" or "prune"; versioningMode is the parsed
 	// --bucket-versioning; progressEvery throttles the stderr progress line.
@@ -110,60 +109,60 @@ func newPruneCmd(kube *kubeFlags) *cobra.Command {
 	}
 	run.Flags().BoolVar(&o.dryRun, "dry-run", true, "preview only; --dry-run=false deletes")
 	run.Flags().StringVar(&o.confirm, "confirm", "", "confirmation word required with --dry-run=false")
-	run.Flags().IntVar(&o.concurrency, "concurrency", 4, "candidates processed in parallel (≥ 1; raise it for large jobs)")
+	run.Flags().IntVar(&o.run.Concurrency, "concurrency", execute.DefaultConcurrency, "candidates processed in parallel (≥ 1; raise it for large jobs)")
 	cmd.AddCommand(plan, run)
 	return cmd
 }
 
 func bindPruneFlags(f *pflag.FlagSet, o *pruneOptions) {
-	f.StringVar(&o.backupRepo, "backup-repo", os.Getenv(envPruneBackupRepo), "BackupRepo name (required; env "+envPruneBackupRepo+")")
-	f.StringVarP(&o.namespace, "namespace", "n", os.Getenv(envPruneNamespace), "scan only this namespace's repository root (env "+envPruneNamespace+")")
-	f.StringVar(&o.prefix, "prefix", os.Getenv(envPrunePrefix), "narrow to a full object prefix inside a discovered root (env "+envPrunePrefix+")")
-	f.StringVar(&o.bucket, "bucket", os.Getenv(envPruneBucket), "fill in or assert the bucket; a mismatch is fatal (env "+envPruneBucket+")")
-	f.StringVar(&o.endpoint, "endpoint", os.Getenv(envPruneEndpoint), "override the S3 endpoint URL (env "+envPruneEndpoint+")")
-	f.StringVar(&o.region, "region", envOr("AWS_REGION", os.Getenv("AWS_DEFAULT_REGION")), "override the region (default AWS_REGION, then AWS_DEFAULT_REGION)")
-	f.BoolVar(&o.pathStyle, "path-style", false, "path-style addressing (MinIO, RustFS, private endpoints)")
-	f.StringVar(&o.caFile, "ca-file", "", "PEM CA bundle for a private S3 endpoint")
-	f.BoolVar(&o.insecureTLS, "insecure-skip-tls-verify", false, "skip S3 TLS verification")
+	f.StringVar(&o.run.BackupRepo, "backup-repo", os.Getenv(envPruneBackupRepo), "BackupRepo name (required; env "+envPruneBackupRepo+")")
+	f.StringVarP(&o.run.Namespace, "namespace", "n", os.Getenv(envPruneNamespace), "scan only this namespace's repository root (env "+envPruneNamespace+")")
+	f.StringVar(&o.run.Prefix, "prefix", os.Getenv(envPrunePrefix), "narrow to a full object prefix inside a discovered root (env "+envPrunePrefix+")")
+	f.StringVar(&o.run.Bucket, "bucket", os.Getenv(envPruneBucket), "fill in or assert the bucket; a mismatch is fatal (env "+envPruneBucket+")")
+	f.StringVar(&o.run.Endpoint, "endpoint", os.Getenv(envPruneEndpoint), "override the S3 endpoint URL (env "+envPruneEndpoint+")")
+	f.StringVar(&o.run.Region, "region", envOr("AWS_REGION", os.Getenv("AWS_DEFAULT_REGION")), "override the region (default AWS_REGION, then AWS_DEFAULT_REGION)")
+	f.BoolVar(&o.run.PathStyle, "path-style", false, "path-style addressing (MinIO, RustFS, private endpoints)")
+	f.StringVar(&o.run.CAFile, "ca-file", "", "PEM CA bundle for a private S3 endpoint")
+	f.BoolVar(&o.run.InsecureSkipTLSVerify, "insecure-skip-tls-verify", false, "skip S3 TLS verification")
 	f.BoolVar(&o.useRepoCreds, "use-backup-repo-credentials", true, "read the BackupRepo's credential Secret; false uses the AWS default chain")
 	f.StringVar(&o.kubeMode, "kube-mode", envOr(envPruneKubeMode, "auto"), "auto, kubeconfig or in-cluster (env "+envPruneKubeMode+")")
 	f.DurationVar(&o.requestTimeout, "request-timeout", 30*time.Second, "timeout of each Kubernetes request (> 0)")
-	f.DurationVar(&o.timeout, "timeout", 30*time.Minute, "timeout of the whole command (> 0; raise it for large jobs, e.g. 2h)")
-	f.DurationVar(&o.minAge, "min-age", prune.DefaultMinAge, "minimum age of deletable data (≥ 0; 0 disables the age gate except for undated or future objects)")
-	f.StringVar(&o.manifestName, "manifest-name", prune.DefaultManifestName, "backup manifest file name")
-	f.BoolVar(&o.includeRetained, "include-retained", false, "treat Retain manifests as eligible")
-	f.BoolVar(&o.deleteStray, "delete-repository-stray", false, "make repository strays eligible")
-	f.StringVar(&o.bucketVersioning, "bucket-versioning", "auto", "auto, disabled, enabled or suspended")
-	f.BoolVar(&o.purge, "purge-versions", false, "list versions and permanently delete every version")
+	f.DurationVar(&o.run.Timeout, "timeout", execute.DefaultTimeout, "timeout of the whole command (> 0; raise it for large jobs, e.g. 2h)")
+	f.DurationVar(&o.run.MinAge, "min-age", prune.DefaultMinAge, "minimum age of deletable data (≥ 0; 0 disables the age gate except for undated or future objects)")
+	f.StringVar(&o.run.ManifestName, "manifest-name", prune.DefaultManifestName, "backup manifest file name")
+	f.BoolVar(&o.run.IncludeRetained, "include-retained", false, "treat Retain manifests as eligible")
+	f.BoolVar(&o.run.DeleteRepositoryStray, "delete-repository-stray", false, "make repository strays eligible")
+	f.StringVar(&o.run.BucketVersioning, "bucket-versioning", "auto", "auto, disabled, enabled or suspended")
+	f.BoolVar(&o.run.PurgeVersions, "purge-versions", false, "list versions and permanently delete every version")
 	f.BoolVar(&o.showAll, "show-all", false, "also list live and hard-protected candidates")
 	f.StringVarP(&o.output, "output", "o", OutputTable, "table or json")
 	f.BoolVar(&o.debug, "debug", false, "redacted diagnostics on stderr")
 }
 
-// validate checks every flag before any network access.
+// validate checks every flag before any network access. The run
+// settings are checked as the prune function checks its variables; a flag
+// given as 0 where 0 would mean "the default" is refused here.
 func (o *pruneOptions) validate() error {
+	o.run.DisableMinAge = o.run.MinAge == 0
+	o.run.DefaultCredentialChain = !o.useRepoCreds
 	switch {
-	case strings.TrimSpace(o.backupRepo) == "":
+	case strings.TrimSpace(o.run.BackupRepo) == "":
 		return errors.New("--backup-repo is required (or set " + envPruneBackupRepo + ")")
 	case o.output != OutputTable && o.output != OutputJSON:
 		return fmt.Errorf("invalid --output %q: use table or json", o.output)
-	case o.timeout <= 0:
+	case o.run.Timeout == 0:
 		return errors.New("invalid --timeout: must be > 0")
 	case o.requestTimeout <= 0:
 		return errors.New("invalid --request-timeout: must be > 0")
-	case o.minAge < 0:
-		return errors.New("invalid --min-age: must be >= 0")
-	case o.namespace != "" && !prune.IsDNSLabel(o.namespace):
-		return fmt.Errorf("invalid --namespace %q: must be a DNS-1123 label", o.namespace)
-	case o.manifestName == "" || strings.Contains(o.manifestName, "/"):
-		return fmt.Errorf("invalid --manifest-name %q: must be a bare file name", o.manifestName)
-	case o.command == "prune" && o.concurrency < 1:
-		return errors.New("invalid --concurrency: must be >= 1")
+	case o.run.ManifestName == "":
+		return errors.New("invalid --manifest-name \"\": must be a bare file name")
+	case o.command == "prune" && o.run.Concurrency == 0:
+		return errors.New("invalid --concurrency 0: must be >= 1")
 	}
-	if _, ok := prune.NormalizeKey(o.prefix); !ok {
-		return fmt.Errorf("invalid --prefix %q: it climbs above the bucket", o.prefix)
+	if err := o.run.Validate(execute.FlagName); err != nil {
+		return err
 	}
-	mode, err := prune.ParseVersioningMode(o.bucketVersioning)
+	mode, err := o.run.Versioning(execute.FlagName)
 	if err != nil {
 		return err
 	}
@@ -171,23 +170,10 @@ func (o *pruneOptions) validate() error {
 	if _, err := kubeModeOf(o.kubeMode); err != nil {
 		return err
 	}
-	if o.endpoint != "" {
-		if err := s3store.ValidateEndpoint(o.endpoint); err != nil {
-			return err
-		}
-	}
 	if o.command == "prune" && !o.dryRun {
-		return prune.CheckConfirmation(o.plannerOptions(), o.confirm)
+		return prune.CheckConfirmation(o.run.Options(), o.confirm)
 	}
 	return nil
-}
-
-func (o *pruneOptions) plannerOptions() prune.Options {
-	return prune.Options{
-		Namespace: o.namespace, Prefix: o.prefix, ManifestName: o.manifestName,
-		MinAge: o.minAge, DisableMinAge: o.minAge == 0,
-		IncludeRetained: o.includeRetained, DeleteRepositoryStray: o.deleteStray, PurgeVersions: o.purge,
-	}
 }
 
 func (o *pruneOptions) mode() string {
@@ -206,7 +192,7 @@ func runPrune(cmd *cobra.Command, o *pruneOptions) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
+	ctx, cancel := context.WithTimeout(cmd.Context(), o.run.Timeout)
 	defer cancel()
 	stderr := cmd.ErrOrStderr()
 	cfg, err := pruneRestConfig(o)
@@ -217,7 +203,7 @@ func runPrune(cmd *cobra.Command, o *pruneOptions) error {
 	if err != nil {
 		return err
 	}
-	src := &kubeinv.Source{Client: c, Repo: o.backupRepo, Namespace: o.namespace}
+	src := &kubeinv.Source{Client: c, Repo: o.run.BackupRepo, Namespace: o.run.Namespace}
 	repo, err := src.GetRepo(ctx)
 	if err != nil {
 		return err
@@ -238,10 +224,7 @@ func runPrune(cmd *cobra.Command, o *pruneOptions) error {
 		mode = execute.ModeDryRun
 	}
 	res, err := execute.Pipeline{
-		Source: src, Repo: repo, Mode: mode, Concurrency: o.concurrency, Now: time.Now,
-		S3: kubeinv.S3Flags{Bucket: o.bucket, Endpoint: o.endpoint, Region: o.region,
-			PathStyle: o.pathStyle, CAFile: o.caFile, InsecureSkipTLSVerify: o.insecureTLS, UseRepoCredentials: o.useRepoCreds},
-		Versioning: o.versioningMode, Options: o.plannerOptions(),
+		Source: src, Repo: repo, Settings: o.run, Mode: mode, Now: time.Now,
 		Configure: func(settings kubeinv.S3Settings, inv prune.Inventory, cfg *s3store.Config) {
 			debug = newDebugWriter(stderr, o.debug, settings.Secrets())
 			debugSettings(debug, o, settings, inv)

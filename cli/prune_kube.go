@@ -119,7 +119,7 @@ func debugSettings(w io.Writer, o *pruneOptions, s kubeinv.S3Settings, inv prune
 	lines := s.DebugLines()
 	lines = append(lines,
 		"bucket_versioning_mode="+string(o.versioningMode),
-		"scan_prefix="+orNone(prune.CleanKey(o.prefix)),
+		"scan_prefix="+orNone(prune.CleanKey(o.run.Prefix)),
 		fmt.Sprintf("repository_object_prefixes=%d", len(inv.Mapping)))
 	if len(inv.Mapping) == 1 {
 		for ns, root := range inv.Mapping {

@@ -149,7 +149,7 @@ func (f *Function) tick(ctx context.Context, e event.Event) error {
 	if err != nil {
 		return err
 	}
-	if err := p.validate(); err != nil {
+	if err := p.run.Validate(execute.EnvName); err != nil {
 		return err
 	}
 	return f.runAndReport(ctx, p)
@@ -237,7 +237,7 @@ func (f *Function) handleS3(ctx context.Context, e event.Event) error {
 		if err != nil {
 			return err
 		}
-		p.mode, p.opts.Prefix, p.root = modePlan, prefix, root
+		p.mode, p.run.Prefix, p.root = modePlan, prefix, root
 		errs = append(errs, f.runAndReportRepo(ctx, src, repo, p))
 	}
 	return errors.Join(errs...)
@@ -252,7 +252,7 @@ func (f *Function) bucketOf(ctx context.Context, src *kubeinv.Source, repo *kube
 	if f.Settings.Bucket != "" {
 		return f.Settings.Bucket, nil
 	}
-	s, err := src.ResolveS3(ctx, repo, f.Settings.s3Flags())
+	s, err := src.ResolveS3(ctx, repo, f.Settings.S3Flags())
 	if err != nil {
 		return "", err
 	}
@@ -265,7 +265,7 @@ func (f *Function) runAndReport(ctx context.Context, p params) error {
 	if err != nil {
 		return err
 	}
-	src := &kubeinv.Source{Client: kc, Repo: p.repo, Namespace: p.opts.Namespace}
+	src := &kubeinv.Source{Client: kc, Repo: p.run.BackupRepo, Namespace: p.run.Namespace}
 	repo, err := src.GetRepo(ctx)
 	if err != nil {
 		return err
@@ -279,9 +279,9 @@ func (f *Function) runAndReport(ctx context.Context, p params) error {
 // operator can change that; failed candidates and a stale plan ask for a
 // retry, which re-plans and converges.
 func (f *Function) runAndReportRepo(ctx context.Context, src *kubeinv.Source, repo *kubeinv.Repo, p params) error {
-	ctx, cancel := context.WithTimeout(ctx, f.Settings.timeout())
+	ctx, cancel := context.WithTimeout(ctx, f.Settings.EffectiveTimeout())
 	defer cancel()
-	log := host.Log(ctx).WithValues("backupRepo", p.repo, "trigger", p.trigger, "mode", p.mode, "prefix", p.opts.Prefix)
+	log := host.Log(ctx).WithValues("backupRepo", p.run.BackupRepo, "trigger", p.trigger, "mode", p.mode, "prefix", p.run.Prefix)
 	out, err := f.run(ctx, src, repo, p)
 	if f.recorded(p) {
 		f.remember(ctx, src.Client, runOf(p, f.now(), out, err))
@@ -294,7 +294,7 @@ func (f *Function) runAndReportRepo(ctx context.Context, src *kubeinv.Source, re
 		return nil
 	case err != nil:
 		f.record(repo, warning, "PruneFailed", "%s run (%s) could not plan: %v", p.trigger, p.mode, err)
-		return fmt.Errorf("prune %s of BackupRepo %s: %w", p.mode, p.repo, err)
+		return fmt.Errorf("prune %s of BackupRepo %s: %w", p.mode, p.run.BackupRepo, err)
 	case out.skipped != "":
 		log.V(1).Info("nothing to plan", "reason", out.skipped)
 		return nil
@@ -325,7 +325,7 @@ func (f *Function) runAndReportRepo(ctx context.Context, src *kubeinv.Source, re
 			ex.DeletedObjects, ex.DeletedCandidates, ex.FailedCandidates, out.runErr)
 	}
 	if retryable(out.runErr) {
-		return fmt.Errorf("prune of BackupRepo %s: %w", p.repo, out.runErr)
+		return fmt.Errorf("prune of BackupRepo %s: %w", p.run.BackupRepo, out.runErr)
 	}
 	return nil
 }

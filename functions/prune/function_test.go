@@ -20,6 +20,7 @@ import (
 
 	"github.com/snapflow/snapflow/events"
 	engine "github.com/snapflow/snapflow/internal/prune"
+	"github.com/snapflow/snapflow/internal/prune/execute"
 	"github.com/snapflow/snapflow/internal/prune/kubeinv"
 )
 
@@ -28,7 +29,7 @@ const root = "pvc-0a3c1a2e-6d2b-4f47-9b7e-2f7f8a1f0c11"
 func ptr[T any](v T) *T { return &v }
 
 func TestRequestParams(t *testing.T) {
-	base := Settings{BackupRepo: "repo", Namespace: "app", MinAge: time.Hour, IncludeRetained: true}
+	base := Settings{Settings: execute.Settings{BackupRepo: "repo", Namespace: "app", MinAge: time.Hour, IncludeRetained: true}}
 	tests := []struct {
 		name     string
 		settings Settings
@@ -37,47 +38,47 @@ func TestRequestParams(t *testing.T) {
 		refused  string
 	}{
 		{name: "defaults are a dry run with the settings", settings: base, check: func(t *testing.T, p params) {
-			if p.mode != modeDryRun || p.repo != "repo" || p.opts.Namespace != "app" || p.opts.MinAge != time.Hour || !p.opts.IncludeRetained || p.concurrency != 4 {
+			if p.mode != modeDryRun || p.run.BackupRepo != "repo" || p.run.Namespace != "app" || p.run.MinAge != time.Hour || !p.run.IncludeRetained || p.run.EffectiveConcurrency() != 4 {
 				t.Fatalf("%+v", p)
 			}
 		}},
-		{name: "a request narrows the scope", settings: Settings{BackupRepo: "repo", MinAge: time.Hour, IncludeRetained: true, DeleteRepositoryStray: true, PurgeVersions: true},
+		{name: "a request narrows the scope", settings: Settings{Settings: execute.Settings{BackupRepo: "repo", MinAge: time.Hour, IncludeRetained: true, DeleteRepositoryStray: true, PurgeVersions: true}},
 			req: events.PruneRequest{Namespace: "other", Prefix: root, MinAge: "200h", IncludeRetained: ptr(false), DeleteRepositoryStray: ptr(false), PurgeVersions: ptr(false)},
 			check: func(t *testing.T, p params) {
-				o := p.opts
+				o := p.run.Options()
 				if o.Namespace != "other" || o.Prefix != root || o.MinAge != 200*time.Hour || o.DisableMinAge || o.IncludeRetained || o.DeleteRepositoryStray || o.PurgeVersions {
 					t.Fatalf("%+v", p)
 				}
 			}},
-		{name: "a live run uses the deployment's word", settings: Settings{BackupRepo: "repo", Confirm: "DELETE"}, req: events.PruneRequest{DryRun: ptr(false)},
+		{name: "a live run uses the deployment's word", settings: Settings{Settings: execute.Settings{BackupRepo: "repo"}, Confirm: "DELETE"}, req: events.PruneRequest{DryRun: ptr(false)},
 			check: func(t *testing.T, p params) {
-				if p.mode != modeDelete || p.repo != "repo" || p.confirm != "DELETE" {
+				if p.mode != modeDelete || p.run.BackupRepo != "repo" || p.confirm != "DELETE" {
 					t.Fatalf("%+v", p)
 				}
 			}},
-		{name: "a narrowed live run needs only the narrower word", settings: Settings{BackupRepo: "repo", Confirm: "DELETE-RETAINED", IncludeRetained: true},
+		{name: "a narrowed live run needs only the narrower word", settings: Settings{Settings: execute.Settings{BackupRepo: "repo", IncludeRetained: true}, Confirm: "DELETE-RETAINED"},
 			req: events.PruneRequest{DryRun: ptr(false), IncludeRetained: ptr(false)},
 			check: func(t *testing.T, p params) {
-				if p.mode != modeDelete || p.confirm != "DELETE" || p.opts.IncludeRetained {
+				if p.mode != modeDelete || p.confirm != "DELETE" || p.run.IncludeRetained {
 					t.Fatalf("%+v", p)
 				}
 			}},
 		{name: "an event cannot confirm", settings: Settings{}, req: events.PruneRequest{BackupRepo: "r2", DryRun: ptr(false), Confirm: "DELETE"}, refused: "not accepted in events"},
-		{name: "an event cannot confirm even the deployment's word", settings: Settings{BackupRepo: "repo", Confirm: "DELETE"}, req: events.PruneRequest{DryRun: ptr(false), Confirm: "DELETE"}, refused: "not accepted in events"},
+		{name: "an event cannot confirm even the deployment's word", settings: Settings{Settings: execute.Settings{BackupRepo: "repo"}, Confirm: "DELETE"}, req: events.PruneRequest{DryRun: ptr(false), Confirm: "DELETE"}, refused: "not accepted in events"},
 		{name: "no live run on an unconfirmed deployment", settings: base, req: events.PruneRequest{DryRun: ptr(false)}, refused: "not configured for live prunes"},
 		{name: "no live run on a repo the event picked", settings: Settings{Confirm: "DELETE"}, req: events.PruneRequest{BackupRepo: "r2", DryRun: ptr(false)}, refused: "deployment's own BackupRepo"},
 		{name: "minAge cannot go lower", settings: base, req: events.PruneRequest{MinAge: "0"}, refused: "may raise the age gate, not lower it"},
-		{name: "minAge cannot go below the default", settings: Settings{BackupRepo: "repo"}, req: events.PruneRequest{MinAge: "1h"}, refused: "not lower it below this function's 168h0m0s"},
-		{name: "includeRetained cannot be added", settings: Settings{BackupRepo: "repo"}, req: events.PruneRequest{IncludeRetained: ptr(true)}, refused: "includeRetained true"},
+		{name: "minAge cannot go below the default", settings: Settings{Settings: execute.Settings{BackupRepo: "repo"}}, req: events.PruneRequest{MinAge: "1h"}, refused: "not lower it below this function's 168h0m0s"},
+		{name: "includeRetained cannot be added", settings: Settings{Settings: execute.Settings{BackupRepo: "repo"}}, req: events.PruneRequest{IncludeRetained: ptr(true)}, refused: "includeRetained true"},
 		{name: "stray data cannot be added", settings: base, req: events.PruneRequest{DeleteRepositoryStray: ptr(true)}, refused: "deleteRepositoryStray true"},
 		{name: "versions cannot be purged", settings: base, req: events.PruneRequest{PurgeVersions: ptr(true)}, refused: "purgeVersions true"},
 		{name: "versioning is the deployment's", settings: base, req: events.PruneRequest{BucketVersioning: "enabled"}, refused: "bucketVersioning"},
 		{name: "the namespace cannot move", settings: base, req: events.PruneRequest{Namespace: "other"}, refused: "narrow the scope, not move it"},
-		{name: "the prefix cannot climb out", settings: Settings{BackupRepo: "repo", Prefix: "tenant-a/"}, req: events.PruneRequest{Prefix: "tenant-b/"}, refused: "must lie under"},
+		{name: "the prefix cannot climb out", settings: Settings{Settings: execute.Settings{BackupRepo: "repo", Prefix: "tenant-a/"}}, req: events.PruneRequest{Prefix: "tenant-b/"}, refused: "must lie under"},
 		{name: "no repo", settings: Settings{}, refused: "needs backupRepo"},
 		{name: "another repo", settings: base, req: events.PruneRequest{BackupRepo: "x"}, refused: "serves BackupRepo repo, not x"},
 		{name: "bad min age", settings: base, req: events.PruneRequest{MinAge: "7d"}, refused: "minAge"},
-		{name: "bad namespace", settings: Settings{BackupRepo: "repo"}, req: events.PruneRequest{Namespace: "Not_A_Label"}, refused: "DNS-1123"},
+		{name: "bad namespace", settings: Settings{Settings: execute.Settings{BackupRepo: "repo"}}, req: events.PruneRequest{Namespace: "Not_A_Label"}, refused: "DNS-1123"},
 		{name: "prefix above the bucket", settings: base, req: events.PruneRequest{Prefix: "../x"}, refused: "climbs above"},
 	}
 	for _, tt := range tests {
@@ -111,10 +112,10 @@ func TestTickParams(t *testing.T) {
 		mode     string
 		bad      bool
 	}{
-		{"no word plans", Settings{BackupRepo: "r"}, modePlan, false},
-		{"the word deletes", Settings{BackupRepo: "r", Confirm: "DELETE"}, modeDelete, false},
-		{"stray needs its word", Settings{BackupRepo: "r", Confirm: "DELETE-STRAY", DeleteRepositoryStray: true}, modeDelete, false},
-		{"a wrong word is a configuration error", Settings{BackupRepo: "r", Confirm: "DELETE", IncludeRetained: true}, "", true},
+		{"no word plans", Settings{Settings: execute.Settings{BackupRepo: "r"}}, modePlan, false},
+		{"the word deletes", Settings{Settings: execute.Settings{BackupRepo: "r"}, Confirm: "DELETE"}, modeDelete, false},
+		{"stray needs its word", Settings{Settings: execute.Settings{BackupRepo: "r", DeleteRepositoryStray: true}, Confirm: "DELETE-STRAY"}, modeDelete, false},
+		{"a wrong word is a configuration error", Settings{Settings: execute.Settings{BackupRepo: "r", IncludeRetained: true}, Confirm: "DELETE"}, "", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -145,8 +146,8 @@ func TestFromEnv(t *testing.T) {
 			"KBBACKUP_PRUNE_USE_BACKUP_REPO_CREDENTIALS": "false", "KBBACKUP_PRUNE_CONCURRENCY": "8", "KBBACKUP_PRUNE_TIMEOUT": "2h",
 			"KBBACKUP_PRUNE_BUCKET_VERSIONING": "disabled", "AWS_REGION": "eu-west-1",
 		}, check: func(t *testing.T, s Settings) {
-			want := Settings{BackupRepo: "repo", Confirm: "DELETE-STRAY", DeleteRepositoryStray: true, Namespace: "app", Prefix: root, MinAge: 48 * time.Hour,
-				PathStyle: true, DefaultCredentialChain: true, Concurrency: 8, Timeout: 2 * time.Hour, BucketVersioning: "disabled", Region: "eu-west-1"}
+			want := Settings{Settings: execute.Settings{BackupRepo: "repo", DeleteRepositoryStray: true, Namespace: "app", Prefix: root, MinAge: 48 * time.Hour,
+				PathStyle: true, DefaultCredentialChain: true, Concurrency: 8, Timeout: 2 * time.Hour, BucketVersioning: "disabled", Region: "eu-west-1"}, Confirm: "DELETE-STRAY"}
 			if !reflect.DeepEqual(s, want) {
 				t.Fatalf("got  %+v\nwant %+v", s, want)
 			}
@@ -241,27 +242,27 @@ func TestHandleWithoutNetwork(t *testing.T) {
 		e        func(t *testing.T) event.Event
 		want     error
 	}{
-		{"delete request without the word", Settings{BackupRepo: "r"}, func(t *testing.T) event.Event {
+		{"delete request without the word", Settings{Settings: execute.Settings{BackupRepo: "r"}}, func(t *testing.T) event.Event {
 			return newEvent(t, events.PruneRequested, events.PruneRequest{DryRun: ptr(false)})
 		}, events.ErrMalformed},
-		{"request with an unknown field", Settings{BackupRepo: "r"}, func(t *testing.T) event.Event {
+		{"request with an unknown field", Settings{Settings: execute.Settings{BackupRepo: "r"}}, func(t *testing.T) event.Event {
 			return newEvent(t, events.PruneRequested, json.RawMessage(`{"dryrun":false}`))
 		}, events.ErrMalformed},
-		{"request that is not JSON", Settings{BackupRepo: "r"}, func(t *testing.T) event.Event {
+		{"request that is not JSON", Settings{Settings: execute.Settings{BackupRepo: "r"}}, func(t *testing.T) event.Event {
 			return newEvent(t, events.PruneRequested, []byte(`[`))
 		}, events.ErrMalformed},
-		{"unknown type", Settings{BackupRepo: "r"}, func(t *testing.T) event.Event { return newEvent(t, "com.example.other", nil) }, events.ErrUnsupported},
+		{"unknown type", Settings{Settings: execute.Settings{BackupRepo: "r"}}, func(t *testing.T) event.Event { return newEvent(t, "com.example.other", nil) }, events.ErrUnsupported},
 		{"tick without a repo", Settings{}, func(t *testing.T) event.Event { return newEvent(t, events.Resync, nil) }, nil},
-		{"apiserver event", Settings{BackupRepo: "r"}, func(t *testing.T) event.Event {
+		{"apiserver event", Settings{Settings: execute.Settings{BackupRepo: "r"}}, func(t *testing.T) event.Event {
 			return newEvent(t, events.APIServerAdd, map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": "p"}})
 		}, nil},
-		{"s3 test event", Settings{BackupRepo: "r"}, func(t *testing.T) event.Event {
+		{"s3 test event", Settings{Settings: execute.Settings{BackupRepo: "r"}}, func(t *testing.T) event.Event {
 			return newEvent(t, events.S3TypePrefix+"s3:TestEvent", json.RawMessage(`{"Service":"S3","Event":"s3:TestEvent"}`))
 		}, nil},
 		{"s3 notification without a repo", Settings{}, func(t *testing.T) event.Event {
 			return newEvent(t, events.S3ObjectNotification, events.S3Record{Bucket: "b", Key: root + "/x", EventName: "ObjectCreated:Put"})
 		}, nil},
-		{"malformed s3 notification", Settings{BackupRepo: "r"}, func(t *testing.T) event.Event {
+		{"malformed s3 notification", Settings{Settings: execute.Settings{BackupRepo: "r"}}, func(t *testing.T) event.Event {
 			return newEvent(t, events.S3ObjectNotification, json.RawMessage(`{"bucket":"b"}`))
 		}, events.ErrMalformed},
 	}
@@ -323,7 +324,7 @@ func TestHandleS3Selects(t *testing.T) {
 			r := &reads{Reader: fake.NewClientBuilder().WithScheme(s).WithObjects(repo.DeepCopy()).Build()}
 			rec := record.NewFakeRecorder(10)
 			var out sink
-			f := &Function{Client: r, Settings: Settings{BackupRepo: "repo"}, Emitter: &out, Recorder: rec}
+			f := &Function{Client: r, Settings: Settings{Settings: execute.Settings{BackupRepo: "repo"}}, Emitter: &out, Recorder: rec}
 			err := f.Handle(context.Background(), newEvent(t, events.S3ObjectNotification, tt.record))
 			secretRead := len(r.gets) > 1 && r.gets[1] == "kb/gen-cred"
 			if tt.run != secretRead || tt.run != (err != nil) {
@@ -347,7 +348,7 @@ func TestReportData(t *testing.T) {
 		pl.Candidates = append(pl.Candidates, engine.Candidate{Type: engine.TypeBackup, State: engine.StateOrphan, Prefix: root + "/" + string(rune('a'+i%26))})
 	}
 	pl.Candidates = append(pl.Candidates, engine.Candidate{Type: engine.TypeProtectedUserVolume, State: engine.StateProtected, Prefix: "u"})
-	p := params{trigger: events.PruneTriggerS3, cause: "c", repo: "repo", mode: modePlan}
+	p := params{trigger: events.PruneTriggerS3, cause: "c", run: execute.Settings{BackupRepo: "repo"}, mode: modePlan}
 	d := planData(pl, p)
 	if d.StateCounts["orphan"] != events.MaxReportedCandidates+5 || d.StateCounts["protected"] != 1 || len(d.Candidates) != events.MaxReportedCandidates ||
 		!d.Truncated || d.Prefix != root || d.Blockers == nil || d.EligibleObjects != 3 {

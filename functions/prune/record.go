@@ -80,12 +80,12 @@ func (f *Function) remember(ctx context.Context, kc client.Reader, run ledger.Ru
 // of one S3 root, or a request narrowed to a namespace or prefix, sees
 // less, and must not clear what a whole run found.
 func (f *Function) recorded(p params) bool {
-	return p.root == "" && p.opts.Namespace == f.Settings.Namespace && p.opts.Prefix == f.Settings.Prefix
+	return p.root == "" && p.run.Namespace == f.Settings.Namespace && p.run.Prefix == f.Settings.Prefix
 }
 
 // runOf is what the record keeps of a run.
 func runOf(p params, at time.Time, out outcome, planErr error) ledger.Run {
-	r := ledger.Run{Repo: p.repo, Kind: ledger.KindPrune, At: at.UTC(), Trigger: p.trigger}
+	r := ledger.Run{Repo: p.run.BackupRepo, Kind: ledger.KindPrune, At: at.UTC(), Trigger: p.trigger}
 	if p.mode == modePlan {
 		r.Kind = ledger.KindPlan
 	}

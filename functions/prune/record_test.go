@@ -103,21 +103,21 @@ func TestRememberKeepsTheLastRunPerRepo(t *testing.T) {
 
 // Only a run over the deployment's whole scope is recorded.
 func TestOnlyWholeRunsAreRecorded(t *testing.T) {
-	f := &Function{Settings: Settings{Namespace: "app", Prefix: "kb"}}
-	whole := params{opts: engine.Options{Namespace: "app", Prefix: "kb"}}
+	f := &Function{Settings: Settings{Settings: execute.Settings{Namespace: "app", Prefix: "kb"}}}
+	whole := params{run: execute.Settings{Namespace: "app", Prefix: "kb"}}
 	if !f.recorded(whole) {
 		t.Fatal("a whole run is not recorded")
 	}
 	for name, p := range map[string]params{
-		"one S3 root":       {root: "kb/pvc-1", opts: engine.Options{Namespace: "app", Prefix: "kb"}},
-		"a narrower prefix": {opts: engine.Options{Namespace: "app", Prefix: "kb/x"}},
+		"one S3 root":       {root: "kb/pvc-1", run: execute.Settings{Namespace: "app", Prefix: "kb"}},
+		"a narrower prefix": {run: execute.Settings{Namespace: "app", Prefix: "kb/x"}},
 	} {
 		if f.recorded(p) {
 			t.Errorf("%s is recorded", name)
 		}
 	}
 	shared := &Function{}
-	if shared.recorded(params{opts: engine.Options{Namespace: "app"}}) || !shared.recorded(params{}) {
+	if shared.recorded(params{run: execute.Settings{Namespace: "app"}}) || !shared.recorded(params{}) {
 		t.Error("the shared function records a namespace-narrowed request, or not a whole one")
 	}
 }

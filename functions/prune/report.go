@@ -103,7 +103,7 @@ func (f *Function) emit(ctx context.Context, typ string, p params, data any) err
 		return fmt.Errorf("encode %s data: %w", typ, err)
 	}
 	h := sha256.New()
-	for _, s := range []string{typ, p.cause, p.repo, p.opts.Namespace, p.opts.Prefix, string(b)} {
+	for _, s := range []string{typ, p.cause, p.run.BackupRepo, p.run.Namespace, p.run.Prefix, string(b)} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
@@ -111,7 +111,7 @@ func (f *Function) emit(ctx context.Context, typ string, p params, data any) err
 	e.SetID(hex.EncodeToString(h.Sum(nil))[:32])
 	e.SetType(typ)
 	e.SetSource(events.Source)
-	e.SetSubject(p.repo)
+	e.SetSubject(p.run.BackupRepo)
 	e.SetTime(f.now())
 	if err := e.SetData(cloudevents.ApplicationJSON, json.RawMessage(b)); err != nil {
 		return err

@@ -35,10 +35,6 @@ var errPrefixAbsent = errors.New("prefix names no pvc root in the bucket")
 // as the CLI's, narrowed to a notified root when there is one.
 func (f *Function) run(ctx context.Context, src *kubeinv.Source, repo *kubeinv.Repo, p params) (outcome, error) {
 	var out outcome
-	mode, err := engine.ParseVersioningMode(p.versioning)
-	if err != nil {
-		return out, err
-	}
 	pm := execute.ModePlan
 	switch p.mode {
 	case modeDryRun:
@@ -48,8 +44,8 @@ func (f *Function) run(ctx context.Context, src *kubeinv.Source, repo *kubeinv.R
 	}
 	var top *topWatch
 	res, err := execute.Pipeline{
-		Source: src, Repo: repo, S3: f.Settings.s3Flags(), Versioning: mode, Options: p.opts,
-		Mode: pm, Concurrency: p.concurrency, Now: f.now,
+		Source: src, Repo: repo, Settings: p.run,
+		Mode: pm, Now: f.now,
 		Inventory: func(inv engine.Inventory) string {
 			if p.root == "" {
 				return ""
@@ -62,7 +58,7 @@ func (f *Function) run(ctx context.Context, src *kubeinv.Source, repo *kubeinv.R
 		},
 	}.Run(ctx)
 	if err != nil {
-		if seg := firstSegment(p.opts.Prefix); seg != "" && top != nil && top.absent(seg) {
+		if seg := firstSegment(p.run.Prefix); seg != "" && top != nil && top.absent(seg) {
 			return out, fmt.Errorf("%w: %s", errPrefixAbsent, seg)
 		}
 		return out, err

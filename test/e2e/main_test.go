@@ -19,6 +19,7 @@ import (
 
 	"github.com/snapflow/snapflow/functions/host"
 	prunefn "github.com/snapflow/snapflow/functions/prune"
+	"github.com/snapflow/snapflow/internal/prune/execute"
 	"github.com/snapflow/snapflow/internal/prune/ledger"
 	"github.com/snapflow/snapflow/test/harness"
 )
@@ -206,7 +207,7 @@ var clock = &harness.Clock{}
 // test's prune requested event names its own); versitygw needs path-style.
 func pruneFunction(d harness.Deps) []host.Function {
 	c := d.As("prune")
-	fn := &prunefn.Function{Client: c, Settings: prunefn.Settings{PathStyle: true}, Emitter: d.Emitter, Recorder: d.Recorder("snapflow-prune"),
+	fn := &prunefn.Function{Client: c, Settings: prunefn.Settings{Settings: execute.Settings{PathStyle: true}}, Emitter: d.Emitter, Recorder: d.Recorder("snapflow-prune"),
 		Writer: c, Namespace: harness.WebhookNamespace}
 	return []host.Function{{Name: "prune", Handle: fn.Handle}}
 }

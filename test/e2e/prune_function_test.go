@@ -34,6 +34,7 @@ import (
 	"github.com/snapflow/snapflow/functions/host"
 	prunefn "github.com/snapflow/snapflow/functions/prune"
 	"github.com/snapflow/snapflow/internal/prune"
+	"github.com/snapflow/snapflow/internal/prune/execute"
 	"github.com/snapflow/snapflow/internal/prune/kubeinv"
 	"github.com/snapflow/snapflow/test/harness"
 )
@@ -252,7 +253,7 @@ func TestPruneFunctionReplansTheNotifiedRoot(t *testing.T) {
 	w := newPruneWorld(t, false, "")
 	got := &collected{}
 	fnURL := servePruneFunction(t, &prunefn.Function{Client: env.Client, Emitter: got,
-		Settings: prunefn.Settings{BackupRepo: w.repo, PathStyle: true}})
+		Settings: prunefn.Settings{Settings: execute.Settings{BackupRepo: w.repo, PathStyle: true}}})
 	tap := &webhookTap{}
 	hook := tap.serve(t, startS3Source(t, fnURL))
 	gw, err := harness.StartS3(harness.S3Options{EventWebhookURL: hook})
@@ -441,7 +442,7 @@ func TestPruneFunctionRequest(t *testing.T) {
 	// A deployment configured for live prunes of this repo.
 	got := &collected{}
 	live := servePruneFunction(t, &prunefn.Function{Client: env.Client, Emitter: got,
-		Settings: prunefn.Settings{BackupRepo: w.repo, Confirm: prune.ConfirmDelete, PathStyle: true}})
+		Settings: prunefn.Settings{Settings: execute.Settings{BackupRepo: w.repo, PathStyle: true}, Confirm: prune.ConfirmDelete}})
 	if code := sendPruneRequest(t, live, "confirm-"+w.repo, events.PruneRequest{DryRun: aws.Bool(false), Confirm: prune.ConfirmDelete}); code != http.StatusBadRequest {
 		t.Fatalf("a request carrying a word: status %d, want 400", code)
 	}
@@ -579,7 +580,7 @@ func TestPruneFunctionConvergesAfterGatewayRestart(t *testing.T) {
 	protected := []string{w.U + "/file", live + "/" + prune.DefaultManifestName, live + "/data.tar.zst"}
 
 	got := &collected{}
-	fn := &prunefn.Function{Client: env.Client, Emitter: got, Settings: prunefn.Settings{BackupRepo: w.repo, Confirm: prune.ConfirmDelete, PathStyle: true, Concurrency: 1}}
+	fn := &prunefn.Function{Client: env.Client, Emitter: got, Settings: prunefn.Settings{Settings: execute.Settings{BackupRepo: w.repo, PathStyle: true, Concurrency: 1}, Confirm: prune.ConfirmDelete}}
 	e := cloudevents.NewEvent()
 	e.SetID("restart-" + w.repo)
 	e.SetType(events.PruneRequested)

@@ -19,6 +19,7 @@ import (
 	"github.com/snapflow/snapflow/events"
 	prunefn "github.com/snapflow/snapflow/functions/prune"
 	"github.com/snapflow/snapflow/internal/prune"
+	"github.com/snapflow/snapflow/internal/prune/execute"
 	"github.com/snapflow/snapflow/internal/prune/kubeinv"
 	"github.com/snapflow/snapflow/test/harness"
 )
@@ -83,7 +84,7 @@ func TestPruneStopsABackupWrittenAgainBeforeItsDelete(t *testing.T) {
 	}
 
 	got := &collected{}
-	fn := &prunefn.Function{Client: env.Client, Emitter: got, Settings: prunefn.Settings{BackupRepo: w.repo, Confirm: prune.ConfirmDelete, PathStyle: true, Concurrency: 1}}
+	fn := &prunefn.Function{Client: env.Client, Emitter: got, Settings: prunefn.Settings{Settings: execute.Settings{BackupRepo: w.repo, PathStyle: true, Concurrency: 1}, Confirm: prune.ConfirmDelete}}
 	e := cloudevents.NewEvent()
 	e.SetID("late-" + w.repo)
 	e.SetType(events.PruneRequested)

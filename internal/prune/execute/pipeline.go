@@ -28,14 +28,12 @@ const (
 // classification, then the dry run or the executor. `snapflow prune` and
 // the prune function both run it; nothing survives a run.
 type Pipeline struct {
-	Source      *kubeinv.Source
-	Repo        *kubeinv.Repo
-	S3          kubeinv.S3Flags
-	Versioning  prune.VersioningMode
-	Options     prune.Options
-	Mode        Mode
-	Concurrency int
-	Now         func() time.Time
+	Source *kubeinv.Source
+	Repo   *kubeinv.Repo
+	// Settings are the run's, validated by the caller (Settings.Validate).
+	Settings Settings
+	Mode     Mode
+	Now      func() time.Time
 
 	// Inventory, when set, looks at the inventory before any S3 request;
 	// a non-empty answer ends the run there, as Outcome.Skipped.
@@ -70,7 +68,11 @@ type Outcome struct {
 // Run runs the pipeline. An error means no plan was made.
 func (p Pipeline) Run(ctx context.Context) (Outcome, error) {
 	var res Outcome
-	settings, err := p.Source.ResolveS3(ctx, p.Repo, p.S3)
+	versioning, err := p.Settings.Versioning(FlagName)
+	if err != nil {
+		return res, err
+	}
+	settings, err := p.Source.ResolveS3(ctx, p.Repo, p.Settings.S3Flags())
 	if err != nil {
 		return res, err
 	}
@@ -94,13 +96,13 @@ func (p Pipeline) Run(ctx context.Context) (Outcome, error) {
 		return res, err
 	}
 	detected := ""
-	if prune.NeedsVersioningQuery(p.Versioning) {
+	if prune.NeedsVersioningQuery(versioning) {
 		if detected, err = st.BucketVersioning(ctx); err != nil {
 			return res, settings.Explain(err)
 		}
 	}
-	opts := p.Options
-	if opts.Versioning, opts.VersioningSource, err = prune.ResolveVersioning(p.Versioning, detected); err != nil {
+	opts := p.Settings.Options()
+	if opts.Versioning, opts.VersioningSource, err = prune.ResolveVersioning(versioning, detected); err != nil {
 		return res, err
 	}
 	var store Store = st
@@ -124,7 +126,7 @@ func (p Pipeline) Run(ctx context.Context) (Outcome, error) {
 		ex := DryRun(pl)
 		res.Execution = &ex
 	case ModeDelete:
-		fin, ex, runErr := Run(ctx, pl, inv, Config{Store: st, Inventory: p.Source, Concurrency: p.Concurrency, Now: now, Progress: p.Progress})
+		fin, ex, runErr := Run(ctx, pl, inv, Config{Store: st, Inventory: p.Source, Concurrency: p.Settings.EffectiveConcurrency(), Now: now, Progress: p.Progress})
 		res.Final, res.Execution, res.RunErr = fin, &ex, runErr
 	}
 	return res, nil
