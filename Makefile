@@ -14,14 +14,14 @@ LDFLAGS    := -X github.com/snapflow/snapflow/internal/version.Version=$(VERSION
 TEST_FLAGS ?= -count=1 -timeout 75m
 FLAKE_RUNS ?= 5
 
-.PHONY: all tools build generate test test-unit vet demo demo-up bench clean help flake-hunt image image-push release
+.PHONY: all tools build generate test test-unit vet lint demo demo-up bench clean help flake-hunt image image-push release
 
 all: build
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-tools: ## build the pinned kube-apiserver, etcd, kubectl, controller-gen, helm, versitygw, promtool and fake-gcs-server into bin/ (skips what is current); as root, install runc for the local node
+tools: ## build the pinned kube-apiserver, etcd, kubectl, controller-gen, helm, versitygw, promtool, fake-gcs-server and golangci-lint into bin/ (skips what is current); as root, install runc for the local node
 	@bash hack/runc.sh
 	@bash hack/tools.sh
 	@$(GO) run ./test/prefetch
@@ -50,7 +50,11 @@ generate: ## regenerate deepcopy code and CRDs from api/v1alpha1
 vet:
 	$(GO) vet ./...
 
-test: tools build vet ## the whole suite: unit and e2e tests on the real control plane, then the demo
+lint: ## golangci-lint with .golangci.yml (the floors, errcheck, staticcheck, revive, ...)
+	@bash hack/tools.sh golangci-lint
+	$(BIN)/golangci-lint run ./...
+
+test: tools build vet lint ## the whole suite: unit and e2e tests on the real control plane, then the demo
 # The e2e package first: go test runs its work in the order of its
 # arguments, and the longest package should start as soon as it is built,
 # with the unit packages beside it, not after them.

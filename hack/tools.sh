@@ -17,6 +17,7 @@ HELM_VERSION=${HELM_VERSION:-v3.22.0}
 VERSITYGW_VERSION=${VERSITYGW_VERSION:-v1.8.0}
 PROMETHEUS_VERSION=${PROMETHEUS_VERSION:-v0.316.0}
 FAKE_GCS_SERVER_VERSION=${FAKE_GCS_SERVER_VERSION:-v1.56.1}
+GOLANGCI_LINT_VERSION=${GOLANGCI_LINT_VERSION:-v2.15.0}
 
 export GOFLAGS=-mod=mod
 export GOTOOLCHAIN=local
@@ -164,6 +165,7 @@ tool_pkg() { # the package and version `go install` builds, for each installed t
     versitygw) echo "github.com/versity/versitygw/cmd/versitygw $VERSITYGW_VERSION" ;;
     promtool) echo "github.com/prometheus/prometheus/cmd/promtool $PROMETHEUS_VERSION" ;;
     fake-gcs-server) echo "github.com/fsouza/fake-gcs-server $FAKE_GCS_SERVER_VERSION" ;;
+    golangci-lint) echo "github.com/golangci/golangci-lint/v2/cmd/golangci-lint $GOLANGCI_LINT_VERSION" ;;
   esac
 }
 
@@ -191,11 +193,11 @@ compile() {
 }
 
 want=("$@")
-[[ ${#want[@]} -eq 0 ]] && want=(etcd kube controller-gen helm versitygw promtool fake-gcs-server)
+[[ ${#want[@]} -eq 0 ]] && want=(etcd kube controller-gen helm versitygw promtool fake-gcs-server golangci-lint)
 todo=()
 for t in "${want[@]}"; do
   case $t in
-    kube|etcd|kopia|controller-gen|helm|versitygw|promtool|fake-gcs-server) ;;
+    kube|etcd|kopia|controller-gen|helm|versitygw|promtool|fake-gcs-server|golangci-lint) ;;
     *) echo "unknown tool $t" >&2; exit 2 ;;
   esac
   is_fresh "$t" || todo+=("$t")
@@ -203,9 +205,10 @@ done
 [[ ${#todo[@]} -eq 0 ]] && exit 0
 
 # Downloads start at once for every tool (network-bound). Compiles run in
-# two lanes: kube-apiserver, the longest, in one and the rest in the
-# other. A Go build does not keep both cores busy all the time (linking is
-# single-threaded), so two at once finish sooner than one after another.
+# two lanes: kube-apiserver, the longest, with two small tools in one and
+# the rest in the other. A Go build does not keep both cores busy all the
+# time (linking is single-threaded), so two at once finish sooner than one
+# after another.
 rm -f "$WORK"/*.prep.done
 declare -A preppid
 for t in "${todo[@]}"; do
@@ -229,17 +232,23 @@ lane() { # lane TOOL...: compile each after its download ended
     compile "$t"
   done
 }
+# Balanced by measured cold compiles: kube-apiserver and kubectl (~20
+# min) with golangci-lint and fake-gcs-server (~4) against etcd, helm,
+# versitygw, promtool and controller-gen (~25).
 long=(); rest=()
 for t in "${todo[@]}"; do
-  if [[ $t == kube ]]; then long+=("$t"); else rest+=("$t"); fi
+  case $t in
+    kube|golangci-lint|fake-gcs-server) long+=("$t") ;;
+    *) rest+=("$t") ;;
+  esac
 done
 # Each lane runs in a subshell of its own, where set -e stops it at the
 # first failed build (before that tool is stamped).
 # (The ${a[@]+...} form keeps an empty lane working under set -u in old bash.)
 lane ${long[@]+"${long[@]}"} &
 longlane=$!
-# The other lane ends minutes before kube-apiserver's: it then compiles
-# the project's own packages, which make build, vet and test need next.
+# The other lane then compiles the project's own packages, which make
+# build, vet and test need next.
 ( lane ${rest[@]+"${rest[@]}"}
   if [[ ${#long[@]} -gt 0 ]]; then
     (cd "$ROOT" && GOFLAGS= go build ./... >/dev/null 2>&1) || log "compiling the project ahead failed; make build reports why"

@@ -283,13 +283,13 @@ func controllerUsers(ctx context.Context, cfg *rest.Config, listed []string) (ma
 }
 
 // LimitBody refuses request bodies over max bytes with 413 before they are read.
-func LimitBody(h http.Handler, max int64) http.Handler {
+func LimitBody(h http.Handler, limit int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > max {
-			http.Error(w, fmt.Sprintf("request body of %d bytes exceeds the %d byte limit", r.ContentLength, max), http.StatusRequestEntityTooLarge)
+		if r.ContentLength > limit {
+			http.Error(w, fmt.Sprintf("request body of %d bytes exceeds the %d byte limit", r.ContentLength, limit), http.StatusRequestEntityTooLarge)
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, max)
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		h.ServeHTTP(w, r)
 	})
 }

@@ -197,12 +197,12 @@ func runCase(self string, c *caseResult, reps int, profile string) (*caseResult,
 			if ph == "raw" {
 				c.raws = append(c.raws, r)
 				fmt.Printf("  raw list  %7.2fs  %5d pages  %8d objects  rss %4.0f MiB (VmHWM %4.0f MiB)\n",
-					r.res.Wall.Seconds(), r.srv.listPages(), r.res.Objects, mib(r.rssKB), mib(r.res.VmHWM))
+					r.res.Wall.Seconds(), r.srv.listPages(), r.res.Objects, mib(r.rssKB), mib(r.res.PeakKiB))
 			} else {
 				c.plans = append(c.plans, r)
 				fmt.Printf("  plan      %7.2fs  %5d pages  %5d GETs (manifest %d, other %d)  %d other requests  rss %4.0f MiB (VmHWM %4.0f MiB)\n            states %v, expected %v\n",
 					r.res.Wall.Seconds(), r.srv.listPages(), r.srv.GetManifest+r.srv.GetOther, r.srv.GetManifest, r.srv.GetOther, r.srv.others(),
-					mib(r.rssKB), mib(r.res.VmHWM), r.res.BackupStates, r.res.ExpectStates)
+					mib(r.rssKB), mib(r.res.PeakKiB), r.res.BackupStates, r.res.ExpectStates)
 			}
 		}
 	}

@@ -38,9 +38,9 @@ type phaseResult struct {
 	Objects int64         `json:"objects"`
 	Bytes   int64         `json:"bytes"`
 	Pages   int64         `json:"pages"`
-	// VmHWM is the child's own high-water RSS in KiB, read from /proc as a
+	// PeakKiB is the child's own high-water RSS in KiB, read from /proc as a
 	// cross-check of the rusage the driver reads.
-	VmHWM int64 `json:"vmHWM"`
+	PeakKiB int64 `json:"vmHWM"`
 	// TotalAlloc is the bytes the Go heap allocated over the phase.
 	TotalAlloc uint64 `json:"totalAlloc"`
 
@@ -210,7 +210,7 @@ func planPhase(ctx context.Context, p params, endpoint string) (phaseResult, err
 	r.ExpectStates = expect
 	r.Scanned, r.Eligible, r.EligibleBytes = pl.ScannedObjects, pl.DeleteObjects, pl.DeleteBytes
 	r.Blockers = pl.BlockingReasons
-	r.VmHWM = vmHWM()
+	r.PeakKiB = vmHWM()
 	runtime.KeepAlive(pl)
 	return r, nil
 }
@@ -241,7 +241,7 @@ func runPhase(name string, p params, endpoint, profile string) error {
 	switch name {
 	case "raw":
 		r, err = rawPhase(ctx, endpoint, p.Bucket)
-		r.VmHWM = vmHWM()
+		r.PeakKiB = vmHWM()
 	case "plan":
 		r, err = planPhase(ctx, p, endpoint)
 	default:

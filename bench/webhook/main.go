@@ -145,13 +145,13 @@ func post(c *http.Client, url string, body []byte) (time.Duration, []byte, error
 }
 
 // check makes sure the handler really ran the validator (and allowed the sample).
-func check(c *http.Client, url string, body []byte, real bool) {
+func check(c *http.Client, url string, body []byte, live bool) {
 	_, resp, err := post(c, url, body)
 	must(err)
 	if !bytes.Contains(resp, []byte(`"allowed":true`)) {
 		must(fmt.Errorf("the sample was not allowed: %s", resp))
 	}
-	if real && len(resp) == 0 {
+	if live && len(resp) == 0 {
 		must(fmt.Errorf("empty response"))
 	}
 }

@@ -145,8 +145,8 @@ func (f *Function) reconcileRepository(ctx context.Context, ref snapv1.Repositor
 			return err
 		}
 		d := kernel.Classify(s, facts)
-		switch {
-		case d.Action == kernel.Release:
+		switch d.Action {
+		case kernel.Release:
 			if err := f.release(ctx, s, d.Reason, d.Message); err != nil {
 				return err
 			}

@@ -43,22 +43,22 @@ func isSweep(eventType string) bool {
 const sweepTimeout = 10 * time.Minute
 
 // do runs fn as a sweep, or joins the one queued. joined tells which.
-func (s *sweeps) do(ctx context.Context, fn func(context.Context) error) (err error, joined bool) {
+func (s *sweeps) do(ctx context.Context, fn func(context.Context) error) (joined bool, err error) {
 	s.mu.Lock()
 	if s.cur == nil {
 		r := &sweep{done: make(chan struct{})}
 		s.cur = r
 		s.mu.Unlock()
-		return s.run(ctx, r, fn), false
+		return false, s.run(ctx, r, fn)
 	}
 	if r := s.next; r != nil {
 		r.joiners++
 		s.mu.Unlock()
 		select {
 		case <-r.done:
-			return r.err, true
+			return true, r.err
 		case <-ctx.Done():
-			return ctx.Err(), true
+			return true, ctx.Err()
 		}
 	}
 	r := &sweep{done: make(chan struct{})}
@@ -68,7 +68,7 @@ func (s *sweeps) do(ctx context.Context, fn func(context.Context) error) (err er
 	// The running sweep hands over to r as it ends (run), so nothing can
 	// start between the two.
 	<-prev.done
-	return s.run(ctx, r, fn), false
+	return false, s.run(ctx, r, fn)
 }
 
 func (s *sweeps) run(ctx context.Context, r *sweep, fn func(context.Context) error) error {

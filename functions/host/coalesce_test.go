@@ -57,11 +57,11 @@ func TestSweepsCoalesce(t *testing.T) {
 		joined bool
 	}
 	first := make(chan result, 1)
-	go func() { err, j := s.do(ctx, fn); first <- result{err, j} }()
+	go func() { j, err := s.do(ctx, fn); first <- result{err, j} }()
 	waitFor(t, "the first sweep to run", func() bool { return calls.Load() == 1 })
 
 	queued := make(chan result, 1)
-	go func() { err, j := s.do(ctx, fn); queued <- result{err, j} }()
+	go func() { j, err := s.do(ctx, fn); queued <- result{err, j} }()
 	waitFor(t, "a sweep to queue", func() bool { _, q, _ := s.state(); return q })
 
 	const joiners = 4
@@ -69,7 +69,7 @@ func TestSweepsCoalesce(t *testing.T) {
 	joined := make(chan result, joiners)
 	for i := 0; i < joiners; i++ {
 		wg.Add(1)
-		go func() { defer wg.Done(); err, j := s.do(ctx, fn); joined <- result{err, j} }()
+		go func() { defer wg.Done(); j, err := s.do(ctx, fn); joined <- result{err, j} }()
 	}
 	waitFor(t, "the joiners", func() bool { _, _, n := s.state(); return n == joiners })
 	if calls.Load() != 1 {
@@ -98,7 +98,7 @@ func TestSweepsCoalesce(t *testing.T) {
 	if running, q, _ := s.state(); running || q {
 		t.Errorf("idle coalescer reports running=%v queued=%v", running, q)
 	}
-	if err, j := s.do(ctx, fn); err != nil || j || calls.Load() != 3 {
+	if j, err := s.do(ctx, fn); err != nil || j || calls.Load() != 3 {
 		t.Errorf("a sweep after idle: err %v joined %v calls %d, want a fresh run", err, j, calls.Load())
 	}
 }
@@ -116,7 +116,7 @@ func TestSweepJoinerHonoursItsContext(t *testing.T) {
 	waitFor(t, "a queued sweep", func() bool { _, q, _ := s.state(); return q })
 	ctx, cancel := context.WithCancel(context.Background())
 	got := make(chan error, 1)
-	go func() { err, _ := s.do(ctx, fn); got <- err }()
+	go func() { _, err := s.do(ctx, fn); got <- err }()
 	waitFor(t, "the joiner", func() bool { _, _, n := s.state(); return n == 1 })
 	cancel()
 	if err := <-got; !errors.Is(err, context.Canceled) {
@@ -208,10 +208,10 @@ func TestQueuedSweepOutlivesItsSender(t *testing.T) {
 	waitFor(t, "the first sweep", func() bool { return calls.Load() == 1 })
 	ctx, cancel := context.WithCancel(context.Background())
 	queued := make(chan error, 1)
-	go func() { err, _ := s.do(ctx, fn); queued <- err }()
+	go func() { _, err := s.do(ctx, fn); queued <- err }()
 	waitFor(t, "a queued sweep", func() bool { _, q, _ := s.state(); return q })
 	joined := make(chan error, 1)
-	go func() { err, _ := s.do(context.Background(), fn); joined <- err }()
+	go func() { _, err := s.do(context.Background(), fn); joined <- err }()
 	waitFor(t, "the joiner", func() bool { _, _, n := s.state(); return n == 1 })
 	cancel()
 	close(release)

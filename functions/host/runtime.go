@@ -132,7 +132,7 @@ func Serve(ctx context.Context, o Options) error {
 			var err error
 			joined := false
 			if isSweep(e.Type()) {
-				err, joined = sw[e.Type()].do(ctx, func(ctx context.Context) error { return f.Handle(logr.NewContext(ctx, log), e) })
+				joined, err = sw[e.Type()].do(ctx, func(ctx context.Context) error { return f.Handle(logr.NewContext(ctx, log), e) })
 			} else {
 				err = f.Handle(logr.NewContext(ctx, log), e)
 			}

@@ -293,8 +293,8 @@ func RepositorySummary(p *snapv1.SnapshotPolicy) string {
 	return strings.Join(names, ", ")
 }
 
-// RetentionPruned is the data of the retention pruned event.
-type RetentionPruned struct {
+// PrunedData is the data of the retention pruned event.
+type PrunedData struct {
 	Namespace string   `json:"namespace"`
 	Policy    string   `json:"policy"`
 	Pruned    []string `json:"pruned"`
@@ -305,7 +305,7 @@ func (f *Function) emit(ctx context.Context, p *snapv1.SnapshotPolicy, names []s
 		return nil
 	}
 	e, err := events.New(fmt.Sprintf("%s/%s", p.UID, names[0]), events.RetentionPruned, p.Namespace+"/"+p.Name,
-		RetentionPruned{Namespace: p.Namespace, Policy: p.Name, Pruned: names})
+		PrunedData{Namespace: p.Namespace, Policy: p.Name, Pruned: names})
 	if err != nil {
 		return err
 	}

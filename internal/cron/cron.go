@@ -4,6 +4,7 @@
 package cron
 
 import (
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"math/bits"
@@ -115,7 +116,7 @@ func parseItem(item string, idx int, h uint64) (uint64, error) {
 		lo, hi = hRange[idx][0], hRange[idx][1]
 		if rest := rangePart[1:]; rest != "" {
 			if !strings.HasPrefix(rest, "(") || !strings.HasSuffix(rest, ")") {
-				return 0, fmt.Errorf("H takes an optional range as H(a-b)")
+				return 0, errors.New("the H field takes an optional range as H(a-b)")
 			}
 			a, b, err := parseRange(rest[1:len(rest)-1], f)
 			if err != nil {

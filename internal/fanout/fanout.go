@@ -142,10 +142,10 @@ func Grouped(p *snapv1.SnapshotPolicy) bool {
 
 var nonDNS = regexp.MustCompile(`[^a-z0-9-]+`)
 
-func slug(s string, max int) string {
+func slug(s string, limit int) string {
 	s = strings.Trim(nonDNS.ReplaceAllString(strings.ToLower(s), "-"), "-")
-	if len(s) > max {
-		s = strings.TrimRight(s[:max], "-")
+	if len(s) > limit {
+		s = strings.TrimRight(s[:limit], "-")
 	}
 	return s
 }

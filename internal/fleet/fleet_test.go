@@ -10,8 +10,8 @@ import (
 	"github.com/snapflow/snapflow/api/wellknown"
 )
 
-func at(min int) *metav1.Time {
-	t := metav1.NewTime(time.Date(2026, 12, 6, 10, min, 0, 0, time.UTC))
+func at(minute int) *metav1.Time {
+	t := metav1.NewTime(time.Date(2026, 12, 6, 10, minute, 0, 0, time.UTC))
 	return &t
 }
 

@@ -18,7 +18,7 @@ func TestDue(t *testing.T) {
 		t.Fatal(err)
 	}
 	created := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
-	at := func(h, min int) time.Time { return time.Date(2026, 12, 5, h, min, 0, 0, time.UTC) }
+	at := func(h, m int) time.Time { return time.Date(2026, 12, 5, h, m, 0, 0, time.UTC) }
 	req := at(10, 5)
 	tests := []struct {
 		name      string

@@ -117,9 +117,9 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("report start: %w", err)
 	}
 	summary, opErr := run(ctx, o, start)
-	if opErr != nil && errors.Is(opErr, errReported) {
-		// The result already says why; the process still exits non-zero.
-	} else if opErr != nil {
+	// An errReported result already says why; the process still exits
+	// non-zero.
+	if opErr != nil && !errors.Is(opErr, errReported) {
 		f := failureOf(opErr)
 		summary = fmt.Sprintf("%s: %s", f.Class, f.Message)
 		if err := o.Reporter.Failed(ctx, f, o.Now()); err != nil {

@@ -93,10 +93,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	// failing the scrape would make every other series stale and restart
 	// every alert's wait.
 	if c.coverage != nil {
-		s.Coverage, s.CoverageKnown = optional(c, ctx, c.coverage, "judge coverage for metrics")
+		s.Coverage, s.CoverageKnown = optional(ctx, c, c.coverage, "judge coverage for metrics")
 	}
 	if c.prunes != nil {
-		s.Prunes, s.PruneRecordKnown = optional(c, ctx, c.prunes, "read the prune record for metrics")
+		s.Prunes, s.PruneRecordKnown = optional(ctx, c, c.prunes, "read the prune record for metrics")
 	}
 	for _, smp := range Samples(s) {
 		m, err := prometheus.NewConstMetric(c.descs[smp.Desc], prometheus.GaugeValue, smp.Value, smp.Labels...)
@@ -111,7 +111,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 // optional reads what read returns; known is 1 when it could, else 0
 // (the error is logged and counted).
-func optional[T any](c *Collector, ctx context.Context, read func(context.Context) (T, error), what string) (v T, known *float64) {
+func optional[T any](ctx context.Context, c *Collector, read func(context.Context) (T, error), what string) (v T, known *float64) {
 	k := 1.0
 	v, err := read(ctx)
 	if err != nil {

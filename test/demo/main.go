@@ -24,8 +24,9 @@ func main() {
 	keep := flag.Bool("keep", false, "leave the stack running until interrupted and print its kubeconfig")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *keep); err != nil {
+	err := run(ctx, *keep)
+	stop()
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "\ndemo failed: %v\n", err)
 		os.Exit(1)
 	}

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -69,6 +68,6 @@ func TestPersistentMoverCacheOutlivesTheRun(t *testing.T) {
 		owned = owned || (o.Kind == "SnapshotPolicy" && o.Name == "app")
 	}
 	if !owned || pvc.Spec.Resources.Requests.Storage().String() != "2Gi" {
-		t.Fatal(fmt.Sprintf("cache claim owners %+v size %v: want the policy and 2Gi", pvc.OwnerReferences, pvc.Spec.Resources.Requests.Storage()))
+		t.Fatalf("cache claim owners %+v size %v: want the policy and 2Gi", pvc.OwnerReferences, pvc.Spec.Resources.Requests.Storage())
 	}
 }

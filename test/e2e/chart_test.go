@@ -1032,7 +1032,7 @@ func TestChartInstallDryRunNotes(t *testing.T) {
 			if err != nil {
 				t.Fatalf("helm install --dry-run=server: %v\n%s", err, errOut)
 			}
-			notes, ok := strings.CutPrefix(out[strings.Index(out, "NOTES:"):], "NOTES:")
+			_, notes, ok := strings.Cut(out, "NOTES:")
 			if !ok {
 				t.Fatalf("no NOTES in:\n%s", out)
 			}

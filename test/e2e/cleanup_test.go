@@ -119,7 +119,11 @@ func TestMassDeletionIsHeldUntilAcknowledged(t *testing.T) {
 			if s.Status.Phase != snapv1.SnapshotDeleting || c == nil || c.Status != "True" || c.Reason != cleanup.ReasonBreaker {
 				return fmt.Errorf("%s: phase %s held %+v", n, s.Status.Phase, c)
 			}
-			cmd = c.Message[strings.Index(c.Message, "kubectl annotate"):]
+			i := strings.Index(c.Message, "kubectl annotate")
+			if i < 0 {
+				return fmt.Errorf("%s: condition %+v names no kubectl annotate command", n, c)
+			}
+			cmd = c.Message[i:]
 		}
 		return nil
 	})

@@ -50,7 +50,7 @@ var (
 func promqlSelectors(expr string) (promqlQuery, error) {
 	var out promqlQuery
 	s := []rune(expr)
-	skipTo := func(i int, open, close rune) (int, error) {
+	skipTo := func(i int, open, closing rune) (int, error) {
 		depth := 0
 		for j := i; j < len(s); j++ {
 			switch s[j] {
@@ -63,7 +63,7 @@ func promqlSelectors(expr string) (promqlQuery, error) {
 				}
 			case open:
 				depth++
-			case close:
+			case closing:
 				depth--
 				if depth == 0 {
 					return j + 1, nil

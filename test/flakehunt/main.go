@@ -52,8 +52,8 @@ func main() {
 		o.loadedRun = o.runs
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
 	rep, err := hunt(ctx, o)
+	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "flakehunt:", err)
 		os.Exit(2)

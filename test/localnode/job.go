@@ -146,7 +146,7 @@ func (n *Node) runPod(ctx context.Context, j *batchv1.Job, log interface{ Info(s
 	}
 	n.setPod(ctx, pod, corev1.PodRunning, nil)
 
-	work, err := os.MkdirTemp(filepath.Join(n.o.Root), "pod-")
+	work, err := os.MkdirTemp(n.o.Root, "pod-")
 	if err != nil {
 		return false, err.Error(), nil
 	}

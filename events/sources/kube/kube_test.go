@@ -38,7 +38,7 @@ func TestProgressEvents(t *testing.T) {
 	if progressKey(first[0]) == "" {
 		t.Fatal("a progress event must coalesce per Job")
 	}
-	if real, _ := events.NewAPIServerEvent(events.APIServerUpdate, "https://api", &jobs[0]); progressKey(real) != "" {
+	if ev, _ := events.NewAPIServerEvent(events.APIServerUpdate, "https://api", &jobs[0]); progressKey(ev) != "" {
 		t.Fatal("a watch event must never coalesce")
 	}
 	second, _ := progressEvents(jobs, "https://api", at.Add(10*time.Second))
