@@ -174,7 +174,11 @@ func (f *functionFlags) build(ctx context.Context, log logr.Logger, names []stri
 			if f.globalPolicies != "" {
 				global = f.namespace + "/" + f.globalPolicies
 			}
-			fn := &schedule.Function{Client: c, Emitter: emitter, Recorder: recorder("snapflow-schedule"),
+			reader, err := host.InformerReader(ctx, cfg, schedule.Informed()...)
+			if err != nil {
+				return nil, fmt.Errorf("schedule function: %w", err)
+			}
+			fn := &schedule.Function{Client: c, Reader: reader, Emitter: emitter, Recorder: recorder("snapflow-schedule"),
 				Namespace: f.namespace, GlobalVolumePolicies: global, CoverageEvery: every, CoverageGrace: f.coverageGrace}
 			out = append(out, host.Function{Name: n, Handle: fn.Handle})
 		case "retention":

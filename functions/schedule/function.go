@@ -40,7 +40,14 @@ const DefaultFailedHistory = 10
 
 // Function is the schedule function.
 type Function struct {
-	Client   client.Client
+	Client client.Client
+	// Reader serves the reads whose staleness only moves a decision to the
+	// next event: a tick's list of schedules, and the policies and
+	// repositories a schedule resolves. A deployment gives it an informer
+	// cache, so a tick over thousands of quiet schedules asks the API
+	// server nothing; nil reads through Client. What a firing decides on
+	// (the schedule itself, its runs) is always read live.
+	Reader   client.Reader
 	Recorder record.EventRecorder
 	// Now is the clock; tests inject one.
 	Now func() time.Time
@@ -64,20 +71,41 @@ type Function struct {
 
 func (f *Function) now() time.Time { return host.Now(f.Now) }
 
+// Informed are the kinds Reader serves: give a deployment's Reader an
+// informer of each (host.InformerReader).
+func Informed() []client.Object {
+	return []client.Object{&snapv1.SnapshotSchedule{}, &snapv1.SnapshotPolicy{}, &snapv1.Repository{}, &snapv1.ClusterRepository{}}
+}
+
+func (f *Function) reader() client.Reader {
+	if f.Reader != nil {
+		return f.Reader
+	}
+	return f.Client
+}
+
 // Handle is the CloudEvents entry point.
 func (f *Function) Handle(ctx context.Context, e event.Event) error {
 	switch {
 	case e.Type() == events.Ping || e.Type() == events.Resync:
 		var list snapv1.SnapshotScheduleList
+		var reader client.Reader = f.Client
 		var opts []client.ListOption
 		if e.Type() == events.Ping {
-			// A tick may read the API server's watch cache: every schedule
-			// it acts on is re-read by Reconcile, and one created a moment
-			// ago and missing here is picked up by its own event or the
-			// next tick. The resync reads from etcd.
-			opts = append(opts, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}})
+			// A tick may read a cache: every schedule it acts on is re-read
+			// by Reconcile, and one created a moment ago and missing here
+			// is picked up by its own event or the next tick. The list is
+			// only read, so the informer's objects need no copy. Without an
+			// informer, the API server's watch cache. The resync reads from
+			// etcd.
+			if f.Reader != nil {
+				reader = f.Reader
+				opts = append(opts, client.UnsafeDisableDeepCopy)
+			} else {
+				opts = append(opts, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}})
+			}
 		}
-		if err := f.Client.List(ctx, &list, opts...); err != nil {
+		if err := reader.List(ctx, &list, opts...); err != nil {
 			return err
 		}
 		now := f.now()
@@ -180,7 +208,7 @@ func (f *Function) resolve(ctx context.Context, s *snapv1.SnapshotSchedule) (*re
 	r := &resolved{}
 	if s.Spec.PolicyRef != nil {
 		var p snapv1.SnapshotPolicy
-		if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Spec.PolicyRef.Name}, &p); err != nil {
+		if err := f.reader().Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Spec.PolicyRef.Name}, &p); err != nil {
 			if !apierrors.IsNotFound(err) {
 				return nil, err
 			}
@@ -193,7 +221,7 @@ func (f *Function) resolve(ctx context.Context, s *snapv1.SnapshotSchedule) (*re
 			return nil, err
 		}
 		var list snapv1.SnapshotPolicyList
-		if err := f.Client.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		if err := f.reader().List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 			return nil, err
 		}
 		r.policies = list.Items
@@ -205,7 +233,7 @@ func (f *Function) resolve(ctx context.Context, s *snapv1.SnapshotSchedule) (*re
 			var sd *snapv1.ScheduleDefaults
 			if ref.Kind == snapv1.KindClusterRepository {
 				var cr snapv1.ClusterRepository
-				if f.Client.Get(ctx, client.ObjectKey{Name: ref.Name}, &cr) == nil {
+				if f.reader().Get(ctx, client.ObjectKey{Name: ref.Name}, &cr) == nil {
 					sd = cr.Spec.ScheduleDefaults
 				}
 			} else {
@@ -214,7 +242,7 @@ func (f *Function) resolve(ctx context.Context, s *snapv1.SnapshotSchedule) (*re
 					ns = p.Namespace
 				}
 				var repo snapv1.Repository
-				if f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &repo) == nil {
+				if f.reader().Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &repo) == nil {
 					sd = repo.Spec.ScheduleDefaults
 				}
 			}

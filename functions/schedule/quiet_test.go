@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -9,7 +10,9 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
@@ -44,49 +47,74 @@ func TestQuiet(t *testing.T) {
 }
 
 // A tick fires every due schedule, several at a time, each once, and
-// leaves the others alone.
+// leaves the others alone; with an informer, the schedules, policies and
+// repositories come from it.
 func TestTickFiresEveryDueSchedule(t *testing.T) {
-	ctx := context.Background()
-	slot := time.Date(2026, 12, 6, 1, 0, 0, 0, time.UTC)
-	pol := &snapv1.SnapshotPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "app"},
-		Spec: snapv1.SnapshotPolicySpec{Repository: &snapv1.RepositoryRef{Name: "primary"}, CopyMethod: snapv1.CopyDirect,
-			Sources: []snapv1.Source{{PVC: &snapv1.LocalObjectRef{Name: "data"}}}}}
-	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(pol, &snapv1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "primary"}}).
-		WithStatusSubresource(&snapv1.SnapshotSchedule{}, &snapv1.Snapshot{}).Build()
-	f := &Function{Client: c, Now: func() time.Time { return slot.Add(time.Second) }, Workers: 4}
-	const due, later = 20, 5
-	for i := range due + later {
-		s := &snapv1.SnapshotSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: fmt.Sprintf("s-%02d", i), UID: types.UID(fmt.Sprintf("uid-%02d", i)), Generation: 1},
-			Spec: snapv1.SnapshotScheduleSpec{PolicyRef: &snapv1.LocalObjectRef{Name: "app"}, Schedule: snapv1.Schedule{Cron: "0 * * * *", ConcurrencyPolicy: snapv1.ConcurrencyAllow}}}
-		if err := c.Create(ctx, s); err != nil {
-			t.Fatal(err)
-		}
-		at := slot
-		if i >= due {
-			at = slot.Add(time.Hour)
-		}
-		pin(t, f, s, at)
-	}
-	tick := func(id string) {
-		e := cloudevents.NewEvent()
-		e.SetID(id)
-		e.SetType(events.Ping)
-		e.SetSource("test")
-		if err := f.Handle(ctx, e); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tick("t1")
-	tick("t1-again")
-	var snaps snapv1.SnapshotList
-	if err := c.List(ctx, &snaps); err != nil {
-		t.Fatal(err)
-	}
-	per := map[string]int{}
-	for _, s := range snaps.Items {
-		per[s.Labels[wellknown.LabelSchedule]]++
-	}
-	if len(snaps.Items) != due || len(per) != due {
-		t.Fatalf("%d Snapshots from %d schedules, want one from each of the %d due", len(snaps.Items), len(per), due)
+	for _, informed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("informed=%v", informed), func(t *testing.T) {
+			ctx := context.Background()
+			slot := time.Date(2026, 12, 6, 1, 0, 0, 0, time.UTC)
+			pol := &snapv1.SnapshotPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "app"},
+				Spec: snapv1.SnapshotPolicySpec{Repository: &snapv1.RepositoryRef{Name: "primary"}, CopyMethod: snapv1.CopyDirect,
+					Sources: []snapv1.Source{{PVC: &snapv1.LocalObjectRef{Name: "data"}}}}}
+			c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(pol, &snapv1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "primary"}}).
+				WithStatusSubresource(&snapv1.SnapshotSchedule{}, &snapv1.Snapshot{}).Build()
+			f := &Function{Client: c, Now: func() time.Time { return slot.Add(time.Second) }, Workers: 4}
+			if informed {
+				// What the informer serves is never asked of the API server: the
+				// live client refuses it.
+				f.Reader = c
+				f.Client = interceptor.NewClient(c, interceptor.Funcs{
+					Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+						switch obj.(type) {
+						case *snapv1.SnapshotPolicy, *snapv1.Repository, *snapv1.ClusterRepository:
+							return fmt.Errorf("a live get of %T %s: the informer serves it", obj, key)
+						}
+						return cl.Get(ctx, key, obj, opts...)
+					},
+					List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+						if _, ok := list.(*snapv1.SnapshotScheduleList); ok {
+							return errors.New("a tick listed the schedules live: the informer serves them")
+						}
+						return cl.List(ctx, list, opts...)
+					},
+				})
+			}
+			const due, later = 20, 5
+			for i := range due + later {
+				s := &snapv1.SnapshotSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: fmt.Sprintf("s-%02d", i), UID: types.UID(fmt.Sprintf("uid-%02d", i)), Generation: 1},
+					Spec: snapv1.SnapshotScheduleSpec{PolicyRef: &snapv1.LocalObjectRef{Name: "app"}, Schedule: snapv1.Schedule{Cron: "0 * * * *", ConcurrencyPolicy: snapv1.ConcurrencyAllow}}}
+				if err := c.Create(ctx, s); err != nil {
+					t.Fatal(err)
+				}
+				at := slot
+				if i >= due {
+					at = slot.Add(time.Hour)
+				}
+				pin(t, f, s, at)
+			}
+			tick := func(id string) {
+				e := cloudevents.NewEvent()
+				e.SetID(id)
+				e.SetType(events.Ping)
+				e.SetSource("test")
+				if err := f.Handle(ctx, e); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tick("t1")
+			tick("t1-again")
+			var snaps snapv1.SnapshotList
+			if err := c.List(ctx, &snaps); err != nil {
+				t.Fatal(err)
+			}
+			per := map[string]int{}
+			for _, s := range snaps.Items {
+				per[s.Labels[wellknown.LabelSchedule]]++
+			}
+			if len(snaps.Items) != due || len(per) != due {
+				t.Fatalf("%d Snapshots from %d schedules, want one from each of the %d due", len(snaps.Items), len(per), due)
+			}
+		})
 	}
 }

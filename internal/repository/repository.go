@@ -79,7 +79,7 @@ func (r *Object) Homes() projection.Homes {
 
 // Get reads the repository ref points at, from consumer namespace
 // ns; installNS is where a ClusterRepository's Secrets and Jobs live.
-func Get(ctx context.Context, c client.Client, installNS string, ref snapv1.RepositoryRef, ns string) (*Object, error) {
+func Get(ctx context.Context, c client.Reader, installNS string, ref snapv1.RepositoryRef, ns string) (*Object, error) {
 	key := keyOf(ref, ns)
 	if ref.Kind == snapv1.KindClusterRepository {
 		var cr snapv1.ClusterRepository
@@ -137,7 +137,7 @@ func PoolKey(kind snapv1.RepositoryKind, namespace, name string) string {
 // PolicyRepositories reads the repositories p writes to once and says
 // which do not exist (as Kind/name) and which are suspended (as
 // validate.RepoKey).
-func PolicyRepositories(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy) (missing, suspended []string, err error) {
+func PolicyRepositories(ctx context.Context, c client.Reader, p *snapv1.SnapshotPolicy) (missing, suspended []string, err error) {
 	for _, ref := range validate.PolicyRefs(p) {
 		r, err := Get(ctx, c, "", ref, p.Namespace)
 		switch {
@@ -161,7 +161,7 @@ func PolicyRepositories(ctx context.Context, c client.Client, p *snapv1.Snapshot
 // SuspendedRepositories lists the repositories p writes to that are
 // suspended, and whether all of them are. A repository that does not
 // exist is not suspended: the callers report it otherwise.
-func SuspendedRepositories(ctx context.Context, c client.Client, p *snapv1.SnapshotPolicy) (suspended []string, all bool, err error) {
+func SuspendedRepositories(ctx context.Context, c client.Reader, p *snapv1.SnapshotPolicy) (suspended []string, all bool, err error) {
 	_, suspended, err = PolicyRepositories(ctx, c, p)
 	refs := validate.PolicyRefs(p)
 	return suspended, err == nil && len(refs) > 0 && len(suspended) == len(refs), err

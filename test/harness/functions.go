@@ -300,7 +300,7 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	snapCfg, snapClient := as("snapshot")
 	_, cleanupClient := as("cleanup")
 	_, retentionClient := as("retention")
-	_, scheduleClient := as("schedule")
+	scheduleCfg, scheduleClient := as("schedule")
 	restoreCfg, restoreClient := as("restore")
 	_, verifyClient := as("verify")
 	_, maintenanceClient := as("maintenance")
@@ -362,7 +362,14 @@ func (cp *ControlPlane) StartFunctions(o FunctionsOptions) (*Functions, error) {
 	if o.GlobalVolumePoliciesConfigMap != "" {
 		global = WebhookNamespace + "/" + o.GlobalVolumePoliciesConfigMap
 	}
-	scheduleFn := &schedule.Function{Client: scheduleClient, Now: o.Clock, Emitter: f.Emitted, Recorder: recorder("snapflow-schedule"),
+	// The schedule function reads through informers as deployed, under its
+	// chart RBAC.
+	scheduleReader, err := host.InformerReader(ctx, scheduleCfg, schedule.Informed()...)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	scheduleFn := &schedule.Function{Client: scheduleClient, Reader: scheduleReader, Now: o.Clock, Emitter: f.Emitted, Recorder: recorder("snapflow-schedule"),
 		Namespace: WebhookNamespace, GlobalVolumePolicies: global}
 	restoreFn := &restore.Function{Access: access(restoreCfg), Logs: logs(restoreCfg), Client: restoreClient, Namespace: WebhookNamespace, MoverImage: MoverImage, MoverServiceAccount: o.MoverServiceAccount, Now: o.Clock,
 		Emitter: f.Emitted, Recorder: recorder("snapflow-restore"), WorkloadExec: true}

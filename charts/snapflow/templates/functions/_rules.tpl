@@ -177,21 +177,24 @@ because the functions act on snapflow objects in every namespace. Notes:
 {{- define "snapflow.rules.schedule" -}}
 # Schedules fire by minting Snapshots; replaced runs are asked to stop
 # (an annotation), then pruned with failed runs beyond the history limit.
+# Schedules, policies and repositories are watched: a tick reads them
+# from the function's informers.
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["snapshotschedules"]
-  verbs: ["get", "list"]
+  verbs: ["get", "list", "watch"]
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["snapshotschedules/status", "snapshotpolicies/status"]
   verbs: ["patch"]
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["snapshots"]
   verbs: ["list", "create", "patch", "delete"]
+# A policy's expansion conditions are written over a live read.
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["snapshotpolicies"]
-  verbs: ["get", "list"]
+  verbs: ["get", "list", "watch"]
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["repositories", "clusterrepositories"]
-  verbs: ["get"]
+  verbs: ["list", "watch"]
 # pvcSelector sources expand to one Snapshot per PVC; coverage passes
 # judge every PVC (its volume, its namespace's annotation) to tell the
 # unprotected ones. Their record and the global volume policies are read
