@@ -8,6 +8,7 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -60,6 +61,19 @@ func TestTickFiresEveryDueSchedule(t *testing.T) {
 			c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(pol, &snapv1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "primary"}}).
 				WithStatusSubresource(&snapv1.SnapshotSchedule{}, &snapv1.Snapshot{}).Build()
 			f := &Function{Client: c, Now: func() time.Time { return slot.Add(time.Second) }, Workers: 4}
+			const due, later = 20, 5
+			for i := range due + later {
+				s := &snapv1.SnapshotSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: fmt.Sprintf("s-%02d", i), UID: types.UID(fmt.Sprintf("uid-%02d", i)), Generation: 1},
+					Spec: snapv1.SnapshotScheduleSpec{PolicyRef: &snapv1.LocalObjectRef{Name: "app"}, Schedule: snapv1.Schedule{Cron: "0 * * * *", ConcurrencyPolicy: snapv1.ConcurrencyAllow}}}
+				if err := c.Create(ctx, s); err != nil {
+					t.Fatal(err)
+				}
+				at := slot
+				if i >= due {
+					at = slot.Add(time.Hour)
+				}
+				pin(t, f, s, at)
+			}
 			if informed {
 				// What the informer serves is never asked of the API server: the
 				// live client refuses it.
@@ -79,19 +93,6 @@ func TestTickFiresEveryDueSchedule(t *testing.T) {
 						return cl.List(ctx, list, opts...)
 					},
 				})
-			}
-			const due, later = 20, 5
-			for i := range due + later {
-				s := &snapv1.SnapshotSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: fmt.Sprintf("s-%02d", i), UID: types.UID(fmt.Sprintf("uid-%02d", i)), Generation: 1},
-					Spec: snapv1.SnapshotScheduleSpec{PolicyRef: &snapv1.LocalObjectRef{Name: "app"}, Schedule: snapv1.Schedule{Cron: "0 * * * *", ConcurrencyPolicy: snapv1.ConcurrencyAllow}}}
-				if err := c.Create(ctx, s); err != nil {
-					t.Fatal(err)
-				}
-				at := slot
-				if i >= due {
-					at = slot.Add(time.Hour)
-				}
-				pin(t, f, s, at)
 			}
 			tick := func(id string) {
 				e := cloudevents.NewEvent()
@@ -116,5 +117,28 @@ func TestTickFiresEveryDueSchedule(t *testing.T) {
 				t.Fatalf("%d Snapshots from %d schedules, want one from each of the %d due", len(snaps.Items), len(per), due)
 			}
 		})
+	}
+}
+
+// An edit's own event reads live: a schedule applied with its policy finds
+// the policy though the informer has not seen it yet.
+func TestAnEditReadsLiveNotTheInformer(t *testing.T) {
+	ctx := context.Background()
+	pol := &snapv1.SnapshotPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "app"},
+		Spec: snapv1.SnapshotPolicySpec{Repository: &snapv1.RepositoryRef{Name: "primary"}, Sources: []snapv1.Source{{PVC: &snapv1.LocalObjectRef{Name: "data"}}}}}
+	s := &snapv1.SnapshotSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "nightly", UID: "s-uid", Generation: 1},
+		Spec: snapv1.SnapshotScheduleSpec{PolicyRef: &snapv1.LocalObjectRef{Name: "app"}, Schedule: snapv1.Schedule{Cron: "0 1 * * *"}}}
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(pol, s).WithStatusSubresource(&snapv1.SnapshotSchedule{}).Build()
+	behind := fake.NewClientBuilder().WithScheme(scheme.New()).Build() // an informer that has seen nothing yet
+	f := &Function{Client: c, Reader: behind, Now: func() time.Time { return time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC) }}
+	if err := f.Reconcile(ctx, "app", "nightly"); err != nil {
+		t.Fatal(err)
+	}
+	var live snapv1.SnapshotSchedule
+	if err := c.Get(ctx, client.ObjectKeyFromObject(s), &live); err != nil {
+		t.Fatal(err)
+	}
+	if r := meta.FindStatusCondition(live.Status.Conditions, wellknown.ConditionReady); r == nil || r.Reason == reasonNoPolicy || live.Status.NextSchedule == nil {
+		t.Fatalf("Ready %+v, next %+v: the edit's event must find the policy live", r, live.Status.NextSchedule)
 	}
 }

@@ -188,13 +188,9 @@ because the functions act on snapflow objects in every namespace. Notes:
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["snapshots"]
   verbs: ["list", "create", "patch", "delete"]
-# A policy's expansion conditions are written over a live read.
 - apiGroups: ["kopiur.home-operations.com"]
-  resources: ["snapshotpolicies"]
+  resources: ["snapshotpolicies", "repositories", "clusterrepositories"]
   verbs: ["get", "list", "watch"]
-- apiGroups: ["kopiur.home-operations.com"]
-  resources: ["repositories", "clusterrepositories"]
-  verbs: ["list", "watch"]
 # pvcSelector sources expand to one Snapshot per PVC; coverage passes
 # judge every PVC (its volume, its namespace's annotation) to tell the
 # unprotected ones. Their record and the global volume policies are read
