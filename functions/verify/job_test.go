@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/internal/kopia"
 	"github.com/snapflow/snapflow/internal/mover"
 	"github.com/snapflow/snapflow/internal/repository"
 	"github.com/snapflow/snapflow/internal/scheme"
@@ -126,5 +127,46 @@ func TestBuildRefusesAClusterRepositoryOnAPVC(t *testing.T) {
 	_, _, err := f.build(context.Background(), p, repo.Ref, kernel.Quick, latest, repo, time.Now())
 	if err == nil || !strings.Contains(err.Error(), "keeps its repository on a PVC of namespace snapflow-system, which a verify job in namespace app cannot mount; use an S3 or NFS backend") {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// A quick verification's tuning reaches the mover's work spec:
+// fileParallelism (or the older parallel), the file queue, the error
+// budget and the share of files read.
+func TestBuildQuickTuning(t *testing.T) {
+	i32 := func(v int32) *int32 { return &v }
+	repo := repository.FromRepository(&snapv1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "primary"},
+		Spec: snapv1.RepositorySpec{Backend: snapv1.Backend{S3: &snapv1.S3Backend{Bucket: "b", Endpoint: "s3.example.com", Auth: &snapv1.ObjectStoreAuth{SecretRef: &snapv1.SecretRef{Name: "s3-keys"}}}},
+			Encryption: snapv1.RepositoryEncryption{PasswordSecretRef: snapv1.SecretKeyRef{Name: "pw", Key: "password"}}}})
+	for _, tc := range []struct {
+		name    string
+		quick   snapv1.QuickVerification
+		percent *int32
+		want    kopia.VerifyOptions
+	}{
+		{"defaults", snapv1.QuickVerification{}, nil, kopia.VerifyOptions{}},
+		{"parallel alone", snapv1.QuickVerification{Parallel: i32(3)}, nil, kopia.VerifyOptions{Parallelism: 3}},
+		{"fileParallelism wins over parallel", snapv1.QuickVerification{Parallel: i32(3), FileParallelism: i32(6)}, nil, kopia.VerifyOptions{Parallelism: 6}},
+		{"queue, error budget and share of files", snapv1.QuickVerification{FileQueueLength: i32(500), MaxErrors: i32(7)}, i32(25),
+			kopia.VerifyOptions{FileQueueLength: 500, MaxErrors: 7, FilesPercent: 25}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &Function{Client: fake.NewClientBuilder().WithScheme(scheme.New()).Build(), MoverImage: "snapflow:1", MoverServiceAccount: "snapflow-mover"}
+			quick := tc.quick
+			p := &snapv1.SnapshotPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "db", UID: "p-uid"},
+				Spec: snapv1.SnapshotPolicySpec{Verification: &snapv1.Verification{Quick: &quick, VerifyFilesPercent: tc.percent}}}
+			latest := &snapv1.Snapshot{Status: snapv1.SnapshotStatus{Snapshot: &snapv1.SnapshotRecord{KopiaSnapshotID: "k1"}}}
+			_, cm, err := f.build(context.Background(), p, repo.Ref, kernel.Quick, latest, repo, time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var work mover.WorkSpec
+			if err := json.Unmarshal([]byte(cm.Data[mover.WorkSpecKey]), &work); err != nil || work.Verify == nil {
+				t.Fatalf("work spec %q: %v", cm.Data[mover.WorkSpecKey], err)
+			}
+			if work.Verify.Quick != tc.want || work.Verify.Tier != kernel.Quick || work.Verify.SnapshotID != "k1" {
+				t.Fatalf("quick %+v (tier %s, snapshot %s), want %+v over k1", work.Verify.Quick, work.Verify.Tier, work.Verify.SnapshotID, tc.want)
+			}
+		})
 	}
 }
