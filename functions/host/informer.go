@@ -32,20 +32,24 @@ func InformerReader(ctx context.Context, cfg *rest.Config, kinds ...client.Objec
 	if err != nil {
 		return nil, fmt.Errorf("informer cache: %w", err)
 	}
+	run, stop := context.WithCancel(ctx)
 	for _, k := range kinds {
-		if _, err := ca.GetInformer(ctx, k); err != nil {
+		if _, err := ca.GetInformer(run, k); err != nil {
+			stop()
 			return nil, fmt.Errorf("informer of %T: %w", k, err)
 		}
 	}
 	go func() {
-		if err := ca.Start(ctx); err != nil {
+		if err := ca.Start(run); err != nil {
 			Log(ctx).Error(err, "informer cache stopped")
 		}
 	}()
-	wait, cancel := context.WithTimeout(ctx, InformerSyncTimeout)
+	wait, cancel := context.WithTimeout(run, InformerSyncTimeout)
 	defer cancel()
 	if !ca.WaitForCacheSync(wait) {
+		stop() // nothing outlives a failed start
 		return nil, fmt.Errorf("the informer cache of %d kinds did not sync within %s: check that the function's ServiceAccount may list and watch each (the chart's RBAC grants it) and that the API server is reachable", len(kinds), InformerSyncTimeout)
 	}
+	context.AfterFunc(ctx, stop) // the informers stop with ctx
 	return ca, nil
 }

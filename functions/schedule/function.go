@@ -41,14 +41,14 @@ const DefaultFailedHistory = 10
 // Function is the schedule function.
 type Function struct {
 	Client client.Client
-	// Reader serves a tick's reads whose staleness only moves a decision to
-	// the next tick: the list of schedules, and the policies and
-	// repositories each due one resolves. A deployment gives it an
-	// informer cache, so a tick over thousands of quiet schedules asks the
-	// API server nothing; nil reads through Client. An edit's own event is
-	// reconciled on live reads (it may name a policy created a moment
-	// earlier, which an informer may not have yet), and what a firing
-	// decides on (the schedule itself, its runs) is always read live.
+	// Reader serves a tick's list of schedules, which only picks the ones
+	// whose pinned slot has come: each is then reconciled on live reads,
+	// and one an informer has not caught up with is reconciled by its own
+	// event or the next tick. A deployment gives it an informer cache, so
+	// a tick over thousands of quiet schedules asks the API server
+	// nothing; nil lists from the API server's watch cache. Everything a
+	// firing decides on (the schedule, its policies, their repositories,
+	// its runs) is read live.
 	Reader   client.Reader
 	Recorder record.EventRecorder
 	// Now is the clock; tests inject one.
@@ -76,19 +76,7 @@ func (f *Function) now() time.Time { return host.Now(f.Now) }
 // Informed are the kinds Reader serves: give a deployment's Reader an
 // informer of each (host.InformerReader).
 func Informed() []client.Object {
-	return []client.Object{&snapv1.SnapshotSchedule{}, &snapv1.SnapshotPolicy{}, &snapv1.Repository{}, &snapv1.ClusterRepository{}}
-}
-
-// ticking marks a context as a tick's, whose reconciles may read through
-// Reader.
-type ticking struct{}
-
-// reader is Reader within a tick, else Client.
-func (f *Function) reader(ctx context.Context) client.Reader {
-	if f.Reader != nil && ctx.Value(ticking{}) != nil {
-		return f.Reader
-	}
-	return f.Client
+	return []client.Object{&snapv1.SnapshotSchedule{}}
 }
 
 // Handle is the CloudEvents entry point.
@@ -127,11 +115,7 @@ func (f *Function) Handle(ctx context.Context, e event.Event) error {
 			}
 			due = append(due, client.ObjectKeyFromObject(s))
 		}
-		tickCtx := ctx
-		if e.Type() == events.Ping {
-			tickCtx = context.WithValue(ctx, ticking{}, true)
-		}
-		err := f.reconcileAll(tickCtx, due)
+		err := f.reconcileAll(ctx, due)
 		// After the schedules, and whatever they did: a coverage pass only
 		// logs its failures, so it never makes the tick retry.
 		f.coveragePass(ctx)
@@ -219,7 +203,7 @@ func (f *Function) resolve(ctx context.Context, s *snapv1.SnapshotSchedule) (*re
 	r := &resolved{}
 	if s.Spec.PolicyRef != nil {
 		var p snapv1.SnapshotPolicy
-		if err := f.reader(ctx).Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Spec.PolicyRef.Name}, &p); err != nil {
+		if err := f.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Spec.PolicyRef.Name}, &p); err != nil {
 			if !apierrors.IsNotFound(err) {
 				return nil, err
 			}
@@ -232,7 +216,7 @@ func (f *Function) resolve(ctx context.Context, s *snapv1.SnapshotSchedule) (*re
 			return nil, err
 		}
 		var list snapv1.SnapshotPolicyList
-		if err := f.reader(ctx).List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		if err := f.Client.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 			return nil, err
 		}
 		r.policies = list.Items
@@ -244,7 +228,7 @@ func (f *Function) resolve(ctx context.Context, s *snapv1.SnapshotSchedule) (*re
 			var sd *snapv1.ScheduleDefaults
 			if ref.Kind == snapv1.KindClusterRepository {
 				var cr snapv1.ClusterRepository
-				if f.reader(ctx).Get(ctx, client.ObjectKey{Name: ref.Name}, &cr) == nil {
+				if f.Client.Get(ctx, client.ObjectKey{Name: ref.Name}, &cr) == nil {
 					sd = cr.Spec.ScheduleDefaults
 				}
 			} else {
@@ -253,7 +237,7 @@ func (f *Function) resolve(ctx context.Context, s *snapv1.SnapshotSchedule) (*re
 					ns = p.Namespace
 				}
 				var repo snapv1.Repository
-				if f.reader(ctx).Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &repo) == nil {
+				if f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &repo) == nil {
 					sd = repo.Spec.ScheduleDefaults
 				}
 			}

@@ -292,7 +292,7 @@ func (f *Function) step(ctx context.Context, s *snapv1.SnapshotSchedule, r *reso
 		}
 		// So is one whose every repository is suspended; with some of
 		// them suspended, only those repositories' runs are left out.
-		paused, all, err := repository.SuspendedRepositories(ctx, f.reader(ctx), p)
+		paused, all, err := repository.SuspendedRepositories(ctx, f.Client, p)
 		if err != nil {
 			return false, err
 		}
@@ -457,9 +457,8 @@ func (f *Function) notes(st *snapv1.SnapshotScheduleStatus, r *resolved, gen int
 	}
 }
 
-// startingLimit is StartingLimit for run k's policy (on a tick, from the
-// informer: a timeout edited a moment ago counts from the next event); a
-// run whose policy is gone gets the slot claim's lease.
+// startingLimit is StartingLimit for run k's policy, read fresh; a run
+// whose policy is gone gets the slot claim's lease.
 func (f *Function) startingLimit(ctx context.Context, k *snapv1.Snapshot) (time.Duration, bool, error) {
 	if k.Spec.PolicyRef == nil {
 		return slots.ClaimLease, true, nil
@@ -469,7 +468,7 @@ func (f *Function) startingLimit(ctx context.Context, k *snapv1.Snapshot) (time.
 		ns = k.Spec.PolicyRef.Namespace
 	}
 	var pol snapv1.SnapshotPolicy
-	if err := f.reader(ctx).Get(ctx, client.ObjectKey{Namespace: ns, Name: k.Spec.PolicyRef.Name}, &pol); apierrors.IsNotFound(err) {
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: k.Spec.PolicyRef.Name}, &pol); apierrors.IsNotFound(err) {
 		return slots.ClaimLease, true, nil
 	} else if err != nil {
 		return 0, false, fmt.Errorf("read the policy of run %s: %w", k.Name, err)

@@ -177,8 +177,7 @@ because the functions act on snapflow objects in every namespace. Notes:
 {{- define "snapflow.rules.schedule" -}}
 # Schedules fire by minting Snapshots; replaced runs are asked to stop
 # (an annotation), then pruned with failed runs beyond the history limit.
-# Schedules, policies and repositories are watched: a tick reads them
-# from the function's informers.
+# Schedules are watched: a tick lists them from the function's informer.
 - apiGroups: ["kopiur.home-operations.com"]
   resources: ["snapshotschedules"]
   verbs: ["get", "list", "watch"]
@@ -189,8 +188,11 @@ because the functions act on snapflow objects in every namespace. Notes:
   resources: ["snapshots"]
   verbs: ["list", "create", "patch", "delete"]
 - apiGroups: ["kopiur.home-operations.com"]
-  resources: ["snapshotpolicies", "repositories", "clusterrepositories"]
-  verbs: ["get", "list", "watch"]
+  resources: ["snapshotpolicies"]
+  verbs: ["get", "list"]
+- apiGroups: ["kopiur.home-operations.com"]
+  resources: ["repositories", "clusterrepositories"]
+  verbs: ["get"]
 # pvcSelector sources expand to one Snapshot per PVC; coverage passes
 # judge every PVC (its volume, its namespace's annotation) to tell the
 # unprotected ones. Their record and the global volume policies are read
