@@ -75,6 +75,15 @@ func TestRequestParams(t *testing.T) {
 		{name: "versioning is the deployment's", settings: base, req: events.PruneRequest{BucketVersioning: "enabled"}, refused: "bucketVersioning"},
 		{name: "the namespace cannot move", settings: base, req: events.PruneRequest{Namespace: "other"}, refused: "narrow the scope, not move it"},
 		{name: "the prefix cannot climb out", settings: Settings{Settings: execute.Settings{BackupRepo: "repo", Prefix: "tenant-a/"}}, req: events.PruneRequest{Prefix: "tenant-b/"}, refused: "must lie under"},
+		{name: "the prefix cannot climb out through ..", settings: Settings{Settings: execute.Settings{BackupRepo: "repo", Prefix: "tenant-a"}}, req: events.PruneRequest{Prefix: "tenant-a/../tenant-b"}, refused: "must lie under"},
+		{name: "the prefix cannot climb above the bucket", settings: Settings{Settings: execute.Settings{BackupRepo: "repo", Prefix: "tenant-a"}}, req: events.PruneRequest{Prefix: "tenant-a/../../x"}, refused: "climbs above"},
+		{name: "a sibling sharing the name's start is outside", settings: Settings{Settings: execute.Settings{BackupRepo: "repo", Prefix: "tenant-a"}}, req: events.PruneRequest{Prefix: "tenant-ab/x"}, refused: "must lie under"},
+		{name: "a prefix inside is taken in normal form", settings: Settings{Settings: execute.Settings{BackupRepo: "repo", Prefix: "tenant-a/"}}, req: events.PruneRequest{Prefix: "/tenant-a//app/"},
+			check: func(t *testing.T, p params) {
+				if p.run.Prefix != "tenant-a/app" {
+					t.Fatalf("prefix %q, want tenant-a/app", p.run.Prefix)
+				}
+			}},
 		{name: "no repo", settings: Settings{}, refused: "needs backupRepo"},
 		{name: "another repo", settings: base, req: events.PruneRequest{BackupRepo: "x"}, refused: "serves BackupRepo repo, not x"},
 		{name: "bad min age", settings: base, req: events.PruneRequest{MinAge: "7d"}, refused: "minAge"},

@@ -80,7 +80,7 @@ func (f *Function) remember(ctx context.Context, kc client.Reader, run ledger.Ru
 // of one S3 root, or a request narrowed to a namespace or prefix, sees
 // less, and must not clear what a whole run found.
 func (f *Function) recorded(p params) bool {
-	return p.root == "" && p.run.Namespace == f.Settings.Namespace && p.run.Prefix == f.Settings.Prefix
+	return p.root == "" && p.run.Namespace == f.Settings.Namespace && engine.CleanKey(p.run.Prefix) == engine.CleanKey(f.Settings.Prefix)
 }
 
 // runOf is what the record keeps of a run.

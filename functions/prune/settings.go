@@ -169,10 +169,17 @@ func (s Settings) request(req events.PruneRequest, cause string) (params, error)
 		p.run.Namespace = req.Namespace
 	}
 	if req.Prefix != "" {
-		if !strings.HasPrefix(req.Prefix, s.Prefix) {
-			return p, events.Malformed("prune requested prefix %q: it must lie under this function's prefix %q", req.Prefix, s.Prefix)
+		// By whole segments, after resolving "..": the engine scopes its
+		// scan that way, so "tenant-a/../tenant-b" or "tenant-ab" must not
+		// pass for "tenant-a".
+		k, ok := engine.NormalizeKey(req.Prefix)
+		if !ok {
+			return p, events.Malformed("prune requested prefix %q: it climbs above the bucket", req.Prefix)
 		}
-		p.run.Prefix = req.Prefix
+		if !engine.Contains(engine.CleanKey(s.Prefix), k) {
+			return p, events.Malformed("prune requested prefix %q: it must lie under this function's prefix %q, by whole path segments", req.Prefix, s.Prefix)
+		}
+		p.run.Prefix = k
 	}
 	if req.MinAge != "" {
 		d, err := time.ParseDuration(req.MinAge)
