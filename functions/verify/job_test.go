@@ -170,3 +170,32 @@ func TestBuildQuickTuning(t *testing.T) {
 		})
 	}
 }
+
+// A quick tier stored in the old flat shape (cron, jitter, timezone on the
+// tier itself; refused for new writes) is still scheduled as written.
+func TestTierScheduleReadsTheFlatShape(t *testing.T) {
+	repo := repository.FromRepository(&snapv1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "primary"}})
+	for _, tc := range []struct {
+		name  string
+		quick snapv1.QuickVerification
+		tz    string
+		jit   time.Duration
+	}{
+		{"flat", snapv1.QuickVerification{Cron: "0 3 * * *", Timezone: "Europe/Berlin", Jitter: "10m"}, "Europe/Berlin", 10 * time.Minute},
+		{"nested wins", snapv1.QuickVerification{Cron: "0 3 * * *", Timezone: "Europe/Berlin",
+			Schedule: &snapv1.CronSpec{Cron: "0 4 * * *", Timezone: "Asia/Tokyo"}}, "Asia/Tokyo", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			quick := tc.quick
+			p := &snapv1.SnapshotPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "db", UID: "p-uid"},
+				Spec: snapv1.SnapshotPolicySpec{Verification: &snapv1.Verification{Quick: &quick}}}
+			spec, err := tierSchedule(p, kernel.Quick, repo)
+			if err != nil || spec == nil {
+				t.Fatalf("spec %+v, err %v", spec, err)
+			}
+			if spec.Location.String() != tc.tz || spec.Jitter != tc.jit {
+				t.Fatalf("timezone %s jitter %s, want %s and %s", spec.Location, spec.Jitter, tc.tz, tc.jit)
+			}
+		})
+	}
+}
