@@ -138,15 +138,13 @@ func (s Settings) Validate(name Namer) error {
 	return nil
 }
 
-// Versioning is the parsed BucketVersioning.
+// Versioning is the parsed BucketVersioning (empty: auto).
 func (s Settings) Versioning(name Namer) (prune.VersioningMode, error) {
-	v := s.BucketVersioning
-	if v == "" {
-		v = "auto"
-	}
-	m, err := prune.ParseVersioningMode(v)
+	m, err := prune.ParseVersioningMode(s.BucketVersioning)
 	if err != nil {
-		return m, fmt.Errorf("invalid %s: %w", name("bucket-versioning"), err)
+		// The parser's message names the flag; a variable or a request
+		// field is named as the operator wrote it.
+		return m, fmt.Errorf("invalid %s %q: want auto, disabled, enabled or suspended", name("bucket-versioning"), s.BucketVersioning)
 	}
 	return m, nil
 }

@@ -43,6 +43,8 @@ func TestSettingsValidate(t *testing.T) {
 					t.Fatalf("refused: %v", err)
 				case tt.setting != "" && (err == nil || !strings.Contains(err.Error(), name(tt.setting))):
 					t.Fatalf("err = %v, want one naming %s", err, name(tt.setting))
+				case tt.setting != "" && (strings.Count(err.Error(), name(tt.setting)) != 1 || name(tt.setting) != FlagName(tt.setting) && strings.Contains(err.Error(), FlagName(tt.setting))):
+					t.Fatalf("err = %v, want the setting named once, as %s", err, name(tt.setting))
 				}
 			}
 		})
