@@ -89,10 +89,12 @@ func Validate(ctx context.Context, lk validate.Lookup, op Operation, obj, old Ob
 			was = &prev.Spec
 		}
 		r.Merge(validate.PolicyUnsupported(was, &o.Spec))
+		r.Merge(validate.ForeignRepositories("SnapshotPolicy", o.Namespace, validate.PolicyRepositoryRefs(was), validate.PolicyRepositoryRefs(&o.Spec)))
 	case *snapv1.Snapshot:
 		r = validate.Snapshot(o, opts)
 		if op == Create {
 			r.Merge(validate.SnapshotReferents(ctx, lk, o))
+			r.Merge(validate.ForeignRepositories("Snapshot", o.Namespace, nil, validate.SingleRepositoryRef(o.Spec.Repository)))
 		}
 	case *snapv1.SnapshotSchedule:
 		r = validate.SnapshotSchedule(o, opts)
@@ -101,6 +103,7 @@ func Validate(ctx context.Context, lk validate.Lookup, op Operation, obj, old Ob
 		if op == Create {
 			r.Merge(validate.RestoreReferents(ctx, lk, o))
 			r.Merge(validate.RestoreUnsupported(&o.Spec))
+			r.Merge(validate.ForeignRepositories("Restore", o.Namespace, nil, validate.SingleRepositoryRef(o.Spec.Repository)))
 		}
 	case *snapv1.Maintenance:
 		r = validate.Maintenance(o, opts)

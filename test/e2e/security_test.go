@@ -139,6 +139,22 @@ func TestDecoySnapshotCannotDeleteAnotherNamespacesBackup(t *testing.T) {
 	if left := kopiaIDs(t, victim); !left[ids["precious"]] {
 		t.Fatalf("releasing the decoy deleted the victim's kopia snapshot: %v", left)
 	}
+
+	// Naming the victim's Repository outright is refused when applied, not
+	// when a run starts: its password never leaves the victim's namespace.
+	for _, m := range []string{
+		fmt.Sprintf("apiVersion: kopiur.home-operations.com/v1alpha1\nkind: SnapshotPolicy\nmetadata: {name: steal, namespace: %s}\nspec:\n  repository: {name: primary, namespace: %s}\n  sources: [{pvc: {name: app-data}}]\n", attacker, victim),
+		string(restoreOf(attacker, "steal", fmt.Sprintf("{fromPolicy: {name: app}}\n  repository: {name: primary, namespace: %s}", victim), "{pvc: {name: stolen, capacity: 1Gi}}")),
+	} {
+		res := kubectl(t, []byte(m), 1, "apply", "-f", "-")
+		for _, want := range []string{"spec.repository.namespace", "serves only its own namespace", "remove namespace"} {
+			if !strings.Contains(res.Stderr, want) {
+				t.Errorf("refusal does not say %q:\n%s", want, res.Stderr)
+			}
+		}
+	}
+	// Its own namespace, spelled out, is what the default means.
+	kubectl(t, []byte(fmt.Sprintf("apiVersion: kopiur.home-operations.com/v1alpha1\nkind: SnapshotPolicy\nmetadata: {name: spelled, namespace: %s}\nspec:\n  repository: {name: primary, namespace: %s}\n  sources: [{pvc: {name: app-data}}]\n", attacker, attacker)), 0, "apply", "-f", "-")
 }
 
 // Every function checks who sends: no token or a token for another audience
