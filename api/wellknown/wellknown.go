@@ -143,9 +143,10 @@ const (
 	// and workloadExec hooks (admission stamps it): those hooks run only
 	// while that user may create Jobs and exec into pods themselves.
 	AnnotationHooksAuthor = SnapflowPrefix + "hooks-author"
-	// AnnotationExecAuthor records who wrote a Restore's streamExec target
-	// (admission stamps it): the restore execs into the workload only
-	// while that user may exec into its pods themselves.
+	// AnnotationExecAuthor records who wrote a Restore with a streamExec
+	// target or a source in another namespace (admission stamps it): the
+	// restore execs into the workload, or reads the other namespace's
+	// Snapshots, only while that user may do so themselves.
 	AnnotationExecAuthor = SnapflowPrefix + "exec-author"
 	// AnnotationRequestEvent identifies that event (a Restore: its id; a
 	// Snapshot: "<source> <id>"): a redelivery finds its object again.

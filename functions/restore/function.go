@@ -164,6 +164,9 @@ func (f *Function) handleRequest(ctx context.Context, e event.Event) error {
 	if rs.Spec.Target.StreamExec != nil {
 		return events.Malformed("restore requested spec.target.streamExec: an event may not pipe data into a workload, as the Restore would run with the restore function's rights; create the Restore with kubectl")
 	}
+	if src := validate.ForeignRestoreSource(rs); src != nil {
+		return events.Malformed("restore requested spec.source: an event may not restore from another namespace (%s), as the function would read there with its own rights; create the Restore with kubectl", src.Namespace)
+	}
 	if rs.Spec.Target.PVCRef != nil {
 		return events.Malformed("restore requested spec.target.pvcRef: an event may not restore over an existing PVC; restore into a new PVC (target.pvc) or create the Restore with kubectl")
 	}

@@ -44,6 +44,9 @@ const (
 	// ReasonExecNotGranted: a streamExec restore may not exec into its
 	// workload.
 	ReasonExecNotGranted = "ExecNotGranted"
+	// ReasonSourceNotAllowed: the Restore's author may not read its source
+	// in another namespace.
+	ReasonSourceNotAllowed = "SourceNotAllowed"
 )
 
 // Reconcile moves one Restore forward: resolve, prepare the target, start
@@ -85,6 +88,11 @@ func (f *Function) start(ctx context.Context, rs *snapv1.Restore, jobName string
 		} else if msg != "" {
 			return f.fail(ctx, rs, ReasonExecNotGranted, msg)
 		}
+	}
+	if msg, err := f.sourceRefused(ctx, rs); err != nil {
+		return err
+	} else if msg != "" {
+		return f.fail(ctx, rs, ReasonSourceNotAllowed, msg)
 	}
 	out, err := f.pinned(ctx, rs)
 	if err != nil {

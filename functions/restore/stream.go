@@ -59,3 +59,44 @@ func (f *Function) streamTarget(ctx context.Context, rs *snapv1.Restore) (*targe
 	exec := &mover.ExecWork{Namespace: rs.Namespace, Pod: pod, Container: ctr, Command: t.Command, TimeoutSeconds: timeout}
 	return &targetPlan{exec: exec}, "", "", nil
 }
+
+// sourceRefused says why a Restore may not read its source in another
+// namespace ("" when it may, or when its source is its own namespace's):
+// the function reads there with its own rights, so the user who wrote the
+// Restore must be allowed to read what it names, or anyone who may create
+// a Restore could learn of, and restore, another namespace's backups.
+func (f *Function) sourceRefused(ctx context.Context, rs *snapv1.Restore) (string, error) {
+	src := validate.ForeignRestoreSource(rs)
+	if src == nil {
+		return "", nil
+	}
+	a, err := validate.ParseRestoreAuthor(rs)
+	if err != nil {
+		return "not run: " + err.Error(), nil
+	}
+	if a.InstallAccount(f.Namespace) {
+		return fmt.Sprintf("not run: the Restore was written by %s, an account of snapflow itself, whose rights are never lent; apply the Restore yourself", a.Username), nil
+	}
+	user := authzv1.SubjectAccessReviewSpec{User: a.Username, UID: a.UID, Groups: a.Groups}
+	group := snapv1.GroupVersion.Group
+	reads := []authzv1.ResourceAttributes{{Namespace: src.Namespace, Verb: "get", Group: group, Resource: "snapshots", Name: src.Name}}
+	what := fmt.Sprintf("Snapshot %s/%s", src.Namespace, src.Name)
+	if src.Policy {
+		// A fromPolicy restore reads the policy and picks among its Snapshots.
+		reads = []authzv1.ResourceAttributes{
+			{Namespace: src.Namespace, Verb: "get", Group: group, Resource: "snapshotpolicies", Name: src.Name},
+			{Namespace: src.Namespace, Verb: "list", Group: group, Resource: "snapshots"},
+		}
+		what = fmt.Sprintf("SnapshotPolicy %s/%s and its Snapshots", src.Namespace, src.Name)
+	}
+	for _, attrs := range reads {
+		err := host.Review(ctx, f.Access, user, attrs)
+		if errors.Is(err, host.ErrForbidden) {
+			return fmt.Sprintf("not run: this Restore reads %s in another namespace, which it may do only while the user who wrote it (%s) may read them, and %v; ask for read access there, or restore from a Snapshot of namespace %s", what, a.Username, err, rs.Namespace), nil
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+	return "", nil
+}

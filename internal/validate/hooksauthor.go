@@ -81,17 +81,42 @@ func expectedAuthor(rights bool, was *string, user HooksAuthor, controller bool)
 	return string(b), nil
 }
 
+// ForeignSource is what a Restore reads in another namespace: the
+// Snapshot its snapshotRef names, or the SnapshotPolicy its fromPolicy
+// names (and that namespace's Snapshots).
+type ForeignSource struct {
+	Namespace, Name string
+	Policy          bool
+}
+
+// ForeignRestoreSource is the source r reads in a namespace other than its
+// own, or nil. The restore function reads it with its own cluster-wide
+// rights, so it first checks that r's author may read it too: otherwise
+// anyone who may create a Restore could learn of, and restore, another
+// namespace's backups.
+func ForeignRestoreSource(r *snapv1.Restore) *ForeignSource {
+	src := r.Spec.Source
+	switch {
+	case src.SnapshotRef != nil && src.SnapshotRef.Namespace != "" && src.SnapshotRef.Namespace != r.Namespace:
+		return &ForeignSource{Namespace: src.SnapshotRef.Namespace, Name: src.SnapshotRef.Name}
+	case src.FromPolicy != nil && src.FromPolicy.Namespace != "" && src.FromPolicy.Namespace != r.Namespace:
+		return &ForeignSource{Namespace: src.FromPolicy.Namespace, Name: src.FromPolicy.Name, Policy: true}
+	}
+	return nil
+}
+
 // ExpectedRestoreAuthor is the exec-author annotation a Restore must carry
-// once user has written it over old (nil on CREATE): with a streamExec
-// target, its writer, whose right to exec into the namespace's pods the
-// restore function checks before it pipes the data in.
+// once user has written it over old (nil on CREATE): its writer, when the
+// Restore acts with the writer's rights. A streamExec target pipes data
+// into a command only while they may exec into the namespace's pods; a
+// source in another namespace is read only while they may read it there.
 func ExpectedRestoreAuthor(old, r *snapv1.Restore, user HooksAuthor, controller bool) (string, error) {
 	var was *string
 	if old != nil {
 		v := old.Annotations[wellknown.AnnotationExecAuthor]
 		was = &v
 	}
-	return expectedAuthor(r.Spec.Target.StreamExec != nil, was, user, controller)
+	return expectedAuthor(r.Spec.Target.StreamExec != nil || ForeignRestoreSource(r) != nil, was, user, controller)
 }
 
 // RestoreAuthorProblem refuses an exec-author annotation that is not the
@@ -99,7 +124,7 @@ func ExpectedRestoreAuthor(old, r *snapv1.Restore, user HooksAuthor, controller 
 func RestoreAuthorProblem(old, r *snapv1.Restore, user HooksAuthor, controller bool) Result {
 	want, err := ExpectedRestoreAuthor(old, r, user, controller)
 	return authorProblem(want, err, r.Annotations[wellknown.AnnotationExecAuthor], wellknown.AnnotationExecAuthor,
-		"this Restore's streamExec target, whose rights it runs with")
+		"this Restore, whose rights its streamExec target or its source in another namespace uses")
 }
 
 // authorProblem refuses an author annotation (got) other than the one
@@ -115,9 +140,10 @@ func authorProblem(want string, err error, got, annotation, what string) Result 
 	return r
 }
 
-// ParseRestoreAuthor reads the author of r's streamExec target.
+// ParseRestoreAuthor reads the author of r, whose rights its streamExec
+// target or its source in another namespace uses.
 func ParseRestoreAuthor(r *snapv1.Restore) (HooksAuthor, error) {
-	return parseAuthor(r.Annotations[wellknown.AnnotationExecAuthor], fmt.Sprintf("Restore %s/%s", r.Namespace, r.Name), "the Restore", "its streamExec target", wellknown.AnnotationExecAuthor)
+	return parseAuthor(r.Annotations[wellknown.AnnotationExecAuthor], fmt.Sprintf("Restore %s/%s", r.Namespace, r.Name), "the Restore", "it", wellknown.AnnotationExecAuthor)
 }
 
 // HooksAuthorProblem refuses a hooks-author annotation that is not the one

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
 )
@@ -89,5 +91,20 @@ func TestRestoreAuthor(t *testing.T) {
 	}
 	if _, err := ParseRestoreAuthor(stream); err == nil || !strings.Contains(err.Error(), "apply the Restore again") {
 		t.Fatalf("no author: %v", err)
+	}
+	// A source in another namespace is read with its writer's rights; its
+	// own namespace, spelled out, needs no author.
+	foreign := &snapv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: "billing"}, Spec: snapv1.RestoreSpec{Source: snapv1.RestoreSource{SnapshotRef: &snapv1.NamespacedObjectRef{Name: "s", Namespace: "payroll"}}}}
+	if got, err := ExpectedRestoreAuthor(nil, foreign, alice, false); err != nil || got != `{"username":"alice"}` {
+		t.Fatalf("a Snapshot of another namespace gets its writer: %q %v", got, err)
+	}
+	fromPolicy := &snapv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: "billing"}, Spec: snapv1.RestoreSpec{Source: snapv1.RestoreSource{FromPolicy: &snapv1.FromPolicy{Name: "app", Namespace: "payroll"}}}}
+	if src := ForeignRestoreSource(fromPolicy); src == nil || !src.Policy || src.Namespace != "payroll" {
+		t.Fatalf("a policy of another namespace: %+v", src)
+	}
+	own := foreign.DeepCopy()
+	own.Spec.Source.SnapshotRef.Namespace = "billing"
+	if got, _ := ExpectedRestoreAuthor(nil, own, alice, false); got != "" || ForeignRestoreSource(own) != nil {
+		t.Fatalf("its own namespace needs no author: %q", got)
 	}
 }

@@ -221,6 +221,35 @@ spec:
 			return nil
 		})
 
+		// A Restore in tenant-b naming tenant-a's Snapshot is read only with
+		// the rights of whoever wrote it: a tenant-b user who may create
+		// Restores but not read tenant-a's Snapshots learns nothing of it.
+		const restorer = "tenant-b-restorer"
+		kubectl(t, []byte(fmt.Sprintf(`
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: restores, namespace: %[1]s}
+rules: [{apiGroups: [kopiur.home-operations.com], resources: [restores], verbs: [get, create]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: restores, namespace: %[1]s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: restores}
+subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: %[2]s}]
+`, attacker, restorer)), 0, "apply", "-f", "-")
+		steal := strings.Replace(string(restoreOf(attacker, "steal", fmt.Sprintf("{snapshotRef: {name: first, namespace: %s}}", owner), "{pvc: {name: stolen, capacity: 1Gi}}")),
+			"spec:\n", "spec:\n  credentialProjection: {enabled: true}\n", 1)
+		if res, err := env.Kubectl(ctx, []byte(steal), "--as", restorer, "create", "-f", "-"); err != nil || res.ExitCode != 0 {
+			t.Fatalf("create the Restore as %s: %v %s", restorer, err, res.Stderr)
+		}
+		rs := waitRestore(t, attacker, "steal", snapv1.RestoreFailed)
+		if f := rs.Status.Failure; f == nil || f.Class != "SourceNotAllowed" || !strings.Contains(f.Message, `may not get snapshots in namespace "tenant-a"`) || !strings.Contains(f.Message, restorer) {
+			t.Errorf("a Restore reading another namespace's Snapshot without its author's rights: want SourceNotAllowed naming the author and the right, got %+v", f)
+		}
+		if rs.Status.Resolved != nil {
+			t.Errorf("the refused Restore resolved tenant-a's Snapshot: %+v", rs.Status.Resolved)
+		}
+
 		// tenant-a's data is still there: it restores it again.
 		kubectl(t, []byte(strings.Replace(string(restoreOf(owner, "again", "{snapshotRef: {name: first}}", "{pvc: {name: again, capacity: 1Gi}}")),
 			"spec:\n", "spec:\n  credentialProjection: {enabled: true}\n", 1)), 0, "apply", "-f", "-")

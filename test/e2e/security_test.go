@@ -215,6 +215,8 @@ func TestForgedEventsAreRefused(t *testing.T) {
 		{"tenant asks the prune function", tenant, "prune", structured(events.PruneRequested, events.PruneRequest{BackupRepo: "kb-repo"}), http.StatusForbidden},
 		{"a request over a live PVC", senderToken(t), "restore", restoreReq("over-live", map[string]any{"pvcRef": map[string]any{"name": "app-data"}}, nil), http.StatusBadRequest},
 		{"a request that deletes files", senderToken(t), "restore", restoreReq("deleting", map[string]any{"pvc": map[string]any{"name": "y", "capacity": "1Gi"}}, map[string]any{"enableFileDeletion": true}), http.StatusBadRequest},
+		{"a request reading another namespace's policy", senderToken(t), "restore", structured(events.RestoreRequested, events.RestoreRequest{Namespace: b, Name: "elsewhere",
+			Spec: json.RawMessage(`{"source":{"fromPolicy":{"name":"app","namespace":"kube-system"}},"target":{"pvc":{"name":"z","capacity":"1Gi"}}}`)}), http.StatusBadRequest},
 	} {
 		if code := postEventAs(t, tc.token, env.Functions.Base+"/"+tc.fn, ce, tc.body); code != tc.want {
 			t.Errorf("%s: answered %d, want %d", tc.name, code, tc.want)
