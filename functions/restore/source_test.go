@@ -44,7 +44,7 @@ func TestSourceInAnotherNamespaceNeedsTheAuthorsRights(t *testing.T) {
 		{name: "another namespace's Snapshot, author may not", src: snapRef, author: "ann", want: `ann may not get snapshots in namespace "payroll"`, asks: 1},
 		{name: "another namespace's policy, author may read both", src: policyRef, author: "ann", allowed: []string{"ann get snapshotpolicies payroll", "ann list snapshots payroll"}, asks: 2},
 		{name: "another namespace's policy, author may not list its Snapshots", src: policyRef, author: "ann", allowed: []string{"ann get snapshotpolicies payroll"}, want: `ann may not list snapshots in namespace "payroll"`, asks: 2},
-		{name: "no recorded author", src: snapRef, want: "does not record who set it", asks: 0},
+		{name: "no recorded author", src: snapRef, want: "delete the Restore and create it again", asks: 0},
 		{name: "written by snapflow itself", src: snapRef, author: "system:serviceaccount:snapflow-system:snapflow-restore", allowed: []string{"system:serviceaccount:snapflow-system:snapflow-restore get snapshots payroll"}, want: "an account of snapflow itself", asks: 0},
 	}
 	for _, tc := range tests {

@@ -8,6 +8,7 @@ import (
 	authzv1 "k8s.io/api/authorization/v1"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/api/wellknown"
 	"github.com/snapflow/snapflow/functions/host"
 	"github.com/snapflow/snapflow/functions/snapshot"
 	"github.com/snapflow/snapflow/internal/mover"
@@ -70,12 +71,13 @@ func (f *Function) sourceRefused(ctx context.Context, rs *snapv1.Restore) (strin
 	if src == nil {
 		return "", nil
 	}
+	// A refusal ends the Restore (Failed), so each one says to make it anew.
 	a, err := validate.ParseRestoreAuthor(rs)
 	if err != nil {
-		return "not run: " + err.Error(), nil
+		return fmt.Sprintf("not run: this Restore reads a source in namespace %s, which it may do only with the rights of the user who wrote it, and it records no such user (%s is set by admission; a Restore made before snapflow recorded it has none); delete the Restore and create it again", src.Namespace, wellknown.AnnotationExecAuthor), nil
 	}
 	if a.InstallAccount(f.Namespace) {
-		return fmt.Sprintf("not run: the Restore was written by %s, an account of snapflow itself, whose rights are never lent; apply the Restore yourself", a.Username), nil
+		return fmt.Sprintf("not run: the Restore was written by %s, an account of snapflow itself, whose rights are never lent; delete it and create it yourself", a.Username), nil
 	}
 	user := authzv1.SubjectAccessReviewSpec{User: a.Username, UID: a.UID, Groups: a.Groups}
 	group := snapv1.GroupVersion.Group
@@ -92,7 +94,7 @@ func (f *Function) sourceRefused(ctx context.Context, rs *snapv1.Restore) (strin
 	for _, attrs := range reads {
 		err := host.Review(ctx, f.Access, user, attrs)
 		if errors.Is(err, host.ErrForbidden) {
-			return fmt.Sprintf("not run: this Restore reads %s in another namespace, which it may do only while the user who wrote it (%s) may read them, and %v; ask for read access there, or restore from a Snapshot of namespace %s", what, a.Username, err, rs.Namespace), nil
+			return fmt.Sprintf("not run: this Restore reads %s in another namespace, which it may do only while the user who wrote it (%s) may read them, and %v; once that user may, delete the Restore and create it again, or restore from a Snapshot of namespace %s", what, a.Username, err, rs.Namespace), nil
 		}
 		if err != nil {
 			return "", err

@@ -94,7 +94,15 @@ func Validate(ctx context.Context, lk validate.Lookup, op Operation, obj, old Ob
 		r = validate.Snapshot(o, opts)
 		if op == Create {
 			r.Merge(validate.SnapshotReferents(ctx, lk, o))
-			r.Merge(validate.ForeignRepositories("Snapshot", o.Namespace, nil, validate.SingleRepositoryRef(o.Spec.Repository)))
+		}
+		// A policy's Snapshot is checked at its policy: one stored before
+		// the rule keeps minting, and its run is refused as before.
+		if o.Spec.PolicyRef == nil {
+			var was validate.RepositoryRefs
+			if prev, ok := old.(*snapv1.Snapshot); ok && prev != nil {
+				was = validate.SingleRepositoryRef(prev.Spec.Repository)
+			}
+			r.Merge(validate.ForeignRepositories("Snapshot", o.Namespace, was, validate.SingleRepositoryRef(o.Spec.Repository)))
 		}
 	case *snapv1.SnapshotSchedule:
 		r = validate.SnapshotSchedule(o, opts)
@@ -103,8 +111,12 @@ func Validate(ctx context.Context, lk validate.Lookup, op Operation, obj, old Ob
 		if op == Create {
 			r.Merge(validate.RestoreReferents(ctx, lk, o))
 			r.Merge(validate.RestoreUnsupported(&o.Spec))
-			r.Merge(validate.ForeignRepositories("Restore", o.Namespace, nil, validate.SingleRepositoryRef(o.Spec.Repository)))
 		}
+		var was validate.RepositoryRefs
+		if prev, ok := old.(*snapv1.Restore); ok && prev != nil {
+			was = validate.SingleRepositoryRef(prev.Spec.Repository)
+		}
+		r.Merge(validate.ForeignRepositories("Restore", o.Namespace, was, validate.SingleRepositoryRef(o.Spec.Repository)))
 	case *snapv1.Maintenance:
 		r = validate.Maintenance(o, opts)
 		prev, _ := old.(*snapv1.Maintenance)
@@ -200,12 +212,10 @@ func mutateObject(ctx context.Context, lk validate.Lookup, vp VolumePolicies, op
 	switch o := obj.(type) {
 	case *snapv1.Snapshot:
 		var policy *snapv1.SnapshotPolicy
-		if lk != nil && o.Spec.PolicyRef != nil {
-			ns := o.Spec.PolicyRef.Namespace
-			if ns == "" {
-				ns = o.Namespace
-			}
-			if p, err := lk.SnapshotPolicy(ctx, ns, o.Spec.PolicyRef.Name); err == nil {
+		// Only its own namespace's policy: another namespace's is refused,
+		// and reading it here would tell the requester about it.
+		if ref := o.Spec.PolicyRef; lk != nil && ref != nil && (ref.Namespace == "" || ref.Namespace == o.Namespace) {
+			if p, err := lk.SnapshotPolicy(ctx, o.Namespace, ref.Name); err == nil {
 				policy = p
 			}
 		}

@@ -25,7 +25,20 @@ func PolicyRepositoryRefs(s *snapv1.SnapshotPolicySpec) RepositoryRefs {
 	return refs
 }
 
-// SingleRepositoryRef is the one spec.repository of a Snapshot or Restore.
+// has says whether ref is among refs, wherever it stood: removing another
+// entry of a list moves an unchanged one to a new index.
+func (refs RepositoryRefs) has(ref snapv1.RepositoryRef) bool {
+	for _, r := range refs {
+		if r == ref {
+			return true
+		}
+	}
+	return false
+}
+
+// SingleRepositoryRef is the one spec.repository of a Restore, or of a
+// Snapshot that names no policy (a policy's Snapshot writes to a repository
+// of that policy's, which admission checked there).
 func SingleRepositoryRef(ref *snapv1.RepositoryRef) RepositoryRefs {
 	if ref == nil {
 		return nil
@@ -58,7 +71,7 @@ func ForeignRepositories(kind, ns string, prev, cur RepositoryRefs) Result {
 		}
 		msg := fmt.Sprintf("names Repository %q of namespace %q, but this %s is in namespace %q: a Repository serves only its own namespace (its password and credentials are never copied out of it), so no run here could open it; remove namespace to use a Repository of %q, or use a ClusterRepository whose allowedNamespaces admit %q",
 			ref.Name, ref.Namespace, kind, ns, ns, ns)
-		if old, ok := prev[path]; ok && old == ref {
+		if prev.has(ref) {
 			r.Warn("%s.namespace: %s (this %s was stored with it, and its runs are refused when they start)", path, msg, kind)
 			continue
 		}

@@ -32,6 +32,7 @@ func TestForeignRepositories(t *testing.T) {
 		{name: "kind left to its default", ns: "billing", cur: SingleRepositoryRef(&snapv1.RepositoryRef{Name: "nas", Namespace: "payroll"}), wantErr: "spec.repository.namespace"},
 		{name: "one fan-out member of another namespace", ns: "billing", cur: PolicyRepositoryRefs(pol(cluster, repo("payroll"))), wantErr: "spec.repositories[1].namespace"},
 		{name: "stored before the rule and unchanged: warned", ns: "billing", prev: PolicyRepositoryRefs(pol(repo("payroll"))), cur: PolicyRepositoryRefs(pol(repo("payroll"))), wantWarn: "was stored with it"},
+		{name: "an unchanged entry moved to another index: warned", ns: "billing", prev: PolicyRepositoryRefs(pol(cluster, repo("payroll"))), cur: PolicyRepositoryRefs(pol(repo("payroll"))), wantWarn: "was stored with it"},
 		{name: "changed to another namespace: refused", ns: "billing", prev: PolicyRepositoryRefs(pol(repo("payroll"))), cur: PolicyRepositoryRefs(pol(repo("hr"))), wantErr: "spec.repository.namespace"},
 		{name: "offline, namespace unknown: not judged", ns: "", cur: PolicyRepositoryRefs(pol(repo("payroll")))},
 	}

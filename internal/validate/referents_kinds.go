@@ -8,7 +8,6 @@ import (
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
 	"github.com/snapflow/snapflow/api/wellknown"
-	"github.com/snapflow/snapflow/internal/identity"
 	"github.com/snapflow/snapflow/internal/privilege"
 )
 
@@ -27,6 +26,11 @@ func SnapshotReferents(ctx context.Context, lk Lookup, s *snapv1.Snapshot) Resul
 	ns := s.Spec.PolicyRef.Namespace
 	if ns == "" {
 		ns = s.Namespace
+	}
+	if ns != s.Namespace {
+		// Refused by Snapshot; reading it would tell the requester about
+		// another namespace's policy.
+		return r
 	}
 	p, err := lk.SnapshotPolicy(ctx, ns, s.Spec.PolicyRef.Name)
 	if err != nil {
@@ -102,6 +106,13 @@ func RestoreReferents(ctx context.Context, lk Lookup, rs *snapv1.Restore) Result
 	if ns == "" {
 		ns = rs.Namespace
 	}
+	if ns != rs.Namespace {
+		// Admission reads with its own rights, so what it found there would
+		// tell the requester about another namespace's policy; the restore
+		// function reads it only while the Restore's author may.
+		r.Warn("SnapshotPolicy %s/%s is in another namespace, so it is not checked here: the restore function reads it only while you may get it and list its Snapshots there", ns, fp.Name)
+		return r
+	}
 	p, err := lk.SnapshotPolicy(ctx, ns, fp.Name)
 	if err != nil || p == nil {
 		if err != nil {
@@ -124,21 +135,6 @@ func RestoreReferents(ctx context.Context, lk Lookup, rs *snapv1.Restore) Result
 		r.Also(missing("spec.repository", "spec.repository: SnapshotPolicy `"+p.Name+"` lists multiple repositories (spec.repositories), so a fromPolicy restore must say which one to read: set spec.repository to one of: "+strings.Join(valid, ", ")))
 	case !member:
 		r.Also(fieldErr("spec.repository", "names %s, which is not a repository of SnapshotPolicy `%s`; use one of: %s", RepoKey(*rs.Spec.Repository, rs.Namespace), p.Name, strings.Join(valid, ", ")))
-	}
-	// Another namespace's policy resolves to that namespace's identity.
-	if p.Namespace != rs.Namespace {
-		for _, ref := range refs {
-			if rs.Spec.Repository != nil && RepoKey(ref, p.Namespace) != RepoKey(*rs.Spec.Repository, rs.Namespace) {
-				continue
-			}
-			defaults, err := identityDefaults(ctx, lk, ref, p.Namespace)
-			if err != nil {
-				continue
-			}
-			if id, err := identity.Resolve(p, defaults); err == nil {
-				r.Merge(IdentityOwnership(ctx, lk, rs.Namespace, ref, id.Hostname, "spec.source.fromPolicy.namespace"))
-			}
-		}
 	}
 	return r
 }
