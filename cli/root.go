@@ -33,7 +33,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	kube := newKubeFlags()
 	kube.addFlags(root.PersistentFlags())
-	root.AddCommand(newVersionCmd(), newWebhookCmd(kube), newValidateCmd(kube), newPolicyCmd(kube), newDescribeCmd(kube), newRetentionCmd(kube), newScheduleCmd(kube),
+	root.AddCommand(newVersionCmd(), newDoctorCmd(kube), newWebhookCmd(kube), newValidateCmd(kube), newPolicyCmd(kube), newDescribeCmd(kube), newRetentionCmd(kube), newScheduleCmd(kube),
 		newMoverCmd(), newFunctionCmd(kube), newDevCmd(kube), newSourceCmd(kube), newSnapshotCmd(kube), newRestoreCmd(kube), newMaintenanceCmd(kube),
 		newPruneCmd(kube), newExporterCmd(kube), newCoverageCmd(kube), newStatusCmd(kube), newLogsCmd(kube), newRepositoryCmd(kube), newSuspendCmd(kube, true), newSuspendCmd(kube, false))
 	return root

@@ -1,0 +1,356 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/internal/coverage"
+	"github.com/snapflow/snapflow/internal/doctor"
+	"github.com/snapflow/snapflow/internal/validate"
+)
+
+// functionLabel marks the chart's function Deployments and Knative Services.
+const functionLabel = "snapflow.dev/function"
+
+func newDoctorCmd(kube *kubeFlags) *cobra.Command {
+	var namespace, output, global string
+	var all bool
+	grace := 5 * time.Minute
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check a snapflow installation end to end and say how to fix what is wrong",
+		Long: `Check that snapflow works in this cluster: its CRDs are installed and
+served; its webhooks carry a CA that is still valid, and the webhook
+answers (a server-side dry run of a SnapshotPolicy it must refuse, in the
+namespace of -n: nothing is stored); its functions are ready; every
+Snapshot and Restore was picked up by a function and every schedule fires
+on time (so events arrive, wherever the functions run); every repository
+is connected with its stored credentials; this machine's clock agrees with
+the API server's; and how many PVCs nothing protects.
+
+The object checks read the namespace of -n (the kubeconfig's by default)
+and the ClusterRepositories its policies use, or with -A every namespace
+and every ClusterRepository. Each check prints OK, WARN or FAIL, and for
+what is wrong, the fix. The exit code is 3 when any check fails. What the
+user may not read is reported as a warning, not a failure.`,
+		Example: `  snapflow doctor -n apps
+  snapflow doctor -A -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			if grace <= 0 {
+				return usage(fmt.Errorf("--grace %s: give a positive duration, e.g. 5m", grace))
+			}
+			scope, err := kube.scope(namespace, all)
+			if err != nil {
+				return err
+			}
+			probeNS := scope
+			if all {
+				if probeNS, err = kube.namespace(""); err != nil {
+					return err
+				}
+			}
+			cfg, err := kube.restConfig()
+			if err != nil {
+				return err
+			}
+			c, err := kube.client()
+			if err != nil {
+				return err
+			}
+			facts, err := gatherFacts(cmd.Context(), cfg, c, scope, probeNS, global, grace)
+			if err != nil {
+				return err
+			}
+			rep := doctor.Run(facts)
+			if output != OutputTable {
+				if err := printStructured(cmd.OutOrStdout(), output, rep); err != nil {
+					return err
+				}
+			} else {
+				printDoctor(cmd.OutOrStdout(), rep)
+			}
+			if rep.Failed > 0 {
+				return exitError{code: 3, msg: fmt.Sprintf("%d check(s) failed", rep.Failed)}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&namespace, "namespace", "n", "", "namespace whose objects to check and where to probe the webhook (default: the kubeconfig's; not snapflow's own, which the webhook skips)")
+	f.BoolVarP(&all, "all-namespaces", "A", false, "check the objects of every namespace and every ClusterRepository (the webhook is probed in the kubeconfig's namespace)")
+	f.StringVarP(&output, "output", "o", OutputTable, "output format: table, json or yaml")
+	f.DurationVar(&grace, "grace", grace, "how long an object may wait for a function, or a schedule stay overdue, before it counts as a failure")
+	f.StringVar(&global, "global-volume-policies", "", "the global volume-policy ConfigMap as NAMESPACE/NAME, so its skip rules count as exclusions in the coverage check")
+	return cmd
+}
+
+// gatherFacts reads what the checks judge. What the user may not read
+// becomes a skipped check, not an error.
+// scope is the namespace whose objects are read ("" for all): with one
+// namespace, the ClusterRepositories its policies use.
+func gatherFacts(ctx context.Context, cfg *rest.Config, c client.Client, scope, ns, global string, grace time.Duration) (doctor.Facts, error) {
+	f := doctor.Facts{Now: time.Now(), Grace: grace, ProbeNamespace: ns}
+	crds, err := servedKinds(cfg)
+	if err != nil {
+		return f, err
+	}
+	f.CRDs = crds
+	if f.Webhooks, err = webhookConfigs(ctx, c); err != nil {
+		return f, err
+	}
+	f.Probe, f.ProbeSkipped = probeWebhook(ctx, c, ns)
+	f.Functions, f.FunctionsSkipped = deployedFunctions(ctx, c)
+	f.ServerTime = serverTime(ctx, cfg)
+
+	lists := []struct {
+		what string
+		list client.ObjectList
+	}{
+		{"Repositories", &snapv1.RepositoryList{}}, {"ClusterRepositories", &snapv1.ClusterRepositoryList{}},
+		{"SnapshotSchedules", &snapv1.SnapshotScheduleList{}}, {"Snapshots", &snapv1.SnapshotList{}}, {"Restores", &snapv1.RestoreList{}},
+		{"SnapshotPolicies", &snapv1.SnapshotPolicyList{}},
+	}
+	where := "in namespace " + scope
+	if scope == "" {
+		where = "in every namespace"
+	}
+	for _, l := range lists {
+		err := c.List(ctx, l.list, client.InNamespace(scope))
+		if l.what == "ClusterRepositories" && apierrors.IsForbidden(err) {
+			continue // checked only where the user may read them
+		}
+		if err != nil && !meta.IsNoMatchError(err) {
+			return f, fmt.Errorf("list %s %s: %w", l.what, where, err)
+		}
+	}
+	f.Repositories = lists[0].list.(*snapv1.RepositoryList).Items
+	f.ClusterRepositories = lists[1].list.(*snapv1.ClusterRepositoryList).Items
+	f.Schedules = lists[2].list.(*snapv1.SnapshotScheduleList).Items
+	f.Snapshots = lists[3].list.(*snapv1.SnapshotList).Items
+	f.Restores = lists[4].list.(*snapv1.RestoreList).Items
+	if scope != "" {
+		f.ClusterRepositories = usedClusterRepositories(f.ClusterRepositories, lists[5].list.(*snapv1.SnapshotPolicyList).Items)
+	}
+
+	if in, _, err := coverage.Read(ctx, c, scope, global, coverage.ReadOptions{}); err == nil {
+		n := coverage.Counts(coverage.Verdicts(in))[coverage.Unprotected]
+		f.Unprotected = &n
+	}
+	return f, nil
+}
+
+// usedClusterRepositories keeps the ClusterRepositories pols write to.
+func usedClusterRepositories(crs []snapv1.ClusterRepository, pols []snapv1.SnapshotPolicy) []snapv1.ClusterRepository {
+	used := map[string]bool{}
+	for i := range pols {
+		for _, ref := range validate.PolicyRefs(&pols[i]) {
+			if ref.Kind == snapv1.KindClusterRepository {
+				used[ref.Name] = true
+			}
+		}
+	}
+	var out []snapv1.ClusterRepository
+	for _, cr := range crs {
+		if used[cr.Name] {
+			out = append(out, cr)
+		}
+	}
+	return out
+}
+
+// servedKinds reads which of snapflow's kinds the API server serves, from
+// discovery: a CRD that is not established is not served.
+func servedKinds(cfg *rest.Config) ([]doctor.CRD, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("discovery client: %w", err)
+	}
+	served := map[string][]string{}
+	groups, err := dc.ServerGroups()
+	if err != nil {
+		return nil, fmt.Errorf("read the API server's groups: %w", err)
+	}
+	for _, g := range groups.Groups {
+		if g.Name != doctor.Group {
+			continue
+		}
+		for _, v := range g.Versions {
+			res, err := dc.ServerResourcesForGroupVersion(v.GroupVersion)
+			if err != nil {
+				return nil, fmt.Errorf("read the resources of %s: %w", v.GroupVersion, err)
+			}
+			for _, r := range res.APIResources {
+				if !strings.Contains(r.Name, "/") {
+					served[r.Name] = append(served[r.Name], v.Version)
+				}
+			}
+		}
+	}
+	out := make([]doctor.CRD, 0, len(doctor.Resources))
+	for _, r := range doctor.Resources {
+		v, ok := served[r]
+		out = append(out, doctor.CRD{Name: r + "." + doctor.Group, Found: ok, Established: ok, Served: v})
+	}
+	return out, nil
+}
+
+// webhookConfigs are the admission configurations holding a *.snapflow.dev webhook.
+func webhookConfigs(ctx context.Context, c client.Client) ([]doctor.WebhookConfig, error) {
+	var out []doctor.WebhookConfig
+	var vs admissionv1.ValidatingWebhookConfigurationList
+	if err := c.List(ctx, &vs); err != nil {
+		return nil, fmt.Errorf("list ValidatingWebhookConfigurations: %w", err)
+	}
+	for _, v := range vs.Items {
+		cfg := doctor.WebhookConfig{Kind: "ValidatingWebhookConfiguration", Name: v.Name}
+		for _, w := range v.Webhooks {
+			if strings.HasSuffix(w.Name, ".snapflow.dev") {
+				cfg.CABundles = append(cfg.CABundles, w.ClientConfig.CABundle)
+			}
+		}
+		if len(cfg.CABundles) > 0 {
+			out = append(out, cfg)
+		}
+	}
+	var ms admissionv1.MutatingWebhookConfigurationList
+	if err := c.List(ctx, &ms); err != nil {
+		return nil, fmt.Errorf("list MutatingWebhookConfigurations: %w", err)
+	}
+	for _, m := range ms.Items {
+		cfg := doctor.WebhookConfig{Kind: "MutatingWebhookConfiguration", Name: m.Name}
+		for _, w := range m.Webhooks {
+			if strings.HasSuffix(w.Name, ".snapflow.dev") {
+				cfg.CABundles = append(cfg.CABundles, w.ClientConfig.CABundle)
+			}
+		}
+		if len(cfg.CABundles) > 0 {
+			out = append(out, cfg)
+		}
+	}
+	return out, nil
+}
+
+// probeWebhook asks the API server to dry-run a SnapshotPolicy only the
+// webhook refuses (it names another namespace's Repository); the answer
+// tells whether the webhook is reachable and trusted.
+func probeWebhook(ctx context.Context, c client.Client, ns string) (answer error, skipped string) { //nolint:staticcheck // the error is the finding, not a failure of the probe
+	p := &snapv1.SnapshotPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "snapflow-doctor-probe"},
+		Spec: snapv1.SnapshotPolicySpec{
+			Repository: &snapv1.RepositoryRef{Kind: snapv1.KindRepository, Name: "snapflow-doctor-probe", Namespace: ns + "-snapflow-doctor-elsewhere"},
+			Sources:    []snapv1.Source{{PVC: &snapv1.LocalObjectRef{Name: "snapflow-doctor-probe"}}},
+		},
+	}
+	err := c.Create(ctx, p, client.DryRunAll)
+	switch {
+	case apierrors.IsForbidden(err) && !strings.Contains(err.Error(), doctor.ProbeMarker):
+		return nil, fmt.Sprintf("you may not create SnapshotPolicies in namespace %q (%v)", ns, err)
+	case meta.IsNoMatchError(err):
+		return nil, "the SnapshotPolicy kind is not installed"
+	case apierrors.IsAlreadyExists(err):
+		return nil, fmt.Sprintf("a SnapshotPolicy named %s already exists in namespace %q", p.Name, ns)
+	}
+	return err, ""
+}
+
+// deployedFunctions finds the chart's functions: Knative Services when
+// Knative Serving is installed, Deployments otherwise.
+func deployedFunctions(ctx context.Context, c client.Client) ([]doctor.Function, string) {
+	var out []doctor.Function
+	sel := client.HasLabels{functionLabel}
+	var deps appsv1.DeploymentList
+	if err := c.List(ctx, &deps, sel); err != nil {
+		return nil, fmt.Sprintf("cannot list Deployments (%v)", err)
+	}
+	for _, d := range deps.Items {
+		fn := doctor.Function{Kind: "Deployment", Namespace: d.Namespace, Name: d.Name, Ready: d.Status.AvailableReplicas > 0}
+		switch {
+		case d.Spec.Replicas != nil && *d.Spec.Replicas == 0:
+			fn.Ready, fn.Why = false, "scaled to 0 replicas"
+		case !fn.Ready:
+			fn.Why = fmt.Sprintf("%d of %d replicas available", d.Status.AvailableReplicas, d.Status.Replicas)
+		}
+		out = append(out, fn)
+	}
+	var ksvcs unstructured.UnstructuredList
+	ksvcs.SetAPIVersion("serving.knative.dev/v1")
+	ksvcs.SetKind("ServiceList")
+	switch err := c.List(ctx, &ksvcs, sel); {
+	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
+	case err != nil:
+		return out, fmt.Sprintf("cannot list Knative Services (%v)", err)
+	}
+	for _, s := range ksvcs.Items {
+		fn := doctor.Function{Kind: "Knative Service", Namespace: s.GetNamespace(), Name: s.GetName(), Why: "no Ready condition yet"}
+		conds, _, _ := unstructured.NestedSlice(s.Object, "status", "conditions")
+		for _, raw := range conds {
+			cm, _ := raw.(map[string]any)
+			if cm["type"] == "Ready" {
+				fn.Ready = cm["status"] == "True"
+				fn.Why = fmt.Sprint(cm["message"])
+			}
+		}
+		out = append(out, fn)
+	}
+	return out, ""
+}
+
+// serverTime reads the API server's clock from the Date header of /version.
+func serverTime(ctx context.Context, cfg *rest.Config) *time.Time {
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(cfg.Host, "/")+"/version", http.NoBody)
+	if err != nil {
+		return nil
+	}
+	res, err := hc.Do(req)
+	if err != nil {
+		return nil
+	}
+	_ = res.Body.Close()
+	t, err := http.ParseTime(res.Header.Get("Date"))
+	if err != nil {
+		return nil
+	}
+	return &t
+}
+
+func printDoctor(w io.Writer, rep doctor.Report) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHECK\tSTATUS\tDETAIL")
+	for _, c := range rep.Checks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Name, c.Status, c.Detail)
+	}
+	_ = tw.Flush()
+	for _, c := range rep.Checks {
+		if c.Fix != "" && c.Status != doctor.OK {
+			fmt.Fprintf(w, "\n%s (%s): %s\n", c.Name, c.Status, c.Fix)
+		}
+	}
+	fmt.Fprintf(w, "\n%d failed, %d warned, %d checks\n", rep.Failed, rep.Warned, len(rep.Checks))
+}

@@ -1,0 +1,72 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/internal/doctor"
+)
+
+// The doctor passes a working namespace: the CRDs, the webhook's CA and a
+// live dry-run the webhook must refuse, the repository; then names a
+// repository that cannot connect, with the fix, and exits 3.
+func TestDoctor(t *testing.T) {
+	const ns = "doctor"
+	backupNamespace(t, ns, 1, "")
+	kubectl(t, policy(ns, "app", "  copyMethod: Direct\n"), 0, "apply", "-f", "-")
+
+	run := func(want int) map[string]doctor.Check {
+		t.Helper()
+		var rep doctor.Report
+		out := snapflowCLI(t, want, "doctor", "-n", ns, "--grace", "1s", "-o", "json")
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("doctor -o json: %v\n%s", err, out)
+		}
+		checks := map[string]doctor.Check{}
+		for _, c := range rep.Checks {
+			checks[c.Name] = c
+		}
+		return checks
+	}
+	checks := run(0)
+	for _, name := range []string{"crds", "webhook-ca", "webhook", "events", "schedules", "repositories", "clock"} {
+		if c := checks[name]; c.Status != doctor.OK {
+			t.Errorf("%s: %s %q (fix %q), want OK on a working namespace", name, c.Status, c.Detail, c.Fix)
+		}
+	}
+	// The suite runs its functions outside the cluster: none is found, and
+	// the events check is what shows they work.
+	if c := checks["functions"]; c.Status != doctor.Warn {
+		t.Errorf("functions: %s %q, want WARN (none deployed in the cluster)", c.Status, c.Detail)
+	}
+	// The repository's own PVC is backed up by nothing.
+	if c := checks["coverage"]; c.Status != doctor.Warn || !strings.Contains(c.Fix, "snapflow coverage") {
+		t.Errorf("coverage: %s %q, want WARN pointing at snapflow coverage", c.Status, c.Detail)
+	}
+
+	kubectl(t, []byte(fmt.Sprintf(`
+apiVersion: kopiur.home-operations.com/v1alpha1
+kind: Repository
+metadata: {name: nowhere, namespace: %s}
+spec:
+  backend: {filesystem: {path: /nothing-here, volume: {pvc: {name: kopia-repo}}}}
+  encryption: {passwordSecretRef: {name: kopia-password, key: KOPIA_PASSWORD}}
+`, ns)), 0, "apply", "-f", "-")
+	waitRepository(t, ns, "nowhere", snapv1.RepositoryFailed)
+	checks = run(3)
+	if c := checks["repositories"]; c.Status != doctor.Fail || !strings.Contains(c.Detail, "Repository "+ns+"/nowhere") || !strings.Contains(c.Detail, "create.enabled") || c.Fix == "" {
+		t.Errorf("repositories: %s %q (fix %q), want FAIL naming %s/nowhere and why", c.Status, c.Detail, c.Fix, ns)
+	}
+	if c := checks["webhook"]; c.Status != doctor.OK {
+		t.Errorf("webhook: %s %q, want it still OK", c.Status, c.Detail)
+	}
+	table := snapflowCLI(t, 3, "doctor", "-n", ns, "--grace", "1s")
+	for _, want := range []string{"CHECK", "repositories", "FAIL", "1 failed"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("the table does not say %q:\n%s", want, table)
+		}
+	}
+}
