@@ -65,3 +65,42 @@ func TestHomesFlagsOneNameInTwoNamespaces(t *testing.T) {
 		t.Fatalf("ambiguous %v", h.Ambiguous)
 	}
 }
+
+// A ClusterRepository reads each backend's Secret and CA bundle from the
+// namespace its reference names, or from snapflow's own without one.
+func TestHomesReadEachBackendsNamespace(t *testing.T) {
+	pw := snapv1.RepositoryEncryption{PasswordSecretRef: snapv1.SecretKeyRef{Name: "pw"}}
+	tests := []struct {
+		name       string
+		backend    snapv1.Backend
+		secret, cm string // name -> want namespace "vault"
+	}{
+		{name: "s3 keys and CA bundle", backend: snapv1.Backend{S3: &snapv1.S3Backend{Bucket: "b",
+			Auth: &snapv1.ObjectStoreAuth{SecretRef: &snapv1.SecretRef{Name: "keys", Namespace: "vault"}},
+			TLS:  &snapv1.BackendTLS{CABundleRef: &snapv1.ConfigMapKeyRef{Name: "ca", Namespace: "vault"}}}}, secret: "keys", cm: "ca"},
+		{name: "sftp key", backend: snapv1.Backend{SFTP: &snapv1.SFTPBackend{Host: "nas", Path: "/r", Username: "u",
+			Auth: snapv1.SecretAuth{SecretRef: snapv1.SecretRef{Name: "ssh", Namespace: "vault"}}}}, secret: "ssh"},
+		{name: "webDav password", backend: snapv1.Backend{WebDAV: &snapv1.WebDAVBackend{URL: "https://dav/r",
+			Auth: &snapv1.SecretAuth{SecretRef: snapv1.SecretRef{Name: "dav", Namespace: "vault"}}}}, secret: "dav"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := &snapv1.RepositorySpec{Encryption: pw, Backend: tc.backend}
+			h := (&Object{Ref: snapv1.RepositoryRef{Kind: snapv1.KindClusterRepository, Name: "shared"}, Namespace: "snapflow-system", Spec: spec}).Homes()
+			if h.Secrets[tc.secret] != "vault" || h.Secrets["pw"] != "snapflow-system" {
+				t.Errorf("secrets %v: want %s from vault and pw from snapflow-system", h.Secrets, tc.secret)
+			}
+			if tc.cm != "" && h.ConfigMaps[tc.cm] != "vault" {
+				t.Errorf("config maps %v: want %s from vault", h.ConfigMaps, tc.cm)
+			}
+			if got := h.Elsewhere("apps"); len(got) == 0 {
+				t.Errorf("a run in apps would need nothing copied: %v", got)
+			}
+			// A namespaced Repository reads everything from its own.
+			ns := (&Object{Ref: snapv1.RepositoryRef{Kind: snapv1.KindRepository, Name: "own"}, Namespace: "apps", Spec: spec}).Homes()
+			if len(ns.Secrets) != 0 || ns.Default != "apps" {
+				t.Errorf("a Repository's homes %+v, want its own namespace only", ns)
+			}
+		})
+	}
+}

@@ -47,6 +47,9 @@ func TestRepositoryRules(t *testing.T) {
 		{"sftp secret in another namespace", func(s *snapv1.RepositorySpec) {
 			s.Backend = snapv1.Backend{SFTP: &snapv1.SFTPBackend{Host: "nas", Path: "/r", Username: "u", Auth: snapv1.SecretAuth{SecretRef: snapv1.SecretRef{Name: "ssh", Namespace: "other"}}}}
 		}, "spec.backend.sftp.auth.secretRef.namespace", "its own namespace"},
+		{"webDav secret in another namespace", func(s *snapv1.RepositorySpec) {
+			s.Backend = snapv1.Backend{WebDAV: &snapv1.WebDAVBackend{URL: "https://dav.example.com/r", Auth: &snapv1.SecretAuth{SecretRef: snapv1.SecretRef{Name: "dav", Namespace: "other"}}}}
+		}, "spec.backend.webDav.auth.secretRef.namespace", "its own namespace"},
 		{"gcs bucket with capitals", func(s *snapv1.RepositorySpec) {
 			s.Backend = snapv1.Backend{GCS: &snapv1.GCSBackend{Bucket: "Team_Backups", Auth: &snapv1.ObjectStoreAuth{SecretRef: &snapv1.SecretRef{Name: "gcs"}}}}
 		}, "spec.backend.gcs.bucket", "not a valid bucket name"},

@@ -52,6 +52,15 @@ func TestRepositoryUnsupported(t *testing.T) {
 			s.Backend = snapv1.Backend{GCS: &snapv1.GCSBackend{Bucket: "b", Auth: &snapv1.ObjectStoreAuth{WorkloadIdentity: &snapv1.WorkloadIdentity{}}}}
 		}, path: "spec.backend.gcs.auth.workloadIdentity", want: "KOPIA_GCS_CREDENTIALS_JSON"},
 		{name: "azure backend", cur: func(s *snapv1.RepositorySpec) { s.Backend = snapv1.Backend{Azure: &snapv1.AzureBackend{}} }, path: "spec.backend.azure", want: "filesystem, s3, sftp, webDav and gcs"},
+		{name: "b2 backend", cur: func(s *snapv1.RepositorySpec) {
+			s.Backend = snapv1.Backend{B2: &snapv1.B2Backend{Bucket: "b", Auth: snapv1.SecretAuth{SecretRef: snapv1.SecretRef{Name: "b2"}}}}
+		}, path: "spec.backend.b2", want: "every run against a b2 repository would fail"},
+		{name: "gdrive backend", cur: func(s *snapv1.RepositorySpec) {
+			s.Backend = snapv1.Backend{GDrive: &snapv1.GDriveBackend{FolderID: "f", Auth: snapv1.SecretAuth{SecretRef: snapv1.SecretRef{Name: "gd"}}}}
+		}, path: "spec.backend.gdrive", want: "every run against a gdrive repository would fail"},
+		{name: "b2 backend on a ClusterRepository", cluster: true, cur: func(s *snapv1.RepositorySpec) {
+			s.Backend = snapv1.Backend{B2: &snapv1.B2Backend{Bucket: "b", Auth: snapv1.SecretAuth{SecretRef: snapv1.SecretRef{Name: "b2"}}}}
+		}, path: "spec.backend.b2", want: "b2 repository"},
 		{name: "rclone backend", cur: func(s *snapv1.RepositorySpec) {
 			s.Backend = snapv1.Backend{Rclone: &snapv1.RcloneBackend{RemotePath: "r:p"}}
 		}, path: "spec.backend.rclone", want: "rclone"},
