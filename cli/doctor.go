@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -121,6 +123,8 @@ func gatherFacts(ctx context.Context, cfg *rest.Config, c client.Client, scope, 
 	}
 	f.Probe, f.ProbeSkipped = probeWebhook(ctx, c, ns)
 	f.Functions, f.FunctionsSkipped = deployedFunctions(ctx, c)
+	f.Sources, f.SourcesSkipped = deployedSources(ctx, c)
+	f.RBACSkipped = checkBindings(ctx, c, f.Functions, f.Sources)
 	f.ServerTime = serverTime(ctx, cfg)
 
 	lists := []struct {
@@ -276,22 +280,15 @@ func probeWebhook(ctx context.Context, c client.Client, ns string) (answer error
 
 // deployedFunctions finds the chart's functions: Knative Services when
 // Knative Serving is installed, Deployments otherwise.
-func deployedFunctions(ctx context.Context, c client.Client) ([]doctor.Function, string) {
-	var out []doctor.Function
+func deployedFunctions(ctx context.Context, c client.Client) ([]doctor.Workload, string) {
+	var out []doctor.Workload
 	sel := client.HasLabels{functionLabel}
 	var deps appsv1.DeploymentList
 	if err := c.List(ctx, &deps, sel); err != nil {
 		return nil, fmt.Sprintf("cannot list Deployments (%v)", err)
 	}
 	for _, d := range deps.Items {
-		fn := doctor.Function{Kind: "Deployment", Namespace: d.Namespace, Name: d.Name, Ready: d.Status.AvailableReplicas > 0}
-		switch {
-		case d.Spec.Replicas != nil && *d.Spec.Replicas == 0:
-			fn.Ready, fn.Why = false, "scaled to 0 replicas"
-		case !fn.Ready:
-			fn.Why = fmt.Sprintf("%d of %d replicas available", d.Status.AvailableReplicas, d.Status.Replicas)
-		}
-		out = append(out, fn)
+		out = append(out, deploymentWorkload(&d))
 	}
 	var ksvcs unstructured.UnstructuredList
 	ksvcs.SetAPIVersion("serving.knative.dev/v1")
@@ -302,18 +299,153 @@ func deployedFunctions(ctx context.Context, c client.Client) ([]doctor.Function,
 		return out, fmt.Sprintf("cannot list Knative Services (%v)", err)
 	}
 	for _, s := range ksvcs.Items {
-		fn := doctor.Function{Kind: "Knative Service", Namespace: s.GetNamespace(), Name: s.GetName(), Why: "no Ready condition yet"}
-		conds, _, _ := unstructured.NestedSlice(s.Object, "status", "conditions")
-		for _, raw := range conds {
-			cm, _ := raw.(map[string]any)
-			if cm["type"] == "Ready" {
-				fn.Ready = cm["status"] == "True"
-				fn.Why = fmt.Sprint(cm["message"])
-			}
+		fn := readyObject("Knative Service", &s)
+		fn.ServiceAccount, _, _ = unstructured.NestedString(s.Object, "spec", "template", "spec", "serviceAccountName")
+		if fn.ServiceAccount == "" {
+			fn.ServiceAccount = "default"
 		}
 		out = append(out, fn)
 	}
 	return out, ""
+}
+
+func deploymentWorkload(d *appsv1.Deployment) doctor.Workload {
+	w := doctor.Workload{Kind: "Deployment", Namespace: d.Namespace, Name: d.Name, Ready: d.Status.AvailableReplicas > 0, ServiceAccount: d.Spec.Template.Spec.ServiceAccountName}
+	if w.ServiceAccount == "" {
+		w.ServiceAccount = "default"
+	}
+	switch {
+	case d.Spec.Replicas != nil && *d.Spec.Replicas == 0:
+		w.Ready, w.Why = false, "scaled to 0 replicas"
+	case !w.Ready:
+		w.Why = fmt.Sprintf("%d of %d replicas available", d.Status.AvailableReplicas, d.Status.Replicas)
+	}
+	return w
+}
+
+// readyObject judges a Knative object by its Ready condition.
+func readyObject(kind string, u *unstructured.Unstructured) doctor.Workload {
+	w := doctor.Workload{Kind: kind, Namespace: u.GetNamespace(), Name: u.GetName(), Why: "no Ready condition yet"}
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, raw := range conds {
+		cm, _ := raw.(map[string]any)
+		if cm["type"] == "Ready" {
+			w.Ready = cm["status"] == "True"
+			w.Why = fmt.Sprint(cm["reason"], ": ", cm["message"])
+		}
+	}
+	return w
+}
+
+// sourceComponents are the chart's event-source Deployments.
+var sourceComponents = []string{"kube-source", "s3-source"}
+
+// deployedSources finds what feeds the functions: the kube and S3 source
+// Deployments, and Knative's ApiServerSources and PingSources, by the
+// chart's part-of label.
+func deployedSources(ctx context.Context, c client.Client) ([]doctor.Workload, string) {
+	var out []doctor.Workload
+	var deps appsv1.DeploymentList
+	if err := c.List(ctx, &deps, client.MatchingLabels{"app.kubernetes.io/part-of": "snapflow"}); err != nil {
+		return nil, fmt.Sprintf("cannot list Deployments (%v)", err)
+	}
+	for i := range deps.Items {
+		if slices.Contains(sourceComponents, deps.Items[i].Labels["app.kubernetes.io/component"]) {
+			out = append(out, deploymentWorkload(&deps.Items[i]))
+		}
+	}
+	for _, kind := range []string{"ApiServerSource", "PingSource"} {
+		var l unstructured.UnstructuredList
+		l.SetAPIVersion("sources.knative.dev/v1")
+		l.SetKind(kind + "List")
+		switch err := c.List(ctx, &l, client.MatchingLabels{"app.kubernetes.io/part-of": "snapflow"}); {
+		case meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return out, fmt.Sprintf("cannot list %ss (%v)", kind, err)
+		}
+		for i := range l.Items {
+			w := readyObject(kind, &l.Items[i])
+			if kind == "ApiServerSource" {
+				w.ServiceAccount, _, _ = unstructured.NestedString(l.Items[i].Object, "spec", "serviceAccountName")
+			}
+			out = append(out, w)
+		}
+	}
+	return out, ""
+}
+
+// checkBindings fills each workload's RBAC finding: its account must be a
+// subject of at least one binding, and every binding naming it must point
+// at a role that exists. It returns why it could not look.
+func checkBindings(ctx context.Context, c client.Client, groups ...[]doctor.Workload) string {
+	var crbs rbacv1.ClusterRoleBindingList
+	var rbs rbacv1.RoleBindingList
+	var crs rbacv1.ClusterRoleList
+	var roles rbacv1.RoleList
+	for what, l := range map[string]client.ObjectList{"ClusterRoleBindings": &crbs, "RoleBindings": &rbs, "ClusterRoles": &crs, "Roles": &roles} {
+		if err := c.List(ctx, l); err != nil {
+			return fmt.Sprintf("cannot list %s (%v)", what, err)
+		}
+	}
+	clusterRoles := map[string]bool{}
+	for _, r := range crs.Items {
+		clusterRoles[r.Name] = true
+	}
+	nsRoles := map[string]bool{}
+	for _, r := range roles.Items {
+		nsRoles[r.Namespace+"/"+r.Name] = true
+	}
+	exists := func(ns string, ref rbacv1.RoleRef) bool {
+		if ref.Kind == "ClusterRole" {
+			return clusterRoles[ref.Name]
+		}
+		return nsRoles[ns+"/"+ref.Name]
+	}
+	// names says whether a binding's subjects hold the account ns/sa; a
+	// RoleBinding's subject without a namespace is of the binding's own.
+	names := func(subjects []rbacv1.Subject, bindingNS, ns, sa string) bool {
+		return slices.ContainsFunc(subjects, func(s rbacv1.Subject) bool {
+			sns := s.Namespace
+			if sns == "" {
+				sns = bindingNS
+			}
+			return s.Kind == rbacv1.ServiceAccountKind && s.Name == sa && sns == ns
+		})
+	}
+	for _, ws := range groups {
+		for i := range ws {
+			w := &ws[i]
+			if w.ServiceAccount == "" {
+				continue
+			}
+			bound := 0
+			var missing []string
+			for _, b := range crbs.Items {
+				if names(b.Subjects, "", w.Namespace, w.ServiceAccount) {
+					bound++
+					if !exists("", b.RoleRef) {
+						missing = append(missing, fmt.Sprintf("ClusterRoleBinding %s names %s %s, which does not exist", b.Name, b.RoleRef.Kind, b.RoleRef.Name))
+					}
+				}
+			}
+			for _, b := range rbs.Items {
+				if names(b.Subjects, b.Namespace, w.Namespace, w.ServiceAccount) {
+					bound++
+					if !exists(b.Namespace, b.RoleRef) {
+						missing = append(missing, fmt.Sprintf("RoleBinding %s/%s names %s %s, which does not exist", b.Namespace, b.Name, b.RoleRef.Kind, b.RoleRef.Name))
+					}
+				}
+			}
+			switch {
+			case len(missing) > 0:
+				w.RBAC = strings.Join(missing, "; ")
+			case bound == 0:
+				w.RBAC = "no RoleBinding or ClusterRoleBinding names"
+			}
+		}
+	}
+	return ""
 }
 
 // serverTime reads the API server's clock from the Date header of /version.

@@ -79,12 +79,19 @@ type WebhookConfig struct {
 	CABundles [][]byte
 }
 
-// Function is one deployed function: a Deployment or a Knative Service.
-type Function struct {
+// Workload is one deployed component: a function (a Deployment or a
+// Knative Service) or an event source (the kube or S3 source Deployment,
+// an ApiServerSource or PingSource).
+type Workload struct {
 	Kind, Namespace, Name string
 	Ready                 bool
 	// Why says what is not ready.
 	Why string
+	// ServiceAccount it runs as ("" for Knative's own sources); RBAC says
+	// what is wrong with that account's bindings, "" when each binding
+	// names a role that exists and there is at least one.
+	ServiceAccount string
+	RBAC           string
 }
 
 // Facts are what the CLI read.
@@ -103,9 +110,14 @@ type Facts struct {
 	Probe          error
 	ProbeNamespace string
 	ProbeSkipped   string
-	// Functions found in the cluster; FunctionsSkipped says why none were read.
-	Functions        []Function
+	// Functions and event sources found in the cluster; the Skipped
+	// fields say why they were not read.
+	Functions        []Workload
 	FunctionsSkipped string
+	Sources          []Workload
+	SourcesSkipped   string
+	// RBACSkipped says why the components' bindings were not read.
+	RBACSkipped string
 
 	Repositories        []snapv1.Repository
 	ClusterRepositories []snapv1.ClusterRepository
@@ -129,6 +141,8 @@ func Run(f Facts) Report {
 	r.add(caBundles(f.Webhooks, f.Now))
 	r.add(probe(f))
 	r.add(functions(f))
+	r.add(sources(f))
+	r.add(rbac(f))
 	r.add(handled(f))
 	r.add(schedules(f))
 	r.add(repositories(f))
@@ -290,19 +304,76 @@ func functions(f Facts) Check {
 		c.Fix = "install the chart; with knative.enabled the functions are Knative Services, otherwise Deployments"
 		return c
 	}
-	var down []string
-	for _, fn := range f.Functions {
-		if !fn.Ready {
-			down = append(down, fmt.Sprintf("%s %s/%s (%s)", fn.Kind, fn.Namespace, fn.Name, fn.Why))
-		}
-	}
-	if len(down) > 0 {
+	if down := notReady(f.Functions); len(down) > 0 {
 		c.Status, c.Detail = Fail, "not ready: "+strings.Join(down, "; ")
 		c.Fix = "kubectl describe the named object and its pods; a function that is down handles no events, so backups, restores or deletions wait"
 		return c
 	}
 	c.Status, c.Detail = OK, fmt.Sprintf("%d function(s) ready", len(f.Functions))
 	return c
+}
+
+func notReady(ws []Workload) []string {
+	var down []string
+	for _, w := range ws {
+		if !w.Ready {
+			down = append(down, fmt.Sprintf("%s %s/%s (%s)", w.Kind, w.Namespace, w.Name, w.Why))
+		}
+	}
+	return down
+}
+
+// sources checks what feeds the functions events: without them nothing
+// starts a backup, however healthy the functions are.
+func sources(f Facts) Check {
+	c := Check{Name: "sources"}
+	switch {
+	case f.SourcesSkipped != "":
+		c.Status, c.Detail = Warn, "not read: "+f.SourcesSkipped
+		return c
+	case len(f.Sources) == 0 && len(f.Functions) > 0:
+		c.Status, c.Detail = Fail, "the functions run in the cluster, but no event source does (an ApiServerSource and PingSources with Knative, the kube source Deployment without): nothing sends them events"
+		c.Fix = "install the chart with its sources (knative.enabled, or kubeSource), or run `snapflow source kube` with --sink pointing at the functions"
+		return c
+	case len(f.Sources) == 0:
+		c.Status, c.Detail = Warn, "no event source was found in the cluster; if they run outside it, the events check tells whether events arrive"
+		return c
+	}
+	if down := notReady(f.Sources); len(down) > 0 {
+		c.Status, c.Detail = Fail, "not ready: "+strings.Join(down, "; ")
+		c.Fix = "kubectl describe the named source: a source that is not ready sends no events, so Snapshots stay Pending and schedules do not fire"
+		return c
+	}
+	c.Status, c.Detail = OK, fmt.Sprintf("%d source(s) ready", len(f.Sources))
+	return c
+}
+
+// rbac checks that each component's account is bound to roles that exist:
+// a deleted binding or role leaves a running pod that fails every call.
+func rbac(f Facts) Check {
+	if f.RBACSkipped != "" {
+		return Check{Name: "rbac", Status: Warn, Detail: "not read: " + f.RBACSkipped}
+	}
+	var bad []string
+	n := 0
+	for _, w := range append(append([]Workload{}, f.Functions...), f.Sources...) {
+		if w.ServiceAccount == "" {
+			continue
+		}
+		n++
+		if w.RBAC != "" {
+			bad = append(bad, fmt.Sprintf("%s %s/%s runs as %s, which %s", w.Kind, w.Namespace, w.Name, w.ServiceAccount, w.RBAC))
+		}
+	}
+	switch {
+	case len(bad) > 0:
+		sort.Strings(bad)
+		return Check{Name: "rbac", Status: Fail, Detail: strings.Join(bad, "; "),
+			Fix: "helm upgrade the release (or kubectl apply config/) to restore the chart's Roles and bindings"}
+	case n == 0:
+		return Check{Name: "rbac", Status: OK, Detail: "no component running in the cluster to check"}
+	}
+	return Check{Name: "rbac", Status: OK, Detail: fmt.Sprintf("the accounts of %d component(s) are bound to roles that exist", n)}
 }
 
 // handled finds Snapshots and Restores no function has looked at: a

@@ -54,7 +54,8 @@ func healthy(t *testing.T) Facts {
 		CRDs:      allCRDs(),
 		Webhooks:  []WebhookConfig{{Kind: "ValidatingWebhookConfiguration", Name: "snapflow", CABundles: [][]byte{caPEM(t, now.Add(-time.Hour), now.AddDate(1, 0, 0))}}},
 		Probe:     errors.New(`admission webhook "snapshotpolicies.validate.snapflow.dev" denied the request: spec.repository.namespace: ... a Repository ` + ProbeMarker),
-		Functions: []Function{{Kind: "Deployment", Namespace: "snapflow", Name: "snapflow-snapshot", Ready: true}},
+		Functions: []Workload{{Kind: "Deployment", Namespace: "snapflow", Name: "snapflow-snapshot", Ready: true, ServiceAccount: "snapflow-snapshot"}},
+		Sources:   []Workload{{Kind: "PingSource", Namespace: "snapflow", Name: "snapflow-tick", Ready: true}},
 		Repositories: []snapv1.Repository{{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "nas", CreationTimestamp: ago(time.Hour)},
 			Status: snapv1.RepositoryStatus{Conditions: []metav1.Condition{{Type: wellknown.ConditionReady, Status: metav1.ConditionTrue}}}}},
 		Schedules: []snapv1.SnapshotSchedule{{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "nightly", CreationTimestamp: ago(48 * time.Hour)},
@@ -95,9 +96,16 @@ func TestRun(t *testing.T) {
 		{name: "the webhook never saw the probe", change: func(f *Facts) { f.Probe = nil }, check: "webhook", want: Fail, detail: "did not see it"},
 		{name: "the probe was not allowed", change: func(f *Facts) { f.ProbeSkipped = "you may not create SnapshotPolicies" }, check: "webhook", want: Warn, detail: "not probed"},
 		{name: "a function down", change: func(f *Facts) {
-			f.Functions = append(f.Functions, Function{Kind: "Knative Service", Namespace: "snapflow", Name: "snapflow-restore", Why: "RevisionMissing"})
+			f.Functions = append(f.Functions, Workload{Kind: "Knative Service", Namespace: "snapflow", Name: "snapflow-restore", Why: "RevisionMissing"})
 		}, check: "functions", want: Fail, detail: "snapflow/snapflow-restore (RevisionMissing)"},
 		{name: "no functions in the cluster", change: func(f *Facts) { f.Functions = nil }, check: "functions", want: Warn, detail: "events check"},
+		{name: "functions but no source", change: func(f *Facts) { f.Sources = nil }, check: "sources", want: Fail, detail: "nothing sends them events"},
+		{name: "a source not ready", change: func(f *Facts) {
+			f.Sources = append(f.Sources, Workload{Kind: "ApiServerSource", Namespace: "snapflow", Name: "snapflow-kube", Why: "SinkNotFound"})
+		}, check: "sources", want: Fail, detail: "snapflow/snapflow-kube (SinkNotFound)"},
+		{name: "a function's account without its binding", change: func(f *Facts) {
+			f.Functions[0].RBAC = "no RoleBinding or ClusterRoleBinding names"
+		}, check: "rbac", want: Fail, detail: "runs as snapflow-snapshot, which no RoleBinding"},
 		{name: "a Snapshot no function picked up", change: func(f *Facts) {
 			f.Snapshots = append(f.Snapshots, snapv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "forgotten", CreationTimestamp: ago(time.Hour)}})
 		}, check: "events", want: Fail, detail: "Snapshot apps/forgotten"},

@@ -63,8 +63,33 @@ spec:
 	if c := checks["webhook"]; c.Status != doctor.OK {
 		t.Errorf("webhook: %s %q, want it still OK", c.Status, c.Detail)
 	}
+	// A function Deployment that never becomes available (no kubelet runs
+	// here), whose account nothing binds, and no source to feed it.
+	kubectl(t, []byte(fmt.Sprintf(`
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: doctor-snapshot, namespace: %s, labels: {snapflow.dev/function: snapshot}}
+spec:
+  selector: {matchLabels: {app: doctor-snapshot}}
+  template:
+    metadata: {labels: {app: doctor-snapshot}}
+    spec:
+      serviceAccountName: doctor-unbound
+      containers: [{name: function, image: snapflow}]
+`, ns)), 0, "apply", "-f", "-")
+	t.Cleanup(func() { kubectl(t, nil, 0, "-n", ns, "delete", "deployment", "doctor-snapshot", "--ignore-not-found") })
+	checks = run(3)
+	for name, want := range map[string]string{
+		"functions": "Deployment " + ns + "/doctor-snapshot",
+		"sources":   "nothing sends them events",
+		"rbac":      "runs as doctor-unbound, which no RoleBinding or ClusterRoleBinding names",
+	} {
+		if c := checks[name]; c.Status != doctor.Fail || !strings.Contains(c.Detail, want) || c.Fix == "" {
+			t.Errorf("%s: %s %q (fix %q), want FAIL with %q", name, c.Status, c.Detail, c.Fix, want)
+		}
+	}
 	table := snapflowCLI(t, 3, "doctor", "-n", ns, "--grace", "1s")
-	for _, want := range []string{"CHECK", "repositories", "FAIL", "1 failed"} {
+	for _, want := range []string{"CHECK", "repositories", "FAIL", "4 failed", "rbac (FAIL): helm upgrade"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("the table does not say %q:\n%s", want, table)
 		}
