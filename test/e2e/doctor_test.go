@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	snapv1 "github.com/snapflow/snapflow/api/v1alpha1"
+	"github.com/snapflow/snapflow/internal/certs"
 	"github.com/snapflow/snapflow/internal/doctor"
 )
 
@@ -94,4 +97,49 @@ spec:
 			t.Errorf("the table does not say %q:\n%s", want, table)
 		}
 	}
+
+	// A webhook whose caBundle holds a CA, but not the one that signed the
+	// webhook's certificate: the bundle parses, the probe names the fault.
+	t.Run("an untrusted webhook", func(t *testing.T) {
+		const probeNS = "doctor-ca"
+		kubectl(t, []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: "+probeNS+"}\n"), 0, "apply", "-f", "-")
+		wrong, err := certs.Apply(certs.Bundle{}, certs.NewCA, certs.Hosts{DNSNames: []string{"not-the-webhook"}}, certs.DefaultPolicy, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		wrongCA := wrong.CABundle()
+		kubectl(t, []byte(fmt.Sprintf(`
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {name: doctor-untrusted}
+webhooks:
+  - name: untrusted.doctor.snapflow.dev
+    admissionReviewVersions: [v1]
+    sideEffects: None
+    failurePolicy: Fail
+    clientConfig: {url: %q, caBundle: %s}
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %s}}
+    rules: [{apiGroups: [kopiur.home-operations.com], apiVersions: [v1alpha1], operations: [CREATE], resources: [snapshotpolicies]}]
+`, env.Webhook.URL+"/mutate/snapshotpolicy", base64.StdEncoding.EncodeToString(wrongCA), probeNS)), 0, "apply", "-f", "-")
+		t.Cleanup(func() {
+			kubectl(t, nil, 0, "delete", "mutatingwebhookconfiguration", "doctor-untrusted", "--ignore-not-found")
+		})
+		var rep doctor.Report
+		out := snapflowCLI(t, 3, "doctor", "-n", probeNS, "-o", "json")
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range rep.Checks {
+			switch c.Name {
+			case "webhook":
+				if c.Status != doctor.Fail || !strings.Contains(c.Detail, "does not trust") || !strings.Contains(c.Detail, "untrusted.doctor.snapflow.dev") || !strings.Contains(c.Fix, "caBundle") {
+					t.Errorf("webhook: %s %q (fix %q), want FAIL: not trusted, naming the webhook", c.Status, c.Detail, c.Fix)
+				}
+			case "webhook-ca":
+				if c.Status != doctor.OK {
+					t.Errorf("webhook-ca: %s %q, want OK (every bundle holds a valid CA)", c.Status, c.Detail)
+				}
+			}
+		}
+	})
 }
