@@ -87,6 +87,7 @@ bench: build ## run the benchmarks and rewrite docs/benchmarks.md (needs restic:
 	$(GO) run ./bench/webhook
 	$(GO) run ./bench/retention
 	$(GO) run ./bench/backup
+	$(GO) run ./bench/backup -backend s3
 	$(GO) run ./bench/maintenance
 
 clean: ## remove built binaries and tools

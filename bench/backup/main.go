@@ -12,6 +12,10 @@
 // The mover runs as the real `snapflow mover` binary with a work spec, as a
 // Job would run it, reporting to a file instead of an API server. Results go
 // into docs/benchmarks.md as ratios to the kopia CLI.
+//
+// With -backend s3 the same cases run against an S3 bucket of a local
+// versitygw (bin/versitygw, posix backend), snapflow against the kopia CLI
+// only, each repository under its own prefix.
 package main
 
 import (
@@ -52,6 +56,7 @@ func main() {
 	work := flag.String("work", "", "scratch directory (default: a temp dir; needs about 6 GiB)")
 	reps := flag.Int("reps", 4, "runs; a multiple of 4 gives every tool order equally often (the median is reported)")
 	gen := flag.String("generate", "", "internal: write the datasets into this directory and exit")
+	backend := flag.String("backend", "filesystem", "where the repositories live: filesystem, or s3 (a local versitygw from bin/)")
 	flag.Parse()
 	if *gen != "" {
 		// In a child process, so the parent's memory high-water mark (which
@@ -66,13 +71,17 @@ func main() {
 		}
 		return
 	}
-	if err := run(*bin, *work, *reps); err != nil {
+	if *backend != "filesystem" && *backend != "s3" {
+		fmt.Fprintf(os.Stderr, "bench: -backend %s: use filesystem or s3\n", *backend)
+		os.Exit(2)
+	}
+	if err := run(*bin, *work, *reps, *backend == "s3"); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin, work string, reps int) error {
+func run(bin, work string, reps int, overS3 bool) error {
 	binAbs, _ := filepath.Abs(bin)
 	if work == "" {
 		d, err := os.MkdirTemp("", "snapflow-bench-")
@@ -82,14 +91,28 @@ func run(bin, work string, reps int) error {
 		defer os.RemoveAll(d)
 		work = d
 	}
-	restic, err := exec.LookPath("restic")
-	if err != nil {
-		return fmt.Errorf("restic is not installed (apt-get install restic): %w", err)
+	// Repositories are directories under repos: on disk, or the bucket's
+	// directory of the gateway's posix backend, where each is a prefix.
+	repos := work
+	var store *s3Store
+	if overS3 {
+		st, err := startS3(filepath.Join(binAbs, "versitygw"), filepath.Join(work, "gateway"))
+		if err != nil {
+			return err
+		}
+		defer st.stop()
+		store, repos = st, st.bucketDir
 	}
 	tools := []tool{
-		&snapflowMover{bin: filepath.Join(binAbs, "snapflow"), work: work},
-		&kopiaCLI{bin: filepath.Join(binAbs, "kopia"), work: work},
-		&resticCLI{bin: restic},
+		&snapflowMover{bin: filepath.Join(binAbs, "snapflow"), work: work, s3: store},
+		&kopiaCLI{bin: filepath.Join(binAbs, "kopia"), work: work, s3: store},
+	}
+	if !overS3 {
+		restic, err := exec.LookPath("restic")
+		if err != nil {
+			return fmt.Errorf("restic is not installed (apt-get install restic): %w", err)
+		}
+		tools = append(tools, &resticCLI{bin: restic})
 	}
 	for _, t := range tools[:2] {
 		if _, err := os.Stat(t.(interface{ path() string }).path()); err != nil {
@@ -130,8 +153,8 @@ func run(bin, work string, reps int) error {
 		// Every case runs each tool back to back, so a slow spell of the
 		// machine hits all tools of a pair alike.
 		order := runOrder(tools, rep)
-		repoA := func(t tool) string { return filepath.Join(work, fmt.Sprintf("repo-%s-a-%d", t.name(), rep)) }
-		repoB := func(t tool) string { return filepath.Join(work, fmt.Sprintf("repo-%s-b-%d", t.name(), rep)) }
+		repoA := func(t tool) string { return filepath.Join(repos, fmt.Sprintf("repo-%s-a-%d", t.name(), rep)) }
+		repoB := func(t tool) string { return filepath.Join(repos, fmt.Sprintf("repo-%s-b-%d", t.name(), rep)) }
 		for _, t := range order {
 			for _, r := range []string{repoA(t), repoB(t)} {
 				if err := t.init(r); err != nil {
@@ -194,6 +217,9 @@ func run(bin, work string, reps int) error {
 		}
 		fmt.Printf("run %d of %d done\n", rep+1, reps)
 	}
+	if overS3 {
+		return writeS3(append(cases, restoreCases...), results, reps)
+	}
 	if err := write(cases, tools, results, reps); err != nil {
 		return err
 	}
@@ -214,6 +240,9 @@ const incrementalRounds, largeRounds = 3, 3
 // on this machine's disk even after a sync; a plain rotation had snapflow
 // follow restic more often than the kopia CLI did.
 func runOrder(tools []tool, rep int) []tool {
+	if len(tools) == 2 {
+		return [][]tool{{tools[0], tools[1]}, {tools[1], tools[0]}}[rep%2]
+	}
 	a, b, r := tools[0], tools[1], tools[2]
 	return [][]tool{{a, b, r}, {b, a, r}, {r, a, b}, {r, b, a}}[rep%4]
 }
@@ -364,14 +393,26 @@ func change(dir string, n int, seed uint64) error {
 	return nil
 }
 
-type snapflowMover struct{ bin, work string }
+type snapflowMover struct {
+	bin, work string
+	s3        *s3Store
+}
+
+// backend is where repo lives for the mover: the filesystem root it is
+// given, or its prefix in the bucket.
+func (s *snapflowMover) backend(repo string) kopia.Backend {
+	if s.s3 != nil {
+		return kopia.Backend{S3: &kopia.S3Backend{Bucket: s3Bucket, Prefix: s.s3.prefix(repo), Endpoint: s.s3.endpoint, Region: "us-east-1", DisableTLS: true}}
+	}
+	return kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: "/"}}
+}
 
 func (s *snapflowMover) name() string { return "snapflow" }
 func (s *snapflowMover) path() string { return s.bin }
 
 func (s *snapflowMover) spec(op, repo string, snap *mover.SnapshotWork) (string, error) {
 	w := mover.WorkSpec{Operation: op, Target: mover.Target{Kind: "Repository", Name: "bench"},
-		Repository: mover.Repository{Backend: kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: "/"}}, Create: &kopia.CreateOptions{}}, Snapshot: snap}
+		Repository: mover.Repository{Backend: s.backend(repo), Create: &kopia.CreateOptions{}}, Snapshot: snap}
 	if snap != nil {
 		w.Target.Kind = "Snapshot"
 	}
@@ -387,6 +428,9 @@ func (s *snapflowMover) run(repo, spec, dir string) *exec.Cmd {
 	cmd := exec.Command(s.bin, "mover", "--work", spec, "--repository-root", repo, "--source", dir,
 		"--cache-dir", repo+"-cache", "--status-file", spec+".status", "--termination-log", "")
 	cmd.Env = append(os.Environ(), "KOPIA_PASSWORD="+password)
+	if s.s3 != nil {
+		cmd.Env = append(cmd.Env, s.s3.env()...)
+	}
 	return cmd
 }
 
@@ -412,7 +456,7 @@ func (s *snapflowMover) restore(repo, dir, target string) (measure, error) {
 	// mover resolves "latest of the identity" the way a fromPolicy or
 	// identity restore does.
 	w := mover.WorkSpec{Operation: mover.OpRestore, Target: mover.Target{Kind: "Restore", Name: "bench"},
-		Repository: mover.Repository{Backend: kopia.Backend{Filesystem: &kopia.FilesystemBackend{Path: "/"}}},
+		Repository: mover.Repository{Backend: s.backend(repo)},
 		Restore:    &mover.RestoreWork{Query: &restore.Query{Username: "bench", Hostname: "bench", Path: "/data"}, OnMissing: "Fail", Options: restore.Options(nil)}}
 	b, err := json.Marshal(w)
 	if err != nil {
@@ -430,7 +474,10 @@ func (s *snapflowMover) restore(repo, dir, target string) (measure, error) {
 
 const kopiaVersion = "v0.22.3"
 
-type kopiaCLI struct{ bin, work string }
+type kopiaCLI struct {
+	bin, work string
+	s3        *s3Store
+}
 
 func (k *kopiaCLI) name() string { return "kopia" }
 func (k *kopiaCLI) path() string { return k.bin }
@@ -438,11 +485,18 @@ func (k *kopiaCLI) path() string { return k.bin }
 func (k *kopiaCLI) cmd(repo string, args ...string) *exec.Cmd {
 	cmd := exec.Command(k.bin, append(args, "--config-file", repo+".config")...)
 	cmd.Env = append(os.Environ(), "KOPIA_PASSWORD="+password, "KOPIA_CHECK_FOR_UPDATES=false")
+	if k.s3 != nil {
+		cmd.Env = append(cmd.Env, k.s3.env()...)
+	}
 	return cmd
 }
 
 func (k *kopiaCLI) init(repo string) error {
-	_, err := proc.Timed(k.cmd(repo, "repository", "create", "filesystem", "--path", repo, "--cache-directory", repo+"-cache"))
+	args := []string{"repository", "create", "filesystem", "--path", repo}
+	if k.s3 != nil {
+		args = []string{"repository", "create", "s3", "--bucket", s3Bucket, "--prefix", k.s3.prefix(repo), "--endpoint", k.s3.endpoint, "--region", "us-east-1", "--disable-tls"}
+	}
+	_, err := proc.Timed(k.cmd(repo, append(args, "--cache-directory", repo+"-cache")...))
 	return err
 }
 
