@@ -13,11 +13,13 @@ import (
 	"github.com/spf13/cobra"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,7 +34,7 @@ import (
 const functionLabel = "snapflow.dev/function"
 
 func newDoctorCmd(kube *kubeFlags) *cobra.Command {
-	var namespace, output, global string
+	var namespace, probeNamespace, output, global string
 	var all bool
 	grace := 5 * time.Minute
 	cmd := &cobra.Command{
@@ -66,11 +68,15 @@ user may not read is reported as a warning, not a failure.`,
 			if err != nil {
 				return err
 			}
-			probeNS := scope
-			if all {
+			probeNS := probeNamespace
+			switch {
+			case probeNS != "":
+			case all:
 				if probeNS, err = kube.namespace(""); err != nil {
 					return err
 				}
+			default:
+				probeNS = scope
 			}
 			cfg, err := kube.restConfig()
 			if err != nil {
@@ -99,7 +105,8 @@ user may not read is reported as a warning, not a failure.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&namespace, "namespace", "n", "", "namespace whose objects to check and where to probe the webhook (default: the kubeconfig's; not snapflow's own, which the webhook skips)")
+	f.StringVarP(&namespace, "namespace", "n", "", "namespace whose objects to check (default: the kubeconfig's)")
+	f.StringVar(&probeNamespace, "probe-namespace", "", "namespace to probe the webhook in (default: -n, or the kubeconfig's with -A); snapflow's own namespace is skipped by its webhook")
 	f.BoolVarP(&all, "all-namespaces", "A", false, "check the objects of every namespace and every ClusterRepository (the webhook is probed in the kubeconfig's namespace)")
 	f.StringVarP(&output, "output", "o", OutputTable, "output format: table, json or yaml")
 	f.DurationVar(&grace, "grace", grace, "how long an object may wait for a function, or a schedule stay overdue, before it counts as a failure")
@@ -121,11 +128,20 @@ func gatherFacts(ctx context.Context, cfg *rest.Config, c client.Client, scope, 
 	if f.Webhooks, err = webhookConfigs(ctx, c); err != nil {
 		return f, err
 	}
-	f.Probe, f.ProbeSkipped = probeWebhook(ctx, c, ns)
+	f.ProbeSkipped, f.ProbeIgnored = probeCovered(ctx, c, ns)
+	if f.ProbeSkipped == "" {
+		f.Probe, f.ProbeSkipped = probeWebhook(ctx, c, ns)
+	}
 	f.Functions, f.FunctionsSkipped = deployedFunctions(ctx, c)
 	f.Sources, f.SourcesSkipped = deployedSources(ctx, c)
 	f.RBACSkipped = checkBindings(ctx, c, f.Functions, f.Sources)
-	f.ServerTime = serverTime(ctx, cfg)
+	// Ages and deadlines are judged on the API server's clock, which the
+	// functions share; the clock check says how far this machine's is off.
+	if f.ServerTime = serverTime(ctx, cfg); f.ServerTime != nil {
+		local := f.Now
+		f.Now = *f.ServerTime
+		f.LocalTime = &local
+	}
 
 	lists := []struct {
 		what string
@@ -255,6 +271,44 @@ func webhookConfigs(ctx context.Context, c client.Client) ([]doctor.WebhookConfi
 	return out, nil
 }
 
+// probeValidatingWebhook is the webhook the probe must meet.
+const probeValidatingWebhook = "snapshotpolicies.validate.snapflow.dev"
+
+// probeCovered says why the probe cannot tell anything in namespace ns
+// (it does not exist, or snapflow's webhook leaves it out: snapflow's own
+// namespace always is), and whether that webhook admits on failure.
+func probeCovered(ctx context.Context, c client.Client, ns string) (skipped string, ignored bool) {
+	var vs admissionv1.ValidatingWebhookConfigurationList
+	if err := c.List(ctx, &vs); err != nil {
+		return "", false // the webhook-ca check reports it
+	}
+	var hook *admissionv1.ValidatingWebhook
+	for i := range vs.Items {
+		for j := range vs.Items[i].Webhooks {
+			if vs.Items[i].Webhooks[j].Name == probeValidatingWebhook {
+				hook = &vs.Items[i].Webhooks[j]
+			}
+		}
+	}
+	if hook == nil {
+		return "", false
+	}
+	ignored = hook.FailurePolicy != nil && *hook.FailurePolicy == admissionv1.Ignore
+	var nsObj corev1.Namespace
+	switch err := c.Get(ctx, client.ObjectKey{Name: ns}, &nsObj); {
+	case apierrors.IsNotFound(err):
+		return fmt.Sprintf("namespace %q does not exist", ns), ignored
+	case err != nil:
+		return "", ignored // the probe's own answer will say more
+	}
+	if sel := hook.NamespaceSelector; sel != nil {
+		if s, err := metav1.LabelSelectorAsSelector(sel); err == nil && !s.Matches(labels.Set(nsObj.Labels)) {
+			return fmt.Sprintf("namespace %q is left out by %s's namespaceSelector (snapflow's own namespace always is), so the webhook never sees objects there", ns, probeValidatingWebhook), ignored
+		}
+	}
+	return "", ignored
+}
+
 // probeWebhook asks the API server to dry-run a SnapshotPolicy only the
 // webhook refuses (it names another namespace's Repository); the answer
 // tells whether the webhook is reachable and trusted.
@@ -331,10 +385,17 @@ func readyObject(kind string, u *unstructured.Unstructured) doctor.Workload {
 		cm, _ := raw.(map[string]any)
 		if cm["type"] == "Ready" {
 			w.Ready = cm["status"] == "True"
-			w.Why = fmt.Sprint(cm["reason"], ": ", cm["message"])
+			w.Why = strings.Trim(fmt.Sprintf("%v: %v", orEmpty(cm["reason"]), orEmpty(cm["message"])), ": ")
 		}
 	}
 	return w
+}
+
+func orEmpty(v any) any {
+	if v == nil {
+		return ""
+	}
+	return v
 }
 
 // sourceComponents are the chart's event-source Deployments.
@@ -350,9 +411,15 @@ func deployedSources(ctx context.Context, c client.Client) ([]doctor.Workload, s
 		return nil, fmt.Sprintf("cannot list Deployments (%v)", err)
 	}
 	for i := range deps.Items {
-		if slices.Contains(sourceComponents, deps.Items[i].Labels["app.kubernetes.io/component"]) {
-			out = append(out, deploymentWorkload(&deps.Items[i]))
+		comp := deps.Items[i].Labels["app.kubernetes.io/component"]
+		if !slices.Contains(sourceComponents, comp) {
+			continue
 		}
+		w := deploymentWorkload(&deps.Items[i])
+		if comp == "s3-source" {
+			w.ServiceAccount = "" // it calls no Kubernetes API, and the chart binds it nothing
+		}
+		out = append(out, w)
 	}
 	for _, kind := range []string{"ApiServerSource", "PingSource"} {
 		var l unstructured.UnstructuredList

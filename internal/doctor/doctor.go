@@ -96,7 +96,10 @@ type Workload struct {
 
 // Facts are what the CLI read.
 type Facts struct {
+	// Now is the API server's time when it was read, else this machine's;
+	// LocalTime is this machine's when they differ.
 	Now        time.Time
+	LocalTime  *time.Time
 	ServerTime *time.Time
 	// Grace is how long an object may wait for a function before the
 	// doctor calls it unhandled.
@@ -110,6 +113,9 @@ type Facts struct {
 	Probe          error
 	ProbeNamespace string
 	ProbeSkipped   string
+	// ProbeIgnored: snapflow's validating webhook for SnapshotPolicies
+	// has failurePolicy Ignore, so an unreachable webhook admits the probe.
+	ProbeIgnored bool
 	// Functions and event sources found in the cluster; the Skipped
 	// fields say why they were not read.
 	Functions        []Workload
@@ -267,27 +273,34 @@ func probe(f Facts) Check {
 	switch {
 	case f.ProbeSkipped != "":
 		c.Status, c.Detail = Warn, "not probed: "+f.ProbeSkipped
-		c.Fix = "run the doctor as a user who may create SnapshotPolicies (a server-side dry run: nothing is stored), with -n naming a namespace outside snapflow's own"
+		c.Fix = "run the doctor as a user who may create SnapshotPolicies (a server-side dry run: nothing is stored), with --probe-namespace naming a namespace the webhook covers (not snapflow's own)"
+		return c
+	case f.Probe == nil && f.ProbeIgnored:
+		c.Status = Fail
+		c.Detail = fmt.Sprintf("a dry-run SnapshotPolicy the webhook must refuse was accepted in namespace %q; its failurePolicy is Ignore, so the webhook is most likely unreachable and objects are admitted unchecked", f.ProbeNamespace)
+		c.Fix = "check the webhook's pods and Service (kubectl get pods,svc -l app.kubernetes.io/component=webhook in snapflow's namespace)"
 		return c
 	case f.Probe == nil:
 		c.Status = Fail
 		c.Detail = fmt.Sprintf("a dry-run SnapshotPolicy the webhook must refuse was accepted in namespace %q: the webhook did not see it", f.ProbeNamespace)
-		c.Fix = "check that the ValidatingWebhookConfiguration exists and its namespaceSelector covers this namespace (snapflow's own namespace is excluded on purpose: probe another with -n)"
+		c.Fix = "check that snapflow's ValidatingWebhookConfiguration exists and that its rules cover snapshotpolicies"
 		return c
 	}
 	msg := f.Probe.Error()
 	lower := strings.ToLower(msg)
+	// Another webhook (a policy engine, say) may be the one that failed.
+	ours := strings.Contains(lower, "failed calling webhook") && strings.Contains(lower, `.snapflow.dev"`)
 	switch {
 	case strings.Contains(msg, ProbeMarker):
 		c.Status, c.Detail = OK, fmt.Sprintf("answered in namespace %q, refusing a dry-run SnapshotPolicy as it should", f.ProbeNamespace)
-	case strings.Contains(lower, "failed calling webhook") && (strings.Contains(lower, "x509") || strings.Contains(lower, "certificate")):
+	case ours && (strings.Contains(lower, "x509") || strings.Contains(lower, "certificate")):
 		c.Status, c.Detail = Fail, "the API server does not trust the webhook's certificate: "+msg
 		c.Fix = "the caBundle does not match the webhook's serving certificate: with webhook.tls.mode self restart the webhook so it writes its CA again; with cert-manager check the Certificate and the CA injector"
-	case strings.Contains(lower, "failed calling webhook"):
+	case ours:
 		c.Status, c.Detail = Fail, "the API server cannot reach the webhook: "+msg
 		c.Fix = "check the webhook's pods and Service (kubectl get pods,svc -l app.kubernetes.io/component=webhook in snapflow's namespace) and any NetworkPolicy in front of it"
 	default:
-		c.Status, c.Detail = Warn, "the dry run was refused, but not by the webhook's rule: "+msg
+		c.Status, c.Detail = Warn, "the dry run was refused, but not by snapflow's webhook: "+msg
 		c.Fix = "read the message: the CRD schema or another admission controller refused the probe first"
 	}
 	return c
@@ -392,7 +405,9 @@ func handled(f Facts) Check {
 		}
 	}
 	for i := range f.Snapshots {
-		if s := &f.Snapshots[i]; s.Status.Phase == "" {
+		// A Snapshot of no policy (discovered, adopted or replicated) is
+		// never run, so it never gets a phase.
+		if s := &f.Snapshots[i]; s.Status.Phase == "" && s.Spec.PolicyRef != nil {
 			note("Snapshot", s.ObjectMeta)
 		}
 	}
@@ -407,11 +422,11 @@ func handled(f Facts) Check {
 	sort.Strings(stale)
 	return Check{Name: "events", Status: Fail,
 		Detail: fmt.Sprintf("%d object(s) never picked up, the oldest created %s ago: %s", len(stale), duration.HumanDuration(f.Now.Sub(oldest)), list(stale)),
-		Fix:    "the snapshot or restore function is not receiving events: check the functions, and the ApiServerSource (Knative) or the kube source (snapflow source kube) that feeds them"}
+		Fix:    "the snapshot or restore function is not receiving events, or fails before its first status write: check the functions and their logs, and the ApiServerSource (Knative) or the kube source (snapflow source kube) that feeds them"}
 }
 
 func schedules(f Facts) Check {
-	var late []string
+	var late, held []string
 	active := 0
 	for i := range f.Schedules {
 		s := &f.Schedules[i]
@@ -419,6 +434,17 @@ func schedules(f Facts) Check {
 			continue
 		}
 		active++
+		// A schedule that says why it does not fire (no policy, an invalid
+		// cron, a firing refused, a replacement held) is handled: its
+		// events arrive, and the condition names the fault.
+		if c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionReplacementHeld); c != nil && c.Status == metav1.ConditionTrue {
+			held = append(held, fmt.Sprintf("%s/%s: %s", s.Namespace, s.Name, c.Message))
+			continue
+		}
+		if c := meta.FindStatusCondition(s.Status.Conditions, wellknown.ConditionReady); c != nil && c.Status == metav1.ConditionFalse {
+			held = append(held, fmt.Sprintf("%s/%s: %s: %s", s.Namespace, s.Name, c.Reason, c.Message))
+			continue
+		}
 		next := s.Status.NextSchedule
 		switch {
 		case next == nil || next.At == nil:
@@ -432,7 +458,12 @@ func schedules(f Facts) Check {
 	if len(late) > 0 {
 		sort.Strings(late)
 		return Check{Name: "schedules", Status: Fail, Detail: list(late),
-			Fix: "the schedule function is not getting ticks: check the PingSource (Knative) or the `snapflow source tick` CronJob, and the schedule function"}
+			Fix: "the schedule function is not getting ticks: check the PingSource (Knative) or the kube source, and the schedule function; without Knative slots fire on the kube source's resync (kubeSource.resync), so give --grace more than that"}
+	}
+	if len(held) > 0 {
+		sort.Strings(held)
+		return Check{Name: "schedules", Status: Fail, Detail: "not firing: " + list(held),
+			Fix: "each schedule's Ready or ReplacementHeld condition says why; fix its policy or cron, or release the held replacement"}
 	}
 	return Check{Name: "schedules", Status: OK, Detail: fmt.Sprintf("%d active schedule(s) firing on time", active)}
 }
@@ -485,7 +516,11 @@ func clock(f Facts) Check {
 	if f.ServerTime == nil {
 		return Check{Name: "clock", Status: Warn, Detail: "the API server sent no Date header to compare with"}
 	}
-	skew := f.Now.Sub(*f.ServerTime)
+	local := f.Now
+	if f.LocalTime != nil {
+		local = *f.LocalTime
+	}
+	skew := local.Sub(*f.ServerTime)
 	if skew < 0 {
 		skew = -skew
 	}

@@ -107,7 +107,8 @@ func TestRun(t *testing.T) {
 			f.Functions[0].RBAC = "no RoleBinding or ClusterRoleBinding names"
 		}, check: "rbac", want: Fail, detail: "runs as snapflow-snapshot, which no RoleBinding"},
 		{name: "a Snapshot no function picked up", change: func(f *Facts) {
-			f.Snapshots = append(f.Snapshots, snapv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "forgotten", CreationTimestamp: ago(time.Hour)}})
+			f.Snapshots = append(f.Snapshots, snapv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "forgotten", CreationTimestamp: ago(time.Hour)},
+				Spec: snapv1.SnapshotSpec{PolicyRef: &snapv1.PolicyRef{Name: "app"}}})
 		}, check: "events", want: Fail, detail: "Snapshot apps/forgotten"},
 		{name: "a Restore no function picked up", change: func(f *Facts) {
 			f.Restores = append(f.Restores, snapv1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "drill", CreationTimestamp: ago(time.Hour)}})
@@ -116,6 +117,17 @@ func TestRun(t *testing.T) {
 			f.Schedules[0].Status.NextSchedule.At = ptr(metav1.NewTime(now.Add(-2 * time.Hour)))
 		}, check: "schedules", want: Fail, detail: "apps/nightly overdue by 120m"},
 		{name: "a schedule never handled", change: func(f *Facts) { f.Schedules[0].Status = snapv1.SnapshotScheduleStatus{} }, check: "schedules", want: Fail, detail: "never handled"},
+		{name: "a schedule that says why it does not fire", change: func(f *Facts) {
+			f.Schedules[0].Status.NextSchedule.At = ptr(metav1.NewTime(now.Add(-2 * time.Hour)))
+			f.Schedules[0].Status.Conditions = []metav1.Condition{{Type: wellknown.ConditionReady, Status: metav1.ConditionFalse, Reason: "PolicyNotFound", Message: "SnapshotPolicy apps/db does not exist"}}
+		}, check: "schedules", want: Fail, detail: "apps/nightly: PolicyNotFound: SnapshotPolicy apps/db does not exist"},
+		{name: "a Snapshot of no policy is never picked up, by design", change: func(f *Facts) {
+			f.Snapshots = append(f.Snapshots, snapv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "discovered", CreationTimestamp: ago(time.Hour)}})
+		}, check: "events", want: OK},
+		{name: "another webhook failed", change: func(f *Facts) {
+			f.Probe = errors.New(`Internal error occurred: failed calling webhook "validate.kyverno.svc": connection refused`)
+		}, check: "webhook", want: Warn, detail: "not by snapflow's webhook"},
+		{name: "the webhook admits on failure and did not refuse", change: func(f *Facts) { f.Probe, f.ProbeIgnored = nil, true }, check: "webhook", want: Fail, detail: "failurePolicy is Ignore"},
 		{name: "a suspended schedule is not late", change: func(f *Facts) {
 			f.Schedules[0].Status = snapv1.SnapshotScheduleStatus{}
 			f.Schedules[0].Spec.Schedule.Suspend = true
