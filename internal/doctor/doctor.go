@@ -107,6 +107,11 @@ type Facts struct {
 
 	CRDs     []CRD
 	Webhooks []WebhookConfig
+	// WebhooksSkipped says why the webhook configurations were not read.
+	WebhooksSkipped string
+	// Unread names what the user may not read; the checks that need it
+	// judge only what was read.
+	Unread []string
 	// Probe is the API server's answer to a dry-run create the webhook must
 	// refuse; ProbeNamespace is where it was tried. ProbeSkipped says why
 	// it was not tried.
@@ -143,8 +148,17 @@ const ProbeMarker = "serves only its own namespace"
 // Run judges the facts.
 func Run(f Facts) Report {
 	var r Report
+	if len(f.Unread) > 0 {
+		r.add(Check{Name: "access", Status: Warn, Detail: "not read, so not judged: " + strings.Join(f.Unread, "; "),
+			Fix: "run the doctor as a user who may read snapflow's objects there (an administrator, or with -n a namespace you may read)"})
+	}
 	r.add(crds(f.CRDs))
-	r.add(caBundles(f.Webhooks, f.Now))
+	if f.WebhooksSkipped != "" {
+		r.add(Check{Name: "webhook-ca", Status: Warn, Detail: "not read: " + f.WebhooksSkipped,
+			Fix: "run the doctor as a user who may list Mutating and ValidatingWebhookConfigurations; the webhook probe still tells whether admission works"})
+	} else {
+		r.add(caBundles(f.Webhooks, f.Now))
+	}
 	r.add(probe(f))
 	r.add(functions(f))
 	r.add(sources(f))

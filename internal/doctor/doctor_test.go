@@ -140,6 +140,8 @@ func TestRun(t *testing.T) {
 			f.Repositories[0].Status.Conditions = nil
 		}, check: "repositories", want: Warn, detail: "still connecting"},
 		{name: "a skewed clock", change: func(f *Facts) { f.ServerTime = ptr(now.Add(-2 * time.Minute)) }, check: "clock", want: Warn, detail: "2m0s off"},
+		{name: "objects the user may not read", change: func(f *Facts) { f.Unread = []string{"ClusterRepositories in every namespace"} }, check: "access", want: Warn, detail: "not judged: ClusterRepositories"},
+		{name: "webhook configurations the user may not read", change: func(f *Facts) { f.WebhooksSkipped = "forbidden" }, check: "webhook-ca", want: Warn, detail: "not read: forbidden"},
 		{name: "unprotected PVCs", change: func(f *Facts) { f.Unprotected = ptr(3) }, check: "coverage", want: Warn, detail: "3 PVC(s)"},
 	}
 	for _, tc := range tests {
