@@ -142,6 +142,25 @@ compile_kopia() {
   stamp kopia "$KOPIA_VERSION"
 }
 
+# The kubelet is only for the real-node smoke test (hack/kubelet-smoke.sh),
+# built like kube-apiserver but in a module of its own, so its extra
+# dependencies never reach the tools make test needs.
+prep_kubelet() {
+  local dir="$WORK/kubelet-$KUBE_VERSION" kube="$WORK/kube-$KUBE_VERSION"
+  [[ -f "$kube/go.mod" ]] || prep_kube
+  rm -rf "$dir"; mkdir -p "$dir"
+  sed 's#^module .*#module snapflow.local/kubelet#' "$kube/go.mod" >"$dir/go.mod"
+  cp "$kube/go.sum" "$dir/go.sum"
+  printf '//go:build tools\n\npackage tools\n\nimport _ "k8s.io/kubernetes/cmd/kubelet"\n' >"$dir/tools.go"
+  (cd "$dir" && go mod tidy >/dev/null)
+}
+
+compile_kubelet() {
+  log "kubelet $KUBE_VERSION (real-node smoke test)"
+  (cd "$WORK/kubelet-$KUBE_VERSION" && timed kubelet go build -o "$BIN/kubelet" k8s.io/kubernetes/cmd/kubelet)
+  stamp kubelet "$KUBE_VERSION"
+}
+
 # A tool `go install`ed at a version builds with its own module's
 # requirements; prep_install downloads the same ones (a module that
 # requires only it selects the same versions) without compiling.
@@ -174,20 +193,21 @@ is_fresh() { # is_fresh TOOL: its binaries are built at the pinned version
     kube) fresh kube-apiserver "$KUBE_VERSION" && fresh kubectl "$KUBE_VERSION" ;;
     etcd) fresh etcd "$ETCD_VERSION" ;;
     kopia) fresh kopia "$KOPIA_VERSION" ;;
+    kubelet) fresh kubelet "$KUBE_VERSION" ;;
     *) local pv; pv=$(tool_pkg "$1"); fresh "$1" "${pv#* }" ;;
   esac
 }
 
 prep() {
   case $1 in
-    kube|etcd|kopia) "prep_$1" ;;
+    kube|etcd|kopia|kubelet) "prep_$1" ;;
     *) local pv; pv=$(tool_pkg "$1"); prep_install "$1" ${pv} ;;
   esac
 }
 
 compile() {
   case $1 in
-    kube|etcd|kopia) "compile_$1" ;;
+    kube|etcd|kopia|kubelet) "compile_$1" ;;
     *) local pv; pv=$(tool_pkg "$1"); compile_install "$1" ${pv} ;;
   esac
 }
@@ -197,7 +217,7 @@ want=("$@")
 todo=()
 for t in "${want[@]}"; do
   case $t in
-    kube|etcd|kopia|controller-gen|helm|versitygw|promtool|fake-gcs-server|golangci-lint) ;;
+    kube|etcd|kopia|kubelet|controller-gen|helm|versitygw|promtool|fake-gcs-server|golangci-lint) ;;
     *) echo "unknown tool $t" >&2; exit 2 ;;
   esac
   is_fresh "$t" || todo+=("$t")
