@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -237,36 +239,39 @@ func servedKinds(cfg *rest.Config) ([]doctor.CRD, error) {
 
 // webhookConfigs are the admission configurations holding a *.snapflow.dev webhook.
 func webhookConfigs(ctx context.Context, c client.Client) ([]doctor.WebhookConfig, error) {
-	var out []doctor.WebhookConfig
 	var vs admissionv1.ValidatingWebhookConfigurationList
 	if err := c.List(ctx, &vs); err != nil {
 		return nil, fmt.Errorf("list ValidatingWebhookConfigurations: %w", err)
-	}
-	for _, v := range vs.Items {
-		cfg := doctor.WebhookConfig{Kind: "ValidatingWebhookConfiguration", Name: v.Name}
-		for _, w := range v.Webhooks {
-			if strings.HasSuffix(w.Name, ".snapflow.dev") {
-				cfg.CABundles = append(cfg.CABundles, w.ClientConfig.CABundle)
-			}
-		}
-		if len(cfg.CABundles) > 0 {
-			out = append(out, cfg)
-		}
 	}
 	var ms admissionv1.MutatingWebhookConfigurationList
 	if err := c.List(ctx, &ms); err != nil {
 		return nil, fmt.Errorf("list MutatingWebhookConfigurations: %w", err)
 	}
-	for _, m := range ms.Items {
-		cfg := doctor.WebhookConfig{Kind: "MutatingWebhookConfiguration", Name: m.Name}
-		for _, w := range m.Webhooks {
-			if strings.HasSuffix(w.Name, ".snapflow.dev") {
-				cfg.CABundles = append(cfg.CABundles, w.ClientConfig.CABundle)
+	var out []doctor.WebhookConfig
+	add := func(kind, name string, hooks map[string][]byte) {
+		cfg := doctor.WebhookConfig{Kind: kind, Name: name}
+		for _, h := range slices.Sorted(maps.Keys(hooks)) {
+			if strings.HasSuffix(h, ".snapflow.dev") {
+				cfg.CABundles = append(cfg.CABundles, hooks[h])
 			}
 		}
 		if len(cfg.CABundles) > 0 {
 			out = append(out, cfg)
 		}
+	}
+	for _, v := range vs.Items {
+		hooks := map[string][]byte{}
+		for _, w := range v.Webhooks {
+			hooks[w.Name] = w.ClientConfig.CABundle
+		}
+		add("ValidatingWebhookConfiguration", v.Name, hooks)
+	}
+	for _, m := range ms.Items {
+		hooks := map[string][]byte{}
+		for _, w := range m.Webhooks {
+			hooks[w.Name] = w.ClientConfig.CABundle
+		}
+		add("MutatingWebhookConfiguration", m.Name, hooks)
 	}
 	return out, nil
 }
