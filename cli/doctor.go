@@ -123,12 +123,13 @@ func gatherFacts(ctx context.Context, cfg *rest.Config, c client.Client, scope, 
 		return f, err
 	}
 	f.CRDs = crds
-	if f.Webhooks, err = webhookConfigs(ctx, c); apierrors.IsForbidden(err) {
+	var probeHook *admissionv1.ValidatingWebhook
+	if f.Webhooks, probeHook, err = webhookConfigs(ctx, c); apierrors.IsForbidden(err) {
 		f.WebhooksSkipped = fmt.Sprintf("you may not list webhook configurations (%v)", err)
 	} else if err != nil {
 		return f, err
 	}
-	f.ProbeSkipped, f.ProbeIgnored = probeCovered(ctx, c, ns)
+	f.ProbeSkipped, f.ProbeIgnored = probeCovered(ctx, c, ns, probeHook)
 	if f.ProbeSkipped == "" {
 		f.Probe, f.ProbeSkipped = probeWebhook(ctx, c, ns)
 	}
@@ -237,15 +238,24 @@ func servedKinds(cfg *rest.Config) ([]doctor.CRD, error) {
 	return out, nil
 }
 
-// webhookConfigs are the admission configurations holding a *.snapflow.dev webhook.
-func webhookConfigs(ctx context.Context, c client.Client) ([]doctor.WebhookConfig, error) {
+// webhookConfigs are the admission configurations holding a *.snapflow.dev
+// webhook, and the webhook the probe must meet (nil when none is registered).
+func webhookConfigs(ctx context.Context, c client.Client) ([]doctor.WebhookConfig, *admissionv1.ValidatingWebhook, error) {
 	var vs admissionv1.ValidatingWebhookConfigurationList
 	if err := c.List(ctx, &vs); err != nil {
-		return nil, fmt.Errorf("list ValidatingWebhookConfigurations: %w", err)
+		return nil, nil, fmt.Errorf("list ValidatingWebhookConfigurations: %w", err)
 	}
 	var ms admissionv1.MutatingWebhookConfigurationList
 	if err := c.List(ctx, &ms); err != nil {
-		return nil, fmt.Errorf("list MutatingWebhookConfigurations: %w", err)
+		return nil, nil, fmt.Errorf("list MutatingWebhookConfigurations: %w", err)
+	}
+	var probeHook *admissionv1.ValidatingWebhook
+	for i := range vs.Items {
+		for j := range vs.Items[i].Webhooks {
+			if vs.Items[i].Webhooks[j].Name == probeValidatingWebhook {
+				probeHook = &vs.Items[i].Webhooks[j]
+			}
+		}
 	}
 	var out []doctor.WebhookConfig
 	add := func(kind, name string, hooks map[string][]byte) {
@@ -273,7 +283,7 @@ func webhookConfigs(ctx context.Context, c client.Client) ([]doctor.WebhookConfi
 		}
 		add("MutatingWebhookConfiguration", m.Name, hooks)
 	}
-	return out, nil
+	return out, probeHook, nil
 }
 
 // probeValidatingWebhook is the webhook the probe must meet.
@@ -282,19 +292,7 @@ const probeValidatingWebhook = "snapshotpolicies.validate.snapflow.dev"
 // probeCovered says why the probe cannot tell anything in namespace ns
 // (it does not exist, or snapflow's webhook leaves it out: snapflow's own
 // namespace always is), and whether that webhook admits on failure.
-func probeCovered(ctx context.Context, c client.Client, ns string) (skipped string, ignored bool) {
-	var vs admissionv1.ValidatingWebhookConfigurationList
-	if err := c.List(ctx, &vs); err != nil {
-		return "", false // the webhook-ca check reports it
-	}
-	var hook *admissionv1.ValidatingWebhook
-	for i := range vs.Items {
-		for j := range vs.Items[i].Webhooks {
-			if vs.Items[i].Webhooks[j].Name == probeValidatingWebhook {
-				hook = &vs.Items[i].Webhooks[j]
-			}
-		}
-	}
+func probeCovered(ctx context.Context, c client.Client, ns string, hook *admissionv1.ValidatingWebhook) (skipped string, ignored bool) {
 	if hook == nil {
 		return "", false
 	}
