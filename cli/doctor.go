@@ -215,7 +215,7 @@ func servedKinds(cfg *rest.Config) ([]doctor.CRD, error) {
 		return nil, fmt.Errorf("read the API server's groups: %w", err)
 	}
 	for _, g := range groups.Groups {
-		if g.Name != doctor.Group {
+		if g.Name != snapv1.GroupVersion.Group {
 			continue
 		}
 		for _, v := range g.Versions {
@@ -233,7 +233,7 @@ func servedKinds(cfg *rest.Config) ([]doctor.CRD, error) {
 	out := make([]doctor.CRD, 0, len(doctor.Resources))
 	for _, r := range doctor.Resources {
 		v, ok := served[r]
-		out = append(out, doctor.CRD{Name: r + "." + doctor.Group, Found: ok, Established: ok, Served: v})
+		out = append(out, doctor.CRD{Name: r + "." + snapv1.GroupVersion.Group, Found: ok, Established: ok, Served: v})
 	}
 	return out, nil
 }

@@ -55,11 +55,8 @@ func (r *Report) add(c Check) {
 	}
 }
 
-// Group is the API group of snapflow's kinds.
-const Group = "kopiur.home-operations.com"
-
 // Resources are the plural names of snapflow's kinds, whose
-// CustomResourceDefinitions are named <plural>.<Group>.
+// CustomResourceDefinitions are named <plural>.<group>.
 var Resources = []string{"clusterrepositories", "maintenances", "repositories", "restores", "snapshotpolicies", "snapshots", "snapshotschedules"}
 
 // CRD is what the doctor needs of one CustomResourceDefinition.
@@ -185,7 +182,7 @@ func crds(found []CRD) Check {
 	}
 	var missing, unready, unserved []string
 	for _, res := range Resources {
-		name := res + "." + Group
+		name := res + "." + snapv1.GroupVersion.Group
 		c, ok := byName[name]
 		switch {
 		case !ok || !c.Found:

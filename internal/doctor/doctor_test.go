@@ -38,7 +38,7 @@ func caPEM(t *testing.T, notBefore, notAfter time.Time) []byte {
 func allCRDs() []CRD {
 	var out []CRD
 	for _, r := range Resources {
-		out = append(out, CRD{Name: r + "." + Group, Found: true, Established: true, Served: []string{"v1alpha1"}})
+		out = append(out, CRD{Name: r + "." + snapv1.GroupVersion.Group, Found: true, Established: true, Served: []string{"v1alpha1"}})
 	}
 	return out
 }
